@@ -1,0 +1,123 @@
+/*
+ * scene_kernel.h - what an incore kernel author writes against.
+ *
+ * An incore kernel is compiled freestanding and position-independent, linked
+ * so that `kernel_entry` is the first byte of a single `.text` image, and
+ * entered by the device at offset 0 once per block:
+ *
+ *     #include "scene_kernel.h"
+ *     SCENE_KERNEL_ENTRY(ka) {
+ *         float *x = SCENE_ARG_PTR(ka, 0, float);
+ *         uint64_t n = SCENE_ARG_LEN(ka, 0, float);
+ *         SCENE_FOR_BLOCK_RANGE(ka, n, i) { x[i] += 1.0f; }
+ *     }
+ *
+ * Rules (checked when the image is extracted): no libc, no writable globals,
+ * no absolute addresses (no tables of pointers), no calls outside the image.
+ * memcpy/memset/memmove and f16 conversion helpers are linked into the image
+ * by the toolchain; bf16 helpers are the inline functions below.
+ */
+#ifndef SCENE_KERNEL_H
+#define SCENE_KERNEL_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#define SCENE_KERNEL_ABI_VERSION 1
+#define SCENE_MAX_ARGS 32
+
+/* Passed by the runtime to every block invocation. */
+typedef struct SceneKernelArgs {
+    uint32_t abi_version;
+    uint32_t block_idx;  /* 0 <= block_idx < block_num */
+    uint32_t block_num;
+    uint32_t num_args;
+    uint64_t args[SCENE_MAX_ARGS];      /* host-visible pointers or scalar bits */
+    uint64_t arg_sizes[SCENE_MAX_ARGS]; /* bytes for buffers, 0 for scalars */
+} SceneKernelArgs;
+
+#define SCENE_KERNEL_ENTRY(ka)                                                  \
+    __attribute__((section(".text.kernel_entry"), used, visibility("default"))) \
+    void kernel_entry(const SceneKernelArgs *ka)
+
+#define SCENE_ARG_PTR(ka, i, T) ((T *)(uintptr_t)(ka)->args[(i)])
+#define SCENE_ARG_LEN(ka, i, T) ((ka)->arg_sizes[(i)] / sizeof(T))
+#define SCENE_ARG_U64(ka, i) ((ka)->args[(i)])
+#define SCENE_ARG_I64(ka, i) ((int64_t)(ka)->args[(i)])
+
+static inline float scene_arg_f32(const SceneKernelArgs *ka, uint32_t i) {
+    union { uint32_t u; float f; } v;
+    v.u = (uint32_t)ka->args[i];
+    return v.f;
+}
+
+/* Contiguous share of [0, n) for this block: [*begin, *end). */
+static inline void scene_block_range(const SceneKernelArgs *ka, uint64_t n,
+                                     uint64_t *begin, uint64_t *end) {
+    uint64_t bn = ka->block_num ? ka->block_num : 1;
+    uint64_t chunk = (n + bn - 1) / bn;
+    uint64_t b = (uint64_t)ka->block_idx * chunk;
+    uint64_t e = b + chunk;
+    if (b > n) b = n;
+    if (e > n) e = n;
+    *begin = b;
+    *end = e;
+}
+
+#define SCENE_FOR_BLOCK_RANGE(ka, n, i)                                  \
+    for (uint64_t i##_b_, i##_e_, i##_once_ = (scene_block_range((ka), (n), \
+             &i##_b_, &i##_e_), 1); i##_once_; i##_once_ = 0)            \
+        for (uint64_t i = i##_b_; i < i##_e_; ++i)
+
+/* bf16 <-> f32, round-to-nearest-even, NaN kept quiet. */
+static inline float scene_bf16_to_f32(uint16_t h) {
+    union { uint32_t u; float f; } v;
+    v.u = (uint32_t)h << 16;
+    return v.f;
+}
+static inline uint16_t scene_f32_to_bf16(float f) {
+    union { uint32_t u; float f; } v;
+    v.f = f;
+    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40u);
+    uint32_t rounding = 0x7fffu + ((v.u >> 16) & 1u);
+    return (uint16_t)((v.u + rounding) >> 16);
+}
+
+/* f16 <-> f32 through the compiler's _Float16 (helpers linked into the image). */
+#if defined(__FLT16_MAX__)
+typedef _Float16 scene_f16;
+static inline float scene_f16_to_f32(uint16_t h) {
+    union { uint16_t u; _Float16 f; } v;
+    v.u = h;
+    return (float)v.f;
+}
+static inline uint16_t scene_f32_to_f16(float f) {
+    union { uint16_t u; _Float16 f; } v;
+    v.f = (_Float16)f;
+    return v.u;
+}
+#endif
+
+/* Needs -fno-math-errno (set by the toolchain) so it is one instruction, never a libm call. */
+static inline float scene_sqrtf(float x) { return __builtin_sqrtf(x); }
+
+/* exp without libm: range reduction + degree-6 polynomial, rel err ~1e-7. */
+static inline float scene_expf(float x) {
+    if (x > 88.72f) return __builtin_inff();
+    if (x < -103.97f) return 0.0f;
+    const float ln2 = 0.69314718056f;
+    float t = x * (1.0f / ln2);
+    int k = (int)(t + (t >= 0.0f ? 0.5f : -0.5f)); /* round to nearest, no libm floorf */
+    float kf = (float)k;
+    float r = x - kf * ln2;
+    float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
+    union { uint32_t u; float f; } s;
+    if (k < -126) { /* subnormal result: scale in two steps */
+        s.u = (uint32_t)(k + 126 + 127) << 23;
+        return p * s.f * 1.1754943508e-38f;
+    }
+    s.u = (uint32_t)(k + 127) << 23;
+    return p * s.f;
+}
+
+#endif /* SCENE_KERNEL_H */

@@ -1,0 +1,114 @@
+/*
+ * scene_runtime.h - the versioned C ABI between the scenes harness and a
+ * device runtime (the simulator `libscene_sim_runtime.so`, or a vendor
+ * runtime wrapped to this ABI).
+ *
+ * Conventions
+ *  - Every function returns an int32_t status: 0 = ok, negative = error
+ *    (SCENE_RT_E_*). After an error, scene_rt_last_error() returns a
+ *    NUL-terminated message for the calling thread, valid until the next
+ *    call on that thread.
+ *  - Device memory is addressed by opaque 64-bit device addresses returned by
+ *    scene_rt_malloc. They are not host pointers.
+ *  - A status <= SCENE_RT_E_DEVICE_FATAL means the device is unusable for the
+ *    rest of the process: the caller must close it and retire the card.
+ *  - The harness checks scene_rt_abi_version() == SCENE_RUNTIME_ABI_VERSION
+ *    before calling anything else.
+ */
+#ifndef SCENE_RUNTIME_H
+#define SCENE_RUNTIME_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SCENE_RUNTIME_ABI_VERSION 1
+
+/* Status codes. */
+#define SCENE_RT_OK 0
+#define SCENE_RT_E_INVALID -1        /* bad argument, null pointer, bad handle */
+#define SCENE_RT_E_ABI -2            /* ABI version mismatch */
+#define SCENE_RT_E_NO_DEVICE -3      /* no such device id / device not open */
+#define SCENE_RT_E_OOM -4            /* device memory exhausted */
+#define SCENE_RT_E_OUT_OF_BOUNDS -5  /* copy or access outside an allocation */
+#define SCENE_RT_E_FUNC_ID -6        /* task names a func_id not registered */
+#define SCENE_RT_E_CORE_TYPE -7      /* core type the platform lacks */
+#define SCENE_RT_E_LOAD -8           /* orchestration / image could not be loaded */
+#define SCENE_RT_E_ORCH -9           /* orchestration returned an error */
+#define SCENE_RT_E_TIMEOUT -10       /* run exceeded its deadline */
+#define SCENE_RT_E_DEVICE_FATAL -100 /* device unusable: retire the card */
+
+/* Core types. */
+#define SCENE_CORE_AIC 0 /* cube core */
+#define SCENE_CORE_AIV 1 /* vector core */
+
+/* Argument directions for a run. */
+#define SCENE_DIR_IN 0
+#define SCENE_DIR_OUT 1
+#define SCENE_DIR_INOUT 2
+#define SCENE_DIR_SCALAR 3
+
+typedef struct SceneDevice SceneDevice;
+
+/* One incore kernel: the raw .text image, entered at offset 0. */
+typedef struct SceneIncoreDesc {
+    uint32_t func_id;      /* 0 <= func_id < 64 */
+    uint32_t core_type;    /* SCENE_CORE_AIC or SCENE_CORE_AIV */
+    const uint8_t *image;  /* position-independent machine code */
+    uint64_t image_len;
+} SceneIncoreDesc;
+
+/* A callable: one orchestration shared object plus its incore images. */
+typedef struct SceneCallableDesc {
+    const uint8_t *orch_so;   /* bytes of the orchestration shared object */
+    uint64_t orch_so_len;
+    const char *orch_symbol;  /* NUL-terminated entry symbol name */
+    const SceneIncoreDesc *incores;
+    uint32_t num_incores;
+} SceneCallableDesc;
+
+/* One argument of a run, in orchestration-signature order. */
+typedef struct SceneRunArg {
+    uint32_t direction;  /* SCENE_DIR_* */
+    uint32_t reserved;
+    uint64_t value;      /* device address for tensors, raw bits for scalars */
+    uint64_t size;       /* size in bytes for tensors, 0 for scalars */
+} SceneRunArg;
+
+/* ABI version implemented by the library. */
+int32_t scene_rt_abi_version(void);
+
+/*
+ * Open device `device_id`. `options` is a NUL-terminated `key=value;...`
+ * string (may be NULL or empty). Keys understood by the simulator:
+ *   platform=a2a3sim|a5sim, aic=<cores>, aiv=<cores>, arena_mb=<MiB>,
+ *   timeout_ms=<run deadline>, fault=<test-only fault injection>.
+ * Simulator defaults: platform=a2a3sim, aic=2, aiv=2 (0 = the platform lacks
+ * that core type), arena_mb=256, timeout_ms=0 (no deadline). Faults
+ * (comma-separated): fatal_on_run:K (the K-th run returns
+ * SCENE_RT_E_DEVICE_FATAL), hang (runs end only by timeout_ms), none.
+ * Unknown keys fail with SCENE_RT_E_INVALID. After SCENE_RT_E_TIMEOUT the
+ * simulator also treats the device as fatal (a hung kernel cannot be stopped).
+ */
+int32_t scene_rt_open(int32_t device_id, const char *options, SceneDevice **out);
+int32_t scene_rt_close(SceneDevice *dev);
+
+int32_t scene_rt_malloc(SceneDevice *dev, uint64_t size, uint64_t *out_addr);
+int32_t scene_rt_free(SceneDevice *dev, uint64_t addr);
+int32_t scene_rt_copy_to_device(SceneDevice *dev, uint64_t dst, const void *src, uint64_t size);
+int32_t scene_rt_copy_from_device(SceneDevice *dev, void *dst, uint64_t src, uint64_t size);
+
+int32_t scene_rt_register_callable(SceneDevice *dev, const SceneCallableDesc *desc, uint32_t *out_handle);
+int32_t scene_rt_unregister_callable(SceneDevice *dev, uint32_t handle);
+int32_t scene_rt_run(SceneDevice *dev, uint32_t handle, const SceneRunArg *args, uint32_t num_args);
+
+/* Message of the last error on this thread ("" if none). Never NULL. */
+const char *scene_rt_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SCENE_RUNTIME_H */

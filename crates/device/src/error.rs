@@ -1,0 +1,93 @@
+//! Error types of the device crate.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::lock::HolderInfo;
+
+/// Errors of device lists and card locks.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    #[error("invalid device list `{input}`: {reason}")]
+    InvalidList { input: String, reason: String },
+    #[error("{action} {}: {source}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot lease {requested} card(s) from a pool of {available}")]
+    TooManyCards { requested: usize, available: usize },
+    #[error("timed out after {waited:.1?} waiting for card {card}{}", holder_suffix(.holder))]
+    LockTimeout {
+        card: u32,
+        holder: Option<HolderInfo>,
+        waited: Duration,
+    },
+}
+
+fn holder_suffix(h: &Option<HolderInfo>) -> String {
+    h.as_ref()
+        .map(|h| format!(" held by {h}"))
+        .unwrap_or_default()
+}
+
+/// Errors of loading and calling a device runtime.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error(
+        "cannot find the device runtime {name}; set SCENE_RUNTIME_LIB or build scene-sim-runtime. Looked in: {}",
+        fmt_paths(searched)
+    )]
+    NotFound {
+        name: String,
+        searched: Vec<PathBuf>,
+    },
+    #[error("cannot load the device runtime {}: {source}", path.display())]
+    Load {
+        path: PathBuf,
+        #[source]
+        source: libloading::Error,
+    },
+    #[error("{} is not a device runtime: missing symbol `{symbol}` ({source})", path.display())]
+    MissingSymbol {
+        path: PathBuf,
+        symbol: &'static str,
+        #[source]
+        source: libloading::Error,
+    },
+    #[error("device runtime ABI version {found}, but this harness speaks version {expected}")]
+    AbiMismatch { found: i32, expected: i32 },
+    #[error("{call} failed with {status} ({}): {message}", crate::abi::status::name(*status))]
+    Call {
+        call: &'static str,
+        status: i32,
+        message: String,
+    },
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+}
+
+fn fmt_paths(p: &[PathBuf]) -> String {
+    p.iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl RuntimeError {
+    /// True when the runtime reported the device unusable (status `<=
+    /// SCENE_RT_E_DEVICE_FATAL`): close it and retire the card.
+    pub fn is_device_fatal(&self) -> bool {
+        matches!(self, RuntimeError::Call { status, .. } if *status <= crate::abi::status::E_DEVICE_FATAL)
+    }
+
+    /// The runtime status code, for [`RuntimeError::Call`].
+    pub fn status(&self) -> Option<i32> {
+        match self {
+            RuntimeError::Call { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,40 @@
+//! Device access for scene tests: which cards a run may use, exclusive
+//! cross-process leases on them, and loading a device runtime behind the C
+//! ABI in `include/scene_runtime.h`.
+//!
+//! - [`DeviceList`] parses card lists such as `0,2-4,7` (`SCENE_DEVICES`,
+//!   `TASK_DEVICE`).
+//! - [`CardPool`] hands out [`CardLease`]s: `k` cards locked atomically and
+//!   deadlock-free with `flock`-style file locks, one file per card, so
+//!   leases are released when dropped and when the holding process dies. The
+//!   lock file records who holds it, so waiters can say whom they wait for.
+//! - [`Runtime`] loads a runtime shared object (the simulator
+//!   `libscene_sim_runtime.so` or a vendor runtime wrapped to the ABI) once a
+//!   card is held, checks its ABI version, and wraps it in the safe
+//!   [`DeviceSession`] API.
+//!
+//! What this crate deliberately does not know: compilers, kernels, scene
+//! files, goldens or reports. It moves bytes and handles; callers decide what
+//! they mean. All `unsafe` code lives in the runtime loader module.
+
+pub mod abi;
+mod error;
+mod list;
+mod lock;
+mod runtime;
+
+use std::path::PathBuf;
+
+pub use error::{DeviceError, RuntimeError};
+pub use list::DeviceList;
+pub use lock::{AcquireOptions, CardLease, CardPool, HolderInfo, WaitStatus, default_lock_dir};
+pub use runtime::{
+    CallableHandle, CallableImage, DeviceBuffer, DeviceSession, Direction, IncoreImageRef,
+    RUNTIME_LIB_NAME, RunArg, Runtime, default_runtime_path,
+};
+
+/// Directory holding the C headers (`scene_runtime.h`, `scene_kernel.h`,
+/// `scene_orch.h`) that kernels and orchestrations compile against.
+pub fn include_dir() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/include"))
+}

@@ -1,0 +1,454 @@
+//! Loading a device runtime shared object and calling it through a safe API.
+//!
+//! This is the only module of the crate with `unsafe` code: resolving the
+//! `scene_rt_*` symbols and calling them across the C ABI of
+//! `include/scene_runtime.h`.
+#![allow(unsafe_code)]
+
+use std::ffi::{CStr, CString, c_char, c_void};
+use std::path::{Path, PathBuf};
+
+use crate::abi::{self, SCENE_RUNTIME_ABI_VERSION};
+use crate::error::RuntimeError;
+use crate::lock::CardLease;
+
+/// File name of the simulator runtime built by `scene-sim-runtime`.
+#[cfg(target_os = "macos")]
+pub const RUNTIME_LIB_NAME: &str = "libscene_sim_runtime.dylib";
+/// File name of the simulator runtime built by `scene-sim-runtime`.
+#[cfg(not(target_os = "macos"))]
+pub const RUNTIME_LIB_NAME: &str = "libscene_sim_runtime.so";
+
+/// Where the runtime is: `SCENE_RUNTIME_LIB` if set, else
+/// [`RUNTIME_LIB_NAME`] next to the current executable: in its directory, its
+/// `deps/` subdirectory, or its parent (test executables live in
+/// `target/<profile>/deps`, binaries in `target/<profile>`). When several
+/// exist, the most recently built one wins (cargo refreshes them separately).
+pub fn default_runtime_path() -> Result<PathBuf, RuntimeError> {
+    if let Some(p) = std::env::var_os("SCENE_RUNTIME_LIB").filter(|p| !p.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    let mut searched = Vec::new();
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+    {
+        searched.push(dir.join(RUNTIME_LIB_NAME));
+        searched.push(dir.join("deps").join(RUNTIME_LIB_NAME));
+        if let Some(parent) = dir.parent() {
+            searched.push(parent.join(RUNTIME_LIB_NAME));
+        }
+    }
+    let newest = searched
+        .iter()
+        .filter_map(|p| {
+            let m = std::fs::metadata(p).ok().filter(|m| m.is_file())?;
+            Some((m.modified().ok(), p))
+        })
+        .max_by_key(|(t, _)| *t)
+        .map(|(_, p)| p.clone());
+    newest.ok_or(RuntimeError::NotFound {
+        name: RUNTIME_LIB_NAME.to_owned(),
+        searched,
+    })
+}
+
+// ---- C ABI mirrors -------------------------------------------------------
+
+#[repr(C)]
+struct IncoreDescC {
+    func_id: u32,
+    core_type: u32,
+    image: *const u8,
+    image_len: u64,
+}
+
+#[repr(C)]
+struct CallableDescC {
+    orch_so: *const u8,
+    orch_so_len: u64,
+    orch_symbol: *const c_char,
+    incores: *const IncoreDescC,
+    num_incores: u32,
+}
+
+#[repr(C)]
+struct RunArgC {
+    direction: u32,
+    reserved: u32,
+    value: u64,
+    size: u64,
+}
+
+type Dev = *mut c_void;
+
+/// Every entry point, resolved once at load.
+#[derive(Debug, Clone, Copy)]
+struct Api {
+    abi_version: unsafe extern "C" fn() -> i32,
+    open: unsafe extern "C" fn(i32, *const c_char, *mut Dev) -> i32,
+    close: unsafe extern "C" fn(Dev) -> i32,
+    malloc: unsafe extern "C" fn(Dev, u64, *mut u64) -> i32,
+    free: unsafe extern "C" fn(Dev, u64) -> i32,
+    copy_to_device: unsafe extern "C" fn(Dev, u64, *const c_void, u64) -> i32,
+    copy_from_device: unsafe extern "C" fn(Dev, *mut c_void, u64, u64) -> i32,
+    register_callable: unsafe extern "C" fn(Dev, *const CallableDescC, *mut u32) -> i32,
+    unregister_callable: unsafe extern "C" fn(Dev, u32) -> i32,
+    run: unsafe extern "C" fn(Dev, u32, *const RunArgC, u32) -> i32,
+    last_error: unsafe extern "C" fn() -> *const c_char,
+}
+
+// ---- public types ------------------------------------------------------------
+
+/// Direction of a tensor argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Direction {
+    In,
+    Out,
+    InOut,
+}
+
+impl Direction {
+    fn to_c(self) -> u32 {
+        match self {
+            Direction::In => abi::DIR_IN,
+            Direction::Out => abi::DIR_OUT,
+            Direction::InOut => abi::DIR_INOUT,
+        }
+    }
+}
+
+/// One argument of a run, in orchestration-signature order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunArg {
+    Tensor {
+        direction: Direction,
+        addr: u64,
+        size: u64,
+    },
+    /// Raw bits (e.g. `f32::to_bits(x) as u64`).
+    Scalar(u64),
+}
+
+impl RunArg {
+    /// A tensor argument covering the whole of `buf`.
+    pub fn tensor(direction: Direction, buf: DeviceBuffer) -> RunArg {
+        RunArg::Tensor {
+            direction,
+            addr: buf.addr,
+            size: buf.size,
+        }
+    }
+
+    fn to_c(self) -> RunArgC {
+        match self {
+            RunArg::Tensor {
+                direction,
+                addr,
+                size,
+            } => RunArgC {
+                direction: direction.to_c(),
+                reserved: 0,
+                value: addr,
+                size,
+            },
+            RunArg::Scalar(v) => RunArgC {
+                direction: abi::DIR_SCALAR,
+                reserved: 0,
+                value: v,
+                size: 0,
+            },
+        }
+    }
+}
+
+/// A device allocation (not freed automatically: see [`DeviceSession::free`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DeviceBuffer {
+    /// Opaque device address.
+    pub addr: u64,
+    pub size: u64,
+}
+
+/// One incore kernel image of a callable.
+#[derive(Debug, Clone, Copy)]
+pub struct IncoreImageRef<'a> {
+    pub func_id: u32,
+    /// [`abi::CORE_AIC`] or [`abi::CORE_AIV`].
+    pub core_type: u32,
+    /// Raw position-independent `.text` image, entered at offset 0.
+    pub image: &'a [u8],
+}
+
+/// What [`DeviceSession::register`] uploads: an orchestration shared object
+/// plus its incore images.
+#[derive(Debug, Clone)]
+pub struct CallableImage<'a> {
+    pub orch_so: &'a [u8],
+    pub orch_symbol: &'a str,
+    pub incores: Vec<IncoreImageRef<'a>>,
+}
+
+/// A registered callable on one device session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CallableHandle(pub u32);
+
+/// A loaded device runtime.
+///
+/// Taking a [`CardLease`] in [`Runtime::load`] makes "a runtime is loaded
+/// only while a card is held" a type-level fact.
+#[derive(Debug)]
+pub struct Runtime {
+    api: Api,
+    path: PathBuf,
+    abi_version: i32,
+    // Keeps the fn pointers in `api` valid; never unloaded before them.
+    _lib: libloading::Library,
+}
+
+impl Runtime {
+    /// Loads the runtime at `path`, resolves every `scene_rt_*` symbol and
+    /// checks the ABI version.
+    pub fn load(_lease: &CardLease, path: &Path) -> Result<Runtime, RuntimeError> {
+        // SAFETY: loading a shared object runs its initialisers; the path names
+        // a device runtime chosen by the user (SCENE_RUNTIME_LIB or the build),
+        // which is trusted native code by design.
+        let lib =
+            unsafe { libloading::Library::new(path) }.map_err(|source| RuntimeError::Load {
+                path: path.to_owned(),
+                source,
+            })?;
+        macro_rules! sym {
+            ($name:literal) => {{
+                // SAFETY: the symbol is declared in scene_runtime.h with exactly
+                // the signature of the `Api` field it is stored in; the copied
+                // fn pointer lives in `Runtime` next to the library that owns it.
+                let s = unsafe { lib.get(concat!($name, "\0").as_bytes()) }.map_err(|source| {
+                    RuntimeError::MissingSymbol {
+                        path: path.to_owned(),
+                        symbol: $name,
+                        source,
+                    }
+                })?;
+                *s
+            }};
+        }
+        let api = Api {
+            abi_version: sym!("scene_rt_abi_version"),
+            open: sym!("scene_rt_open"),
+            close: sym!("scene_rt_close"),
+            malloc: sym!("scene_rt_malloc"),
+            free: sym!("scene_rt_free"),
+            copy_to_device: sym!("scene_rt_copy_to_device"),
+            copy_from_device: sym!("scene_rt_copy_from_device"),
+            register_callable: sym!("scene_rt_register_callable"),
+            unregister_callable: sym!("scene_rt_unregister_callable"),
+            run: sym!("scene_rt_run"),
+            last_error: sym!("scene_rt_last_error"),
+        };
+        // SAFETY: `scene_rt_abi_version` takes no arguments and has no preconditions.
+        let found = unsafe { (api.abi_version)() };
+        if found != SCENE_RUNTIME_ABI_VERSION {
+            return Err(RuntimeError::AbiMismatch {
+                found,
+                expected: SCENE_RUNTIME_ABI_VERSION,
+            });
+        }
+        Ok(Runtime {
+            api,
+            path: path.to_owned(),
+            abi_version: found,
+            _lib: lib,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn abi_version(&self) -> i32 {
+        self.abi_version
+    }
+
+    /// The runtime's last error message on this thread.
+    fn last_error(&self) -> String {
+        // SAFETY: `scene_rt_last_error` has no preconditions and returns NULL
+        // or a NUL-terminated string valid until the next call on this thread;
+        // it is copied immediately.
+        unsafe {
+            let p = (self.api.last_error)();
+            if p.is_null() {
+                String::new()
+            } else {
+                CStr::from_ptr(p).to_string_lossy().into_owned()
+            }
+        }
+    }
+
+    fn check(&self, call: &'static str, status: i32) -> Result<(), RuntimeError> {
+        if status == abi::status::OK {
+            Ok(())
+        } else {
+            Err(RuntimeError::Call {
+                call,
+                status,
+                message: self.last_error(),
+            })
+        }
+    }
+
+    /// Opens device `device_id` with a `key=value;...` options string.
+    pub fn open(&self, device_id: u32, options: &str) -> Result<DeviceSession<'_>, RuntimeError> {
+        let id = i32::try_from(device_id).map_err(|_| {
+            RuntimeError::InvalidArgument(format!("device id {device_id} does not fit the ABI"))
+        })?;
+        let opts = CString::new(options).map_err(|_| {
+            RuntimeError::InvalidArgument(format!("options {options:?} contain NUL"))
+        })?;
+        let mut dev: Dev = std::ptr::null_mut();
+        // SAFETY: `opts` is NUL-terminated and outlives the call; `dev` is a
+        // valid out-pointer.
+        let status = unsafe { (self.api.open)(id, opts.as_ptr(), &mut dev) };
+        self.check("scene_rt_open", status)?;
+        if dev.is_null() {
+            return Err(RuntimeError::Call {
+                call: "scene_rt_open",
+                status: abi::status::E_INVALID,
+                message: "runtime returned success but a NULL device".into(),
+            });
+        }
+        Ok(DeviceSession {
+            rt: self,
+            dev,
+            device_id,
+            closed: false,
+        })
+    }
+}
+
+/// An open device of a [`Runtime`]; closed on drop.
+#[derive(Debug)]
+pub struct DeviceSession<'rt> {
+    rt: &'rt Runtime,
+    dev: Dev,
+    device_id: u32,
+    closed: bool,
+}
+
+// SAFETY: the device handle is an opaque token the runtime accepts from any
+// thread (the ABI has no thread affinity, and the last-error message is read
+// on the same thread as the call that set it). The session is not `Sync`:
+// calls on one session are not made concurrently.
+unsafe impl Send for DeviceSession<'_> {}
+
+impl DeviceSession<'_> {
+    pub fn device_id(&self) -> u32 {
+        self.device_id
+    }
+
+    pub fn malloc(&self, size: u64) -> Result<DeviceBuffer, RuntimeError> {
+        let mut addr = 0;
+        // SAFETY: `self.dev` is an open device; `addr` is a valid out-pointer.
+        let status = unsafe { (self.rt.api.malloc)(self.dev, size, &mut addr) };
+        self.rt.check("scene_rt_malloc", status)?;
+        Ok(DeviceBuffer { addr, size })
+    }
+
+    pub fn free(&self, addr: u64) -> Result<(), RuntimeError> {
+        // SAFETY: `self.dev` is an open device; the runtime validates `addr`.
+        let status = unsafe { (self.rt.api.free)(self.dev, addr) };
+        self.rt.check("scene_rt_free", status)
+    }
+
+    /// Copies `data` to device address `addr`.
+    pub fn copy_to(&self, addr: u64, data: &[u8]) -> Result<(), RuntimeError> {
+        // SAFETY: `data` is `data.len()` readable bytes for the call; the
+        // runtime bounds-checks the device range.
+        let status = unsafe {
+            (self.rt.api.copy_to_device)(self.dev, addr, data.as_ptr().cast(), data.len() as u64)
+        };
+        self.rt.check("scene_rt_copy_to_device", status)
+    }
+
+    /// Fills `out` from device address `addr`.
+    pub fn copy_from(&self, addr: u64, out: &mut [u8]) -> Result<(), RuntimeError> {
+        // SAFETY: `out` is `out.len()` writable bytes borrowed exclusively for
+        // the call; the runtime bounds-checks the device range.
+        let status = unsafe {
+            (self.rt.api.copy_from_device)(
+                self.dev,
+                out.as_mut_ptr().cast(),
+                addr,
+                out.len() as u64,
+            )
+        };
+        self.rt.check("scene_rt_copy_from_device", status)
+    }
+
+    pub fn register(&self, callable: &CallableImage<'_>) -> Result<CallableHandle, RuntimeError> {
+        let symbol = CString::new(callable.orch_symbol).map_err(|_| {
+            RuntimeError::InvalidArgument(format!(
+                "orchestration symbol {:?} contains NUL",
+                callable.orch_symbol
+            ))
+        })?;
+        let incores: Vec<IncoreDescC> = callable
+            .incores
+            .iter()
+            .map(|i| IncoreDescC {
+                func_id: i.func_id,
+                core_type: i.core_type,
+                image: i.image.as_ptr(),
+                image_len: i.image.len() as u64,
+            })
+            .collect();
+        let num_incores = u32::try_from(incores.len())
+            .map_err(|_| RuntimeError::InvalidArgument(format!("{} incores", incores.len())))?;
+        let desc = CallableDescC {
+            orch_so: callable.orch_so.as_ptr(),
+            orch_so_len: callable.orch_so.len() as u64,
+            orch_symbol: symbol.as_ptr(),
+            incores: incores.as_ptr(),
+            num_incores,
+        };
+        let mut handle = 0;
+        // SAFETY: `desc` and everything it points to (`symbol`, `incores`, the
+        // borrowed byte slices) outlive the call; `handle` is a valid out-pointer.
+        let status = unsafe { (self.rt.api.register_callable)(self.dev, &desc, &mut handle) };
+        self.rt.check("scene_rt_register_callable", status)?;
+        Ok(CallableHandle(handle))
+    }
+
+    pub fn unregister(&self, handle: CallableHandle) -> Result<(), RuntimeError> {
+        // SAFETY: `self.dev` is an open device; the runtime validates the handle.
+        let status = unsafe { (self.rt.api.unregister_callable)(self.dev, handle.0) };
+        self.rt.check("scene_rt_unregister_callable", status)
+    }
+
+    /// Runs a callable to completion.
+    pub fn run(&self, handle: CallableHandle, args: &[RunArg]) -> Result<(), RuntimeError> {
+        let c: Vec<RunArgC> = args.iter().map(|a| a.to_c()).collect();
+        let n = u32::try_from(c.len())
+            .map_err(|_| RuntimeError::InvalidArgument(format!("{} run args", c.len())))?;
+        // SAFETY: `c` holds `n` run arguments and outlives the call.
+        let status = unsafe { (self.rt.api.run)(self.dev, handle.0, c.as_ptr(), n) };
+        self.rt.check("scene_rt_run", status)
+    }
+
+    /// Closes the device, reporting the runtime's status (drop ignores it).
+    pub fn close(mut self) -> Result<(), RuntimeError> {
+        self.closed = true;
+        // SAFETY: `self.dev` is open and, with `closed` set, never used again.
+        let status = unsafe { (self.rt.api.close)(self.dev) };
+        self.rt.check("scene_rt_close", status)
+    }
+}
+
+impl Drop for DeviceSession<'_> {
+    fn drop(&mut self) {
+        if !self.closed {
+            // SAFETY: `self.dev` is open and is not used after this.
+            let _ = unsafe { (self.rt.api.close)(self.dev) };
+        }
+    }
+}

@@ -1,0 +1,350 @@
+//! Card leases across threads and processes. Child processes are this same
+//! test executable re-run with `SCENE_TEST_CHILD` selecting a child mode.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use scene_device::{
+    AcquireOptions, CardPool, DeviceError, DeviceList, WaitStatus, default_lock_dir,
+};
+
+const LABEL: &str = "vector_example::small";
+
+fn pool(dir: &Path, list: &str) -> CardPool {
+    CardPool::new(list.parse().unwrap(), dir.to_path_buf()).unwrap()
+}
+
+fn child(mode: &str, test: &str, envs: &[(&str, &str)]) -> Command {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env("SCENE_TEST_CHILD", mode);
+    c.env_remove("SCENE_DEVICES").env_remove("TASK_DEVICE");
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    c
+}
+
+fn child_mode() -> Option<String> {
+    std::env::var("SCENE_TEST_CHILD").ok()
+}
+
+/// Child mode `hold`: lease card 0, say "locked", wait for stdin to close.
+#[test]
+fn child_hold_lock() {
+    if child_mode().as_deref() != Some("hold") {
+        return;
+    }
+    let dir = PathBuf::from(std::env::var("SCENE_TEST_LOCK_DIR").unwrap());
+    let lease = pool(&dir, "0")
+        .acquire(1, LABEL, AcquireOptions::default())
+        .unwrap();
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "\nlocked {:?}", lease.cards()).unwrap();
+    out.flush().unwrap();
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+}
+
+fn spawn_holder(dir: &Path) -> Child {
+    let mut c = child(
+        "hold",
+        "child_hold_lock",
+        &[("SCENE_TEST_LOCK_DIR", dir.to_str().unwrap())],
+    )
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::inherit())
+    .spawn()
+    .unwrap();
+    let mut out = BufReader::new(c.stdout.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "child exited before locking"
+        );
+        if line.contains("locked") {
+            break;
+        }
+    }
+    // Keep draining so the child never writes into a closed pipe.
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    c
+}
+
+#[test]
+fn two_processes_serialize_on_one_card() {
+    if child_mode().is_some() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut holder = spawn_holder(dir.path());
+    let p = pool(dir.path(), "0");
+
+    assert!(p.try_acquire(1, "parent").unwrap().is_none());
+    let info = p.holder(0).expect("holder info in the lock file");
+    assert_eq!(info.pid, holder.id());
+    assert_eq!(info.label, LABEL);
+
+    let mut seen: Vec<WaitStatus> = Vec::new();
+    let mut on_wait = |s: &WaitStatus| seen.push(s.clone());
+    let t = Instant::now();
+    let err = p
+        .acquire(
+            1,
+            "parent",
+            AcquireOptions {
+                timeout: Some(Duration::from_millis(150)),
+                on_wait: Some(&mut on_wait),
+            },
+        )
+        .unwrap_err();
+    assert!(t.elapsed() >= Duration::from_millis(150));
+    match &err {
+        DeviceError::LockTimeout {
+            card: 0,
+            holder: Some(h),
+            waited,
+        } => {
+            assert_eq!(h.pid, holder.id());
+            assert!(*waited >= Duration::from_millis(150));
+        }
+        e => panic!("unexpected {e:?}"),
+    }
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&format!("held by pid {} ({LABEL})", holder.id())),
+        "{msg}"
+    );
+    assert!(!seen.is_empty(), "on_wait was not called");
+    assert_eq!(
+        seen[0].to_string(),
+        format!("waiting for card 0 held by pid {} ({LABEL})", holder.id())
+    );
+
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let t = Instant::now();
+    let lease = p
+        .acquire(
+            1,
+            "parent",
+            AcquireOptions {
+                timeout: Some(Duration::from_secs(5)),
+                on_wait: None,
+            },
+        )
+        .unwrap();
+    assert!(
+        t.elapsed() < Duration::from_secs(1),
+        "took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(lease.cards(), &[0]);
+    assert_eq!(p.holder(0).unwrap().pid, std::process::id());
+    assert_eq!(p.holder(0).unwrap().label, "parent");
+    let released = lease.release();
+    assert!(released >= std::time::UNIX_EPOCH);
+    assert!(p.holder(0).is_none(), "holder info cleared on release");
+    assert!(p.try_acquire(1, "again").unwrap().is_some());
+}
+
+#[test]
+fn holder_released_on_orderly_exit_too() {
+    if child_mode().is_some() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut holder = spawn_holder(dir.path());
+    let p = pool(dir.path(), "0-1");
+    // Card 1 is free: a single-card lease takes it without waiting.
+    let one = p.try_acquire(1, "x").unwrap().unwrap();
+    assert_eq!(one.cards(), &[1]);
+    drop(one);
+    // Two cards need card 0 too.
+    assert!(p.try_acquire(2, "x").unwrap().is_none());
+    drop(holder.stdin.take()); // child sees EOF, releases, exits
+    assert!(holder.wait().unwrap().success());
+    let both = p
+        .acquire(
+            2,
+            "x",
+            AcquireOptions {
+                timeout: Some(Duration::from_secs(5)),
+                on_wait: None,
+            },
+        )
+        .unwrap();
+    assert_eq!(both.cards(), &[0, 1]);
+}
+
+#[test]
+fn too_many_cards_is_immediate() {
+    if child_mode().is_some() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = pool(dir.path(), "0,2");
+    let t = Instant::now();
+    let e = p.acquire(3, "x", AcquireOptions::default()).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            DeviceError::TooManyCards {
+                requested: 3,
+                available: 2
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(1));
+    assert!(matches!(
+        p.try_acquire(0, "x"),
+        Err(DeviceError::TooManyCards { .. })
+    ));
+    let l = p.try_acquire(2, "x").unwrap().unwrap();
+    assert_eq!(l.cards(), &[0, 2]);
+    assert!(dir.path().join("card-2.lock").is_file());
+}
+
+/// Leases k=1 and k=2 cards from a 3-card pool repeatedly; checks via the lock
+/// files that nobody else holds a card while we do.
+fn churn(dir: &Path, tag: &str, threads: usize, iters: usize) {
+    let p = Arc::new(pool(dir, "0-2"));
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let p = Arc::clone(&p);
+            let tag = format!("{tag}-{t}");
+            std::thread::spawn(move || {
+                for i in 0..iters {
+                    let k = 1 + (i + t) % 2;
+                    let label = format!("{tag}-{i}");
+                    let lease = p
+                        .acquire(
+                            k,
+                            &label,
+                            AcquireOptions {
+                                timeout: Some(Duration::from_secs(60)),
+                                on_wait: None,
+                            },
+                        )
+                        .unwrap();
+                    assert_eq!(lease.cards().len(), k);
+                    for &c in lease.cards() {
+                        assert_eq!(
+                            p.holder(c).unwrap().label,
+                            label,
+                            "card {c} not exclusively ours"
+                        );
+                    }
+                    std::thread::yield_now();
+                    for &c in lease.cards() {
+                        assert_eq!(
+                            p.holder(c).unwrap().label,
+                            label,
+                            "card {c} not exclusively ours"
+                        );
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+}
+
+/// Child mode `churn`.
+#[test]
+fn child_churn() {
+    if child_mode().as_deref() != Some("churn") {
+        return;
+    }
+    let dir = PathBuf::from(std::env::var("SCENE_TEST_LOCK_DIR").unwrap());
+    churn(&dir, &format!("pid{}", std::process::id()), 2, 40);
+}
+
+#[test]
+fn mixed_leases_from_threads_and_processes_complete() {
+    if child_mode().is_some() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let children: Vec<Child> = (0..2)
+        .map(|_| {
+            child("churn", "child_churn", &[("SCENE_TEST_LOCK_DIR", d)])
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    churn(dir.path(), "parent", 3, 40);
+    for mut c in children {
+        assert!(c.wait().unwrap().success());
+    }
+}
+
+/// Child mode `env`: print `DeviceList::from_env(None)`.
+#[test]
+fn child_env() {
+    if child_mode().as_deref() != Some("env") {
+        return;
+    }
+    match DeviceList::from_env(None) {
+        Ok(l) => println!("\nLIST={l}"),
+        Err(e) => println!("\nERR={e}"),
+    }
+}
+
+#[test]
+fn device_list_env_resolution() {
+    if child_mode().is_some() {
+        return;
+    }
+    let run = |envs: &[(&str, &str)]| -> String {
+        let out = child("env", "child_env", envs).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix("LIST=")
+                    .or(l.strip_prefix("ERR="))
+                    .map(str::to_owned)
+            })
+            .unwrap_or_else(|| panic!("no result in {text}"))
+    };
+    assert_eq!(run(&[]), "0");
+    assert_eq!(run(&[("TASK_DEVICE", "5")]), "5");
+    assert_eq!(
+        run(&[("SCENE_DEVICES", "1-3"), ("TASK_DEVICE", "5")]),
+        "1-3"
+    );
+    let e = run(&[("SCENE_DEVICES", "3-1")]);
+    assert!(
+        e.contains("reversed") && e.contains("$SCENE_DEVICES"),
+        "{e}"
+    );
+    assert_eq!(
+        DeviceList::from_env(Some("0,2-4,7")).unwrap().to_string(),
+        "0,2-4,7"
+    );
+}
+
+#[test]
+fn default_lock_dir_is_per_user() {
+    if child_mode().is_some() || std::env::var_os("SCENE_LOCK_DIR").is_some() {
+        return;
+    }
+    let d = default_lock_dir();
+    assert!(d.starts_with(std::env::temp_dir()));
+    let name = d.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        name.starts_with("scene-locks-") && name.len() > "scene-locks-".len(),
+        "{name}"
+    );
+}

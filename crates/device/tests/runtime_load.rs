@@ -1,0 +1,322 @@
+//! Loading runtimes: the real simulator (built as a dev-dependency) and
+//! hand-made shared objects that are not valid runtimes.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use scene_device::abi::{CORE_AIV, status};
+use scene_device::{
+    AcquireOptions, CallableImage, CardLease, CardPool, Direction, IncoreImageRef, RunArg, Runtime,
+    RuntimeError, default_runtime_path, include_dir,
+};
+
+fn lease(dir: &Path) -> CardLease {
+    CardPool::new("0".parse().unwrap(), dir.join("locks"))
+        .unwrap()
+        .acquire(1, "runtime_load", AcquireOptions::default())
+        .unwrap()
+}
+
+fn cc(args: &[&str]) {
+    let out = Command::new("cc").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "cc {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn c_so(dir: &Path, name: &str, src: &str) -> PathBuf {
+    let c = dir.join(format!("{name}.c"));
+    let so = dir.join(format!("{name}.so"));
+    std::fs::write(&c, src).unwrap();
+    let inc = include_dir();
+    cc(&[
+        "-shared",
+        "-fPIC",
+        "-O1",
+        "-I",
+        inc.to_str().unwrap(),
+        c.to_str().unwrap(),
+        "-o",
+        so.to_str().unwrap(),
+    ]);
+    so
+}
+
+#[test]
+fn sim_runtime_memory_round_trip_and_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let lease = lease(dir.path());
+    let path = default_runtime_path().unwrap();
+    assert!(
+        path.ends_with(scene_device::RUNTIME_LIB_NAME),
+        "{}",
+        path.display()
+    );
+    let rt = Runtime::load(&lease, &path).unwrap();
+    assert_eq!(rt.abi_version(), 1);
+    assert_eq!(rt.path(), path);
+
+    let dev = rt.open(0, "arena_mb=4;aic=1;aiv=1").unwrap();
+    assert_eq!(dev.device_id(), 0);
+    let buf = dev.malloc(1000).unwrap();
+    assert_eq!(buf.size, 1000);
+    let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 251) as u8).collect();
+    dev.copy_to(buf.addr, &data).unwrap();
+    let mut back = vec![0u8; 1000];
+    dev.copy_from(buf.addr, &mut back).unwrap();
+    assert_eq!(back, data);
+
+    let e = dev.copy_to(buf.addr, &[0u8; 1001]).unwrap_err();
+    match &e {
+        RuntimeError::Call {
+            call,
+            status,
+            message,
+        } => {
+            assert_eq!(*call, "scene_rt_copy_to_device");
+            assert_eq!(*status, status::E_OUT_OF_BOUNDS);
+            assert!(message.contains("allocation"), "{message}");
+        }
+        e => panic!("{e:?}"),
+    }
+    assert!(!e.is_device_fatal());
+    assert!(e.to_string().contains("SCENE_RT_E_OUT_OF_BOUNDS"), "{e}");
+    let e = dev.copy_from(buf.addr + (8 << 20), &mut back).unwrap_err();
+    assert_eq!(e.status(), Some(status::E_OUT_OF_BOUNDS));
+    dev.free(buf.addr).unwrap();
+    assert_eq!(
+        dev.free(buf.addr).unwrap_err().status(),
+        Some(status::E_INVALID)
+    );
+    dev.close().unwrap();
+
+    let e = rt.open(0, "bogus=1").unwrap_err();
+    assert_eq!(e.status(), Some(status::E_INVALID));
+    assert!(e.to_string().contains("bogus"), "{e}");
+    assert!(matches!(
+        rt.open(0, "a\0b"),
+        Err(RuntimeError::InvalidArgument(_))
+    ));
+
+    // A fatal status is recognisable.
+    let dev = rt.open(1, "fault=fatal_on_run:1").unwrap();
+    let e = dev.run(scene_device::CallableHandle(1), &[]).unwrap_err();
+    assert!(e.is_device_fatal(), "{e:?}");
+    assert!(dev.malloc(64).unwrap_err().is_device_fatal());
+}
+
+const FILL_KERNEL: &str = r#"#include "scene_kernel.h"
+SCENE_KERNEL_ENTRY(ka) {
+    uint32_t *o = SCENE_ARG_PTR(ka, 0, uint32_t);
+    uint32_t v = (uint32_t)SCENE_ARG_U64(ka, 1);
+    uint64_t n = SCENE_ARG_LEN(ka, 0, uint32_t);
+    SCENE_FOR_BLOCK_RANGE(ka, n, i) { o[i] = v + (uint32_t)i; }
+}
+"#;
+
+const FILL_ORCH: &str = r#"#include "scene_orch.h"
+SCENE_ORCH_ENTRY(fill_orch, ctx, args, nargs) {
+    if (nargs != 2) { ctx->ops->fail(ctx, "want 2 args"); return -1; }
+    SceneTaskArg t[2] = { SCENE_OUT(args[0]), SCENE_SCALAR_U64(args[1].value) };
+    return scene_orch_submit(ctx, 3, 4, t, 2);
+}
+"#;
+
+fn kernel_image(dir: &Path) -> Vec<u8> {
+    let c = dir.join("k.c");
+    let o = dir.join("k.o");
+    let elf = dir.join("k.elf");
+    let bin = dir.join("k.bin");
+    let ld = dir.join("kernel.ld");
+    std::fs::write(&c, FILL_KERNEL).unwrap();
+    std::fs::write(&ld, "ENTRY(kernel_entry) SECTIONS { . = 0; .text 0 : { KEEP(*(.text.kernel_entry)) *(.text .text.*) *(.rodata .rodata.*) } /DISCARD/ : { *(.comment) *(.note*) *(.eh_frame*) } }").unwrap();
+    let inc = include_dir();
+    let s = |p: &Path| p.to_str().unwrap().to_owned();
+    cc(&[
+        "-O2",
+        "-ffreestanding",
+        "-fno-builtin",
+        "-nostdlib",
+        "-fPIE",
+        "-fvisibility=hidden",
+        "-fno-stack-protector",
+        "-fno-asynchronous-unwind-tables",
+        "-fno-unwind-tables",
+        "-fno-jump-tables",
+        "-fno-math-errno",
+        "-fcf-protection=none",
+        "-fno-plt",
+        "-ffunction-sections",
+        "-fdata-sections",
+        "-I",
+        &s(&inc),
+        "-c",
+        &s(&c),
+        "-o",
+        &s(&o),
+    ]);
+    let st = Command::new("ld")
+        .args([
+            "-pie",
+            "--no-dynamic-linker",
+            "-T",
+            &s(&ld),
+            "-e",
+            "kernel_entry",
+            "--gc-sections",
+            "-z",
+            "noexecstack",
+        ])
+        .args([
+            "-z",
+            "norelro",
+            "--no-warn-rwx-segments",
+            "-o",
+            &s(&elf),
+            &s(&o),
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let st = Command::new("objcopy")
+        .args(["-O", "binary", "-j", ".text", &s(&elf), &s(&bin)])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::fs::read(bin).unwrap()
+}
+
+#[test]
+fn sim_runtime_runs_a_callable() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = kernel_image(dir.path());
+    let orch = std::fs::read(c_so(dir.path(), "orch", FILL_ORCH)).unwrap();
+    let lease = lease(dir.path());
+    let rt = Runtime::load(&lease, &default_runtime_path().unwrap()).unwrap();
+    let dev = rt.open(0, "aiv=2").unwrap();
+    let callable = CallableImage {
+        orch_so: &orch,
+        orch_symbol: "fill_orch",
+        incores: vec![IncoreImageRef {
+            func_id: 3,
+            core_type: CORE_AIV,
+            image: &image,
+        }],
+    };
+    let h = dev.register(&callable).unwrap();
+    let buf = dev.malloc(4 * 100).unwrap();
+    dev.run(
+        h,
+        &[RunArg::tensor(Direction::Out, buf), RunArg::Scalar(1000)],
+    )
+    .unwrap();
+    let mut raw = vec![0u8; 400];
+    dev.copy_from(buf.addr, &mut raw).unwrap();
+    let got: Vec<u32> = raw
+        .chunks(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(got, (1000..1100).collect::<Vec<u32>>());
+
+    let e = dev
+        .run(h, &[RunArg::tensor(Direction::Out, buf)])
+        .unwrap_err();
+    assert_eq!(e.status(), Some(status::E_ORCH));
+    assert!(e.to_string().contains("want 2 args"), "{e}");
+    dev.unregister(h).unwrap();
+    assert_eq!(
+        dev.unregister(h).unwrap_err().status(),
+        Some(status::E_INVALID)
+    );
+}
+
+#[test]
+fn files_that_are_not_runtimes_are_rejected_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let lease = lease(dir.path());
+
+    let junk = dir.path().join("junk.so");
+    std::fs::write(&junk, b"this is not an ELF file").unwrap();
+    let e = Runtime::load(&lease, &junk).unwrap_err();
+    assert!(matches!(e, RuntimeError::Load { .. }), "{e:?}");
+    assert!(e.to_string().contains(junk.to_str().unwrap()), "{e}");
+
+    let missing = dir.path().join("does-not-exist.so");
+    assert!(matches!(
+        Runtime::load(&lease, &missing),
+        Err(RuntimeError::Load { .. })
+    ));
+
+    let empty = c_so(
+        dir.path(),
+        "empty",
+        "int scene_nothing(void) { return 0; }\n",
+    );
+    let e = Runtime::load(&lease, &empty).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            RuntimeError::MissingSymbol {
+                symbol: "scene_rt_abi_version",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let msg = e.to_string();
+    assert!(
+        msg.contains(empty.to_str().unwrap()) && msg.contains("scene_rt_abi_version"),
+        "{msg}"
+    );
+
+    let partial = c_so(
+        dir.path(),
+        "partial",
+        "int scene_rt_abi_version(void) { return 1; }\n",
+    );
+    let e = Runtime::load(&lease, &partial).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            RuntimeError::MissingSymbol {
+                symbol: "scene_rt_open",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn abi_mismatch_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let lease = lease(dir.path());
+    let src = r#"#include "scene_runtime.h"
+int32_t scene_rt_abi_version(void) { return 999; }
+int32_t scene_rt_open(int32_t d, const char *o, SceneDevice **out) { (void)d; (void)o; (void)out; return -1; }
+int32_t scene_rt_close(SceneDevice *dev) { (void)dev; return -1; }
+int32_t scene_rt_malloc(SceneDevice *dev, uint64_t s, uint64_t *a) { (void)dev; (void)s; (void)a; return -1; }
+int32_t scene_rt_free(SceneDevice *dev, uint64_t a) { (void)dev; (void)a; return -1; }
+int32_t scene_rt_copy_to_device(SceneDevice *dev, uint64_t d, const void *s, uint64_t n) { (void)dev; (void)d; (void)s; (void)n; return -1; }
+int32_t scene_rt_copy_from_device(SceneDevice *dev, void *d, uint64_t s, uint64_t n) { (void)dev; (void)d; (void)s; (void)n; return -1; }
+int32_t scene_rt_register_callable(SceneDevice *dev, const SceneCallableDesc *d, uint32_t *h) { (void)dev; (void)d; (void)h; return -1; }
+int32_t scene_rt_unregister_callable(SceneDevice *dev, uint32_t h) { (void)dev; (void)h; return -1; }
+int32_t scene_rt_run(SceneDevice *dev, uint32_t h, const SceneRunArg *a, uint32_t n) { (void)dev; (void)h; (void)a; (void)n; return -1; }
+const char *scene_rt_last_error(void) { return ""; }
+"#;
+    let so = c_so(dir.path(), "abi999", src);
+    let e = Runtime::load(&lease, &so).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            RuntimeError::AbiMismatch {
+                found: 999,
+                expected: 1
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("999"), "{e}");
+}

@@ -1,0 +1,37 @@
+//! Tensors, dtypes, seeded fixtures, CPU reference operators and the
+//! comparison verdict (`assert_close`) of scene tests.
+//!
+//! This is the CPU side of the harness. It holds data and arithmetic only:
+//! it compiles nothing, opens no device or simulator, and parses no scene
+//! files. The harness builds inputs with [`make_fixture`], computes expected
+//! outputs with goldens written against [`reference`], exchanges tensors as
+//! NumPy files through [`npy`], and judges device outputs with
+//! [`assert_close`].
+//!
+//! * [`DType`] / [`Tensor`] — dense little-endian row-major tensors, with
+//!   hardware rounding (RNE) on every conversion ([`tensor`] module docs);
+//! * [`make_fixture`] — platform-independent seeded inputs ([`fixture`]);
+//! * [`assert_close`] — streaming, parallel tolerance check with a human
+//!   report ([`compare`]);
+//! * [`npy`] — `.npy` v1.0 read/write;
+//! * [`reference`] — CPU reference ops (matmul, softmax, rmsnorm, rope,
+//!   decode attention, ...) and thread caps for goldens.
+//!
+//! PINNED API (the harness depends on these names and signatures):
+//! `DType` (+ `FromStr`, `Display`, `size_of`), `Tensor` (`zeros`,
+//! `from_f32`, `from_f64`, `to_f32_vec`, `to_f64_vec`, `dtype`, `shape`,
+//! `bytes`, `bytes_mut`, `numel`, `from_bytes`), `Init`, `FixtureSeed`,
+//! `make_fixture`, `Tolerance` (+ `default_for`), `assert_close`, `Mismatch`,
+//! `npy::{write_npy, read_npy}`.
+
+pub mod compare;
+pub mod dtype;
+pub mod fixture;
+pub mod npy;
+pub mod reference;
+pub mod tensor;
+
+pub use compare::{Mismatch, MismatchReport, Tolerance, Worst, assert_close, is_close};
+pub use dtype::{DType, ParseDTypeError};
+pub use fixture::{FixtureSeed, Init, InitError, make_fixture};
+pub use tensor::{Tensor, TensorError};

@@ -1,0 +1,133 @@
+//! Goldens: CPU reference functions registered by name.
+//!
+//! A scene names its golden in `scene.toml`; the scenes package registers a
+//! Rust function under that name. The function sees the case's input
+//! tensors and params and returns the expected value of every `out`/`inout`
+//! tensor. Goldens never touch a device.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use scene_golden::Tensor;
+
+/// What a golden function can see of one case.
+#[derive(Debug)]
+pub struct GoldenCtx<'a> {
+    pub scene: &'a str,
+    pub case: &'a str,
+    pub params: &'a BTreeMap<String, i64>,
+    pub(crate) tensors: &'a [(String, Tensor)],
+    /// Upper bound on threads the golden may use (rayon pool size).
+    pub threads: usize,
+}
+
+impl<'a> GoldenCtx<'a> {
+    pub fn new(
+        scene: &'a str,
+        case: &'a str,
+        params: &'a BTreeMap<String, i64>,
+        tensors: &'a [(String, Tensor)],
+        threads: usize,
+    ) -> Self {
+        Self {
+            scene,
+            case,
+            params,
+            tensors,
+            threads,
+        }
+    }
+
+    /// The input value of a tensor argument (outputs hold their initial value).
+    pub fn tensor(&self, name: &str) -> Result<&'a Tensor, GoldenError> {
+        self.tensors
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, t)| t)
+            .ok_or_else(|| GoldenError::MissingTensor(name.to_string()))
+    }
+
+    /// A case parameter.
+    pub fn param(&self, name: &str) -> Result<i64, GoldenError> {
+        self.params
+            .get(name)
+            .copied()
+            .ok_or_else(|| GoldenError::MissingParam(name.to_string()))
+    }
+
+    /// A case parameter as a size.
+    pub fn size(&self, name: &str) -> Result<usize, GoldenError> {
+        let v = self.param(name)?;
+        usize::try_from(v)
+            .map_err(|_| GoldenError::Failed(format!("param `{name}` = {v} is not a size")))
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GoldenError {
+    #[error("golden asked for tensor `{0}`, which the scene does not declare")]
+    MissingTensor(String),
+    #[error("golden asked for param `{0}`, which the case does not bind")]
+    MissingParam(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<scene_golden::TensorError> for GoldenError {
+    fn from(e: scene_golden::TensorError) -> Self {
+        GoldenError::Failed(e.to_string())
+    }
+}
+
+/// Expected outputs by tensor name.
+#[derive(Debug, Default)]
+pub struct GoldenOutputs(pub Vec<(String, Tensor)>);
+
+impl GoldenOutputs {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds the expected value of an output tensor.
+    pub fn with(mut self, name: &str, tensor: Tensor) -> Self {
+        self.0.push((name.to_string(), tensor));
+        self
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Tensor> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, t)| t)
+    }
+}
+
+pub type GoldenFn = fn(&GoldenCtx<'_>) -> Result<GoldenOutputs, GoldenError>;
+
+/// Golden functions by the name scenes use for them.
+#[derive(Clone, Default)]
+pub struct GoldenRegistry {
+    map: BTreeMap<String, GoldenFn>,
+}
+
+impl fmt::Debug for GoldenRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.map.keys()).finish()
+    }
+}
+
+impl GoldenRegistry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn register(mut self, name: &str, f: GoldenFn) -> Self {
+        self.map.insert(name.to_string(), f);
+        self
+    }
+
+    pub fn get(&self, name: &str) -> Option<GoldenFn> {
+        self.map.get(name).copied()
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.map.keys().map(String::as_str)
+    }
+}

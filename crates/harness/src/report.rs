@@ -1,0 +1,167 @@
+//! What a run produced: one [`CaseReport`] per case and a [`RunReport`]
+//! summary, serialisable as the `--report-json` contract.
+//!
+//! Field names here are a contract with users' CI scripts: add fields, never
+//! rename them.
+
+use serde::Serialize;
+
+/// Outcome of one case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CaseStatus {
+    Passed,
+    Failed,
+    Skipped,
+}
+
+/// Which stage a failure came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureStage {
+    Compile,
+    Fixtures,
+    Golden,
+    Device,
+    Compare,
+}
+
+/// Seconds spent in each phase of one case.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Phases {
+    pub compile_s: f64,
+    pub fixtures_s: f64,
+    pub golden_s: f64,
+    /// Waiting for the card lock.
+    pub lock_wait_s: f64,
+    /// From acquiring the card to releasing it.
+    pub lock_held_s: f64,
+    /// Upload + run + download.
+    pub device_s: f64,
+    pub compare_s: f64,
+}
+
+/// When the card lock was held (Unix seconds).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LockInterval {
+    pub acquired_at: f64,
+    pub released_at: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CaseReport {
+    /// `scene::case`.
+    pub name: String,
+    pub scene: String,
+    pub case: String,
+    pub status: CaseStatus,
+    pub devices: Vec<u32>,
+    pub phases: Phases,
+    pub lock: Option<LockInterval>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure_stage: Option<FailureStage>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Wall time of the case from its first stage to its verdict.
+    pub wall_s: f64,
+}
+
+impl CaseReport {
+    pub fn new(scene: &str, case: &str) -> Self {
+        Self {
+            name: format!("{scene}::{case}"),
+            scene: scene.to_string(),
+            case: case.to_string(),
+            status: CaseStatus::Passed,
+            devices: Vec::new(),
+            phases: Phases::default(),
+            lock: None,
+            failure_stage: None,
+            message: None,
+            wall_s: 0.0,
+        }
+    }
+
+    pub fn fail(&mut self, stage: FailureStage, message: impl Into<String>) {
+        self.status = CaseStatus::Failed;
+        self.failure_stage = Some(stage);
+        self.message = Some(message.into());
+    }
+}
+
+/// Totals over a run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RunTotals {
+    pub passed: usize,
+    pub failed: usize,
+    pub skipped: usize,
+    /// Sum of `lock_held_s`: card-seconds claimed.
+    pub card_seconds_held: f64,
+    /// Sum of `device_s`: card-seconds of device work.
+    pub device_seconds: f64,
+    /// `card_seconds_held / device_seconds` (1.0 is perfect; 0 when no device work).
+    pub held_to_device_ratio: f64,
+    /// Sum of `lock_wait_s`.
+    pub queueing_seconds: f64,
+    pub wall_s: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    pub platform: String,
+    pub cases: Vec<CaseReport>,
+    pub totals: RunTotals,
+}
+
+impl RunReport {
+    pub fn new(platform: &str, cases: Vec<CaseReport>, wall_s: f64) -> Self {
+        let mut t = RunTotals {
+            wall_s,
+            ..RunTotals::default()
+        };
+        for c in &cases {
+            match c.status {
+                CaseStatus::Passed => t.passed += 1,
+                CaseStatus::Failed => t.failed += 1,
+                CaseStatus::Skipped => t.skipped += 1,
+            }
+            t.card_seconds_held += c.phases.lock_held_s * c.devices.len().max(1) as f64;
+            t.device_seconds += c.phases.device_s * c.devices.len().max(1) as f64;
+            t.queueing_seconds += c.phases.lock_wait_s;
+        }
+        t.held_to_device_ratio = if t.device_seconds > 0.0 {
+            t.card_seconds_held / t.device_seconds
+        } else {
+            0.0
+        };
+        Self {
+            platform: platform.to_string(),
+            cases,
+            totals: t,
+        }
+    }
+
+    /// The closing line every runner parses: `N passed, M failed[, K skipped]`.
+    pub fn summary_line(&self) -> String {
+        let t = &self.totals;
+        if t.skipped > 0 {
+            format!(
+                "{} passed, {} failed, {} skipped",
+                t.passed, t.failed, t.skipped
+            )
+        } else {
+            format!("{} passed, {} failed", t.passed, t.failed)
+        }
+    }
+
+    pub fn all_passed(&self) -> bool {
+        self.totals.failed == 0
+    }
+}
+
+/// Seconds since the Unix epoch of a `SystemTime`, as a float.
+pub fn unix_seconds(t: std::time::SystemTime) -> f64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}

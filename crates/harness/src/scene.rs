@@ -1,0 +1,895 @@
+//! The scene model: `scene.toml` parsed, validated and resolved.
+//!
+//! A scene is a directory holding `scene.toml` and its C sources. Everything a
+//! run needs is declared there; the only Rust a scene may need is its golden,
+//! registered by name in the scenes package. Validation happens once, at load,
+//! so later stages can trust the model: every error names the file and the
+//! field.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use scene_golden::{DType, Init, Tolerance};
+use scene_kernels::CoreType;
+use serde::Deserialize;
+
+use crate::shape::{Dim, ShapeError};
+
+/// Problems with a scene directory or its `scene.toml`.
+#[derive(Debug, thiserror::Error)]
+pub enum SceneError {
+    #[error("{path}: cannot read: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{path}: `{field}`: {message}")]
+    Invalid {
+        path: PathBuf,
+        field: String,
+        message: String,
+    },
+}
+
+/// Direction of one orchestration argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArgDirection {
+    In,
+    Out,
+    Inout,
+    Scalar,
+}
+
+impl ArgDirection {
+    /// Whether the device writes this argument (so it is compared).
+    pub fn is_output(self) -> bool {
+        matches!(self, Self::Out | Self::Inout)
+    }
+}
+
+impl fmt::Display for ArgDirection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::In => "in",
+            Self::Out => "out",
+            Self::Inout => "inout",
+            Self::Scalar => "scalar",
+        })
+    }
+}
+
+/// A number or the name of a case parameter.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum ParamValue {
+    Int(i64),
+    Float(f64),
+    Param(String),
+}
+
+// ---------------------------------------------------------------------------
+// Raw TOML form. `deny_unknown_fields` everywhere: a typo is an error, not a
+// silently ignored key.
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScene {
+    name: String,
+    #[serde(default = "default_level")]
+    level: u32,
+    platforms: Vec<String>,
+    golden: String,
+    rtol: Option<f64>,
+    atol: Option<f64>,
+    #[serde(default)]
+    equal_nan: bool,
+    #[serde(default = "default_devices")]
+    devices: usize,
+    orchestration: RawOrchestration,
+    #[serde(default)]
+    incores: Vec<RawIncore>,
+    #[serde(default)]
+    tensors: Vec<RawTensor>,
+    #[serde(default)]
+    scalars: Vec<RawScalar>,
+    #[serde(default)]
+    cases: Vec<RawCase>,
+}
+
+fn default_level() -> u32 {
+    2
+}
+fn default_devices() -> usize {
+    1
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOrchestration {
+    source: PathBuf,
+    function: String,
+    signature: Vec<ArgDirection>,
+    #[serde(default)]
+    include_dirs: Vec<PathBuf>,
+    #[serde(default)]
+    defines: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawIncore {
+    func_id: u32,
+    name: String,
+    core: String,
+    source: PathBuf,
+    #[serde(default)]
+    include_dirs: Vec<PathBuf>,
+    #[serde(default)]
+    defines: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTensor {
+    name: String,
+    dtype: String,
+    shape: Vec<RawDim>,
+    #[serde(default)]
+    init: Option<RawInit>,
+    #[serde(default)]
+    seed: u64,
+    rtol: Option<f64>,
+    atol: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawDim {
+    Fixed(i64),
+    Expr(String),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+enum RawInit {
+    Const {
+        value: f64,
+    },
+    Uniform {
+        low: f64,
+        high: f64,
+    },
+    Normal {
+        #[serde(default)]
+        mean: f64,
+        #[serde(default = "one")]
+        std: f64,
+    },
+    Arange {
+        #[serde(default)]
+        start: f64,
+        #[serde(default = "one")]
+        step: f64,
+    },
+    Zeros,
+    Randint {
+        low: i64,
+        high: i64,
+    },
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScalar {
+    name: String,
+    dtype: String,
+    value: ParamValue,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCase {
+    name: String,
+    #[serde(default)]
+    params: BTreeMap<String, i64>,
+    platforms: Option<Vec<String>>,
+    #[serde(default)]
+    manual: bool,
+    #[serde(default)]
+    seed: Option<u64>,
+}
+
+// ---------------------------------------------------------------------------
+// Validated model.
+
+/// One validated scene.
+#[derive(Clone, Debug)]
+pub struct Scene {
+    pub name: String,
+    /// The scene directory (absolute).
+    pub dir: PathBuf,
+    /// `scene.toml` (absolute), for error messages.
+    pub manifest: PathBuf,
+    pub level: u32,
+    pub platforms: Vec<String>,
+    pub golden: String,
+    pub tolerance: ToleranceSpec,
+    pub devices: usize,
+    pub orchestration: Orchestration,
+    pub incores: Vec<Incore>,
+    pub tensors: Vec<TensorSpec>,
+    pub scalars: Vec<ScalarSpec>,
+    pub cases: Vec<Case>,
+}
+
+/// Scene-level tolerance overrides; unset fields take the dtype default.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ToleranceSpec {
+    pub rtol: Option<f64>,
+    pub atol: Option<f64>,
+    pub equal_nan: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct Orchestration {
+    /// Source path relative to the scene directory.
+    pub source: PathBuf,
+    pub function: String,
+    pub signature: Vec<ArgDirection>,
+    pub include_dirs: Vec<PathBuf>,
+    pub defines: Vec<(String, String)>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Incore {
+    pub func_id: u32,
+    pub name: String,
+    pub core: CoreType,
+    pub source: PathBuf,
+    pub include_dirs: Vec<PathBuf>,
+    pub defines: Vec<(String, String)>,
+}
+
+#[derive(Clone, Debug)]
+pub struct TensorSpec {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<Dim>,
+    pub init: Init,
+    pub seed: u64,
+    pub direction: ArgDirection,
+    pub rtol: Option<f64>,
+    pub atol: Option<f64>,
+}
+
+#[derive(Clone, Debug)]
+pub struct ScalarSpec {
+    pub name: String,
+    pub dtype: DType,
+    pub value: ParamValue,
+}
+
+#[derive(Clone, Debug)]
+pub struct Case {
+    pub name: String,
+    pub params: BTreeMap<String, i64>,
+    pub platforms: Option<Vec<String>>,
+    pub manual: bool,
+    pub seed: u64,
+}
+
+/// Platforms the harness knows how to compile for and run on.
+pub const KNOWN_PLATFORMS: &[&str] = &["a2a3sim", "a5sim"];
+
+impl Scene {
+    /// Loads and validates `<dir>/scene.toml`.
+    pub fn load(dir: &Path) -> Result<Scene, SceneError> {
+        let dir = dir.canonicalize().map_err(|source| SceneError::Read {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let manifest = dir.join("scene.toml");
+        let text = std::fs::read_to_string(&manifest).map_err(|source| SceneError::Read {
+            path: manifest.clone(),
+            source,
+        })?;
+        Self::from_toml(&dir, &manifest, &text)
+    }
+
+    /// Parses and validates scene text; `dir` resolves relative sources.
+    pub fn from_toml(dir: &Path, manifest: &Path, text: &str) -> Result<Scene, SceneError> {
+        let raw: RawScene = toml::from_str(text).map_err(|e| SceneError::Parse {
+            path: manifest.to_path_buf(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        Validator { dir, manifest }.validate(raw)
+    }
+
+    /// The tolerance for one output tensor: per-tensor override, then scene
+    /// level, then the dtype default.
+    pub fn tolerance_for(&self, tensor: &TensorSpec) -> Tolerance {
+        let default = Tolerance::default_for(tensor.dtype);
+        Tolerance {
+            rtol: tensor.rtol.or(self.tolerance.rtol).unwrap_or(default.rtol),
+            atol: tensor.atol.or(self.tolerance.atol).unwrap_or(default.atol),
+            equal_nan: self.tolerance.equal_nan,
+        }
+    }
+
+    /// Whether `case` runs on `platform`.
+    pub fn case_enabled_on(&self, case: &Case, platform: &str) -> bool {
+        let list = case.platforms.as_ref().unwrap_or(&self.platforms);
+        list.iter().any(|p| p == platform)
+    }
+
+    /// Source and include paths of this scene relative to `root`, falling
+    /// back to absolute paths when the scene lives outside it.
+    pub fn relative_to(&self, root: &Path, path: &Path) -> PathBuf {
+        let abs = self.dir.join(path);
+        abs.strip_prefix(root).map(Path::to_path_buf).unwrap_or(abs)
+    }
+}
+
+struct Validator<'a> {
+    dir: &'a Path,
+    manifest: &'a Path,
+}
+
+impl Validator<'_> {
+    fn err(&self, field: impl Into<String>, message: impl Into<String>) -> SceneError {
+        SceneError::Invalid {
+            path: self.manifest.to_path_buf(),
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    fn platform_list(&self, field: &str, list: &[String]) -> Result<(), SceneError> {
+        if list.is_empty() {
+            return Err(self.err(field, "must name at least one platform"));
+        }
+        for p in list {
+            if !KNOWN_PLATFORMS.contains(&p.as_str()) {
+                return Err(self.err(
+                    field,
+                    format!(
+                        "unknown platform `{p}` (known: {})",
+                        KNOWN_PLATFORMS.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn existing_file(&self, field: &str, path: &Path) -> Result<(), SceneError> {
+        if path.is_absolute() || path.components().any(|c| c.as_os_str() == "..") {
+            return Err(self.err(
+                field,
+                format!(
+                    "`{}` must be a path inside the scene directory",
+                    path.display()
+                ),
+            ));
+        }
+        if !self.dir.join(path).is_file() {
+            return Err(self.err(
+                field,
+                format!(
+                    "source file `{}` not found in {}",
+                    path.display(),
+                    self.dir.display()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn existing_dirs(&self, field: &str, dirs: &[PathBuf]) -> Result<(), SceneError> {
+        for d in dirs {
+            if d.is_absolute() || d.components().any(|c| c.as_os_str() == "..") {
+                return Err(self.err(
+                    field,
+                    format!(
+                        "include dir `{}` must be inside the scene directory",
+                        d.display()
+                    ),
+                ));
+            }
+            if !self.dir.join(d).is_dir() {
+                return Err(self.err(field, format!("include dir `{}` not found", d.display())));
+            }
+        }
+        Ok(())
+    }
+
+    fn dtype(&self, field: &str, name: &str) -> Result<DType, SceneError> {
+        name.parse::<DType>()
+            .map_err(|_| self.err(field, format!("unknown dtype `{name}`")))
+    }
+
+    fn validate(&self, raw: RawScene) -> Result<Scene, SceneError> {
+        let dir_name = self
+            .dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if raw.name != dir_name {
+            return Err(self.err(
+                "name",
+                format!(
+                    "`{}` must equal the scene directory name `{dir_name}`",
+                    raw.name
+                ),
+            ));
+        }
+        if raw.level != 2 {
+            return Err(self.err(
+                "level",
+                format!("level {} is not supported (2 = one chip)", raw.level),
+            ));
+        }
+        if raw.devices == 0 {
+            return Err(self.err("devices", "must be at least 1"));
+        }
+        self.platform_list("platforms", &raw.platforms)?;
+        for (field, v) in [("rtol", raw.rtol), ("atol", raw.atol)] {
+            if let Some(v) = v
+                && !(v >= 0.0 && v.is_finite())
+            {
+                return Err(self.err(field, format!("must be a finite number >= 0, got {v}")));
+            }
+        }
+
+        // Orchestration.
+        let o = raw.orchestration;
+        self.existing_file("orchestration.source", &o.source)?;
+        self.existing_dirs("orchestration.include_dirs", &o.include_dirs)?;
+        if !is_c_identifier(&o.function) {
+            return Err(self.err(
+                "orchestration.function",
+                format!("`{}` is not a C identifier", o.function),
+            ));
+        }
+
+        // Incores.
+        let mut func_ids = BTreeMap::new();
+        let mut names = BTreeSet::new();
+        let mut incores = Vec::with_capacity(raw.incores.len());
+        for (i, k) in raw.incores.into_iter().enumerate() {
+            let field = |f: &str| format!("incores[{i}].{f}");
+            if k.func_id >= 64 {
+                return Err(self.err(
+                    field("func_id"),
+                    format!("{} is out of range (0..64)", k.func_id),
+                ));
+            }
+            if let Some(prev) = func_ids.insert(k.func_id, k.name.clone()) {
+                return Err(self.err(
+                    field("func_id"),
+                    format!(
+                        "duplicate func_id {} (kernels `{prev}` and `{}`)",
+                        k.func_id, k.name
+                    ),
+                ));
+            }
+            if !names.insert(k.name.clone()) {
+                return Err(self.err(field("name"), format!("duplicate kernel name `{}`", k.name)));
+            }
+            let core = k.core.parse::<CoreType>().map_err(|_| {
+                self.err(
+                    field("core"),
+                    format!("`{}` is not a core type (aic | aiv)", k.core),
+                )
+            })?;
+            self.existing_file(&field("source"), &k.source)?;
+            self.existing_dirs(&field("include_dirs"), &k.include_dirs)?;
+            incores.push(Incore {
+                func_id: k.func_id,
+                name: k.name,
+                core,
+                source: k.source,
+                include_dirs: k.include_dirs,
+                defines: k.defines.into_iter().collect(),
+            });
+        }
+        if incores.is_empty() {
+            return Err(self.err("incores", "a scene needs at least one incore kernel"));
+        }
+
+        // Arguments: tensors then scalars, positionally onto the signature.
+        let n_args = raw.tensors.len() + raw.scalars.len();
+        if n_args != o.signature.len() {
+            return Err(self.err(
+                "orchestration.signature",
+                format!(
+                    "has {} entries but the scene declares {} tensors and {} scalars",
+                    o.signature.len(),
+                    raw.tensors.len(),
+                    raw.scalars.len()
+                ),
+            ));
+        }
+        let mut arg_names = BTreeSet::new();
+        let mut tensors = Vec::with_capacity(raw.tensors.len());
+        for (i, t) in raw.tensors.into_iter().enumerate() {
+            let field = |f: &str| format!("tensors[{i}].{f}");
+            let direction = o.signature[i];
+            if direction == ArgDirection::Scalar {
+                return Err(self.err(
+                    "orchestration.signature",
+                    format!(
+                        "entry {i} is `scalar` but argument {i} is tensor `{}`",
+                        t.name
+                    ),
+                ));
+            }
+            if !arg_names.insert(t.name.clone()) {
+                return Err(self.err(
+                    field("name"),
+                    format!("duplicate argument name `{}`", t.name),
+                ));
+            }
+            let dtype = self.dtype(&field("dtype"), &t.dtype)?;
+            if t.shape.is_empty() {
+                return Err(self.err(field("shape"), "must have at least one dimension"));
+            }
+            let shape = t
+                .shape
+                .iter()
+                .map(|d| match d {
+                    RawDim::Fixed(n) if *n > 0 => Ok(Dim::Fixed(*n as usize)),
+                    RawDim::Fixed(n) => Err(ShapeError::NotPositive(*n)),
+                    RawDim::Expr(e) => Dim::parse(e),
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| self.err(field("shape"), e.to_string()))?;
+            let init = match t.init {
+                None => Init::Zeros,
+                Some(init) => self.init(&field("init"), init, dtype)?,
+            };
+            tensors.push(TensorSpec {
+                name: t.name,
+                dtype,
+                shape,
+                init,
+                seed: t.seed,
+                direction,
+                rtol: t.rtol,
+                atol: t.atol,
+            });
+        }
+        let mut scalars = Vec::with_capacity(raw.scalars.len());
+        for (j, s) in raw.scalars.into_iter().enumerate() {
+            let i = tensors.len() + j;
+            let field = |f: &str| format!("scalars[{j}].{f}");
+            if o.signature[i] != ArgDirection::Scalar {
+                return Err(self.err(
+                    "orchestration.signature",
+                    format!(
+                        "entry {i} is `{}` but argument {i} is scalar `{}`",
+                        o.signature[i], s.name
+                    ),
+                ));
+            }
+            if !arg_names.insert(s.name.clone()) {
+                return Err(self.err(
+                    field("name"),
+                    format!("duplicate argument name `{}`", s.name),
+                ));
+            }
+            let dtype = self.dtype(&field("dtype"), &s.dtype)?;
+            scalars.push(ScalarSpec {
+                name: s.name,
+                dtype,
+                value: s.value,
+            });
+        }
+
+        // Cases: unique names, every symbolic dim and scalar bound.
+        if raw.cases.is_empty() {
+            return Err(self.err("cases", "a scene needs at least one case"));
+        }
+        let mut case_names = BTreeSet::new();
+        let mut cases = Vec::with_capacity(raw.cases.len());
+        for (i, c) in raw.cases.into_iter().enumerate() {
+            let field = |f: &str| format!("cases[{i}].{f}");
+            if c.name.is_empty() || c.name.contains("::") || c.name.contains(char::is_whitespace) {
+                return Err(self.err(
+                    field("name"),
+                    format!("`{}` is not a valid case name", c.name),
+                ));
+            }
+            if !case_names.insert(c.name.clone()) {
+                return Err(self.err(field("name"), format!("duplicate case name `{}`", c.name)));
+            }
+            if let Some(p) = &c.platforms {
+                self.platform_list(&field("platforms"), p)?;
+            }
+            for t in &tensors {
+                for d in &t.shape {
+                    d.eval(&c.params).map_err(|e| {
+                        self.err(
+                            field("params"),
+                            format!("case `{}`: shape of tensor `{}`: {e}", c.name, t.name),
+                        )
+                    })?;
+                }
+            }
+            for s in &scalars {
+                if let ParamValue::Param(p) = &s.value
+                    && !c.params.contains_key(p)
+                {
+                    return Err(self.err(
+                        field("params"),
+                        format!(
+                            "case `{}` does not bind `{p}` used by scalar `{}`",
+                            c.name, s.name
+                        ),
+                    ));
+                }
+            }
+            cases.push(Case {
+                name: c.name,
+                params: c.params,
+                platforms: c.platforms,
+                manual: c.manual,
+                seed: c.seed.unwrap_or(0),
+            });
+        }
+
+        Ok(Scene {
+            name: raw.name,
+            dir: self.dir.to_path_buf(),
+            manifest: self.manifest.to_path_buf(),
+            level: raw.level,
+            platforms: raw.platforms,
+            golden: raw.golden,
+            tolerance: ToleranceSpec {
+                rtol: raw.rtol,
+                atol: raw.atol,
+                equal_nan: raw.equal_nan,
+            },
+            devices: raw.devices,
+            orchestration: Orchestration {
+                source: o.source,
+                function: o.function,
+                signature: o.signature,
+                include_dirs: o.include_dirs,
+                defines: o.defines.into_iter().collect(),
+            },
+            incores,
+            tensors,
+            scalars,
+            cases,
+        })
+    }
+
+    fn init(&self, field: &str, raw: RawInit, dtype: DType) -> Result<Init, SceneError> {
+        Ok(match raw {
+            RawInit::Const { value } => Init::Const { value },
+            RawInit::Uniform { low, high } => {
+                if !(low < high) {
+                    return Err(self.err(
+                        field,
+                        format!("uniform needs low < high, got {low} >= {high}"),
+                    ));
+                }
+                Init::Uniform { low, high }
+            }
+            RawInit::Normal { mean, std } => {
+                if !(std >= 0.0 && std.is_finite()) {
+                    return Err(
+                        self.err(field, format!("normal needs a finite std >= 0, got {std}"))
+                    );
+                }
+                Init::Normal { mean, std }
+            }
+            RawInit::Arange { start, step } => Init::Arange { start, step },
+            RawInit::Zeros => Init::Zeros,
+            RawInit::Randint { low, high } => {
+                if low >= high {
+                    return Err(self.err(
+                        field,
+                        format!("randint needs low < high, got {low} >= {high}"),
+                    ));
+                }
+                let _ = dtype;
+                Init::Randint { low, high }
+            }
+        })
+    }
+}
+
+fn is_c_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
+/// Loads every scene directory under `scenes_dir` (each holding a
+/// `scene.toml`), sorted by name. Errors are collected per scene so one
+/// malformed scene does not hide the others.
+pub fn discover(scenes_dir: &Path) -> Result<Vec<Result<Scene, SceneError>>, SceneError> {
+    let entries = std::fs::read_dir(scenes_dir).map_err(|source| SceneError::Read {
+        path: scenes_dir.to_path_buf(),
+        source,
+    })?;
+    let mut dirs: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.join("scene.toml").is_file())
+        .collect();
+    dirs.sort();
+    Ok(dirs.iter().map(|d| Scene::load(d)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+name = "demo"
+platforms = ["a2a3sim"]
+golden = "demo"
+
+[orchestration]
+source = "orch.c"
+function = "demo_orch"
+signature = ["in", "out", "scalar"]
+
+[[incores]]
+func_id = 0
+name = "k"
+core = "aiv"
+source = "k.c"
+
+[[tensors]]
+name = "x"
+dtype = "f32"
+shape = ["N", 4]
+init = { kind = "uniform", low = -1.0, high = 1.0 }
+
+[[tensors]]
+name = "y"
+dtype = "f32"
+shape = ["N*4"]
+
+[[scalars]]
+name = "n"
+dtype = "i64"
+value = "N"
+
+[[cases]]
+name = "small"
+params = { N = 8 }
+"#;
+
+    fn scene_dir() -> tempfile::TempDir {
+        let tmp = tempfile::Builder::new().prefix("scene").tempdir().unwrap();
+        let dir = tmp.path().join("demo");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("orch.c"), "").unwrap();
+        std::fs::write(dir.join("k.c"), "").unwrap();
+        tmp
+    }
+
+    fn load(text: &str) -> Result<Scene, SceneError> {
+        let tmp = scene_dir();
+        let dir = tmp.path().join("demo");
+        std::fs::write(dir.join("scene.toml"), text).unwrap();
+        Scene::load(&dir)
+    }
+
+    fn err_of(text: &str) -> String {
+        load(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn good_scene_loads() {
+        let s = load(GOOD).unwrap();
+        assert_eq!(s.name, "demo");
+        assert_eq!(s.tensors.len(), 2);
+        assert_eq!(s.tensors[1].direction, ArgDirection::Out);
+        assert_eq!(s.scalars[0].value, ParamValue::Param("N".into()));
+        assert_eq!(s.cases[0].params["N"], 8);
+    }
+
+    #[test]
+    fn unknown_key_names_file_and_key() {
+        let e = err_of(&GOOD.replace("golden = \"demo\"", "golden = \"demo\"\ncolour = 1"));
+        assert!(e.contains("scene.toml"), "{e}");
+        assert!(e.contains("colour"), "{e}");
+    }
+
+    #[test]
+    fn duplicate_func_id() {
+        let extra = "\n[[incores]]\nfunc_id = 0\nname = \"k2\"\ncore = \"aiv\"\nsource = \"k.c\"\n";
+        let text = GOOD.replace(
+            "[[tensors]]\nname = \"x\"",
+            &format!("{extra}\n[[tensors]]\nname = \"x\""),
+        );
+        let e = err_of(&text);
+        assert!(e.contains("incores[1].func_id"), "{e}");
+        assert!(e.contains("duplicate func_id 0"), "{e}");
+    }
+
+    #[test]
+    fn duplicate_case_name() {
+        let e = err_of(&format!(
+            "{GOOD}\n[[cases]]\nname = \"small\"\nparams = {{ N = 2 }}\n"
+        ));
+        assert!(e.contains("cases[1].name"), "{e}");
+        assert!(e.contains("duplicate case name"), "{e}");
+    }
+
+    #[test]
+    fn missing_source_file() {
+        let e = err_of(&GOOD.replace("source = \"k.c\"", "source = \"missing.c\""));
+        assert!(e.contains("incores[0].source"), "{e}");
+        assert!(e.contains("missing.c"), "{e}");
+    }
+
+    #[test]
+    fn unbound_shape() {
+        let e = err_of(&GOOD.replace("params = { N = 8 }", "params = { M = 8 }"));
+        assert!(e.contains("cases[0].params"), "{e}");
+        assert!(e.contains("`N`"), "{e}");
+    }
+
+    #[test]
+    fn signature_count_mismatch() {
+        let e = err_of(&GOOD.replace("[\"in\", \"out\", \"scalar\"]", "[\"in\", \"out\"]"));
+        assert!(e.contains("orchestration.signature"), "{e}");
+        assert!(e.contains("2 entries"), "{e}");
+    }
+
+    #[test]
+    fn scalar_where_tensor_expected() {
+        let e = err_of(&GOOD.replace(
+            "[\"in\", \"out\", \"scalar\"]",
+            "[\"scalar\", \"out\", \"in\"]",
+        ));
+        assert!(e.contains("orchestration.signature"), "{e}");
+    }
+
+    #[test]
+    fn bad_core_and_dtype_and_platform() {
+        assert!(
+            err_of(&GOOD.replace("core = \"aiv\"", "core = \"gpu\"")).contains("incores[0].core")
+        );
+        assert!(
+            err_of(&GOOD.replace("dtype = \"f32\"", "dtype = \"f99\""))
+                .contains("tensors[0].dtype")
+        );
+        assert!(err_of(&GOOD.replace("[\"a2a3sim\"]", "[\"a9\"]")).contains("unknown platform"));
+    }
+
+    #[test]
+    fn name_must_match_directory() {
+        let e = err_of(&GOOD.replace("name = \"demo\"", "name = \"other\""));
+        assert!(e.contains("`name`"), "{e}");
+    }
+
+    #[test]
+    fn path_escape_rejected() {
+        let e = err_of(&GOOD.replace("source = \"k.c\"", "source = \"../k.c\""));
+        assert!(e.contains("inside the scene directory"), "{e}");
+    }
+
+    #[test]
+    fn tolerance_precedence() {
+        let s = load(&GOOD.replace("golden = \"demo\"", "golden = \"demo\"\nrtol = 0.5")).unwrap();
+        let t = s.tolerance_for(&s.tensors[1]);
+        assert_eq!(t.rtol, 0.5);
+        assert_eq!(t.atol, Tolerance::default_for(DType::F32).atol);
+    }
+}

@@ -1,0 +1,144 @@
+//! Compiler invocations: incore objects, the builtins object, and
+//! orchestration shared objects.
+//!
+//! The compiler always runs with the root as its working directory and is
+//! given root-relative paths, so `__FILE__` and diagnostics read the same on
+//! every machine.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use crate::error::{CompileError, Stage};
+use crate::process::Invocation;
+use crate::toolchain::Toolchain;
+use crate::unit::{CoreType, IncoreUnit, OrchUnit};
+
+/// `-D` flags; an empty value defines the name without one (i.e. as `1`).
+pub(crate) fn define_flags(defines: &[(String, String)]) -> impl Iterator<Item = OsString> + '_ {
+    defines.iter().map(|(name, value)| {
+        if value.is_empty() {
+            OsString::from(format!("-D{name}"))
+        } else {
+            OsString::from(format!("-D{name}={value}"))
+        }
+    })
+}
+
+fn include_flags(dirs: &[PathBuf]) -> impl Iterator<Item = OsString> + '_ {
+    dirs.iter().map(|dir| {
+        let mut flag = OsString::from("-I");
+        flag.push(dir.as_os_str());
+        flag
+    })
+}
+
+fn os(flags: &[String]) -> impl Iterator<Item = OsString> + '_ {
+    flags.iter().map(OsString::from)
+}
+
+/// Fails with the file's name before the compiler gets a chance to fail
+/// less clearly.
+pub(crate) fn require_source(root: &Path, source: &Path) -> Result<(), CompileError> {
+    if root.join(source).is_file() {
+        Ok(())
+    } else {
+        Err(CompileError::MissingSource {
+            path: source.to_path_buf(),
+            root: root.to_path_buf(),
+        })
+    }
+}
+
+/// The compiler arguments for an incore object (without `-o`).
+pub(crate) fn incore_args(tc: &Toolchain, unit: &IncoreUnit) -> Vec<OsString> {
+    let mut args: Vec<OsString> = os(&tc.incore_flags).collect();
+    args.extend(os(tc.core_flags(unit.core)));
+    args.extend(define_flags(&unit.defines));
+    args.extend(include_flags(&unit.include_dirs));
+    args.push("-c".into());
+    args.push(unit.source.as_os_str().to_owned());
+    args
+}
+
+pub(crate) fn compile_incore(
+    tc: &Toolchain,
+    root: &Path,
+    unit: &IncoreUnit,
+    out: &Path,
+) -> Result<(), CompileError> {
+    require_source(root, &unit.source)?;
+    let mut args = incore_args(tc, unit);
+    args.push("-o".into());
+    args.push(out.as_os_str().to_owned());
+    Invocation {
+        role: "compiler",
+        stage: Stage::Compile,
+        program: &tc.compiler,
+        args,
+        cwd: root,
+    }
+    .run()
+}
+
+/// Compiles the toolchain's builtins for one core type into `work_dir`.
+pub(crate) fn compile_builtins(
+    tc: &Toolchain,
+    core: CoreType,
+    work_dir: &Path,
+) -> Result<PathBuf, CompileError> {
+    let source = work_dir.join("scene_builtins.c");
+    // Several core types may race to write it; identical content makes
+    // that harmless, and a per-core name keeps the objects apart.
+    std::fs::write(&source, &tc.builtins_source).map_err(|e| CompileError::WorkDir {
+        path: source.clone(),
+        source: e,
+    })?;
+    let out = work_dir.join(format!("scene_builtins_{core}.o"));
+    let mut args: Vec<OsString> = os(&tc.incore_flags).collect();
+    args.extend(os(tc.core_flags(core)));
+    args.extend(os(&tc.builtins_flags));
+    args.extend(["-c".into(), "scene_builtins.c".into(), "-o".into()]);
+    args.push(out.as_os_str().to_owned());
+    Invocation {
+        role: "compiler",
+        stage: Stage::CompileBuiltins,
+        program: &tc.compiler,
+        args,
+        cwd: work_dir,
+    }
+    .run()?;
+    Ok(out)
+}
+
+/// The compiler arguments for an orchestration shared object (without `-o`).
+pub(crate) fn orch_args(tc: &Toolchain, unit: &OrchUnit) -> Vec<OsString> {
+    let mut args: Vec<OsString> = os(&tc.orch_flags).collect();
+    args.extend(define_flags(&unit.defines));
+    args.extend(include_flags(&unit.include_dirs));
+    args.push(unit.source.as_os_str().to_owned());
+    args
+}
+
+pub(crate) fn compile_orchestration(
+    tc: &Toolchain,
+    root: &Path,
+    unit: &OrchUnit,
+    out: &Path,
+) -> Result<Vec<u8>, CompileError> {
+    require_source(root, &unit.source)?;
+    let mut args = orch_args(tc, unit);
+    args.push("-o".into());
+    args.push(out.as_os_str().to_owned());
+    Invocation {
+        role: "compiler",
+        stage: Stage::Compile,
+        program: &tc.compiler,
+        args,
+        cwd: root,
+    }
+    .run()?;
+    std::fs::read(out).map_err(|source| CompileError::Read {
+        path: out.to_path_buf(),
+        source,
+    })
+}

@@ -1,0 +1,184 @@
+//! Error types shared by the build steps and the builder.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::image::ImageError;
+use crate::toolchain::ToolchainError;
+use crate::unit::CoreType;
+
+/// Which external step failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stage {
+    Compile,
+    Link,
+    CompileBuiltins,
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Stage::Compile => "compile",
+            Stage::Link => "link",
+            Stage::CompileBuiltins => "compile the toolchain builtins",
+        })
+    }
+}
+
+/// Why one compile unit produced no artifact. Shared (`Arc`) by every
+/// callable that uses the unit.
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    #[error("source file `{}` not found (relative to root `{}`)", path.display(), root.display())]
+    MissingSource { path: PathBuf, root: PathBuf },
+    #[error("cannot read `{}`: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("could not run {role} `{}`: {source}", program.display())]
+    Spawn {
+        role: &'static str,
+        program: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("failed to {stage} ({status}):\n{stderr}\ncommand: {command}")]
+    Tool {
+        stage: Stage,
+        status: String,
+        command: String,
+        stderr: String,
+    },
+    #[error("cannot write `{}` in the work dir: {source}", path.display())]
+    WorkDir {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("produced an unusable image: {0}")]
+    Image(#[from] ImageError),
+    #[error("{0}")]
+    Shared(Arc<CompileError>),
+}
+
+impl CompileError {
+    /// The tool's stderr, when the failure was a tool exiting non-zero.
+    pub fn stderr(&self) -> Option<&str> {
+        match self {
+            CompileError::Tool { stderr, .. } => Some(stderr),
+            CompileError::Shared(inner) => inner.stderr(),
+            _ => None,
+        }
+    }
+}
+
+/// One reason a callable could not be assembled.
+#[derive(Debug, Clone)]
+pub enum UnitFailure {
+    Incore {
+        name: String,
+        func_id: u32,
+        core: CoreType,
+        source: PathBuf,
+        error: Arc<CompileError>,
+    },
+    Orchestration {
+        name: String,
+        function: String,
+        source: PathBuf,
+        error: Arc<CompileError>,
+    },
+    DuplicateFuncId {
+        func_id: u32,
+        first: String,
+        second: String,
+    },
+}
+
+impl UnitFailure {
+    pub fn error(&self) -> Option<&CompileError> {
+        match self {
+            UnitFailure::Incore { error, .. } | UnitFailure::Orchestration { error, .. } => {
+                Some(error)
+            }
+            UnitFailure::DuplicateFuncId { .. } => None,
+        }
+    }
+}
+
+impl fmt::Display for UnitFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UnitFailure::Incore {
+                name,
+                func_id,
+                core,
+                source,
+                error,
+            } => write!(
+                f,
+                "kernel `{name}` (func_id {func_id}, {core}, {}) {error}",
+                source.display()
+            ),
+            UnitFailure::Orchestration {
+                name,
+                function,
+                source,
+                error,
+            } => write!(
+                f,
+                "orchestration `{name}` (`{function}`, {}) {error}",
+                source.display()
+            ),
+            UnitFailure::DuplicateFuncId {
+                func_id,
+                first,
+                second,
+            } => write!(
+                f,
+                "kernels `{first}` and `{second}` both use func_id {func_id}"
+            ),
+        }
+    }
+}
+
+/// A callable that could not be built, with every reason found.
+#[derive(Debug, Clone, thiserror::Error)]
+pub struct BuildError {
+    pub label: String,
+    pub failures: Vec<UnitFailure>,
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, failure) in self.failures.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "scene `{}`: {failure}", self.label)?;
+        }
+        if self.failures.is_empty() {
+            write!(f, "scene `{}`: build failed", self.label)?;
+        }
+        Ok(())
+    }
+}
+
+/// Problems creating a [`crate::Builder`], before anything is compiled.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildSetupError {
+    #[error(transparent)]
+    Toolchain(#[from] ToolchainError),
+    #[error("root `{}` is not a directory", path.display())]
+    Root { path: PathBuf },
+    #[error("cannot set up the work dir under `{}`: {source}", path.display())]
+    WorkDir {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}

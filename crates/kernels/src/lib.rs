@@ -1,0 +1,45 @@
+//! Kernel compilation for scene tests.
+//!
+//! This crate turns C sources into what a device runs:
+//!
+//! - incore kernels become a single position-independent `.text` image with
+//!   `kernel_entry` at offset 0 ([`IncoreImage`]), validated the way a device
+//!   loader would ([`extract_text_image`]);
+//! - orchestrations become host shared objects;
+//! - both are grouped per callable ([`ChipCallable`]).
+//!
+//! The [`Builder`] flattens the units of many callables into one plan,
+//! compiles each distinct unit once on a bounded pool of workers, and
+//! assembles callables deterministically (incores ordered by `func_id`), so
+//! the bytes do not depend on worker count or finish order.
+//!
+//! What this crate deliberately does NOT do: it knows nothing of devices,
+//! runtimes or scene files. Callers describe units with paths relative to a
+//! root ([`CallableSpec`]); loading, running and checking results belong to
+//! other crates. It keeps artifacts in memory only; a persistent cache
+//! would key on [`UnitKey`] and [`COMPILE_LOGIC_TOKEN`].
+
+mod builder;
+mod compile;
+mod error;
+pub mod image;
+pub mod key;
+mod link;
+mod plan;
+mod process;
+mod report;
+pub mod toolchain;
+mod unit;
+
+pub use builder::{BuildOptions, Builder};
+pub use error::{BuildError, BuildSetupError, CompileError, Stage, UnitFailure};
+pub use image::{ImageError, extract_text_image};
+pub use key::UnitKey;
+pub use report::{BuildOutput, Observer, UnitKind, UnitOutcome, UnitReport};
+pub use toolchain::{Extraction, Toolchain, ToolchainError};
+pub use unit::{
+    CallableSpec, ChipCallable, CoreType, IncoreImage, IncoreUnit, OrchUnit, ParseCoreTypeError,
+};
+
+/// Hash of this crate's compile/link/extract logic (see `build.rs`).
+pub const COMPILE_LOGIC_TOKEN: &str = env!("SCENE_COMPILE_LOGIC_TOKEN");

@@ -1,0 +1,50 @@
+//! What a build reports: per-unit progress and per-callable results.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::BuildError;
+use crate::unit::{ChipCallable, CoreType};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UnitKind {
+    Incore { func_id: u32, core: CoreType },
+    Orchestration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UnitOutcome {
+    Compiled,
+    /// Taken from an earlier build (in this process, for now).
+    Reused,
+    Failed,
+}
+
+/// One compiled (or reused, or failed) unit. A unit shared by several
+/// callables is reported once, under the first name it was seen with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnitReport {
+    /// `<label>/<name>`, e.g. `vector_example/add`.
+    pub unit: String,
+    pub kind: UnitKind,
+    pub outcome: UnitOutcome,
+    pub duration: Duration,
+}
+
+/// Called as each unit finishes, from the thread that called `build_all`.
+pub type Observer = Arc<dyn Fn(&UnitReport) + Send + Sync>;
+
+#[derive(Debug)]
+pub struct BuildOutput {
+    /// In the order of the specs given.
+    pub callables: Vec<Result<Arc<ChipCallable>, BuildError>>,
+    /// In plan order (specs in order, orchestration first, then incores),
+    /// independent of which worker finished first.
+    pub units: Vec<UnitReport>,
+}
+
+impl BuildOutput {
+    pub fn count(&self, outcome: UnitOutcome) -> usize {
+        self.units.iter().filter(|u| u.outcome == outcome).count()
+    }
+}

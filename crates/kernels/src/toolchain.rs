@@ -1,0 +1,272 @@
+//! Per-platform toolchains, described as data.
+//!
+//! Both simulator platforms compile with the host C compiler; they differ
+//! only in the defines that let a kernel know what it was built for. Keeping
+//! the table as plain data (rather than logic spread over the compile code)
+//! means the unit key can hash "the toolchain" by hashing these fields.
+
+use std::env;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::unit::CoreType;
+
+/// Link script written into the work dir and passed to the linker with `-T`.
+pub const KERNEL_LINK_SCRIPT: &str = include_str!("c/kernel.ld");
+
+/// Freestanding helpers (memcpy, f16 conversions, ...) linked into every image.
+pub const BUILTINS_SOURCE: &str = include_str!("c/builtins.c");
+
+/// Platforms this crate knows how to build for.
+pub const PLATFORMS: &[&str] = &["a2a3sim", "a5sim"];
+
+/// How the incore image is taken out of the linked file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Extraction {
+    /// ELF `.text` (Linux hosts).
+    Elf,
+    /// Mach-O `__TEXT,__text` (macOS hosts).
+    MachO,
+}
+
+impl Extraction {
+    /// The object format the host linker produces.
+    pub fn host() -> Self {
+        if cfg!(target_os = "macos") {
+            Extraction::MachO
+        } else {
+            Extraction::Elf
+        }
+    }
+}
+
+impl fmt::Display for Extraction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Extraction::Elf => "elf",
+            Extraction::MachO => "mach-o",
+        })
+    }
+}
+
+/// Errors choosing or checking a toolchain.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolchainError {
+    #[error("unknown platform `{name}` (known platforms: {})", PLATFORMS.join(", "))]
+    UnknownPlatform { name: String },
+    #[error("{role} `{}` not found (set {env} to override)", path.display())]
+    ToolNotFound {
+        role: &'static str,
+        env: &'static str,
+        path: PathBuf,
+    },
+}
+
+/// Everything needed to turn sources into images for one platform.
+///
+/// Fields are public so callers (and tests) can swap the compiler or add
+/// flags; anything changed here changes the unit key, so stale artifacts are
+/// never reused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Toolchain {
+    pub platform: String,
+    pub compiler: PathBuf,
+    pub linker: PathBuf,
+    /// Flags for every incore compile (kernels and builtins).
+    pub incore_flags: Vec<String>,
+    pub aic_flags: Vec<String>,
+    pub aiv_flags: Vec<String>,
+    /// Extra flags for the builtins object only.
+    pub builtins_flags: Vec<String>,
+    pub orch_flags: Vec<String>,
+    /// Linker flags for incore images; `-T <script>`, `-o` and inputs are added.
+    pub link_flags: Vec<String>,
+    pub link_script: String,
+    pub builtins_source: String,
+    pub extraction: Extraction,
+}
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| (*s).to_owned()).collect()
+}
+
+impl Toolchain {
+    /// The table entry for `platform` with `SCENE_CC` / `SCENE_LD` applied.
+    pub fn for_platform(platform: &str) -> Result<Self, ToolchainError> {
+        let mut tc = Self::builtin(platform)?;
+        if let Some(cc) = env::var_os("SCENE_CC").filter(|v| !v.is_empty()) {
+            tc.compiler = PathBuf::from(cc);
+        }
+        if let Some(ld) = env::var_os("SCENE_LD").filter(|v| !v.is_empty()) {
+            tc.linker = PathBuf::from(ld);
+        }
+        Ok(tc)
+    }
+
+    /// The table entry for `platform`, ignoring the environment.
+    pub fn builtin(platform: &str) -> Result<Self, ToolchainError> {
+        let platform_define = match platform {
+            "a2a3sim" => "-DSCENE_PLATFORM_A2A3=1",
+            "a5sim" => "-DSCENE_PLATFORM_A5=1",
+            other => {
+                return Err(ToolchainError::UnknownPlatform {
+                    name: other.to_owned(),
+                });
+            }
+        };
+        let extraction = Extraction::host();
+        let mut incore_flags = strings(&[
+            "-O2",
+            "-ffreestanding",
+            "-fno-builtin",
+            "-nostdlib",
+            "-fPIE",
+            "-fvisibility=hidden",
+            "-fno-stack-protector",
+            "-fno-asynchronous-unwind-tables",
+            "-fno-unwind-tables",
+            "-fno-jump-tables",
+            "-fno-math-errno",
+            "-ffunction-sections",
+            "-fdata-sections",
+            "-fno-common",
+        ]);
+        // Apple clang rejects these; on Linux they keep endbr64 and PLT stubs
+        // out of images that have no dynamic linker behind them.
+        if extraction == Extraction::Elf {
+            incore_flags.extend(strings(&["-fcf-protection=none", "-fno-plt"]));
+        }
+        incore_flags.push(platform_define.to_owned());
+
+        let link_flags = match extraction {
+            Extraction::Elf => strings(&[
+                "-pie",
+                "--no-dynamic-linker",
+                "-e",
+                "kernel_entry",
+                "--gc-sections",
+                "-z",
+                "noexecstack",
+                "-z",
+                "norelro",
+                "--no-warn-rwx-segments",
+            ]),
+            // Untested: ld64 has no linker scripts; a preload image keeps
+            // __text first and unrelocated.
+            Extraction::MachO => strings(&["-preload", "-e", "_kernel_entry", "-dead_strip"]),
+        };
+
+        Ok(Toolchain {
+            platform: platform.to_owned(),
+            compiler: PathBuf::from("cc"),
+            linker: PathBuf::from("ld"),
+            incore_flags,
+            aic_flags: strings(&["-DSCENE_CORE_AIC=1"]),
+            aiv_flags: strings(&["-DSCENE_CORE_AIV=1"]),
+            builtins_flags: strings(&["-fno-tree-loop-distribute-patterns"]),
+            orch_flags: vec![
+                "-shared".to_owned(),
+                "-fPIC".to_owned(),
+                "-O2".to_owned(),
+                "-Wl,--build-id=sha1".to_owned(),
+                platform_define.to_owned(),
+            ],
+            link_flags,
+            link_script: KERNEL_LINK_SCRIPT.to_owned(),
+            builtins_source: BUILTINS_SOURCE.to_owned(),
+            extraction,
+        })
+    }
+
+    pub fn with_compiler(mut self, compiler: impl Into<PathBuf>) -> Self {
+        self.compiler = compiler.into();
+        self
+    }
+
+    pub fn with_linker(mut self, linker: impl Into<PathBuf>) -> Self {
+        self.linker = linker.into();
+        self
+    }
+
+    /// Flags specific to one core type.
+    pub fn core_flags(&self, core: CoreType) -> &[String] {
+        match core {
+            CoreType::Aic => &self.aic_flags,
+            CoreType::Aiv => &self.aiv_flags,
+        }
+    }
+
+    /// Fails early, naming the path, if the compiler or linker cannot be found.
+    pub fn check(&self) -> Result<(), ToolchainError> {
+        if resolve_program(&self.compiler).is_none() {
+            return Err(ToolchainError::ToolNotFound {
+                role: "compiler",
+                env: "SCENE_CC",
+                path: self.compiler.clone(),
+            });
+        }
+        if resolve_program(&self.linker).is_none() {
+            return Err(ToolchainError::ToolNotFound {
+                role: "linker",
+                env: "SCENE_LD",
+                path: self.linker.clone(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Where `program` would be found by `Command::new`, if anywhere.
+pub(crate) fn resolve_program(program: &Path) -> Option<PathBuf> {
+    if program.components().count() > 1 || program.is_absolute() {
+        return program.is_file().then(|| program.to_path_buf());
+    }
+    let path = env::var_os("PATH")?;
+    env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_platforms_differ_only_in_defines() {
+        let a = Toolchain::builtin("a2a3sim").expect("a2a3sim");
+        let b = Toolchain::builtin("a5sim").expect("a5sim");
+        assert!(
+            a.incore_flags
+                .iter()
+                .any(|f| f == "-DSCENE_PLATFORM_A2A3=1")
+        );
+        assert!(b.incore_flags.iter().any(|f| f == "-DSCENE_PLATFORM_A5=1"));
+        assert_eq!(a.aic_flags, b.aic_flags);
+        assert_eq!(a.core_flags(CoreType::Aiv), ["-DSCENE_CORE_AIV=1"]);
+        assert_ne!(a.incore_flags, b.incore_flags);
+    }
+
+    #[test]
+    fn unknown_platform_lists_known_ones() {
+        let err = Toolchain::builtin("a9").expect_err("unknown");
+        let msg = err.to_string();
+        assert!(msg.contains("`a9`"), "{msg}");
+        assert!(msg.contains("a2a3sim") && msg.contains("a5sim"), "{msg}");
+    }
+
+    #[test]
+    fn missing_compiler_is_named() {
+        let tc = Toolchain::builtin("a5sim")
+            .expect("a5sim")
+            .with_compiler("/definitely/not/here/cc");
+        let msg = tc.check().expect_err("missing").to_string();
+        assert!(msg.contains("/definitely/not/here/cc"), "{msg}");
+        assert!(msg.contains("compiler"), "{msg}");
+    }
+
+    #[test]
+    fn bare_names_are_looked_up_on_path() {
+        assert!(resolve_program(Path::new("sh")).is_some());
+        assert!(resolve_program(Path::new("no-such-program-scene-xyz")).is_none());
+    }
+}

@@ -1,0 +1,710 @@
+//! One open simulated device: memory, registered callables, emulated core
+//! threads and the task-graph scheduler that runs an orchestration's tasks.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::ffi::{CStr, c_char, c_void};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use crate::abi::*;
+use crate::error::{RtError, RtResult};
+use crate::image::{ExecImage, OrchLib};
+use crate::memory::{Allocator, Arena};
+use crate::options::Options;
+
+/// Locks a mutex, ignoring poisoning (no code path leaves state half-updated
+/// across a panic point that matters; kernels run with no lock held).
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn core_name(core: u32) -> &'static str {
+    match core {
+        SCENE_CORE_AIC => "aic",
+        SCENE_CORE_AIV => "aiv",
+        _ => "unknown core type",
+    }
+}
+
+/// One incore kernel of a callable.
+#[derive(Debug)]
+pub struct Incore {
+    pub core: u32,
+    pub image: Arc<ExecImage>,
+}
+
+/// A registered callable.
+#[derive(Debug)]
+pub struct Callable {
+    /// Keeps the orchestration library loaded while `entry` may be called.
+    pub _orch: Arc<OrchLib>,
+    pub entry: OrchEntry,
+    pub symbol: String,
+    pub incores: BTreeMap<u32, Incore>,
+}
+
+/// An incore description after copying out of the C struct.
+#[derive(Debug)]
+pub struct IncoreSpec<'a> {
+    pub func_id: u32,
+    pub core_type: u32,
+    pub image: &'a [u8],
+}
+
+#[derive(Debug)]
+struct Task {
+    core: usize,
+    image: Arc<ExecImage>,
+    block_num: u32,
+    next_block: u32,
+    blocks_done: u32,
+    args: Box<SceneKernelArgs>,
+    pending: usize,
+    dependents: Vec<usize>,
+    done: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Access {
+    task: usize,
+    start: u64,
+    end: u64,
+    write: bool,
+}
+
+/// Scheduler state of the current run (runs on one device are serialised).
+#[derive(Debug, Default)]
+struct Sched {
+    shutdown: bool,
+    tasks: Vec<Task>,
+    ready: [VecDeque<usize>; 2],
+    completed: usize,
+    accesses: Vec<Access>,
+    error: Option<RtError>,
+    fail_msgs: Vec<String>,
+    orch_rc: Option<i32>,
+    intermediates: Vec<u64>,
+}
+
+/// State shared with the core threads and the orchestration thread. Threads
+/// stuck in a hung kernel keep it (and so the arena) alive forever.
+#[derive(Debug)]
+struct Shared {
+    arena: Arena,
+    mem: Mutex<Allocator>,
+    sched: Mutex<Sched>,
+    work_cv: [Condvar; 2],
+    done_cv: Condvar,
+}
+
+impl Shared {
+    fn sched(&self) -> MutexGuard<'_, Sched> {
+        lock(&self.sched)
+    }
+
+    /// Marks one block of `tid` finished and releases dependents.
+    fn complete_block(&self, s: &mut Sched, tid: usize) {
+        let t = &mut s.tasks[tid];
+        t.blocks_done += 1;
+        if t.blocks_done < t.block_num {
+            return;
+        }
+        t.done = true;
+        let dependents = std::mem::take(&mut t.dependents);
+        s.completed += 1;
+        for d in dependents {
+            let dt = &mut s.tasks[d];
+            dt.pending -= 1;
+            if dt.pending == 0 {
+                let core = s.tasks[d].core;
+                s.ready[core].push_back(d);
+                self.work_cv[core].notify_all();
+            }
+        }
+        self.done_cv.notify_all();
+    }
+}
+
+/// Emulated core thread: runs blocks of ready tasks of one core type.
+fn core_thread(shared: Arc<Shared>, core: usize) {
+    let mut s = shared.sched();
+    loop {
+        if s.shutdown {
+            return;
+        }
+        let sched = &mut *s;
+        let Some(&tid) = sched.ready[core].front() else {
+            s = shared.work_cv[core]
+                .wait(s)
+                .unwrap_or_else(|e| e.into_inner());
+            continue;
+        };
+        let t = &mut sched.tasks[tid];
+        let mut args = *t.args;
+        args.block_idx = t.next_block;
+        t.next_block += 1;
+        if t.next_block == t.block_num {
+            sched.ready[core].pop_front();
+        }
+        let image = Arc::clone(&t.image);
+        drop(s);
+        image.call(&args);
+        s = shared.sched();
+        shared.complete_block(&mut s, tid);
+    }
+}
+
+/// What the orchestration's `ctx->runtime` points at during a run.
+#[derive(Debug)]
+struct RunCtx {
+    shared: Arc<Shared>,
+    callable: Arc<Callable>,
+    cores: [u32; 2],
+    platform: &'static str,
+}
+
+/// A simulated device.
+#[derive(Debug)]
+pub struct Device {
+    pub id: i32,
+    pub opts: Options,
+    shared: Arc<Shared>,
+    callables: Mutex<BTreeMap<u32, Arc<Callable>>>,
+    next_handle: AtomicU64,
+    /// Serialises runs and host copies.
+    exec: Mutex<()>,
+    fatal: AtomicBool,
+    fatal_reason: Mutex<String>,
+    runs: AtomicU64,
+    workers: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Device {
+    pub fn open(id: i32, opts: Options) -> RtResult<Device> {
+        if id < 0 {
+            return Err(RtError::NoDevice(format!(
+                "no device {id}: device ids are >= 0"
+            )));
+        }
+        let arena = Arena::new(opts.arena_bytes)?;
+        let shared = Arc::new(Shared {
+            mem: Mutex::new(Allocator::new(arena.len())),
+            arena,
+            sched: Mutex::new(Sched::default()),
+            work_cv: [Condvar::new(), Condvar::new()],
+            done_cv: Condvar::new(),
+        });
+        let dev = Device {
+            id,
+            opts,
+            shared,
+            callables: Mutex::new(BTreeMap::new()),
+            next_handle: AtomicU64::new(1),
+            exec: Mutex::new(()),
+            fatal: AtomicBool::new(false),
+            fatal_reason: Mutex::new(String::new()),
+            runs: AtomicU64::new(0),
+            workers: Mutex::new(Vec::new()),
+        };
+        for core in [SCENE_CORE_AIC, SCENE_CORE_AIV] {
+            for i in 0..dev.opts.cores[core as usize] {
+                let shared = Arc::clone(&dev.shared);
+                let h = std::thread::Builder::new()
+                    .name(format!("scene-dev{id}-{}{i}", core_name(core)))
+                    .spawn(move || core_thread(shared, core as usize))
+                    .map_err(|e| RtError::Invalid(format!("cannot start a core thread: {e}")))?;
+                lock(&dev.workers).push(h);
+            }
+        }
+        Ok(dev)
+    }
+
+    fn set_fatal(&self, reason: String) {
+        *lock(&self.fatal_reason) = reason;
+        self.fatal.store(true, Ordering::SeqCst);
+    }
+
+    fn check_alive(&self) -> RtResult<()> {
+        if self.fatal.load(Ordering::SeqCst) {
+            return Err(RtError::DeviceFatal(format!(
+                "device {} is unusable after a fatal error ({}); close it and retire the card",
+                self.id,
+                lock(&self.fatal_reason)
+            )));
+        }
+        Ok(())
+    }
+
+    pub fn malloc(&self, size: u64) -> RtResult<u64> {
+        self.check_alive()?;
+        lock(&self.shared.mem).alloc(size)
+    }
+
+    pub fn free(&self, addr: u64) -> RtResult<()> {
+        self.check_alive()?;
+        lock(&self.shared.mem).free(addr)
+    }
+
+    /// Checks that `[addr, addr+size)` lies in one live allocation.
+    pub fn check_range(&self, addr: u64, size: u64, what: &str) -> RtResult<()> {
+        self.check_alive()?;
+        lock(&self.shared.mem).check(addr, size, what).map(drop)
+    }
+
+    pub fn copy_to_device(&self, dst: u64, src: &[u8]) -> RtResult<()> {
+        self.check_alive()?;
+        let _g = lock(&self.exec);
+        let off = lock(&self.shared.mem).check(dst, src.len() as u64, "copy to device")?;
+        self.shared.arena.write(off, src);
+        Ok(())
+    }
+
+    pub fn copy_from_device(&self, dst: &mut [u8], src: u64) -> RtResult<()> {
+        self.check_alive()?;
+        let _g = lock(&self.exec);
+        let off = lock(&self.shared.mem).check(src, dst.len() as u64, "copy from device")?;
+        self.shared.arena.read(off, dst);
+        Ok(())
+    }
+
+    pub fn register(
+        &self,
+        orch_so: &[u8],
+        symbol: &str,
+        incores: &[IncoreSpec<'_>],
+    ) -> RtResult<u32> {
+        self.check_alive()?;
+        let mut map = BTreeMap::new();
+        for (i, inc) in incores.iter().enumerate() {
+            if inc.func_id >= SCENE_MAX_FUNC_IDS {
+                return Err(RtError::FuncId(format!(
+                    "incore #{i}: func_id {} is out of range (must be < {SCENE_MAX_FUNC_IDS})",
+                    inc.func_id
+                )));
+            }
+            if inc.core_type > SCENE_CORE_AIV {
+                return Err(RtError::CoreType(format!(
+                    "incore #{i} (func_id {}): core_type {} is neither SCENE_CORE_AIC (0) nor SCENE_CORE_AIV (1)",
+                    inc.func_id, inc.core_type
+                )));
+            }
+            if map.contains_key(&inc.func_id) {
+                return Err(RtError::FuncId(format!(
+                    "incore #{i}: func_id {} is registered twice in one callable",
+                    inc.func_id
+                )));
+            }
+            let image = ExecImage::map(inc.image)
+                .map_err(|e| RtError::Load(format!("incore func_id {}: {e}", inc.func_id)))?;
+            map.insert(
+                inc.func_id,
+                Incore {
+                    core: inc.core_type,
+                    image: Arc::new(image),
+                },
+            );
+        }
+        let orch = OrchLib::load(orch_so)?;
+        let entry = orch.entry(symbol)?;
+        let callable = Callable {
+            _orch: orch,
+            entry,
+            symbol: symbol.to_owned(),
+            incores: map,
+        };
+        let handle = u32::try_from(self.next_handle.fetch_add(1, Ordering::SeqCst))
+            .map_err(|_| RtError::Invalid("callable handles exhausted".into()))?;
+        lock(&self.callables).insert(handle, Arc::new(callable));
+        Ok(handle)
+    }
+
+    pub fn unregister(&self, handle: u32) -> RtResult<()> {
+        self.check_alive()?;
+        lock(&self.callables)
+            .remove(&handle)
+            .map(drop)
+            .ok_or_else(|| RtError::Invalid(format!("unknown callable handle {handle}")))
+    }
+
+    /// Host address of a registered incore image (for diagnostics and tests).
+    pub fn image_addr(&self, handle: u32, func_id: u32) -> Option<usize> {
+        let c = lock(&self.callables).get(&handle).cloned()?;
+        c.incores.get(&func_id).map(|i| i.image.addr())
+    }
+
+    pub fn run(&self, handle: u32, args: &[SceneRunArg]) -> RtResult<()> {
+        self.check_alive()?;
+        let _g = lock(&self.exec);
+        self.check_alive()?;
+        let run_no = self.runs.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.opts.faults.fatal_on_run == Some(run_no) {
+            let msg = format!(
+                "injected fault: run #{run_no} of device {} failed fatally (fault=fatal_on_run:{run_no})",
+                self.id
+            );
+            self.set_fatal(msg.clone());
+            return Err(RtError::DeviceFatal(msg));
+        }
+        let callable = lock(&self.callables)
+            .get(&handle)
+            .cloned()
+            .ok_or_else(|| RtError::Invalid(format!("run: unknown callable handle {handle}")))?;
+        {
+            let mem = lock(&self.shared.mem);
+            for (i, a) in args.iter().enumerate() {
+                match a.direction {
+                    SCENE_DIR_SCALAR => {}
+                    SCENE_DIR_IN | SCENE_DIR_OUT | SCENE_DIR_INOUT => {
+                        mem.check(a.value, a.size, &format!("run argument {i}"))?;
+                    }
+                    d => {
+                        return Err(RtError::Invalid(format!(
+                            "run argument {i}: unknown direction {d}"
+                        )));
+                    }
+                }
+            }
+        }
+        *self.shared.sched() = Sched::default();
+        let started = Instant::now();
+        let deadline = self.opts.timeout.map(|t| started + t);
+        let orch_thread = if self.opts.faults.hang {
+            None
+        } else {
+            let ctx = Arc::new(RunCtx {
+                shared: Arc::clone(&self.shared),
+                callable: Arc::clone(&callable),
+                cores: self.opts.cores,
+                platform: self.opts.platform.name(),
+            });
+            let args = args.to_vec();
+            let h = std::thread::Builder::new()
+                .name(format!("scene-dev{}-orch", self.id))
+                .spawn(move || orch_thread(ctx, args))
+                .map_err(|e| {
+                    RtError::Invalid(format!("cannot start the orchestration thread: {e}"))
+                })?;
+            Some(h)
+        };
+
+        let mut s = self.shared.sched();
+        loop {
+            if s.orch_rc.is_some() && s.completed == s.tasks.len() {
+                break;
+            }
+            match deadline {
+                None => {
+                    s = self
+                        .shared
+                        .done_cv
+                        .wait(s)
+                        .unwrap_or_else(|e| e.into_inner())
+                }
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        let msg = format!(
+                            "run of `{}` on device {} exceeded timeout_ms={} (orchestration {}, {} of {} tasks completed{}); the device is now unusable",
+                            callable.symbol,
+                            self.id,
+                            self.opts.timeout.map_or(0, |t| t.as_millis()),
+                            if s.orch_rc.is_some() {
+                                "finished"
+                            } else {
+                                "still running"
+                            },
+                            s.completed,
+                            s.tasks.len(),
+                            if self.opts.faults.hang {
+                                ", fault=hang"
+                            } else {
+                                ""
+                            },
+                        );
+                        // Stop handing out work; threads stuck in a kernel are
+                        // detached and keep the shared state alive.
+                        s.shutdown = true;
+                        for cv in &self.shared.work_cv {
+                            cv.notify_all();
+                        }
+                        drop(s);
+                        self.set_fatal(format!("timeout in run #{run_no}"));
+                        return Err(RtError::Timeout(msg));
+                    }
+                    s = self
+                        .shared
+                        .done_cv
+                        .wait_timeout(s, d - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+            }
+        }
+        let rc = s.orch_rc.unwrap_or(0);
+        let error = s.error.take();
+        let fails = std::mem::take(&mut s.fail_msgs);
+        let intermediates = std::mem::take(&mut s.intermediates);
+        s.tasks.clear();
+        s.accesses.clear();
+        drop(s);
+        if let Some(h) = orch_thread {
+            // The thread has published its result and is about to exit.
+            let _ = h.join();
+        }
+        {
+            let mut mem = lock(&self.shared.mem);
+            for a in intermediates {
+                let _ = mem.free(a);
+            }
+        }
+        if let Some(e) = error {
+            return Err(e);
+        }
+        if rc != 0 || !fails.is_empty() {
+            let mut msg = format!("orchestration `{}` returned {rc}", callable.symbol);
+            if !fails.is_empty() {
+                msg.push_str(": ");
+                msg.push_str(&fails.join("; "));
+            }
+            return Err(RtError::Orch(msg));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        lock(&self.shared.sched).shutdown = true;
+        for cv in &self.shared.work_cv {
+            cv.notify_all();
+        }
+        let workers = std::mem::take(&mut *lock(&self.workers));
+        if !self.fatal.load(Ordering::SeqCst) {
+            for w in workers {
+                let _ = w.join();
+            }
+        }
+        // On a fatal device the workers are detached: one may be stuck in a
+        // kernel forever, holding `Shared` (and the arena) alive.
+    }
+}
+
+static OPS: SceneOrchOps = SceneOrchOps {
+    abi_version: SCENE_ORCH_ABI_VERSION,
+    alloc: op_alloc,
+    submit: op_submit,
+    fail: op_fail,
+};
+
+fn orch_thread(ctx: Arc<RunCtx>, args: Vec<SceneRunArg>) {
+    let mut c = SceneOrchCtx {
+        ops: &OPS,
+        runtime: Arc::as_ptr(&ctx).cast_mut().cast::<c_void>(),
+    };
+    let nargs = args.len() as u32;
+    #[allow(unsafe_code)]
+    // SAFETY: `entry` was resolved from the orchestration library, which
+    // `ctx.callable._orch` keeps loaded; `c` and `args` outlive the call, and
+    // `c.runtime` points at `ctx`, which this thread owns until after the call.
+    let rc = unsafe { (ctx.callable.entry)(&mut c, args.as_ptr(), nargs) };
+    let mut s = ctx.shared.sched();
+    s.orch_rc = Some(rc);
+    ctx.shared.done_cv.notify_all();
+}
+
+fn run_ctx<'a>(ctx: *mut SceneOrchCtx) -> Option<&'a RunCtx> {
+    #[allow(unsafe_code)]
+    // SAFETY: orchestrations receive `ctx` from `orch_thread`, where it points
+    // at a live `SceneOrchCtx` whose `runtime` is a live `RunCtx` for the whole
+    // entry call; ops are only valid during that call (scene_orch.h).
+    unsafe {
+        ctx.as_ref()?.runtime.cast::<RunCtx>().cast_const().as_ref()
+    }
+}
+
+fn record(rc: &RunCtx, e: RtError) -> i32 {
+    let status = e.status();
+    let mut s = rc.shared.sched();
+    if s.error.is_none() {
+        s.error = Some(e);
+    }
+    status
+}
+
+extern "C" fn op_alloc(ctx: *mut SceneOrchCtx, size: u64) -> u64 {
+    let Some(rc) = run_ctx(ctx) else { return 0 };
+    let r = lock(&rc.shared.mem).alloc(size);
+    match r {
+        Ok(a) => {
+            rc.shared.sched().intermediates.push(a);
+            a
+        }
+        Err(e) => {
+            record(rc, RtError::Oom(format!("orchestration alloc: {e}")));
+            0
+        }
+    }
+}
+
+extern "C" fn op_fail(ctx: *mut SceneOrchCtx, message: *const c_char) {
+    let Some(rc) = run_ctx(ctx) else { return };
+    let msg = if message.is_null() {
+        "(null message)".to_owned()
+    } else {
+        #[allow(unsafe_code)]
+        // SAFETY: the orchestration passes a NUL-terminated string (scene_orch.h).
+        unsafe { CStr::from_ptr(message) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    rc.shared.sched().fail_msgs.push(msg);
+}
+
+extern "C" fn op_submit(
+    ctx: *mut SceneOrchCtx,
+    func_id: u32,
+    block_num: u32,
+    args: *const SceneOrchArg,
+    num_args: u32,
+) -> i32 {
+    let Some(rc) = run_ctx(ctx) else {
+        return SCENE_RT_E_INVALID;
+    };
+    if num_args as usize > SCENE_MAX_ARGS {
+        return record(
+            rc,
+            RtError::Invalid(format!(
+                "submit to func_id {func_id}: {num_args} arguments, the maximum is {SCENE_MAX_ARGS}"
+            )),
+        );
+    }
+    let args: &[SceneOrchArg] = if num_args == 0 {
+        &[]
+    } else if args.is_null() {
+        return record(
+            rc,
+            RtError::Invalid(format!("submit to func_id {func_id}: args is NULL")),
+        );
+    } else {
+        #[allow(unsafe_code)]
+        // SAFETY: the orchestration passes `num_args` (<= 32, checked) valid
+        // task args; they are copied before this function returns.
+        unsafe {
+            std::slice::from_raw_parts(args, num_args as usize)
+        }
+    };
+    match submit(rc, func_id, block_num, args) {
+        Ok(()) => SCENE_RT_OK,
+        Err(e) => record(rc, e),
+    }
+}
+
+fn submit(rc: &RunCtx, func_id: u32, block_num: u32, args: &[SceneOrchArg]) -> RtResult<()> {
+    if let Some(e) = &rc.shared.sched().error {
+        return Err(e.clone());
+    }
+    let inc = rc.callable.incores.get(&func_id).ok_or_else(|| {
+        let known: Vec<String> = rc.callable.incores.keys().map(u32::to_string).collect();
+        RtError::FuncId(format!(
+            "orchestration `{}` submitted a task to func_id {func_id}, which the callable does not register (registered func_ids: [{}])",
+            rc.callable.symbol,
+            known.join(", ")
+        ))
+    })?;
+    if rc.cores[inc.core as usize] == 0 {
+        return Err(RtError::CoreType(format!(
+            "task for func_id {func_id} needs a {} core, but this {} device has 0 {} cores",
+            core_name(inc.core),
+            rc.platform,
+            core_name(inc.core)
+        )));
+    }
+    if block_num == 0 {
+        return Err(RtError::Invalid(format!(
+            "submit to func_id {func_id}: block_num is 0"
+        )));
+    }
+    let mut kargs = Box::new(SceneKernelArgs {
+        abi_version: SCENE_KERNEL_ABI_VERSION,
+        block_idx: 0,
+        block_num,
+        num_args: args.len() as u32,
+        args: [0; SCENE_MAX_ARGS],
+        arg_sizes: [0; SCENE_MAX_ARGS],
+    });
+    let mut accesses = Vec::with_capacity(args.len());
+    {
+        let mem = lock(&rc.shared.mem);
+        for (i, a) in args.iter().enumerate() {
+            match a.direction {
+                SCENE_DIR_SCALAR => kargs.args[i] = a.value,
+                SCENE_DIR_IN | SCENE_DIR_OUT | SCENE_DIR_INOUT => {
+                    let off = mem.check(
+                        a.value,
+                        a.size,
+                        &format!("task func_id {func_id} argument {i}"),
+                    )?;
+                    kargs.args[i] = rc.shared.arena.host_ptr(off) as u64;
+                    kargs.arg_sizes[i] = a.size;
+                    if a.size > 0 {
+                        accesses.push((off, off + a.size, a.direction != SCENE_DIR_IN));
+                    }
+                }
+                d => {
+                    return Err(RtError::Invalid(format!(
+                        "task func_id {func_id} argument {i}: unknown direction {d}"
+                    )));
+                }
+            }
+        }
+    }
+    let mut s = rc.shared.sched();
+    if s.shutdown {
+        return Err(RtError::Timeout(
+            "submit after the run was abandoned".into(),
+        ));
+    }
+    let sched = &mut *s;
+    sched.accesses.retain(|a| !sched.tasks[a.task].done);
+    let mut deps: Vec<usize> = Vec::new();
+    for &(start, end, write) in &accesses {
+        for p in &sched.accesses {
+            if p.start < end && start < p.end && (write || p.write) {
+                deps.push(p.task);
+            }
+        }
+    }
+    deps.sort_unstable();
+    deps.dedup();
+    let tid = sched.tasks.len();
+    for &d in &deps {
+        sched.tasks[d].dependents.push(tid);
+    }
+    sched.tasks.push(Task {
+        core: inc.core as usize,
+        image: Arc::clone(&inc.image),
+        block_num,
+        next_block: 0,
+        blocks_done: 0,
+        args: kargs,
+        pending: deps.len(),
+        dependents: Vec::new(),
+        done: false,
+    });
+    sched
+        .accesses
+        .extend(accesses.iter().map(|&(start, end, write)| Access {
+            task: tid,
+            start,
+            end,
+            write,
+        }));
+    if deps.is_empty() {
+        let core = inc.core as usize;
+        sched.ready[core].push_back(tid);
+        rc.shared.work_cv[core].notify_all();
+    }
+    Ok(())
+}

@@ -1,0 +1,390 @@
+//! Simulator runtime: `libscene_sim_runtime.so` implements the device C ABI
+//! of `scene_runtime.h` on the host, so scenes run without an NPU.
+//!
+//! What it does:
+//! - device memory is one lazily committed host mapping per open device with a
+//!   first-fit allocator; device addresses are opaque (`0x1000_0000_0000 +
+//!   offset`), never host pointers, and every copy is bounds-checked against
+//!   live allocations;
+//! - incore images are the raw `.text` bytes a card would receive: they are
+//!   copied into an executable mapping and entered at offset 0 with a
+//!   `SceneKernelArgs` (no dlopen of kernels);
+//! - the orchestration shared object is loaded from its registered bytes
+//!   (written to a private file and dlopen'ed; identical bytes are loaded once);
+//! - `scene_rt_run` runs the orchestration on its own thread; each submitted
+//!   task gets dependencies from its arguments' directions over overlapping
+//!   byte ranges (RAW, WAR, WAW) and is executed, block by block, by emulated
+//!   core threads (`aic`/`aiv` options) while the orchestration keeps going;
+//! - a run past `timeout_ms` returns `SCENE_RT_E_TIMEOUT` and the device turns
+//!   fatal: threads stuck in a hung kernel cannot be killed and are detached.
+//!
+//! What it deliberately does not do: compile anything, know about scene
+//! files, goldens or cards, or isolate kernels. A kernel that faults (e.g. a
+//! segfault from a wild pointer) kills the whole process — the simulator has
+//! no memory protection between the arena and the host.
+//!
+//! Options understood by `scene_rt_open` (`key=value;...`): `platform=a2a3sim|a5sim`
+//! (default a2a3sim), `aic=N`, `aiv=N` (core threads per type, default 2; 0 =
+//! the platform lacks the type), `arena_mb=N` (default 256), `timeout_ms=N`
+//! (run deadline, default 0 = none), `fault=hang|fatal_on_run:K|none`
+//! (test-only fault injection, comma-separated). Unknown keys are errors.
+//!
+//! The exports are plain `extern "C" fn`s, as the C ABI sees them: they
+//! check NULL pointers, but Rust callers of the rlib must, like C callers,
+//! pass pointers that satisfy `scene_rt_*`'s contract in `scene_runtime.h`.
+//! Device handles are never dereferenced (they are keys into a table of
+//! open devices), so a closed or bogus handle is an error, not a crash.
+
+pub mod abi;
+mod device;
+pub mod error;
+mod image;
+mod memory;
+pub mod options;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::{CStr, CString, c_char, c_void};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Mutex, OnceLock};
+
+pub use abi::*;
+use device::{Device, IncoreSpec, lock};
+pub use error::RtError;
+pub use memory::DEVICE_BASE;
+use options::Options;
+
+/// Opaque device handle given to C. The runtime never dereferences a
+/// `SceneDevice*` it receives: it is only a key into the table of open
+/// devices, so stale or bogus handles are reported, not followed.
+#[derive(Debug)]
+pub struct SceneDevice {
+    _id: i32,
+}
+
+type DeviceTable = HashMap<usize, (Box<SceneDevice>, Arc<Device>)>;
+
+fn devices() -> &'static Mutex<DeviceTable> {
+    static DEVICES: OnceLock<Mutex<DeviceTable>> = OnceLock::new();
+    DEVICES.get_or_init(Default::default)
+}
+
+fn device(dev: *mut SceneDevice) -> Result<Arc<Device>, RtError> {
+    if dev.is_null() {
+        return Err(RtError::Invalid("device handle is NULL".into()));
+    }
+    lock(devices())
+        .get(&(dev as usize))
+        .map(|(_, d)| Arc::clone(d))
+        .ok_or_else(|| {
+            RtError::NoDevice(format!("{dev:p} is not an open device (closed already?)"))
+        })
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn set_last_error(msg: &str) {
+    let c = CString::new(msg.replace('\0', "\\0")).unwrap_or_default();
+    LAST_ERROR.with(|e| *e.borrow_mut() = c);
+}
+
+/// Runs `f`, turning errors (and panics) into a status plus the thread's last error.
+fn ffi(call: &str, f: impl FnOnce() -> Result<(), RtError>) -> i32 {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => SCENE_RT_OK,
+        Ok(Err(e)) => {
+            set_last_error(&format!("{call}: {e}"));
+            e.status()
+        }
+        Err(_) => {
+            set_last_error(&format!(
+                "{call}: internal error (panic) in the simulator runtime"
+            ));
+            SCENE_RT_E_INVALID
+        }
+    }
+}
+
+/// Borrows `len` bytes at `ptr` (NULL allowed only for `len == 0`).
+fn bytes<'a>(ptr: *const u8, len: u64, what: &str) -> Result<&'a [u8], RtError> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if ptr.is_null() {
+        return Err(RtError::Invalid(format!(
+            "{what} is NULL but its length is {len}"
+        )));
+    }
+    let len = usize::try_from(len)
+        .ok()
+        .filter(|&l| isize::try_from(l).is_ok())
+        .ok_or_else(|| RtError::Invalid(format!("{what}: length {len} too large")))?;
+    #[allow(unsafe_code)]
+    // SAFETY: the C caller guarantees `ptr` points at `len` readable bytes
+    // that stay valid for the duration of the call (scene_runtime.h).
+    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+}
+
+fn cstr<'a>(ptr: *const c_char, what: &str) -> Result<&'a str, RtError> {
+    if ptr.is_null() {
+        return Err(RtError::Invalid(format!("{what} is NULL")));
+    }
+    #[allow(unsafe_code)]
+    // SAFETY: the C caller passes a NUL-terminated string valid for the call.
+    let s = unsafe { CStr::from_ptr(ptr) };
+    s.to_str()
+        .map_err(|_| RtError::Invalid(format!("{what} is not UTF-8")))
+}
+
+/// ABI version implemented by this library (`SCENE_RUNTIME_ABI_VERSION`).
+// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
+// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+#[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
+#[unsafe(no_mangle)]
+pub extern "C" fn scene_rt_abi_version() -> i32 {
+    SCENE_RUNTIME_ABI_VERSION
+}
+
+/// Message of the last error on this thread; never NULL.
+// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
+// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+#[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
+#[unsafe(no_mangle)]
+pub extern "C" fn scene_rt_last_error() -> *const c_char {
+    LAST_ERROR.with(|e| e.borrow().as_ptr())
+}
+
+// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
+// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+#[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
+#[unsafe(no_mangle)]
+pub extern "C" fn scene_rt_open(
+    device_id: i32,
+    options: *const c_char,
+    out: *mut *mut SceneDevice,
+) -> i32 {
+    ffi("scene_rt_open", || {
+        if out.is_null() {
+            return Err(RtError::Invalid("out is NULL".into()));
+        }
+        let opts = if options.is_null() {
+            ""
+        } else {
+            cstr(options, "options")?
+        };
+        let opts = Options::parse(opts)?;
+        let dev = Arc::new(Device::open(device_id, opts)?);
+        let token = Box::new(SceneDevice { _id: device_id });
+        let ptr = std::ptr::from_ref::<SceneDevice>(&token).cast_mut();
+        lock(devices()).insert(ptr as usize, (token, dev));
+        #[allow(unsafe_code)]
+        // SAFETY: `out` is non-NULL and points at writable storage (caller contract).
+        unsafe {
+            *out = ptr;
+        }
+        Ok(())
+    })
+}
+
+// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
+// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+#[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
+#[unsafe(no_mangle)]
+pub extern "C" fn scene_rt_close(dev: *mut SceneDevice) -> i32 {
+    ffi("scene_rt_close", || {
+        device(dev)?;
+        let entry = lock(devices()).remove(&(dev as usize));
+        // Dropping the last Arc shuts the core threads down (outside the table lock).
+        drop(entry);
+        Ok(())
+    })
+}
+
+// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
+// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+#[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
+#[unsafe(no_mangle)]
+pub extern "C" fn scene_rt_malloc(dev: *mut SceneDevice, size: u64, out_addr: *mut u64) -> i32 {
+    ffi("scene_rt_malloc", || {
+        let d = device(dev)?;
+        if out_addr.is_null() {
+            return Err(RtError::Invalid("out_addr is NULL".into()));
+        }
+        let a = d.malloc(size)?;
+        #[allow(unsafe_code)]
+        // SAFETY: `out_addr` is non-NULL and writable (caller contract).
+        unsafe {
+            *out_addr = a;
+        }
+        Ok(())
+    })
+}
+
+// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
+// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+#[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
+#[unsafe(no_mangle)]
+pub extern "C" fn scene_rt_free(dev: *mut SceneDevice, addr: u64) -> i32 {
+    ffi("scene_rt_free", || device(dev)?.free(addr))
+}
+
+// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
+// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+#[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
+#[unsafe(no_mangle)]
+pub extern "C" fn scene_rt_copy_to_device(
+    dev: *mut SceneDevice,
+    dst: u64,
+    src: *const c_void,
+    size: u64,
+) -> i32 {
+    ffi("scene_rt_copy_to_device", || {
+        let d = device(dev)?;
+        // Bounds first: the range then is known to be a sane size.
+        d.check_range(dst, size, "copy to device")?;
+        d.copy_to_device(dst, bytes(src.cast(), size, "src")?)
+    })
+}
+
+// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
+// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+#[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
+#[unsafe(no_mangle)]
+pub extern "C" fn scene_rt_copy_from_device(
+    dev: *mut SceneDevice,
+    dst: *mut c_void,
+    src: u64,
+    size: u64,
+) -> i32 {
+    ffi("scene_rt_copy_from_device", || {
+        let d = device(dev)?;
+        d.check_range(src, size, "copy from device")?;
+        if size == 0 {
+            return d.copy_from_device(&mut [], src);
+        }
+        if dst.is_null() {
+            return Err(RtError::Invalid(format!("dst is NULL but size is {size}")));
+        }
+        let len = usize::try_from(size)
+            .map_err(|_| RtError::Invalid(format!("size {size} too large")))?;
+        #[allow(unsafe_code)]
+        // SAFETY: the caller guarantees `dst` points at `size` writable bytes
+        // that nothing else accesses during the call.
+        let out = unsafe { std::slice::from_raw_parts_mut(dst.cast::<u8>(), len) };
+        d.copy_from_device(out, src)
+    })
+}
+
+// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
+// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+#[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
+#[unsafe(no_mangle)]
+pub extern "C" fn scene_rt_register_callable(
+    dev: *mut SceneDevice,
+    desc: *const SceneCallableDesc,
+    out_handle: *mut u32,
+) -> i32 {
+    ffi("scene_rt_register_callable", || {
+        let d = device(dev)?;
+        if out_handle.is_null() {
+            return Err(RtError::Invalid("out_handle is NULL".into()));
+        }
+        #[allow(unsafe_code)]
+        // SAFETY: a non-NULL `desc` points at a valid SceneCallableDesc (caller contract).
+        let desc =
+            unsafe { desc.as_ref() }.ok_or_else(|| RtError::Invalid("desc is NULL".into()))?;
+        let orch = bytes(desc.orch_so, desc.orch_so_len, "desc->orch_so")?;
+        if orch.is_empty() {
+            return Err(RtError::Invalid("desc->orch_so is empty".into()));
+        }
+        let symbol = cstr(desc.orch_symbol, "desc->orch_symbol")?;
+        let incores: &[SceneIncoreDesc] = if desc.num_incores == 0 {
+            &[]
+        } else if desc.incores.is_null() {
+            return Err(RtError::Invalid(format!(
+                "desc->incores is NULL but num_incores is {}",
+                desc.num_incores
+            )));
+        } else {
+            #[allow(unsafe_code)]
+            // SAFETY: `incores` points at `num_incores` descriptors (caller contract).
+            unsafe {
+                std::slice::from_raw_parts(desc.incores, desc.num_incores as usize)
+            }
+        };
+        let specs = incores
+            .iter()
+            .enumerate()
+            .map(|(i, inc)| {
+                Ok(IncoreSpec {
+                    func_id: inc.func_id,
+                    core_type: inc.core_type,
+                    image: bytes(inc.image, inc.image_len, &format!("incores[{i}].image"))?,
+                })
+            })
+            .collect::<Result<Vec<_>, RtError>>()?;
+        let h = d.register(orch, symbol, &specs)?;
+        #[allow(unsafe_code)]
+        // SAFETY: `out_handle` is non-NULL and writable (caller contract).
+        unsafe {
+            *out_handle = h;
+        }
+        Ok(())
+    })
+}
+
+// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
+// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+#[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
+#[unsafe(no_mangle)]
+pub extern "C" fn scene_rt_unregister_callable(dev: *mut SceneDevice, handle: u32) -> i32 {
+    ffi("scene_rt_unregister_callable", || {
+        device(dev)?.unregister(handle)
+    })
+}
+
+// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
+// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+#[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
+#[unsafe(no_mangle)]
+pub extern "C" fn scene_rt_run(
+    dev: *mut SceneDevice,
+    handle: u32,
+    args: *const SceneRunArg,
+    num_args: u32,
+) -> i32 {
+    ffi("scene_rt_run", || {
+        let d = device(dev)?;
+        let args: &[SceneRunArg] = if num_args == 0 {
+            &[]
+        } else if args.is_null() {
+            return Err(RtError::Invalid(format!(
+                "args is NULL but num_args is {num_args}"
+            )));
+        } else {
+            #[allow(unsafe_code)]
+            // SAFETY: `args` points at `num_args` run arguments (caller contract).
+            unsafe {
+                std::slice::from_raw_parts(args, num_args as usize)
+            }
+        };
+        d.run(handle, args)
+    })
+}
+
+/// Host address at which `func_id` of callable `handle` is mapped on `dev`
+/// (0 if unknown). Not part of the C ABI; for tests and diagnostics.
+pub fn debug_image_addr(dev: *mut SceneDevice, handle: u32, func_id: u32) -> usize {
+    device(dev)
+        .ok()
+        .and_then(|d| d.image_addr(handle, func_id))
+        .unwrap_or(0)
+}
+
+/// The calling thread's last error message (what `scene_rt_last_error` returns),
+/// for Rust callers of the rlib.
+pub fn last_error_message() -> String {
+    LAST_ERROR.with(|e| e.borrow().to_string_lossy().into_owned())
+}

@@ -1,0 +1,195 @@
+//! Parsing of the `key=value;...` options string given to `scene_rt_open`.
+
+use std::time::Duration;
+
+use crate::error::{RtError, RtResult};
+
+/// Simulated platform.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Platform {
+    A2a3Sim,
+    A5Sim,
+}
+
+impl Platform {
+    pub fn name(self) -> &'static str {
+        match self {
+            Platform::A2a3Sim => "a2a3sim",
+            Platform::A5Sim => "a5sim",
+        }
+    }
+}
+
+/// Test-only fault injection (`fault=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Faults {
+    /// `fatal_on_run:K`: the K-th run (1-based) returns `SCENE_RT_E_DEVICE_FATAL`.
+    pub fatal_on_run: Option<u64>,
+    /// `hang`: runs never finish; they end only by the timeout.
+    pub hang: bool,
+}
+
+/// Options of one open device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    pub platform: Platform,
+    /// Emulated core threads per core type, indexed by `SCENE_CORE_*`.
+    pub cores: [u32; 2],
+    pub arena_bytes: u64,
+    pub timeout: Option<Duration>,
+    pub faults: Faults,
+}
+
+pub const DEFAULT_CORES: u32 = 2;
+pub const DEFAULT_ARENA_MB: u64 = 256;
+/// Upper bounds that keep a typo from exhausting the host.
+const MAX_CORES: u32 = 256;
+const MAX_ARENA_MB: u64 = 1 << 20;
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            platform: Platform::A2a3Sim,
+            cores: [DEFAULT_CORES, DEFAULT_CORES],
+            arena_bytes: DEFAULT_ARENA_MB << 20,
+            timeout: None,
+            faults: Faults::default(),
+        }
+    }
+}
+
+fn parse_num(key: &str, value: &str) -> RtResult<u64> {
+    value.trim().parse::<u64>().map_err(|_| {
+        RtError::Invalid(format!(
+            "option `{key}`: `{value}` is not a non-negative integer"
+        ))
+    })
+}
+
+impl Options {
+    /// Parses `key=value;...`; empty items are ignored, unknown keys are errors.
+    pub fn parse(s: &str) -> RtResult<Options> {
+        let mut o = Options::default();
+        for item in s.split(';').map(str::trim).filter(|i| !i.is_empty()) {
+            let (key, value) = item.split_once('=').ok_or_else(|| {
+                RtError::Invalid(format!("option `{item}` is not of the form key=value"))
+            })?;
+            let (key, value) = (key.trim(), value.trim());
+            match key {
+                "platform" => {
+                    o.platform = match value {
+                        "a2a3sim" => Platform::A2a3Sim,
+                        "a5sim" => Platform::A5Sim,
+                        _ => {
+                            return Err(RtError::Invalid(format!(
+                                "option `platform`: unknown platform `{value}` (expected a2a3sim or a5sim)"
+                            )));
+                        }
+                    }
+                }
+                "aic" | "aiv" => {
+                    let n = parse_num(key, value)?;
+                    if n > u64::from(MAX_CORES) {
+                        return Err(RtError::Invalid(format!(
+                            "option `{key}`: {n} cores is more than the maximum {MAX_CORES}"
+                        )));
+                    }
+                    o.cores[usize::from(key == "aiv")] = n as u32;
+                }
+                "arena_mb" => {
+                    let n = parse_num(key, value)?;
+                    if n == 0 || n > MAX_ARENA_MB {
+                        return Err(RtError::Invalid(format!(
+                            "option `arena_mb`: {n} is outside 1..={MAX_ARENA_MB}"
+                        )));
+                    }
+                    o.arena_bytes = n << 20;
+                }
+                "timeout_ms" => {
+                    let n = parse_num(key, value)?;
+                    o.timeout = (n > 0).then(|| Duration::from_millis(n));
+                }
+                "fault" => {
+                    for f in value.split(',').map(str::trim).filter(|f| !f.is_empty()) {
+                        if f == "hang" {
+                            o.faults.hang = true;
+                        } else if f == "none" {
+                            o.faults = Faults::default();
+                        } else if let Some(k) = f.strip_prefix("fatal_on_run:") {
+                            let k = parse_num("fault=fatal_on_run", k)?;
+                            if k == 0 {
+                                return Err(RtError::Invalid(
+                                    "option `fault=fatal_on_run:K`: K counts runs from 1".into(),
+                                ));
+                            }
+                            o.faults.fatal_on_run = Some(k);
+                        } else {
+                            return Err(RtError::Invalid(format!(
+                                "option `fault`: unknown fault `{f}` (expected hang, fatal_on_run:K or none)"
+                            )));
+                        }
+                    }
+                }
+                _ => {
+                    return Err(RtError::Invalid(format!(
+                        "unknown option `{key}` (known: platform, aic, aiv, arena_mb, timeout_ms, fault)"
+                    )));
+                }
+            }
+        }
+        if o.faults.hang && o.timeout.is_none() {
+            return Err(RtError::Invalid(
+                "option `fault=hang` needs `timeout_ms` > 0, or every run would hang forever"
+                    .into(),
+            ));
+        }
+        if o.cores == [0, 0] {
+            return Err(RtError::Invalid(
+                "options `aic` and `aiv` are both 0: the device has no cores".into(),
+            ));
+        }
+        Ok(o)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_values() {
+        assert_eq!(Options::parse("").unwrap(), Options::default());
+        let o = Options::parse(
+            " platform=a5sim; aic=0;aiv=3;arena_mb=8;timeout_ms=50;fault=fatal_on_run:2 ;",
+        )
+        .unwrap();
+        assert_eq!(o.platform, Platform::A5Sim);
+        assert_eq!(o.cores, [0, 3]);
+        assert_eq!(o.arena_bytes, 8 << 20);
+        assert_eq!(o.timeout, Some(Duration::from_millis(50)));
+        assert_eq!(o.faults.fatal_on_run, Some(2));
+    }
+
+    #[test]
+    fn errors() {
+        for bad in [
+            "bogus=1",
+            "aic",
+            "aic=x",
+            "platform=cpu",
+            "arena_mb=0",
+            "fault=explode",
+            "fault=hang",
+            "aic=0;aiv=0",
+        ] {
+            let e = Options::parse(bad).unwrap_err();
+            assert!(matches!(e, RtError::Invalid(_)), "{bad}: {e:?}");
+        }
+        assert!(
+            Options::parse("bogus=1")
+                .unwrap_err()
+                .to_string()
+                .contains("bogus")
+        );
+    }
+}

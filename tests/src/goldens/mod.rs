@@ -1,0 +1,18 @@
+//! Golden functions, registered by the name scenes give in `golden = "..."`.
+
+mod common;
+mod decode_layer;
+mod gemm;
+mod rmsnorm;
+mod softmax;
+mod vector_example;
+
+use scene_harness::GoldenRegistry;
+
+pub fn register(r: GoldenRegistry) -> GoldenRegistry {
+    r.register("vector_example", vector_example::golden)
+        .register("gemm", gemm::golden)
+        .register("softmax", softmax::golden)
+        .register("rmsnorm", rmsnorm::golden)
+        .register("decode_layer", decode_layer::golden)
+}

@@ -1,0 +1,29 @@
+//! The scenes package: scene directories under `scenes/`, the goldens they
+//! name, and the entry points (`scene` binary, `cargo test -p scenes`).
+//!
+//! Adding a scene whose golden is already registered needs no Rust change:
+//! drop a directory with `scene.toml` and its C sources under `scenes/`.
+
+pub mod goldens;
+
+use std::path::PathBuf;
+
+use scene_harness::{GoldenRegistry, Layout};
+
+/// Where the scenes and the workspace root are.
+pub fn layout() -> Layout {
+    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = manifest_dir
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| manifest_dir.clone());
+    Layout {
+        root,
+        scenes_dir: manifest_dir.join("scenes"),
+    }
+}
+
+/// Every golden the scenes use, by name.
+pub fn registry() -> GoldenRegistry {
+    goldens::register(GoldenRegistry::new())
+}
