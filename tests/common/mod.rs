@@ -49,10 +49,16 @@ impl TestEnv {
         cmd.args(args)
             .env("SCENE_LOCK_DIR", &self.lock_dir)
             .env("SCENE_CACHE_DIR", &self.cache_dir)
+            // Failing cases dump their tensors; keep those in the temp dir.
+            .env(
+                "SCENE_FAILURE_DUMP_DIR",
+                self.dir.path().join("failure-dumps"),
+            )
             .env_remove("SCENE_DEVICES")
             .env_remove("TASK_DEVICE")
             .env_remove("SCENE_PLATFORM")
             .env_remove("SCENE_CC")
+            .env_remove("SCENE_LD")
             .env_remove("SCENE_COMPILE_WORKERS");
         match &self.scenes_dir {
             Some(d) => cmd.env("SCENE_SCENES_DIR", d),

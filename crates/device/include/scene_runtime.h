@@ -88,7 +88,8 @@ int32_t scene_rt_abi_version(void);
  * Simulator defaults: platform=a2a3sim, aic=2, aiv=2 (0 = the platform lacks
  * that core type), arena_mb=256, timeout_ms=0 (no deadline). Faults
  * (comma-separated): fatal_on_run:K (the K-th run returns
- * SCENE_RT_E_DEVICE_FATAL), hang (runs end only by timeout_ms), none.
+ * SCENE_RT_E_DEVICE_FATAL), hang (runs end only by timeout_ms), none;
+ * fault_device=<id> limits the faults to that device id.
  * Unknown keys fail with SCENE_RT_E_INVALID. After SCENE_RT_E_TIMEOUT the
  * simulator also treats the device as fatal (a hung kernel cannot be stopped).
  */

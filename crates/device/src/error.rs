@@ -19,6 +19,12 @@ pub enum DeviceError {
     },
     #[error("cannot lease {requested} card(s) from a pool of {available}")]
     TooManyCards { requested: usize, available: usize },
+    #[error("cannot lease {requested} card(s): only {healthy} healthy (retired after device faults: {retired:?})")]
+    NotEnoughHealthyCards {
+        requested: usize,
+        healthy: usize,
+        retired: Vec<u32>,
+    },
     #[error("timed out after {waited:.1?} waiting for card {card}{}", holder_suffix(.holder))]
     LockTimeout {
         card: u32,

@@ -10,8 +10,10 @@
 //! releasing everything on a shortfall and retrying with backoff: no process
 //! ever blocks while holding a card, so leases cannot deadlock.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::fs::{File, OpenOptions};
+use std::sync::{Arc, Mutex};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -124,10 +126,14 @@ fn current_uid() -> String {
 }
 
 /// The cards a process may use, and the directory of their lock files.
+///
+/// Clones share one set of retired cards: a card retired by any clone (a
+/// device fault made it unusable) is never leased again by this process.
 #[derive(Debug, Clone)]
 pub struct CardPool {
     devices: DeviceList,
     lock_dir: PathBuf,
+    retired: Arc<Mutex<BTreeSet<u32>>>,
 }
 
 /// An exclusive hold on some cards; released on drop.
@@ -154,7 +160,33 @@ impl CardPool {
     /// A pool over `devices` with lock files in `lock_dir` (created if missing).
     pub fn new(devices: DeviceList, lock_dir: PathBuf) -> Result<CardPool, DeviceError> {
         std::fs::create_dir_all(&lock_dir).map_err(io_err("creating lock directory", &lock_dir))?;
-        Ok(CardPool { devices, lock_dir })
+        Ok(CardPool {
+            devices,
+            lock_dir,
+            retired: Arc::default(),
+        })
+    }
+
+    /// Takes `card` out of service for the rest of the process (its device
+    /// reported a fatal fault). Leases already held are unaffected.
+    pub fn retire(&self, card: u32) {
+        self.retired_set().insert(card);
+    }
+
+    /// Cards retired so far, ascending.
+    pub fn retired(&self) -> Vec<u32> {
+        self.retired_set().iter().copied().collect()
+    }
+
+    /// Cards of the pool not retired, in pool order.
+    pub fn healthy(&self) -> Vec<u32> {
+        let retired = self.retired_set();
+        self.devices.iter().filter(|c| !retired.contains(c)).collect()
+    }
+
+    fn retired_set(&self) -> std::sync::MutexGuard<'_, BTreeSet<u32>> {
+        // The set stays consistent even if a holder panicked: inserts are atomic.
+        self.retired.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A pool with lock files in [`default_lock_dir`].
@@ -195,7 +227,7 @@ impl CardPool {
 
     /// One non-blocking attempt: `Ok(Ok(lease))`, or `Ok(Err(first busy card))`.
     fn attempt(&self, k: usize, holder: &str) -> Result<Result<CardLease, u32>, DeviceError> {
-        let mut ids: Vec<u32> = self.devices.iter().collect();
+        let mut ids: Vec<u32> = self.healthy();
         ids.sort_unstable();
         let mut cards = Vec::with_capacity(k);
         let mut locks = Vec::with_capacity(k);
@@ -267,6 +299,14 @@ impl CardPool {
                 available: self.devices.len(),
             });
         }
+        let healthy = self.healthy().len();
+        if k > healthy {
+            return Err(DeviceError::NotEnoughHealthyCards {
+                requested: k,
+                healthy,
+                retired: self.retired(),
+            });
+        }
         Ok(())
     }
 
@@ -284,6 +324,7 @@ impl CardPool {
         let mut rng = jitter_seed();
         let mut last_report: Option<(u32, Option<u32>, Instant)> = None;
         loop {
+            self.check_k(k)?;
             let busy = match self.attempt(k, holder)? {
                 Ok(lease) => return Ok(lease),
                 Err(card) => card,
@@ -354,10 +395,12 @@ impl CardLease {
         self.acquired_at
     }
 
-    /// Releases the cards now; returns the release time.
+    /// Releases the cards now; returns the release time, read just before
+    /// unlocking so that no later holder's `acquired_at` can precede it.
     pub fn release(mut self) -> SystemTime {
+        let at = SystemTime::now();
         self.unlock_all();
-        SystemTime::now()
+        at
     }
 
     fn unlock_all(&mut self) {

@@ -32,6 +32,29 @@ fn bench(c: &mut Criterion) {
     g.bench_function("f32_64M_equal", |b| {
         b.iter(|| assert_close("x", black_box(&actual), black_box(&expected), tol).is_ok())
     });
+    // Close but not bit-equal (every element one ulp off): same pass path,
+    // no shortcut from equal bits.
+    let close_bytes: Vec<u8> = expected
+        .bytes()
+        .chunks_exact(4)
+        .flat_map(|c| {
+            f32::from_le_bytes([c[0], c[1], c[2], c[3]])
+                .next_up()
+                .to_le_bytes()
+        })
+        .collect();
+    let close = scene_golden::Tensor::from_bytes(DType::F32, &[N], close_bytes).expect("same size");
+    g.bench_function("f32_64M_close", |b| {
+        b.iter(|| assert_close("x", black_box(&close), black_box(&expected), tol).is_ok())
+    });
+    assert!(assert_close("x", &close, &expected, tol).is_ok());
+    // Same on one thread: shows whether a core keeps up with memory.
+    let one = scene_golden::reference::golden_pool(1);
+    g.bench_function("f32_64M_equal_1thread", |b| {
+        b.iter(|| {
+            one.install(|| assert_close("x", black_box(&actual), black_box(&expected), tol).is_ok())
+        })
+    });
     // Ceiling: a parallel bytewise equality check over the same memory.
     g.bench_function("memcmp_ceiling", |b| {
         use rayon::prelude::*;

@@ -26,11 +26,13 @@ pub const CHUNK_ELEMS: usize = 1 << 16;
 /// How many mismatches a report lists.
 pub const MAX_LISTED: usize = 5;
 
-/// Tolerances of [`assert_close`].
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// Tolerances of [`assert_close`]. Deserializes from
+/// `{ rtol, atol, equal_nan? }` (`equal_nan` defaults to false).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Tolerance {
     pub rtol: f64,
     pub atol: f64,
+    #[serde(default)]
     pub equal_nan: bool,
 }
 
@@ -221,6 +223,8 @@ pub fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
 /// Element decoding of one float dtype.
 trait Decode: Sync {
     const SIZE: usize;
+    /// The data is `f32`, so the all-`f32` prefilter applies.
+    const IS_F32: bool = false;
     fn get(b: &[u8]) -> f64;
 }
 
@@ -231,6 +235,7 @@ struct BF16;
 
 impl Decode for F32 {
     const SIZE: usize = 4;
+    const IS_F32: bool = true;
     #[inline(always)]
     fn get(b: &[u8]) -> f64 {
         f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
@@ -270,6 +275,8 @@ trait Check: Sync {
 
 struct FloatCheck<D> {
     tol: Tolerance,
+    /// `(rtol, atol)` rounded down to `f32` when the `f32` prefilter is sound.
+    fast32: Option<(f32, f32)>,
     _d: std::marker::PhantomData<D>,
 }
 
@@ -277,12 +284,96 @@ impl<D: Decode> FloatCheck<D> {
     fn new(tol: Tolerance) -> Self {
         FloatCheck {
             tol,
+            fast32: if D::IS_F32 { f32_bounds(&tol) } else { None },
             _d: std::marker::PhantomData,
         }
     }
+
+    /// The exact-in-spirit `f64` lane test over one full block. A lane is
+    /// clean iff `d <= min(atol + rtol*|e|, f64::MAX)` with `d = |a - e|`,
+    /// i.e. within tolerance and finite: any NaN or infinity (even a
+    /// matching one) is left to the exact rule.
+    #[inline(always)]
+    fn block_clean_f64(&self, x: &[u8], y: &[u8]) -> bool {
+        let (atol, rtol) = (self.tol.atol, self.tol.rtol);
+        let mut xs = [0f64; LANES];
+        let mut ys = [0f64; LANES];
+        for (j, (xv, yv)) in xs.iter_mut().zip(ys.iter_mut()).enumerate() {
+            *xv = D::get(&x[j * D::SIZE..(j + 1) * D::SIZE]);
+            *yv = D::get(&y[j * D::SIZE..(j + 1) * D::SIZE]);
+        }
+        let mut bad = 0u32;
+        for j in 0..LANES {
+            let d = (xs[j] - ys[j]).abs();
+            let good = d <= (atol + rtol * ys[j].abs()).min(f64::MAX);
+            bad |= u32::from(!good);
+        }
+        bad == 0
+    }
+
+    /// Same lane test for a partial block.
+    fn tail_clean_f64(&self, x: &[u8], y: &[u8]) -> bool {
+        let (atol, rtol) = (self.tol.atol, self.tol.rtol);
+        x.chunks_exact(D::SIZE)
+            .zip(y.chunks_exact(D::SIZE))
+            .all(|(x, y)| {
+                let (x, y) = (D::get(x), D::get(y));
+                (x - y).abs() <= (atol + rtol * y.abs()).min(f64::MAX)
+            })
+    }
 }
 
-/// Lanes per block of the fast float test.
+/// `x` rounded toward -inf to `f32`.
+fn f32_down(x: f64) -> f32 {
+    let r = x as f32;
+    if f64::from(r) > x { r.next_down() } else { r }
+}
+
+/// Smallest `atol` for which the `f32` prefilter is used (keeps underflow in
+/// `rtol * |e|` negligible against the bound).
+const FAST32_MIN_ATOL: f64 = 7.888_609_052_210_118e-31; // 2^-100
+
+/// `1 - 2^-20`: shrinks the `f32` bound by more than its rounding error.
+const FAST32_MARGIN: f32 = 1.0 - 1.0 / 1_048_576.0;
+
+/// When the all-`f32` lane test is sound: `rtol >= 0`, `atol >= 2^-100`,
+/// both finite. Returns them rounded down.
+fn f32_bounds(tol: &Tolerance) -> Option<(f32, f32)> {
+    let ok = tol.rtol >= 0.0
+        && tol.rtol.is_finite()
+        && tol.atol >= FAST32_MIN_ATOL
+        && tol.atol.is_finite();
+    ok.then(|| (f32_down(tol.rtol), f32_down(tol.atol)))
+}
+
+/// Conservative all-`f32` lane test (twice the SIMD width of the `f64` one):
+/// clean iff `fl|a - e| <= fl(min(atol' + rtol'*|e|, MAX) * (1 - 2^-20))`
+/// with `rtol' <= rtol`, `atol' <= atol` in `f32`. With `u = 2^-24`:
+/// `fl|a-e| >= d (1-u)` (subnormal differences are exact), the bound is at
+/// most `b (1+u)^2 + 2^-150 <= b (1 + 2^-22)` since `b >= atol >= 2^-100`,
+/// and the final product adds one more `(1+u)`; so a clean lane has
+/// `d <= b (1+2^-22)(1-2^-20)(1+u)/(1-u) < b`. NaN and infinite `d` fail.
+/// It may reject lanes within ~2^-20 of the bound; those blocks are
+/// re-tested in `f64`.
+#[inline(always)]
+fn block_clean_f32(x: &[u8], y: &[u8], rtol: f32, atol: f32) -> bool {
+    let mut xs = [0f32; LANES];
+    let mut ys = [0f32; LANES];
+    for (j, (xv, yv)) in xs.iter_mut().zip(ys.iter_mut()).enumerate() {
+        let (p, q) = (&x[j * 4..j * 4 + 4], &y[j * 4..j * 4 + 4]);
+        *xv = f32::from_le_bytes([p[0], p[1], p[2], p[3]]);
+        *yv = f32::from_le_bytes([q[0], q[1], q[2], q[3]]);
+    }
+    let mut bad = 0u32;
+    for j in 0..LANES {
+        let d = (xs[j] - ys[j]).abs();
+        let good = d <= (atol + rtol * ys[j].abs()).min(f32::MAX) * FAST32_MARGIN;
+        bad |= u32::from(!good);
+    }
+    bad == 0
+}
+
+/// Lanes per block of the fast float tests.
 const LANES: usize = 16;
 
 impl<D: Decode> Check for FloatCheck<D> {
@@ -290,39 +381,23 @@ impl<D: Decode> Check for FloatCheck<D> {
         D::SIZE
     }
 
-    /// Branch-free over blocks of [`LANES`] so it vectorizes. A lane is clean
-    /// iff `d <= atol + rtol*|e|` and `d` is finite, where `d = |a - e|`:
-    /// any NaN or infinity (even a matching one) is sent to the exact rule.
+    /// Block by block: the `f32` prefilter when sound, else (or when it
+    /// rejects a block) the `f64` lane test. Stops at the first dirty block.
     #[inline]
     fn chunk_clean(&self, a: &[u8], e: &[u8]) -> bool {
-        let (atol, rtol) = (self.tol.atol, self.tol.rtol);
         let block = D::SIZE * LANES;
         let mut ab = a.chunks_exact(block);
         let mut eb = e.chunks_exact(block);
-        let mut bad = 0u32;
         for (x, y) in (&mut ab).zip(&mut eb) {
-            let mut xs = [0f64; LANES];
-            let mut ys = [0f64; LANES];
-            for (j, (xv, yv)) in xs.iter_mut().zip(ys.iter_mut()).enumerate() {
-                *xv = D::get(&x[j * D::SIZE..(j + 1) * D::SIZE]);
-                *yv = D::get(&y[j * D::SIZE..(j + 1) * D::SIZE]);
-            }
-            for j in 0..LANES {
-                let d = (xs[j] - ys[j]).abs();
-                let good = (d <= atol + rtol * ys[j].abs()) & (d <= f64::MAX);
-                bad |= u32::from(!good);
+            let fast = match self.fast32 {
+                Some((rtol, atol)) => block_clean_f32(x, y, rtol, atol),
+                None => false,
+            };
+            if !fast && !self.block_clean_f64(x, y) {
+                return false;
             }
         }
-        let rest = ab
-            .remainder()
-            .chunks_exact(D::SIZE)
-            .zip(eb.remainder().chunks_exact(D::SIZE));
-        for (x, y) in rest {
-            let (x, y) = (D::get(x), D::get(y));
-            let d = (x - y).abs();
-            bad |= u32::from(!((d <= atol + rtol * y.abs()) & (d <= f64::MAX)));
-        }
-        bad == 0
+        self.tail_clean_f64(ab.remainder(), eb.remainder())
     }
 
     #[inline]
@@ -689,6 +764,32 @@ mod tests {
         let a = Tensor::from_bytes(DType::Bool, &[2], vec![2, 0]).unwrap();
         let e = Tensor::from_bytes(DType::Bool, &[2], vec![1, 0]).unwrap();
         assert!(assert_close("b", &a, &e, Tolerance::EXACT).is_ok());
+    }
+
+    #[test]
+    fn f32_prefilter_constants() {
+        assert_eq!(FAST32_MIN_ATOL, 2f64.powi(-100));
+        assert_eq!(f64::from(FAST32_MARGIN), 1.0 - 2f64.powi(-20));
+        assert_eq!(f32_down(0.1), 0.1f32.next_down());
+        assert!(f64::from(f32_down(0.1)) <= 0.1 && f64::from(f32_down(1.3e-6)) <= 1.3e-6);
+        assert_eq!(f32_down(0.5), 0.5);
+        assert_eq!(f32_bounds(&Tolerance::new(1e-5, 0.0)), None);
+        assert_eq!(f32_bounds(&Tolerance::new(-1.0, 1.0)), None);
+        assert!(f32_bounds(&Tolerance::default_for(DType::F32)).is_some());
+        // Exactly at the bound passes (via the f64 re-test), one ulp beyond fails.
+        let tol = Tolerance::new(0.0, 0.25);
+        assert!(assert_close("b", &f32t(&[1.25; 20]), &f32t(&[1.0; 20]), tol).is_ok());
+        let beyond = 1.25f32.next_up();
+        assert!(assert_close("b", &f32t(&[beyond; 20]), &f32t(&[1.0; 20]), tol).is_err());
+    }
+
+    #[test]
+    fn tolerance_deserializes_with_default_equal_nan() {
+        let t: Tolerance = serde_json::from_str(r#"{"rtol": 0.001, "atol": 1e-5}"#).unwrap();
+        assert_eq!(t, Tolerance::new(1e-3, 1e-5));
+        let t: Tolerance =
+            serde_json::from_str(r#"{"rtol": 0, "atol": 0, "equal_nan": true}"#).unwrap();
+        assert!(t.equal_nan && t.is_exact());
     }
 
     #[test]

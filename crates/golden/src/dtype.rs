@@ -6,8 +6,12 @@ use std::str::FromStr;
 /// Element type of a [`Tensor`](crate::Tensor).
 ///
 /// All multi-byte types are stored little-endian. `Bool` is one byte per
-/// element (0 = false, anything else reads as true).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// element (0 = false, anything else reads as true). Serializes as its
+/// [`name`](DType::name) (`"bf16"`).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum DType {
     F32,
     F64,
@@ -113,6 +117,18 @@ mod tests {
             Err(ParseDTypeError("F32".to_owned()))
         );
         assert!("float".parse::<DType>().is_err());
+    }
+
+    #[test]
+    fn serde_uses_names() {
+        for d in DType::ALL {
+            assert_eq!(serde_json::to_string(&d).unwrap(), format!("\"{d}\""));
+        }
+        assert_eq!(
+            serde_json::from_str::<DType>("\"bf16\"").unwrap(),
+            DType::BF16
+        );
+        assert!(serde_json::from_str::<DType>("\"BF16\"").is_err());
     }
 
     #[test]

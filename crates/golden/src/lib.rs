@@ -4,7 +4,7 @@
 //! This is the CPU side of the harness. It holds data and arithmetic only:
 //! it compiles nothing, opens no device or simulator, and parses no scene
 //! files. The harness builds inputs with [`make_fixture`], computes expected
-//! outputs with goldens written against [`reference`], exchanges tensors as
+//! outputs with goldens written against [`reference`](mod@reference), exchanges tensors as
 //! NumPy files through [`npy`], and judges device outputs with
 //! [`assert_close`].
 //!
@@ -14,8 +14,19 @@
 //! * [`assert_close`] — streaming, parallel tolerance check with a human
 //!   report ([`compare`]);
 //! * [`npy`] — `.npy` v1.0 read/write;
-//! * [`reference`] — CPU reference ops (matmul, softmax, rmsnorm, rope,
+//! * [`reference`](mod@reference) — CPU reference ops (matmul, softmax, rmsnorm, rope,
 //!   decode attention, ...) and thread caps for goldens.
+//!
+//! ```
+//! use scene_golden::{DType, FixtureSeed, Init, Tensor, Tolerance, assert_close, make_fixture};
+//! use scene_golden::reference::silu;
+//!
+//! let seed = FixtureSeed { scene: "act", case: "small", tensor: "x", seed: 0 };
+//! let x = make_fixture(DType::BF16, &[4, 8], &Init::Normal { mean: 0.0, std: 1.0 }, &seed);
+//! let expected = Tensor::from_f32(DType::BF16, x.shape(), &silu(&x.to_f32_vec())).unwrap();
+//! let device_out = expected.clone(); // in the harness: read back from the device
+//! assert!(assert_close("y", &device_out, &expected, Tolerance::default_for(DType::BF16)).is_ok());
+//! ```
 //!
 //! PINNED API (the harness depends on these names and signatures):
 //! `DType` (+ `FromStr`, `Display`, `size_of`), `Tensor` (`zeros`,

@@ -156,6 +156,28 @@ proptest! {
         check(&t(&e), &t(&a), tol)?;
     }
 
+    /// Actual values a few ulps either side of the tolerance bound, where the
+    /// conservative f32 prefilter hands over to the exact rule.
+    #[test]
+    fn f32_near_the_bound(
+        es in prop::collection::vec(prop_oneof![-1e6f32..1e6, -1.0f32..1.0, Just(0.0f32)], 1..64),
+        ulps in prop::collection::vec(-40i32..40, 64),
+        signs in prop::collection::vec(any::<bool>(), 64),
+        rtol in prop_oneof![Just(0.0), Just(1.3e-6), Just(1e-5), Just(1e-3), Just(0.5)],
+        atol in prop_oneof![Just(1e-5), Just(1e-3), Just(1e-8), Just(1.0)],
+    ) {
+        let tol = Tolerance::new(rtol, atol);
+        let n = es.len();
+        let a: Vec<f32> = es.iter().enumerate().map(|(i, &e)| {
+            let bound = atol + rtol * f64::from(e).abs();
+            let edge = if signs[i] { f64::from(e) + bound } else { f64::from(e) - bound };
+            let edge = edge as f32;
+            f32::from_bits((edge.to_bits() as i64 + i64::from(ulps[i])).clamp(0, i64::from(u32::MAX)) as u32)
+        }).collect();
+        let t = |v: &[f32]| Tensor::from_f32(DType::F32, &[n], v).unwrap();
+        check(&t(&a), &t(&es), tol)?;
+    }
+
     #[test]
     fn f32_2d_indices((a, e) in f32_pairs(40).prop_filter("even", |(a, _)| a.len() % 4 == 0), tol in tolerance()) {
         let shape = [a.len() / 4, 2, 2];

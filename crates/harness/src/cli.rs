@@ -39,6 +39,9 @@ struct Cli {
     /// Directory holding the scenes (`<name>/scene.toml`).
     #[arg(long, global = true, env = "SCENE_SCENES_DIR", value_name = "DIR")]
     scenes_dir: Option<PathBuf>,
+    /// Persistent kernel cache directory [default: <workspace>/target/scene-cache].
+    #[arg(long, global = true, env = "SCENE_CACHE_DIR", value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -49,18 +52,24 @@ enum Command {
     List(ListArgs),
     /// Compile, build fixtures and goldens, run on a card and compare.
     Run(RunArgs),
+    /// Compile and cache every selected callable; never touches a card.
+    Compile(crate::compile_cmd::CompileArgs),
+    /// Inspect and maintain the persistent kernel cache.
+    Cache(crate::cache_cmd::CacheArgs),
+    /// Compile, build fixtures and goldens into a bundle for `run --from`; never touches a card.
+    Precompile(crate::precompile_cmd::PrecompileArgs),
 }
 
 #[derive(Debug, Args)]
-struct Selection {
+pub(crate) struct Selection {
     /// Only cases whose `scene::case` contains this text.
-    filter: Option<String>,
+    pub(crate) filter: Option<String>,
     /// Platform to select and run for.
     #[arg(long, env = "SCENE_PLATFORM", default_value = "a2a3sim", value_parser = ["a2a3sim", "a5sim"])]
-    platform: String,
+    pub(crate) platform: String,
     /// Include cases marked `manual = true`.
     #[arg(long)]
-    include_manual: bool,
+    pub(crate) include_manual: bool,
 }
 
 #[derive(Debug, Args)]
@@ -85,15 +94,47 @@ struct RunArgs {
     /// Runtime library to load [default: SCENE_RUNTIME_LIB, else the built sim runtime].
     #[arg(long, value_name = "PATH")]
     runtime: Option<PathBuf>,
+    /// Stop a device run after this many seconds and retire its card (0 = no limit).
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds, default_value = "300")]
+    case_timeout: Duration,
     /// Write the per-case JSON report here.
     #[arg(long, value_name = "FILE")]
     report_json: Option<PathBuf>,
+    /// Write each case's inputs, outputs and goldens as .npy under DIR/<scene>/<case>/ [failing cases: always, default target/scene-dumps].
+    #[arg(long, value_name = "DIR")]
+    dump: Option<PathBuf>,
+    /// Write a JUnit XML report here.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
     /// Print only failures and the summary.
     #[arg(short, long)]
     quiet: bool,
+    /// Narrate card acquisition and release on stderr.
+    #[arg(short, long)]
+    verbose: bool,
+    /// Run from a bundle made by `scene precompile`: no compiler, no goldens; an unusable slot is rebuilt.
+    #[arg(long, value_name = "DIR")]
+    from: Option<PathBuf>,
+    /// One-pass mode, for comparison: take the card(s) before compiling and hold them until the run ends.
+    #[arg(long)]
+    hold_card: bool,
 }
 
-fn parse_workers(s: &str) -> Result<NonZeroUsize, String> {
+/// Writes `bytes` to `path` through a temp file and a rename, so a reader
+/// (a CI step, a dashboard) never sees half a report.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+pub(crate) fn parse_workers(s: &str) -> Result<NonZeroUsize, String> {
     match s.trim().parse::<usize>() {
         Ok(0) => Err("must be at least 1".to_string()),
         Ok(n) => NonZeroUsize::new(n).ok_or_else(|| "must be at least 1".to_string()),
@@ -129,14 +170,22 @@ pub fn main(layout: Layout, registry: GoldenRegistry) -> ExitCode {
         scenes_dir: cli.scenes_dir.clone().unwrap_or(layout.scenes_dir),
         ..layout
     };
+    if let Some(dir) = cli.cache_dir.clone().filter(|d| !d.as_os_str().is_empty()) {
+        crate::cache_cmd::set_cache_dir_flag(dir);
+    }
     match cli.command {
+        Command::Cache(args) => {
+            crate::cache_cmd::run(&crate::cache_cmd::cache_dir(&layout.root), &args)
+        }
         Command::List(args) => list(&layout, &args),
         Command::Run(args) => run(&layout, registry, &args),
+        Command::Compile(args) => crate::compile_cmd::run(&layout, &args),
+        Command::Precompile(args) => crate::precompile_cmd::run(&layout, registry, &args),
     }
 }
 
 /// Loads every scene; malformed ones are reported and counted as failures.
-fn load_scenes(dir: &Path) -> Result<(Vec<Arc<Scene>>, Vec<String>), String> {
+pub(crate) fn load_scenes(dir: &Path) -> Result<(Vec<Arc<Scene>>, Vec<String>), String> {
     let all = discover(dir).map_err(|e| e.to_string())?;
     let mut scenes = Vec::new();
     let mut errors = Vec::new();
@@ -202,15 +251,36 @@ fn run(layout: &Layout, registry: GoldenRegistry, args: &RunArgs) -> ExitCode {
         config.compile_workers = n;
     }
     config.lock_timeout = args.lock_timeout;
+    config.verbose = args.verbose;
+    config.dump_dir = args
+        .dump
+        .as_ref()
+        .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone()));
+    config.case_timeout = (!args.case_timeout.is_zero()).then_some(args.case_timeout);
     if let Some(r) = &args.runtime {
         config.runtime_lib = Some(r.clone());
     }
+    config.hold_card = args.hold_card;
+    // Opened before anything runs: an unusable bundle (not one, or a newer
+    // schema) is a bad `--from` value, not a reason to rebuild everything.
+    let bundle = match args.from.as_deref().map(crate::bundle::Bundle::open) {
+        None => None,
+        Some(Ok(b)) => Some(b),
+        Some(Err(e)) => {
+            eprintln!("error: --from: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let session = match Session::new(config, registry) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(1);
         }
+    };
+    let session = match bundle {
+        Some(b) => session.with_bundle(b),
+        None => session,
     };
     let cases = select_cases(
         &scenes,
@@ -250,11 +320,16 @@ fn run(layout: &Layout, registry: GoldenRegistry, args: &RunArgs) -> ExitCode {
     };
     let mut report = session.run(&cases, &mut on_case);
     report.totals.failed += load_errors.len();
-    if let Some(path) = &args.report_json {
-        let written = serde_json::to_vec_pretty(&report)
-            .map_err(|e| e.to_string())
-            .and_then(|bytes| std::fs::write(path, bytes).map_err(|e| e.to_string()));
-        if let Err(e) = written {
+    let json = args.report_json.as_ref().map(|path| {
+        let bytes = serde_json::to_vec_pretty(&report).map_err(|e| e.to_string());
+        (path, bytes)
+    });
+    let junit = args
+        .junit
+        .as_ref()
+        .map(|path| (path, Ok(report.to_junit().into_bytes())));
+    for (path, bytes) in json.into_iter().chain(junit) {
+        if let Err(e) = bytes.and_then(|b| write_atomically(path, &b).map_err(|e| e.to_string())) {
             eprintln!("error: writing {}: {e}", path.display());
             return ExitCode::from(1);
         }

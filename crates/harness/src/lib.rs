@@ -9,9 +9,14 @@
 //! the crates whose job they are. Goldens themselves are registered by the
 //! scenes package ([`GoldenRegistry`]).
 
+pub mod bundle;
+pub mod cache_cmd;
 pub mod cli;
+pub mod compile_cmd;
+pub mod dump;
 pub mod golden;
 pub mod pipeline;
+pub mod precompile_cmd;
 pub mod report;
 pub mod scene;
 pub mod shape;

@@ -6,22 +6,23 @@
 //! is released. The runtime library is loaded only once the card is held
 //! ([`scene_device::Runtime::load`] takes the lease to prove it).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use scene_device::{
-    AcquireOptions, CallableImage, CardPool, DeviceList, Direction, IncoreImageRef, RunArg,
-    Runtime, WaitStatus,
+    AcquireOptions, CallableImage, CardLease, CardPool, DeviceList, DeviceSession, Direction,
+    IncoreImageRef, RunArg, Runtime, RuntimeError, WaitStatus,
 };
 use scene_golden::{FixtureSeed, Tensor, assert_close, make_fixture};
 use scene_kernels::{
-    BuildOptions, Builder, CallableSpec, ChipCallable, IncoreUnit, OrchUnit, Toolchain,
+    BuildOptions, Builder, CacheConfig, CallableSpec, ChipCallable, IncoreUnit, OrchUnit, Toolchain,
 };
 
-use crate::golden::{GoldenCtx, GoldenRegistry};
+use crate::bundle::SlotData;
+use crate::golden::{GoldenCtx, GoldenOutputs, GoldenRegistry};
 use crate::report::{CaseReport, CaseStatus, FailureStage, LockInterval, RunReport, unix_seconds};
 use crate::scene::{ArgDirection, Case, ParamValue, Scene};
 use crate::shape::eval_shape;
@@ -42,7 +43,30 @@ pub struct RunConfig {
     pub golden_threads: usize,
     /// Header directory of the runtime ABI (scene_kernel.h, scene_orch.h).
     pub abi_include_dir: PathBuf,
+    /// Deadline of one device run; a run past it is stopped and its card
+    /// retired (a hung kernel cannot be trusted to stop).
+    pub case_timeout: Option<Duration>,
+    /// Extra `key=value;...` options for the runtime's `open`
+    /// (`SCENE_RUNTIME_OPTIONS`), e.g. `aiv=4` or test-only fault knobs.
+    pub runtime_options: String,
+    /// `--dump DIR`: write every case's tensors under `DIR/<scene>/<case>/`.
+    pub dump_dir: Option<PathBuf>,
+    /// Where a failing case is dumped when `dump_dir` is unset
+    /// (`SCENE_FAILURE_DUMP_DIR`, default `<root>/target/scene-dumps`).
+    pub failure_dump_root: PathBuf,
+    /// Narrate card acquisition and release on stderr.
+    pub verbose: bool,
+    /// Persistent kernel cache (`--cache-dir` / `SCENE_CACHE_DIR`, default
+    /// `<root>/target/scene-cache`); `None` compiles without one.
+    pub cache_dir: Option<PathBuf>,
+    /// `--hold-card`: the one-pass shape (card(s) taken before compiling,
+    /// held until the run ends), kept to measure what two passes save.
+    pub hold_card: bool,
 }
+
+/// Default `--case-timeout`: generous for the simulator, finite so a hung
+/// kernel never holds a card forever.
+pub const DEFAULT_CASE_TIMEOUT: Duration = Duration::from_secs(300);
 
 impl RunConfig {
     /// Defaults for `root`, honouring the environment (`SCENE_DEVICES`,
@@ -63,6 +87,15 @@ impl RunConfig {
                 .map(|n| n.get().min(8))
                 .unwrap_or(1),
             abi_include_dir: scene_device::include_dir(),
+            case_timeout: Some(DEFAULT_CASE_TIMEOUT),
+            runtime_options: std::env::var("SCENE_RUNTIME_OPTIONS").unwrap_or_default(),
+            dump_dir: None,
+            failure_dump_root: std::env::var_os("SCENE_FAILURE_DUMP_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| root.join("target").join("scene-dumps")),
+            verbose: false,
+            cache_dir: Some(crate::cache_cmd::cache_dir(root)),
+            hold_card: false,
         })
     }
 }
@@ -142,7 +175,7 @@ pub fn callable_spec(scene: &Scene, root: &Path, abi_include_dir: &Path) -> Call
     CallableSpec {
         label: scene.name.clone(),
         orchestration: OrchUnit {
-            name: format!("{}/orchestration", scene.name),
+            name: "orchestration".to_string(),
             source: rel(&o.source),
             function: o.function.clone(),
             include_dirs: includes(&o.include_dirs),
@@ -152,7 +185,7 @@ pub fn callable_spec(scene: &Scene, root: &Path, abi_include_dir: &Path) -> Call
             .incores
             .iter()
             .map(|k| IncoreUnit {
-                name: format!("{}/{}", scene.name, k.name),
+                name: k.name.clone(),
                 func_id: k.func_id,
                 core: k.core,
                 source: rel(&k.source),
@@ -171,13 +204,34 @@ pub struct CompiledScenes {
     pub compile_s: BTreeMap<String, f64>,
 }
 
+/// The builder a run compiles with (toolchain, worker budget, cache).
+/// `scene compile` uses it directly: same units, same keys as `scene run`,
+/// but no card pool and no runtime.
+pub fn compile_builder(config: &RunConfig) -> Result<Builder, PipelineError> {
+    let toolchain = Toolchain::for_platform(&config.platform)
+        .map_err(|e| PipelineError::Toolchain(e.to_string()))?;
+    Builder::new(
+        config.root.clone(),
+        toolchain,
+        BuildOptions {
+            workers: config.compile_workers,
+            work_dir: None,
+            cache: config.cache_dir.clone().map(CacheConfig::new),
+        },
+    )
+    .map_err(|e| PipelineError::Toolchain(e.to_string()))
+}
+
 /// A configured harness: one compile plan, one card pool, one golden registry.
 pub struct Session {
     pub config: RunConfig,
     registry: GoldenRegistry,
     builder: Builder,
     pool: CardPool,
+    golden_pool: rayon::ThreadPool,
     runtime_path: Mutex<Option<Result<PathBuf, String>>>,
+    /// `run --from DIR`: precompiled cases, used instead of compiling.
+    bundle: Option<crate::bundle::Bundle>,
 }
 
 impl std::fmt::Debug for Session {
@@ -190,30 +244,31 @@ impl std::fmt::Debug for Session {
 
 impl Session {
     pub fn new(config: RunConfig, registry: GoldenRegistry) -> Result<Self, PipelineError> {
-        let toolchain = Toolchain::for_platform(&config.platform)
-            .map_err(|e| PipelineError::Toolchain(e.to_string()))?;
-        let builder = Builder::new(
-            config.root.clone(),
-            toolchain,
-            BuildOptions {
-                workers: config.compile_workers,
-                work_dir: None,
-            },
-        )
-        .map_err(|e| PipelineError::Toolchain(e.to_string()))?;
+        let builder = compile_builder(&config)?;
         let pool = CardPool::new(config.devices.clone(), config.lock_dir.clone())
             .map_err(|e| PipelineError::Config(e.to_string()))?;
+        let golden_pool = scene_golden::reference::try_golden_pool(config.golden_threads)
+            .map_err(|e| PipelineError::Config(format!("golden thread pool: {e}")))?;
         Ok(Self {
             config,
             registry,
             builder,
             pool,
+            golden_pool,
             runtime_path: Mutex::new(None),
+            bundle: None,
         })
     }
 
     pub fn builder(&self) -> &Builder {
         &self.builder
+    }
+
+    /// Runs cases from `bundle` where its slots are valid (see
+    /// [`crate::bundle`]); other cases are compiled as usual.
+    pub fn with_bundle(mut self, bundle: crate::bundle::Bundle) -> Self {
+        self.bundle = Some(bundle);
+        self
     }
 
     /// Compiles the callables of every scene used by `cases` as one plan.
@@ -244,17 +299,89 @@ impl Session {
         compiled
     }
 
-    /// Compiles then runs `cases` one after another, calling `on_case` as
-    /// each finishes.
+    /// Compiles then runs `cases`, calling `on_case` (on this thread) as each
+    /// finishes. Returns the reports in selection order.
+    ///
+    /// CPU work and device work overlap: one thread prepares fixtures and
+    /// goldens case after case, while one device worker per healthy card
+    /// takes prepared cases, holds a card only for upload/run/download, and
+    /// compares after releasing it. Cards therefore never wait on the CPU
+    /// when prepared work exists.
     pub fn run(&self, cases: &[SelectedCase], on_case: &mut dyn FnMut(&CaseReport)) -> RunReport {
-        let start = Instant::now();
-        let compiled = self.compile(cases);
-        let mut reports = Vec::with_capacity(cases.len());
-        for sel in cases {
-            let report = self.run_case(sel, &compiled);
-            on_case(&report);
-            reports.push(report);
+        if self.config.hold_card {
+            return self.run_holding_card(cases, on_case);
         }
+        let start = Instant::now();
+        let mut reports: Vec<Option<CaseReport>> = vec![None; cases.len()];
+        let mut runnable = Vec::with_capacity(cases.len());
+        let pool_size = self.config.devices.len();
+        for (i, sel) in cases.iter().enumerate() {
+            if sel.scene.devices > pool_size {
+                // Fail at selection: waiting could never succeed.
+                let mut r = CaseReport::new(&sel.scene.name, &sel.case().name);
+                r.fail(
+                    FailureStage::Device,
+                    format!(
+                        "needs {} cards but the pool has {pool_size} (--device {})",
+                        sel.scene.devices, self.config.devices
+                    ),
+                );
+                on_case(&r);
+                reports[i] = Some(r);
+            } else {
+                runnable.push(i);
+            }
+        }
+        let (mut slots, to_compile) = self.slots_from_bundle(cases, &runnable);
+        let compiled = self.compile(&to_compile);
+
+        let workers = self.pool.healthy().len().clamp(1, runnable.len().max(1));
+        let (work_tx, work_rx) = mpsc::sync_channel::<Prepared>(workers);
+        let work_rx = Mutex::new(work_rx);
+        let (done_tx, done_rx) = mpsc::channel::<(usize, CaseReport)>();
+        std::thread::scope(|s| {
+            let prep_done = done_tx.clone();
+            let compiled = &compiled;
+            let runnable = &runnable;
+            s.spawn(move || {
+                for &i in runnable {
+                    let prepared = match slots.remove(&i) {
+                        Some(slot) => Ok(self.prepare_from_slot(&cases[i], slot)),
+                        None => self.prepare(&cases[i], compiled),
+                    };
+                    match prepared {
+                        Ok(p) => {
+                            if work_tx.send(Prepared { index: i, ..p }).is_err() {
+                                break;
+                            }
+                        }
+                        Err(r) => {
+                            let _ = prep_done.send((i, r));
+                        }
+                    }
+                }
+            });
+            for _ in 0..workers {
+                let done = done_tx.clone();
+                let work_rx = &work_rx;
+                s.spawn(move || {
+                    loop {
+                        let next = work_rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                        let Ok(p) = next else { break };
+                        let i = p.index;
+                        if done.send((i, self.finish(p))).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+            drop(done_tx);
+            for (i, r) in done_rx {
+                on_case(&r);
+                reports[i] = Some(r);
+            }
+        });
+        let reports = reports.into_iter().flatten().collect();
         RunReport::new(
             &self.config.platform,
             reports,
@@ -262,91 +389,295 @@ impl Session {
         )
     }
 
-    /// Runs one case whose scene is in `compiled`.
-    pub fn run_case(&self, sel: &SelectedCase, compiled: &CompiledScenes) -> CaseReport {
+    /// `--hold-card`: the one-pass shape of the old harness, kept for
+    /// comparison with two passes. The card(s) are taken before compiling
+    /// and held until the last case is done; cases run one after another.
+    /// Each case's `lock_held_s` (and `lock`) is its share of the hold: from
+    /// the previous case's end (or the acquisition) to its own end, so the
+    /// run's `card_seconds_held` is the whole hold, not just device work.
+    fn run_holding_card(
+        &self,
+        cases: &[SelectedCase],
+        on_case: &mut dyn FnMut(&CaseReport),
+    ) -> RunReport {
         let start = Instant::now();
+        let healthy = self.pool.healthy().len().max(1);
+        let need = cases
+            .iter()
+            .map(|c| c.scene.devices)
+            .max()
+            .unwrap_or(1)
+            .clamp(1, healthy);
+        let acquired = self.pool.acquire(
+            need,
+            "scene run --hold-card",
+            AcquireOptions {
+                timeout: self.config.lock_timeout,
+                on_wait: None,
+            },
+        );
+        let mut lease = match acquired {
+            Ok(l) => Some(l),
+            Err(e) => {
+                let reports = cases
+                    .iter()
+                    .map(|sel| {
+                        let mut r = CaseReport::new(&sel.scene.name, &sel.case().name);
+                        r.fail(
+                            FailureStage::Device,
+                            format!("acquiring {need} card(s) for --hold-card: {e}"),
+                        );
+                        on_case(&r);
+                        r
+                    })
+                    .collect();
+                return RunReport::new(
+                    &self.config.platform,
+                    reports,
+                    start.elapsed().as_secs_f64(),
+                );
+            }
+        };
+        let wait_s = start.elapsed().as_secs_f64();
+        let cards: Vec<u32> = lease
+            .as_ref()
+            .map(|l| l.cards().to_vec())
+            .unwrap_or_default();
+        let mut mark = Instant::now();
+        let mut mark_unix = lease
+            .as_ref()
+            .map(|l| unix_seconds(l.acquired_at()))
+            .unwrap_or_default();
+        let mut reports: Vec<Option<CaseReport>> = vec![None; cases.len()];
+        let mut runnable = Vec::with_capacity(cases.len());
+        for (i, sel) in cases.iter().enumerate() {
+            if sel.scene.devices > cards.len() {
+                let mut r = CaseReport::new(&sel.scene.name, &sel.case().name);
+                r.fail(
+                    FailureStage::Device,
+                    format!(
+                        "needs {} cards but --hold-card holds {:?}",
+                        sel.scene.devices, cards
+                    ),
+                );
+                on_case(&r);
+                reports[i] = Some(r);
+            } else {
+                runnable.push(i);
+            }
+        }
+        let (mut slots, to_compile) = self.slots_from_bundle(cases, &runnable);
+        let compiled = self.compile(&to_compile);
+        for (n, &i) in runnable.iter().enumerate() {
+            let prepared = match slots.remove(&i) {
+                Some(slot) => Ok(self.prepare_from_slot(&cases[i], slot)),
+                None => self.prepare(&cases[i], &compiled),
+            };
+            let mut r = match prepared {
+                Ok(p) => self.finish_on(p, lease.as_ref()),
+                Err(r) => r,
+            };
+            if n + 1 == runnable.len()
+                && let Some(l) = lease.take()
+            {
+                l.release();
+            }
+            let now = Instant::now();
+            let now_unix = unix_seconds(std::time::SystemTime::now());
+            r.phases.lock_held_s = now.duration_since(mark).as_secs_f64();
+            if n == 0 {
+                r.phases.lock_wait_s += wait_s;
+            }
+            r.devices = cards.clone();
+            r.lock = Some(LockInterval {
+                acquired_at: mark_unix,
+                released_at: now_unix,
+            });
+            (mark, mark_unix) = (now, now_unix);
+            on_case(&r);
+            reports[i] = Some(r);
+        }
+        if let Some(l) = lease.take() {
+            l.release();
+        }
+        let reports = reports.into_iter().flatten().collect();
+        RunReport::new(
+            &self.config.platform,
+            reports,
+            start.elapsed().as_secs_f64(),
+        )
+    }
+
+    /// Splits `runnable` into cases a bundle slot serves and cases to
+    /// compile. A slot that cannot be used is reported with the reason and
+    /// its case alone is rebuilt; the others still run from the bundle.
+    fn slots_from_bundle(
+        &self,
+        cases: &[SelectedCase],
+        runnable: &[usize],
+    ) -> (HashMap<usize, SlotData>, Vec<SelectedCase>) {
+        let mut slots = HashMap::new();
+        let mut to_compile = Vec::new();
+        for &i in runnable {
+            let sel = &cases[i];
+            match &self.bundle {
+                Some(b) => match b.load_case(sel, &self.config.platform) {
+                    Ok(slot) => {
+                        slots.insert(i, slot);
+                    }
+                    Err(problem) => {
+                        eprintln!(
+                            "warning: {}: bundle slot {problem}; rebuilding this case",
+                            sel.id()
+                        );
+                        to_compile.push(sel.clone());
+                    }
+                },
+                None => to_compile.push(sel.clone()),
+            }
+        }
+        (slots, to_compile)
+    }
+
+    /// A case served by a bundle slot: no compile, fixtures or golden, so
+    /// those phases stay at zero.
+    fn prepare_from_slot(&self, sel: &SelectedCase, slot: SlotData) -> Prepared {
+        Prepared {
+            index: 0,
+            sel: sel.clone(),
+            callable: slot.callable,
+            inputs: slot.inputs,
+            scalars: slot.scalars,
+            golden: slot.golden,
+            report: CaseReport::new(&sel.scene.name, &sel.case().name),
+            started: Instant::now(),
+        }
+    }
+
+    /// Runs one case whose scene is in `compiled`, stage after stage.
+    pub fn run_case(&self, sel: &SelectedCase, compiled: &CompiledScenes) -> CaseReport {
+        match self.prepare(sel, compiled) {
+            Ok(p) => self.finish(p),
+            Err(r) => r,
+        }
+    }
+
+    /// The CPU stages before the device: look up the callable, build
+    /// fixtures, compute the golden. `Err` is a finished (failed) report.
+    fn prepare(
+        &self,
+        sel: &SelectedCase,
+        compiled: &CompiledScenes,
+    ) -> Result<Prepared, CaseReport> {
+        let started = Instant::now();
         let scene = &sel.scene;
         let case = sel.case();
         let mut report = CaseReport::new(&scene.name, &case.name);
         report.phases.compile_s = compiled.compile_s.get(&scene.name).copied().unwrap_or(0.0);
+        let fail = |mut report: CaseReport, stage, msg: String| {
+            report.fail(stage, msg);
+            report.wall_s = started.elapsed().as_secs_f64();
+            report
+        };
         let callable = match compiled.callables.get(&scene.name) {
             Some(Ok(c)) => Arc::clone(c),
-            Some(Err(e)) => {
-                report.fail(FailureStage::Compile, e.clone());
-                report.wall_s = start.elapsed().as_secs_f64();
-                return report;
-            }
+            Some(Err(e)) => return Err(fail(report, FailureStage::Compile, e.clone())),
             None => {
-                report.fail(
+                return Err(fail(
+                    report,
                     FailureStage::Compile,
-                    "scene was not part of the compile plan",
-                );
-                report.wall_s = start.elapsed().as_secs_f64();
-                return report;
+                    "scene was not part of the compile plan".into(),
+                ));
             }
         };
-        self.run_stages(sel, &callable, &mut report);
-        report.wall_s = start.elapsed().as_secs_f64();
-        report
-    }
 
-    fn run_stages(&self, sel: &SelectedCase, callable: &ChipCallable, report: &mut CaseReport) {
-        let scene = &sel.scene;
-        let case = sel.case();
-
-        // Fixtures.
         let t = Instant::now();
         let inputs = match build_fixtures(scene, case) {
             Ok(i) => i,
-            Err(e) => return report.fail(FailureStage::Fixtures, e),
+            Err(e) => return Err(fail(report, FailureStage::Fixtures, e)),
         };
         let scalars = match scalar_bits(scene, case) {
             Ok(s) => s,
-            Err(e) => return report.fail(FailureStage::Fixtures, e),
+            Err(e) => return Err(fail(report, FailureStage::Fixtures, e)),
         };
         report.phases.fixtures_s = t.elapsed().as_secs_f64();
 
-        // Golden.
         let t = Instant::now();
-        let Some(golden_fn) = self.registry.get(&scene.golden) else {
-            return report.fail(
-                FailureStage::Golden,
-                format!(
-                    "{}: golden `{}` is not registered (registered: {})",
-                    scene.manifest.display(),
-                    scene.golden,
-                    self.registry.names().collect::<Vec<_>>().join(", ")
-                ),
-            );
-        };
-        let ctx = GoldenCtx::new(
-            &scene.name,
-            &case.name,
-            &case.params,
-            &inputs,
+        let golden = match compute_golden(
+            &self.registry,
+            &self.golden_pool,
             self.config.golden_threads,
-        );
-        let golden =
-            match scene_golden::reference::with_thread_cap(self.config.golden_threads, || {
-                golden_fn(&ctx)
-            }) {
-                Ok(g) => g,
-                Err(e) => {
-                    return report.fail(
-                        FailureStage::Golden,
-                        format!("golden `{}`: {e}", scene.golden),
-                    );
-                }
-            };
+            scene,
+            case,
+            &inputs,
+        ) {
+            Ok(g) => g,
+            Err(msg) => return Err(fail(report, FailureStage::Golden, msg)),
+        };
         report.phases.golden_s = t.elapsed().as_secs_f64();
+        Ok(Prepared {
+            index: 0,
+            sel: sel.clone(),
+            callable,
+            inputs,
+            scalars,
+            golden,
+            report,
+            started,
+        })
+    }
 
-        // Device: the only phase under the card lock.
-        let outputs = match self.device_stage(sel, callable, &inputs, &scalars, report) {
-            Ok(o) => o,
-            Err(e) => return report.fail(FailureStage::Device, e),
+    /// The device stage (with one retry on another card after a fault that
+    /// retires a card), then the comparison after the card is released.
+    fn finish(&self, p: Prepared) -> CaseReport {
+        self.finish_on(p, None)
+    }
+
+    /// [`Self::finish`] on the card(s) of `held_lease` when the run holds
+    /// them (`--hold-card`), else on card(s) acquired for this case.
+    fn finish_on(&self, p: Prepared, held_lease: Option<&CardLease>) -> CaseReport {
+        let Prepared {
+            sel,
+            callable,
+            inputs,
+            scalars,
+            golden,
+            mut report,
+            started,
+            ..
+        } = p;
+        let scene = &sel.scene;
+        let mut notes = Vec::new();
+        let mut outputs = None;
+        for attempt in 1..=2 {
+            match self.device_stage(&sel, &callable, &inputs, &scalars, &mut report, held_lease) {
+                Ok(o) => {
+                    outputs = Some(o);
+                    break;
+                }
+                Err(f) => {
+                    // A held card cannot be swapped for another mid-run.
+                    let retry = f.retryable
+                        && attempt == 1
+                        && held_lease.is_none()
+                        && !self.pool.healthy().is_empty();
+                    notes.push(f.message);
+                    if !retry {
+                        break;
+                    }
+                    notes.push(format!(
+                        "retrying on a healthy card (retired: {:?})",
+                        self.pool.retired()
+                    ));
+                }
+            }
+        }
+        let Some(outputs) = outputs else {
+            report.fail(FailureStage::Device, notes.join("\n"));
+            report.wall_s = started.elapsed().as_secs_f64();
+            return report;
         };
 
-        // Compare, after the card is released.
         let t = Instant::now();
         let mut problems = Vec::new();
         for (spec, actual) in scene
@@ -362,14 +693,31 @@ impl Session {
                 ));
                 continue;
             };
-            if let Err(m) = assert_close(&spec.name, actual, expected, scene.tolerance_for(spec)) {
+            if let Err(m) = self
+                .golden_pool
+                .install(|| assert_close(&spec.name, actual, expected, scene.tolerance_for(spec)))
+            {
                 problems.push(m.to_string());
             }
         }
         report.phases.compare_s = t.elapsed().as_secs_f64();
+        crate::dump::after_compare(
+            &self.config,
+            scene,
+            sel.case(),
+            &inputs,
+            &outputs,
+            &golden,
+            &mut problems,
+        );
         if !problems.is_empty() {
+            problems.extend(notes);
             report.fail(FailureStage::Compare, problems.join("\n"));
+        } else if !notes.is_empty() {
+            report.message = Some(notes.join("\n"));
         }
+        report.wall_s = started.elapsed().as_secs_f64();
+        report
     }
 
     fn runtime_path(&self) -> Result<PathBuf, String> {
@@ -381,6 +729,19 @@ impl Session {
         .clone()
     }
 
+    /// Options string for the runtime's `open`.
+    fn device_options(&self) -> String {
+        let mut o = format!("platform={}", self.config.platform);
+        if let Some(t) = self.config.case_timeout {
+            o.push_str(&format!(";timeout_ms={}", t.as_millis().max(1)));
+        }
+        if !self.config.runtime_options.is_empty() {
+            o.push(';');
+            o.push_str(&self.config.runtime_options);
+        }
+        o
+    }
+
     /// Acquire, load, upload, run, download, release. Returns the outputs in
     /// declaration order.
     fn device_stage(
@@ -390,40 +751,73 @@ impl Session {
         inputs: &[(String, Tensor)],
         scalars: &[u64],
         report: &mut CaseReport,
-    ) -> Result<Vec<Tensor>, String> {
+        held_lease: Option<&CardLease>,
+    ) -> Result<Vec<Tensor>, DeviceFailure> {
         let scene = &sel.scene;
-        let runtime_path = self.runtime_path()?;
+        let runtime_path = self.runtime_path().map_err(DeviceFailure::plain)?;
         let id = sel.id();
         let wait_start = Instant::now();
-        let mut announced = false;
+        let mut next_note = Duration::ZERO;
         let mut on_wait = |w: &WaitStatus| {
-            if !announced {
-                eprintln!("{id}: {w}");
-                announced = true;
+            // First notice at once, then every 10 s, so a long queue is visible
+            // without flooding the terminal.
+            if w.waited >= next_note {
+                eprintln!("{id}: {w} (waited {:.1} s)", w.waited.as_secs_f64());
+                next_note = w.waited + Duration::from_secs(10);
             }
         };
-        let lease = self
-            .pool
-            .acquire(
-                scene.devices,
-                &id,
-                AcquireOptions {
-                    timeout: self.config.lock_timeout,
-                    on_wait: Some(&mut on_wait),
-                },
-            )
-            .map_err(|e| format!("acquiring {} card(s): {e}", scene.devices))?;
-        report.phases.lock_wait_s = wait_start.elapsed().as_secs_f64();
+        // Under `--hold-card` the run already holds the card(s), and flock
+        // would not let this process take them a second time.
+        let acquired = match held_lease {
+            Some(_) => None,
+            None => Some(
+                self.pool
+                    .acquire(
+                        scene.devices,
+                        &id,
+                        AcquireOptions {
+                            timeout: self.config.lock_timeout,
+                            on_wait: Some(&mut on_wait),
+                        },
+                    )
+                    .map_err(|e| {
+                        DeviceFailure::plain(format!("acquiring {} card(s): {e}", scene.devices))
+                    })?,
+            ),
+        };
+        let Some(lease) = held_lease.or(acquired.as_ref()) else {
+            return Err(DeviceFailure::plain("no card lease"));
+        };
+        report.phases.lock_wait_s += wait_start.elapsed().as_secs_f64();
         let held = Instant::now();
         let acquired_at = unix_seconds(lease.acquired_at());
         report.devices = lease.cards().to_vec();
+        if self.config.verbose {
+            eprintln!(
+                "{id}: acquired card(s) {:?} after {:.3} s",
+                lease.cards(),
+                report.phases.lock_wait_s
+            );
+        }
 
+        let mut device_time = Duration::ZERO;
         let result = (|| {
-            let runtime = Runtime::load(&lease, &runtime_path).map_err(|e| e.to_string())?;
+            let runtime = Runtime::load(lease, &runtime_path)
+                .map_err(|e| SessionError::from(e.to_string()))?;
             let card = lease.cards()[0];
+            // Device time is the whole device session: opening the card is
+            // device work too (a real runtime initialises the card there).
+            let device_start = Instant::now();
             let device = runtime
-                .open(card, &format!("platform={}", self.config.platform))
-                .map_err(|e| format!("opening card {card}: {e}"))?;
+                .open(card, &self.device_options())
+                .map_err(|e| SessionError::from(format!("opening card {card}: {e}")));
+            let device = match device {
+                Ok(d) => d,
+                Err(e) => {
+                    device_time = device_start.elapsed();
+                    return Err(e);
+                }
+            };
             let image = CallableImage {
                 orch_so: &callable.orch_so,
                 orch_symbol: &callable.orch_symbol,
@@ -437,61 +831,187 @@ impl Session {
                     })
                     .collect(),
             };
-            let device_start = Instant::now();
-            let handle = device.register(&image).map_err(|e| e.to_string())?;
-            let mut args = Vec::with_capacity(inputs.len() + scalars.len());
-            let mut addrs = Vec::with_capacity(inputs.len());
-            for ((name, tensor), spec) in inputs.iter().zip(&scene.tensors) {
-                let size = tensor.bytes().len() as u64;
-                let addr = device
-                    .malloc(size)
-                    .map_err(|e| format!("allocating tensor `{name}` ({size} bytes): {e}"))?
-                    .addr;
-                addrs.push(addr);
-                if spec.direction != ArgDirection::Out {
-                    device
-                        .copy_to(addr, tensor.bytes())
-                        .map_err(|e| format!("uploading tensor `{name}`: {e}"))?;
-                }
-                let direction = match spec.direction {
-                    ArgDirection::In => Direction::In,
-                    ArgDirection::Out => Direction::Out,
-                    _ => Direction::InOut,
-                };
-                args.push(RunArg::Tensor {
-                    direction,
-                    addr,
-                    size,
-                });
-            }
-            args.extend(scalars.iter().map(|&s| RunArg::Scalar(s)));
-            device.run(handle, &args).map_err(|e| format!("run: {e}"))?;
-            let mut outputs = Vec::new();
-            for (((name, tensor), spec), &addr) in inputs.iter().zip(&scene.tensors).zip(&addrs) {
-                if spec.direction.is_output() {
-                    let mut out = Tensor::zeros(tensor.dtype(), tensor.shape());
-                    device
-                        .copy_from(addr, out.bytes_mut())
-                        .map_err(|e| format!("downloading tensor `{name}`: {e}"))?;
-                    outputs.push(out);
-                }
-            }
-            for addr in addrs {
-                device.free(addr).map_err(|e| e.to_string())?;
-            }
-            let _ = device.unregister(handle);
-            Ok::<_, String>((outputs, device_start.elapsed()))
+            let outcome = run_on_device(&device, &image, scene, inputs, scalars);
+            drop(device);
+            device_time = device_start.elapsed();
+            outcome
         })();
-        let released_at = unix_seconds(lease.release());
-        report.phases.lock_held_s = held.elapsed().as_secs_f64();
-        report.lock = Some(LockInterval {
-            acquired_at,
-            released_at,
-        });
-        let (outputs, device_time) = result?;
-        report.phases.device_s = device_time.as_secs_f64();
-        Ok(outputs)
+        // A held lease is released, and its hold accounted, by the run.
+        if let Some(lease) = acquired {
+            let released_at = unix_seconds(lease.release());
+            report.phases.lock_held_s += held.elapsed().as_secs_f64();
+            if self.config.verbose {
+                eprintln!("{id}: released card(s) {:?}", report.devices);
+            }
+            report.lock = Some(LockInterval {
+                acquired_at,
+                released_at,
+            });
+        }
+        report.phases.device_s += device_time.as_secs_f64();
+        result.map_err(|e| {
+            if e.fatal {
+                for &c in &report.devices {
+                    self.pool.retire(c);
+                }
+            }
+            DeviceFailure {
+                message: if e.fatal {
+                    format!(
+                        "{}; card(s) {:?} retired for the rest of this run",
+                        e.message, report.devices
+                    )
+                } else {
+                    e.message
+                },
+                retryable: e.retryable,
+            }
+        })
     }
+}
+
+/// A case between its CPU stages and its device stage.
+struct Prepared {
+    index: usize,
+    sel: SelectedCase,
+    callable: Arc<ChipCallable>,
+    inputs: Vec<(String, Tensor)>,
+    scalars: Vec<u64>,
+    golden: GoldenOutputs,
+    report: CaseReport,
+    started: Instant,
+}
+
+/// Why the device stage failed.
+struct DeviceFailure {
+    message: String,
+    /// The card failed, not the case: worth running again on another card.
+    retryable: bool,
+}
+
+impl DeviceFailure {
+    fn plain(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            retryable: false,
+        }
+    }
+}
+
+/// An error of the device session.
+struct SessionError {
+    message: String,
+    /// The card is unusable for the rest of the process.
+    fatal: bool,
+    /// The card, not the case, is to blame (a device fault, not a timeout:
+    /// a kernel that hung once would hang on the next card too).
+    retryable: bool,
+}
+
+impl From<String> for SessionError {
+    fn from(message: String) -> Self {
+        Self {
+            message,
+            fatal: false,
+            retryable: false,
+        }
+    }
+}
+
+fn session_error(what: String, e: RuntimeError) -> SessionError {
+    let timed_out = e.status() == Some(scene_device::abi::status::E_TIMEOUT);
+    SessionError {
+        message: if timed_out {
+            format!("{what}: case timeout: the device run did not finish in time ({e})")
+        } else {
+            format!("{what}: {e}")
+        },
+        // A timed-out device keeps running the hung kernel: unusable too.
+        fatal: e.is_device_fatal() || timed_out,
+        retryable: e.is_device_fatal(),
+    }
+}
+
+/// Upload, register, run, download, free: everything that happens on the card.
+fn run_on_device(
+    device: &DeviceSession<'_>,
+    image: &CallableImage<'_>,
+    scene: &Scene,
+    inputs: &[(String, Tensor)],
+    scalars: &[u64],
+) -> Result<Vec<Tensor>, SessionError> {
+    let handle = device
+        .register(image)
+        .map_err(|e| session_error("registering the callable".into(), e))?;
+    let mut args = Vec::with_capacity(inputs.len() + scalars.len());
+    let mut addrs = Vec::with_capacity(inputs.len());
+    for ((name, tensor), spec) in inputs.iter().zip(&scene.tensors) {
+        let size = tensor.bytes().len() as u64;
+        let addr = device
+            .malloc(size)
+            .map_err(|e| session_error(format!("allocating tensor `{name}` ({size} bytes)"), e))?
+            .addr;
+        addrs.push(addr);
+        if spec.direction != ArgDirection::Out {
+            device
+                .copy_to(addr, tensor.bytes())
+                .map_err(|e| session_error(format!("uploading tensor `{name}`"), e))?;
+        }
+        let direction = match spec.direction {
+            ArgDirection::In => Direction::In,
+            ArgDirection::Out => Direction::Out,
+            _ => Direction::InOut,
+        };
+        args.push(RunArg::Tensor {
+            direction,
+            addr,
+            size,
+        });
+    }
+    args.extend(scalars.iter().map(|&s| RunArg::Scalar(s)));
+    device
+        .run(handle, &args)
+        .map_err(|e| session_error("run".into(), e))?;
+    let mut outputs = Vec::new();
+    for (((name, tensor), spec), &addr) in inputs.iter().zip(&scene.tensors).zip(&addrs) {
+        if spec.direction.is_output() {
+            let mut out = Tensor::zeros(tensor.dtype(), tensor.shape());
+            device
+                .copy_from(addr, out.bytes_mut())
+                .map_err(|e| session_error(format!("downloading tensor `{name}`"), e))?;
+            outputs.push(out);
+        }
+    }
+    for addr in addrs {
+        device
+            .free(addr)
+            .map_err(|e| session_error("freeing device memory".into(), e))?;
+    }
+    let _ = device.unregister(handle);
+    Ok(outputs)
+}
+
+/// The golden of one case: the registered function `scene.golden` on
+/// `inputs`, run on `pool`. CPU only, so `scene precompile` uses it too.
+pub fn compute_golden(
+    registry: &GoldenRegistry,
+    pool: &rayon::ThreadPool,
+    threads: usize,
+    scene: &Scene,
+    case: &Case,
+    inputs: &[(String, Tensor)],
+) -> Result<GoldenOutputs, String> {
+    let Some(golden_fn) = registry.get(&scene.golden) else {
+        return Err(format!(
+            "{}: golden `{}` is not registered (registered: {})",
+            scene.manifest.display(),
+            scene.golden,
+            registry.names().collect::<Vec<_>>().join(", ")
+        ));
+    };
+    let ctx = GoldenCtx::new(&scene.name, &case.name, &case.params, inputs, threads);
+    pool.install(|| golden_fn(&ctx))
+        .map_err(|e| format!("golden `{}`: {e}", scene.golden))
 }
 
 /// The case's input fixtures, one per tensor in signature order.

@@ -36,7 +36,8 @@ pub struct Phases {
     pub lock_wait_s: f64,
     /// From acquiring the card to releasing it.
     pub lock_held_s: f64,
-    /// Upload + run + download.
+    /// The device session: open the card, upload (tensors and the
+    /// callable's images), run, download, close.
     pub device_s: f64,
     pub compare_s: f64,
 }
@@ -164,4 +165,107 @@ pub fn unix_seconds(t: std::time::SystemTime) -> f64 {
     t.duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0)
+}
+
+impl RunReport {
+    /// JUnit XML: one `<testcase>` per case (classname = scene), failures
+    /// with their message, skipped cases marked skipped.
+    pub fn to_junit(&self) -> String {
+        let t = &self.totals;
+        let mut x = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+        x.push_str(&format!(
+            "<testsuites name=\"scenes\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{:.3}\">\n",
+            self.cases.len(),
+            t.failed,
+            t.skipped,
+            t.wall_s
+        ));
+        x.push_str(&format!(
+            "  <testsuite name=\"scenes.{}\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{:.3}\">\n",
+            xml_escape(&self.platform),
+            self.cases.len(),
+            t.failed,
+            t.skipped,
+            t.wall_s
+        ));
+        for c in &self.cases {
+            x.push_str(&format!(
+                "    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\"",
+                xml_escape(&c.scene),
+                xml_escape(&c.case),
+                c.wall_s
+            ));
+            match c.status {
+                CaseStatus::Passed => x.push_str("/>\n"),
+                CaseStatus::Skipped => x.push_str("><skipped/></testcase>\n"),
+                CaseStatus::Failed => {
+                    let msg = c.message.as_deref().unwrap_or("failed");
+                    let first = msg.lines().next().unwrap_or("failed");
+                    let stage = c
+                        .failure_stage
+                        .map(|s| format!("{s:?}").to_lowercase())
+                        .unwrap_or_default();
+                    x.push_str(&format!(
+                        ">\n      <failure type=\"{}\" message=\"{}\">{}</failure>\n    </testcase>\n",
+                        xml_escape(&stage),
+                        xml_escape(first),
+                        xml_escape(msg)
+                    ));
+                }
+            }
+        }
+        x.push_str("  </testsuite>\n</testsuites>\n");
+        x
+    }
+}
+
+fn xml_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            // XML 1.0 forbids most control characters, even escaped.
+            c if (c as u32) < 0x20 && !matches!(c, '\n' | '\r' | '\t') => out.push('?'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn junit_escapes_and_counts() {
+        let mut failed = CaseReport::new("s", "c<1>");
+        failed.fail(FailureStage::Compare, "tensor `f` & \"more\"\nline 2");
+        let passed = CaseReport::new("s", "ok");
+        let r = RunReport::new("a2a3sim", vec![failed, passed], 1.0);
+        let x = r.to_junit();
+        assert!(x.contains("tests=\"2\" failures=\"1\""), "{x}");
+        assert!(x.contains("name=\"c&lt;1&gt;\""), "{x}");
+        assert!(
+            x.contains("message=\"tensor `f` &amp; &quot;more&quot;\""),
+            "{x}"
+        );
+        assert!(x.contains("<testcase classname=\"s\" name=\"ok\""), "{x}");
+        assert_eq!(r.summary_line(), "1 passed, 1 failed");
+    }
+
+    #[test]
+    fn totals_ratio() {
+        let mut a = CaseReport::new("s", "a");
+        a.devices = vec![0];
+        a.phases.lock_held_s = 0.2;
+        a.phases.device_s = 0.1;
+        a.phases.lock_wait_s = 0.5;
+        let r = RunReport::new("a2a3sim", vec![a], 1.0);
+        assert!((r.totals.held_to_device_ratio - 2.0).abs() < 1e-9);
+        assert!((r.totals.queueing_seconds - 0.5).abs() < 1e-9);
+    }
 }

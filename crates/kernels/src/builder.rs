@@ -5,14 +5,15 @@ use std::collections::HashMap;
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::cache::{Cache, CacheConfig, Lookup, MissReason};
 use crate::compile;
 use crate::error::{BuildError, BuildSetupError, CompileError, UnitFailure};
-use crate::key::{self, UnitKey};
+use crate::key::{self, KeyContext, KeyInputs, UnitKey};
 use crate::link;
 use crate::plan::{self, Job, PlanEntry};
 use crate::report::{BuildOutput, Observer, UnitOutcome, UnitReport};
@@ -26,6 +27,10 @@ pub struct BuildOptions {
     pub workers: NonZeroUsize,
     /// Parent for the builder's scratch directory (default: system temp).
     pub work_dir: Option<PathBuf>,
+    /// The persistent cache shared with other processes (default: none,
+    /// artifacts live only as long as the builder). If its directory cannot
+    /// be created or locked, the builder warns once and builds without it.
+    pub cache: Option<CacheConfig>,
 }
 
 impl Default for BuildOptions {
@@ -33,6 +38,7 @@ impl Default for BuildOptions {
         BuildOptions {
             workers: std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN),
             work_dir: None,
+            cache: None,
         }
     }
 }
@@ -52,6 +58,12 @@ pub struct Builder {
     /// Keeps file names unique if the same key is built twice concurrently.
     sequence: AtomicU64,
     observer: Option<Observer>,
+    /// Memoised file digests and tool identities for key computation.
+    keys: KeyContext,
+    cache: Option<Cache>,
+    schema: u32,
+    /// Something was published since the last prune check.
+    published: AtomicBool,
 }
 
 impl fmt::Debug for Builder {
@@ -62,6 +74,7 @@ impl fmt::Debug for Builder {
             .field("workers", &self.workers)
             .field("scratch", &self.scratch.path())
             .field("observer", &self.observer.is_some())
+            .field("cache", &self.cache)
             .finish_non_exhaustive()
     }
 }
@@ -97,6 +110,18 @@ impl Builder {
         let link_script = scratch_path.join("kernel.ld");
         std::fs::write(&link_script, &toolchain.link_script).map_err(setup_err)?;
 
+        let schema = options
+            .cache
+            .as_ref()
+            .map_or(key::CACHE_SCHEMA, |c| c.schema);
+        let cache = options.cache.and_then(|config| {
+            let warn = config.warn.clone();
+            Cache::open(config)
+                .inspect_err(|e| warn(&format!("{e}; compiling without the kernel cache")))
+                .ok()
+        });
+        let keys = KeyContext::new(cache.as_ref().map(|c| c.dir().join("tools")));
+
         Ok(Builder {
             root,
             toolchain,
@@ -107,6 +132,10 @@ impl Builder {
             memo: Mutex::new(HashMap::new()),
             sequence: AtomicU64::new(0),
             observer: None,
+            keys,
+            cache,
+            schema,
+            published: AtomicBool::new(false),
         })
     }
 
@@ -122,6 +151,85 @@ impl Builder {
 
     pub fn toolchain(&self) -> &Toolchain {
         &self.toolchain
+    }
+
+    /// The persistent cache in use, if any.
+    pub fn cache(&self) -> Option<&Cache> {
+        self.cache.as_ref()
+    }
+
+    /// Forgets memoised file digests, so the next key computation reads
+    /// every source and header again (benchmarks, long-lived tools).
+    pub fn forget_file_digests(&self) {
+        self.keys.forget_files();
+    }
+
+    /// Every key input of a unit, as stored in its cache manifest.
+    fn inputs(&self, job: &Job) -> Result<KeyInputs, CompileError> {
+        match job {
+            Job::Incore(unit) => {
+                self.keys
+                    .incore_inputs(self.schema, &self.toolchain, &self.root, unit)
+            }
+            Job::Orch(unit) => {
+                self.keys
+                    .orch_inputs(self.schema, &self.toolchain, &self.root, unit)
+            }
+        }
+    }
+
+    /// A callable assembled purely from verified persistent-cache entries,
+    /// without compiling or consulting the in-process memo: key computation,
+    /// the callable entry, then every unit entry it lists. `None` on any
+    /// miss or damage.
+    pub fn lookup_cached(&self, spec: &CallableSpec) -> Option<ChipCallable> {
+        let cache = self.cache.as_ref()?;
+        plan::validate(spec).ok()?;
+        let orch = self
+            .inputs(&Job::Orch(spec.orchestration.clone()))
+            .ok()?
+            .key();
+        let mut incores = Vec::with_capacity(spec.incores.len());
+        for unit in &spec.incores {
+            let key = self.inputs(&Job::Incore(unit.clone())).ok()?.key();
+            incores.push((unit, key));
+        }
+        incores.sort_by_key(|(unit, _)| unit.func_id);
+        let callable = callable_inputs(self.schema, spec, orch, &incores);
+        let ckey = callable.key();
+        let read = |key: &UnitKey| match cache.lookup(key) {
+            Lookup::Hit { artifact, manifest } => Some((artifact, manifest)),
+            Lookup::Miss | Lookup::Damaged(_) => None,
+        };
+        let (listed, cmanifest) = read(&ckey)?;
+        // Same key implies same list; checked anyway since it is cheap.
+        if serde_json::from_slice::<std::collections::BTreeMap<String, String>>(&listed).ok()?
+            != callable.0
+        {
+            return None;
+        }
+        let (orch_so, orch_manifest) = read(&orch)?;
+        let mut images = Vec::with_capacity(incores.len());
+        let mut manifests = vec![(ckey, cmanifest), (orch, orch_manifest)];
+        for (unit, key) in &incores {
+            let (text, manifest) = read(key)?;
+            manifests.push((*key, manifest));
+            images.push(IncoreImage {
+                name: unit.name.clone(),
+                func_id: unit.func_id,
+                core: unit.core,
+                text,
+            });
+        }
+        for (key, manifest) in &manifests {
+            cache.hit(key, manifest);
+        }
+        Some(ChipCallable {
+            label: spec.label.clone(),
+            orch_so,
+            orch_symbol: spec.orchestration.function.clone(),
+            incores: images,
+        })
     }
 
     /// Builds one callable.
@@ -143,54 +251,68 @@ impl Builder {
         let plan = plan::plan(specs);
         let mut results: Vec<Option<UnitResult>> = vec![None; plan.entries.len()];
         let mut reports: Vec<Option<UnitReport>> = vec![None; plan.entries.len()];
-        let mut queue: Vec<(usize, UnitKey)> = Vec::new();
+        let mut keys: Vec<Option<UnitKey>> = vec![None; plan.entries.len()];
+        let mut queue: Vec<Queued> = Vec::new();
 
         for (idx, entry) in plan.entries.iter().enumerate() {
-            let key = match &entry.job {
-                Job::Incore(unit) => key::incore_key(&self.toolchain, &self.root, unit),
-                Job::Orch(unit) => key::orch_key(&self.toolchain, &self.root, unit),
-            };
-            let key = match key {
-                Ok(key) => key,
+            let started = Instant::now();
+            let inputs = match self.inputs(&entry.job) {
+                Ok(inputs) => inputs,
                 Err(err) => {
-                    self.finish(
-                        entry,
-                        &mut reports[idx],
-                        UnitOutcome::Failed,
-                        Duration::ZERO,
-                    );
+                    let done = Done::new(UnitOutcome::Failed, Duration::ZERO, None);
+                    self.finish(entry, &mut reports[idx], done);
                     results[idx] = Some(Err(Arc::new(err)));
                     continue;
                 }
             };
+            let key = inputs.key();
+            keys[idx] = Some(key);
             let memoized = self.memo_lock().get(&key).cloned();
-            match memoized {
-                Some(artifact) => {
-                    self.finish(
-                        entry,
-                        &mut reports[idx],
-                        UnitOutcome::Reused,
-                        Duration::ZERO,
-                    );
-                    results[idx] = Some(Ok(artifact));
-                }
-                None => queue.push((idx, key)),
+            if let Some(artifact) = memoized {
+                let done = Done::new(UnitOutcome::Reused, Duration::ZERO, Some(key));
+                self.finish(entry, &mut reports[idx], done);
+                results[idx] = Some(Ok(artifact));
+                continue;
             }
+            // Unlocked fast path: a verified hit needs no lock. Damage is
+            // left for the locked path to judge and remove.
+            if let Some(cache) = &self.cache
+                && let Lookup::Hit { artifact, manifest } = cache.lookup(&key)
+            {
+                cache.hit(&key, &manifest);
+                let artifact = Arc::new(artifact);
+                self.memo_lock().insert(key, Arc::clone(&artifact));
+                let done = Done::new(UnitOutcome::Cached, started.elapsed(), Some(key));
+                self.finish(entry, &mut reports[idx], done);
+                results[idx] = Some(Ok(artifact));
+                continue;
+            }
+            queue.push(Queued { idx, key, inputs });
         }
 
         self.run_queue(&plan.entries, &queue, &mut results, &mut reports);
 
-        let callables = specs
+        let callables: Vec<_> = specs
             .iter()
-            .zip(plan.specs)
+            .zip(&plan.specs)
             .map(|(spec, spec_plan)| match spec_plan {
                 Err(failures) => Err(BuildError {
                     label: spec.label.clone(),
-                    failures,
+                    failures: failures.clone(),
                 }),
-                Ok(spec_plan) => assemble(spec, &spec_plan, &results),
+                Ok(spec_plan) => assemble(spec, spec_plan, &results),
             })
             .collect();
+        if let Some(cache) = &self.cache {
+            for ((spec, spec_plan), callable) in specs.iter().zip(&plan.specs).zip(&callables) {
+                if let (Ok(spec_plan), Ok(_)) = (spec_plan, callable) {
+                    self.record_callable(cache, spec, spec_plan, &keys);
+                }
+            }
+            if self.published.swap(false, Ordering::Relaxed) {
+                cache.prune_after_publish();
+            }
+        }
         BuildOutput {
             callables,
             units: reports.into_iter().flatten().collect(),
@@ -203,25 +325,21 @@ impl Builder {
     fn run_queue(
         &self,
         entries: &[PlanEntry],
-        queue: &[(usize, UnitKey)],
+        queue: &[Queued],
         results: &mut [Option<UnitResult>],
         reports: &mut [Option<UnitReport>],
     ) {
         let threads = self.workers.get().min(queue.len());
         let next = AtomicUsize::new(0);
-        let (tx, rx) = mpsc::channel::<(usize, UnitKey, UnitResult, Duration)>();
+        let (tx, rx) = mpsc::channel::<(usize, UnitKey, UnitResult, Done)>();
         std::thread::scope(|scope| {
             for _ in 0..threads {
                 let tx = tx.clone();
                 let next = &next;
                 scope.spawn(move || {
-                    while let Some(&(idx, key)) = queue.get(next.fetch_add(1, Ordering::Relaxed)) {
-                        let started = Instant::now();
-                        let result = self
-                            .run_unit(&entries[idx], key)
-                            .map(Arc::new)
-                            .map_err(Arc::new);
-                        if tx.send((idx, key, result, started.elapsed())).is_err() {
+                    while let Some(q) = queue.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        let (result, done) = self.obtain(&entries[q.idx], q);
+                        if tx.send((q.idx, q.key, result, done)).is_err() {
                             break;
                         }
                     }
@@ -229,32 +347,112 @@ impl Builder {
             }
             drop(tx);
             // Reporting happens here so the observer sees one call at a time.
-            for (idx, key, result, duration) in rx {
-                let outcome = match &result {
-                    Ok(artifact) => {
-                        self.memo_lock().insert(key, Arc::clone(artifact));
-                        UnitOutcome::Compiled
-                    }
-                    Err(_) => UnitOutcome::Failed,
-                };
-                self.finish(&entries[idx], &mut reports[idx], outcome, duration);
+            for (idx, key, result, done) in rx {
+                if let Ok(artifact) = &result {
+                    self.memo_lock().insert(key, Arc::clone(artifact));
+                }
+                self.finish(&entries[idx], &mut reports[idx], done);
                 results[idx] = Some(result);
             }
         });
     }
 
-    fn finish(
+    /// A queued unit's artifact: from the cache under the key's lock if
+    /// another process published it meanwhile, else from the compiler (and
+    /// then published before the lock is released).
+    fn obtain(&self, entry: &PlanEntry, q: &Queued) -> (UnitResult, Done) {
+        let started = Instant::now();
+        let Some(cache) = self.cache.as_ref().filter(|c| c.is_enabled()) else {
+            let result = self.run_unit(entry, q.key);
+            let miss = MissReason::CacheDisabled;
+            return compiled(result, started.elapsed(), q.key, miss);
+        };
+        let guard = cache.lock(&q.key);
+        let mut damaged = None;
+        if guard.is_some() {
+            match cache.lookup(&q.key) {
+                Lookup::Hit { artifact, manifest } => {
+                    cache.hit(&q.key, &manifest);
+                    let done = Done::new(UnitOutcome::Cached, started.elapsed(), Some(q.key));
+                    return (Ok(Arc::new(artifact)), done);
+                }
+                Lookup::Damaged(damage) => {
+                    cache.remove_damaged(&q.key, &entry.display, &damage);
+                    damaged = Some(MissReason::Damaged(damage.to_string()));
+                }
+                Lookup::Miss => {}
+            }
+        }
+        let miss = damaged.unwrap_or_else(|| cache.explain(&q.inputs));
+        let compile_started = Instant::now();
+        let result = self.run_unit(entry, q.key);
+        let compile_time = compile_started.elapsed();
+        cache.count_compile(compile_time.as_secs_f64());
+        if let (Ok(bytes), Some(_)) = (&result, &guard)
+            && cache.publish(
+                &q.key,
+                bytes,
+                &q.inputs,
+                &entry.display,
+                compile_time.as_secs_f64(),
+            )
+        {
+            self.published.store(true, Ordering::Relaxed);
+        }
+        drop(guard);
+        compiled(result, started.elapsed(), q.key, miss)
+    }
+
+    /// Makes sure the callable entry (orchestration key plus incore keys in
+    /// func_id order) exists, and marks it used.
+    fn record_callable(
         &self,
-        entry: &PlanEntry,
-        slot: &mut Option<UnitReport>,
-        outcome: UnitOutcome,
-        duration: Duration,
+        cache: &Cache,
+        spec: &CallableSpec,
+        spec_plan: &plan::SpecPlan,
+        keys: &[Option<UnitKey>],
     ) {
+        let Some(orch) = keys.get(spec_plan.orch).copied().flatten() else {
+            return;
+        };
+        let mut incores = Vec::with_capacity(spec.incores.len());
+        for (unit, &idx) in spec.incores.iter().zip(&spec_plan.incores) {
+            let Some(key) = keys.get(idx).copied().flatten() else {
+                return;
+            };
+            incores.push((unit, key));
+        }
+        incores.sort_by_key(|(unit, _)| unit.func_id);
+        let inputs = callable_inputs(self.schema, spec, orch, &incores);
+        let key = inputs.key();
+        if let Lookup::Hit { manifest, .. } = cache.lookup(&key) {
+            cache.hit(&key, &manifest);
+            return;
+        }
+        let Some(guard) = cache.lock(&key) else {
+            return;
+        };
+        match cache.lookup(&key) {
+            Lookup::Hit { manifest, .. } => cache.hit(&key, &manifest),
+            other => {
+                if let Lookup::Damaged(damage) = other {
+                    cache.remove_damaged(&key, &spec.label, &damage);
+                }
+                let listing = serde_json::to_vec_pretty(&inputs.0).unwrap_or_default();
+                cache.publish(&key, &listing, &inputs, &spec.label, 0.0);
+            }
+        }
+        drop(guard);
+    }
+
+    fn finish(&self, entry: &PlanEntry, slot: &mut Option<UnitReport>, done: Done) {
         let report = UnitReport {
             unit: entry.display.clone(),
             kind: entry.kind,
-            outcome,
-            duration,
+            outcome: done.outcome,
+            duration: done.duration,
+            key: done.key,
+            miss: done.miss,
         };
         if let Some(observer) = &self.observer {
             observer(&report);
@@ -317,6 +515,75 @@ impl Builder {
             .clone()
             .map_err(CompileError::Shared)
     }
+}
+
+impl Drop for Builder {
+    fn drop(&mut self) {
+        // One stats line per builder, i.e. per run of the harness.
+        if let Some(cache) = &self.cache {
+            cache.write_run_stats();
+        }
+    }
+}
+
+/// A unit waiting for a worker, with the inputs its manifest will record.
+struct Queued {
+    idx: usize,
+    key: UnitKey,
+    inputs: KeyInputs,
+}
+
+/// How a unit finished, for its report.
+struct Done {
+    outcome: UnitOutcome,
+    duration: Duration,
+    key: Option<UnitKey>,
+    miss: Option<MissReason>,
+}
+
+impl Done {
+    fn new(outcome: UnitOutcome, duration: Duration, key: Option<UnitKey>) -> Self {
+        Done {
+            outcome,
+            duration,
+            key,
+            miss: None,
+        }
+    }
+}
+
+fn compiled(
+    result: Result<Vec<u8>, CompileError>,
+    duration: Duration,
+    key: UnitKey,
+    miss: MissReason,
+) -> (UnitResult, Done) {
+    let outcome = if result.is_ok() {
+        UnitOutcome::Compiled
+    } else {
+        UnitOutcome::Failed
+    };
+    let done = Done {
+        outcome,
+        duration,
+        key: Some(key),
+        miss: Some(miss),
+    };
+    (result.map(Arc::new).map_err(Arc::new), done)
+}
+
+/// The callable entry's inputs: incores must already be in func_id order.
+fn callable_inputs(
+    schema: u32,
+    spec: &CallableSpec,
+    orch: UnitKey,
+    incores: &[(&IncoreUnit, UnitKey)],
+) -> KeyInputs {
+    let listed: Vec<_> = incores
+        .iter()
+        .map(|(unit, key)| (unit.func_id, unit.name.as_str(), unit.core, *key))
+        .collect();
+    key::callable_inputs(schema, &spec.orchestration.function, orch, &listed)
 }
 
 /// Puts one callable together from unit results, or lists why it cannot be.

@@ -86,28 +86,41 @@ pub(crate) fn compile_builtins(
     core: CoreType,
     work_dir: &Path,
 ) -> Result<PathBuf, CompileError> {
-    let source = work_dir.join("scene_builtins.c");
+    let source = work_dir.join(BUILTINS_SOURCE_NAME);
     // Several core types may race to write it; identical content makes
     // that harmless, and a per-core name keeps the objects apart.
     std::fs::write(&source, &tc.builtins_source).map_err(|e| CompileError::WorkDir {
         path: source.clone(),
         source: e,
     })?;
-    let out = work_dir.join(format!("scene_builtins_{core}.o"));
-    let mut args: Vec<OsString> = os(&tc.incore_flags).collect();
-    args.extend(os(tc.core_flags(core)));
-    args.extend(os(&tc.builtins_flags));
-    args.extend(["-c".into(), "scene_builtins.c".into(), "-o".into()]);
-    args.push(out.as_os_str().to_owned());
+    let out = work_dir.join(builtins_object_name(core));
     Invocation {
         role: "compiler",
         stage: Stage::CompileBuiltins,
         program: &tc.compiler,
-        args,
+        args: builtins_args(tc, core, &out),
         cwd: work_dir,
     }
     .run()?;
     Ok(out)
+}
+
+/// File name of the builtins source [`compile_builtins`] writes.
+pub(crate) const BUILTINS_SOURCE_NAME: &str = "scene_builtins.c";
+
+pub(crate) fn builtins_object_name(core: CoreType) -> String {
+    format!("scene_builtins_{core}.o")
+}
+
+/// The compiler arguments of [`compile_builtins`], run in the directory
+/// holding [`BUILTINS_SOURCE_NAME`].
+pub(crate) fn builtins_args(tc: &Toolchain, core: CoreType, out: &Path) -> Vec<OsString> {
+    let mut args: Vec<OsString> = os(&tc.incore_flags).collect();
+    args.extend(os(tc.core_flags(core)));
+    args.extend(os(&tc.builtins_flags));
+    args.extend(["-c".into(), BUILTINS_SOURCE_NAME.into(), "-o".into()]);
+    args.push(out.as_os_str().to_owned());
+    args
 }
 
 /// The compiler arguments for an orchestration shared object (without `-o`).

@@ -1,20 +1,36 @@
 //! Unit keys: a content hash of everything that can change a unit's output.
 //!
-//! Two units with the same key produce the same bytes, so the builder
-//! compiles one and shares it. The key covers this crate's own compile logic
-//! ([`crate::COMPILE_LOGIC_TOKEN`]), the toolchain table, the unit's flags,
-//! defines and include dirs, and the contents of the source and of every
-//! header it includes that can be found under the include dirs. System
-//! headers (not found there) and the compiler binary itself are identified
-//! only by the compiler's path; a persistent cache will want more.
+//! A key is computed from [`KeyInputs`]: named, human-readable fields (the
+//! cache schema, this crate's compile logic, platform, host, the compiler and
+//! linker identity, every flag, define and include dir, and the digest of the
+//! source and of every header it includes transitively). Keeping the inputs
+//! as data rather than feeding them straight into a hasher lets the persistent
+//! cache store them next to each artifact and explain a miss by diffing them.
+//!
+//! Include scan: `#include "x"` is searched in the including file's directory
+//! and then the `-I` list, `#include <x>` in the `-I` list only. `#if` is not
+//! evaluated (hashing a header too many only costs a spurious rebuild), and
+//! headers not found under the `-I` list (system headers) are covered by the
+//! compiler identity instead.
+//!
+//! All paths in the inputs are the root-relative paths the compiler is given,
+//! so two checkouts at different places share keys, while the same header
+//! content at a different relative path does not.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::CompileError;
-use crate::toolchain::Toolchain;
+use crate::toolchain::{Toolchain, resolve_program};
 use crate::unit::{IncoreUnit, OrchUnit};
+
+/// Version of the cache layout and of the key's field set. Bump it when the
+/// meaning of a stored entry changes; it is part of every key.
+pub const CACHE_SCHEMA: u32 = 1;
 
 /// A 32-byte blake3 digest identifying one unit's output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -23,6 +39,13 @@ pub struct UnitKey(pub [u8; 32]);
 impl UnitKey {
     pub fn to_hex(&self) -> String {
         blake3::Hash::from(self.0).to_hex().to_string()
+    }
+
+    /// Parses the 64-hex-digit form written by [`UnitKey::to_hex`].
+    pub fn from_hex(hex: &str) -> Option<UnitKey> {
+        blake3::Hash::from_hex(hex)
+            .ok()
+            .map(|h| UnitKey(*h.as_bytes()))
     }
 }
 
@@ -57,32 +80,382 @@ impl KeyHasher {
         self.field(tag, value.as_os_str().as_encoded_bytes());
     }
 
-    fn list(&mut self, tag: &str, values: &[String]) {
-        self.field(tag, &(values.len() as u64).to_le_bytes());
-        for v in values {
-            self.str(tag, v);
-        }
-    }
-
     fn finish(self) -> UnitKey {
         UnitKey(*self.0.finalize().as_bytes())
     }
 }
 
-fn hash_toolchain(h: &mut KeyHasher, tc: &Toolchain) {
-    h.str("logic", crate::COMPILE_LOGIC_TOKEN);
-    h.str("platform", &tc.platform);
-    h.path("compiler", &tc.compiler);
-    h.path("linker", &tc.linker);
-    h.list("incore_flags", &tc.incore_flags);
-    h.list("aic_flags", &tc.aic_flags);
-    h.list("aiv_flags", &tc.aiv_flags);
-    h.list("builtins_flags", &tc.builtins_flags);
-    h.list("orch_flags", &tc.orch_flags);
-    h.list("link_flags", &tc.link_flags);
-    h.str("link_script", &tc.link_script);
-    h.str("builtins_source", &tc.builtins_source);
-    h.str("extraction", &tc.extraction.to_string());
+/// The named inputs of one key. Sorted by name, so the key does not depend
+/// on the order fields were added in; order-sensitive values (flag lists,
+/// include dirs) are stored as one JSON array each.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyInputs(pub BTreeMap<String, String>);
+
+impl KeyInputs {
+    fn set(&mut self, name: impl Into<String>, value: impl Into<String>) {
+        self.0.insert(name.into(), value.into());
+    }
+
+    fn list(&mut self, name: &str, values: impl IntoIterator<Item = String>) {
+        let values: Vec<String> = values.into_iter().collect();
+        // A JSON array keeps element boundaries visible in the manifest.
+        let json = serde_json::to_string(&values).unwrap_or_default();
+        self.set(name, json);
+    }
+
+    /// blake3 over the length-prefixed (name, value) pairs.
+    pub fn key(&self) -> UnitKey {
+        let mut h = KeyHasher::new("scene-kernels-key");
+        h.field("fields", &(self.0.len() as u64).to_le_bytes());
+        for (name, value) in &self.0 {
+            h.str(name, value);
+        }
+        h.finish()
+    }
+
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.get(name).map(String::as_str)
+    }
+}
+
+/// Who a tool is: where it resolved to, what its bytes are, what it says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolIdentity {
+    pub path: String,
+    pub digest: String,
+    pub version: String,
+}
+
+#[derive(Debug, Clone)]
+struct FileMemo {
+    mtime: SystemTime,
+    size: u64,
+    digest: String,
+    /// `#include` directives, as (name, quoted).
+    includes: Arc<Vec<(String, bool)>>,
+}
+
+/// Per-process memory of file digests and tool identities, so a header
+/// shared by many units is read once and `cc --version` runs once.
+#[derive(Debug, Default)]
+pub struct KeyContext {
+    files: Mutex<HashMap<PathBuf, FileMemo>>,
+    tools: Mutex<HashMap<PathBuf, (SystemTime, u64, ToolIdentity)>>,
+    /// Where `--version` outputs are persisted across processes (the cache's
+    /// `tools/` dir), so a fully warm run starts no compiler process at all.
+    tool_store: Option<PathBuf>,
+}
+
+/// A file modified this recently may be modified again within the same
+/// timestamp tick without changing size; such files are not memoised (the
+/// "racy git" problem), so an edit is never hidden by the memo.
+const RACY_WINDOW: Duration = Duration::from_secs(2);
+
+impl KeyContext {
+    pub fn new(tool_store: Option<PathBuf>) -> Self {
+        KeyContext {
+            tool_store,
+            ..KeyContext::default()
+        }
+    }
+
+    /// Drops memoised file digests (tool identities are kept): the next key
+    /// computation reads and hashes every file again.
+    pub fn forget_files(&self) {
+        self.files
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+
+    fn file(&self, abs: &Path) -> std::io::Result<FileMemo> {
+        let meta = std::fs::metadata(abs)?;
+        let mtime = meta.modified().unwrap_or(UNIX_EPOCH);
+        let size = meta.len();
+        {
+            let files = self.files.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(m) = files.get(abs)
+                && m.mtime == mtime
+                && m.size == size
+            {
+                return Ok(m.clone());
+            }
+        }
+        let bytes = std::fs::read(abs)?;
+        let memo = FileMemo {
+            mtime,
+            size,
+            digest: blake3::hash(&bytes).to_hex().to_string(),
+            includes: Arc::new(includes(&bytes)),
+        };
+        let settled = SystemTime::now()
+            .duration_since(mtime)
+            .is_ok_and(|age| age >= RACY_WINDOW);
+        if settled && bytes.len() as u64 == size {
+            self.files
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(abs.to_path_buf(), memo.clone());
+        }
+        Ok(memo)
+    }
+
+    /// Resolved path, content digest and `--version` output of `program`.
+    pub fn tool(&self, program: &Path) -> ToolIdentity {
+        let Some(resolved) = resolve_program(program) else {
+            return ToolIdentity {
+                path: program.display().to_string(),
+                digest: "not found".into(),
+                version: String::new(),
+            };
+        };
+        let meta = std::fs::metadata(&resolved).ok();
+        let mtime = meta
+            .as_ref()
+            .and_then(|m| m.modified().ok())
+            .unwrap_or(UNIX_EPOCH);
+        let size = meta.as_ref().map_or(0, |m| m.len());
+        {
+            let tools = self.tools.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some((t, s, id)) = tools.get(&resolved)
+                && *t == mtime
+                && *s == size
+            {
+                return id.clone();
+            }
+        }
+        let digest = match self.file(&resolved) {
+            Ok(m) => m.digest,
+            Err(e) => format!("unreadable: {e}"),
+        };
+        let version = self.tool_version(&resolved, &digest);
+        let id = ToolIdentity {
+            path: resolved.display().to_string(),
+            digest,
+            version,
+        };
+        self.tools
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(resolved, (mtime, size, id.clone()));
+        id
+    }
+
+    fn tool_version(&self, resolved: &Path, digest: &str) -> String {
+        let mut h = KeyHasher::new("tool-version");
+        h.path("path", resolved);
+        h.str("digest", digest);
+        let stored = self
+            .tool_store
+            .as_ref()
+            .map(|dir| dir.join(format!("{}.txt", h.finish().to_hex())));
+        if let Some(text) = stored
+            .as_ref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+        {
+            return text;
+        }
+        let version = match Command::new(resolved)
+            .arg("--version")
+            .stdin(Stdio::null())
+            .output()
+        {
+            Ok(out) => {
+                let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+                text.push_str(&String::from_utf8_lossy(&out.stderr));
+                if !out.status.success() {
+                    text.push_str(&format!("\n({})", out.status));
+                }
+                text.trim_end().to_owned()
+            }
+            Err(e) => format!("could not run --version: {e}"),
+        };
+        if let Some(path) = stored {
+            // Best effort: without it the next process just runs --version.
+            let _ = crate::cache::write_atomically(&path, version.as_bytes());
+        }
+        version
+    }
+}
+
+fn host() -> String {
+    format!("{}-{}", std::env::consts::OS, std::env::consts::ARCH)
+}
+
+fn digest_str(text: &str) -> String {
+    blake3::hash(text.as_bytes()).to_hex().to_string()
+}
+
+fn path_str(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+fn common_inputs(inputs: &mut KeyInputs, schema: u32, kind: &str, tc: &Toolchain) {
+    inputs.set("schema", schema.to_string());
+    inputs.set("kind", kind);
+    inputs.set("logic", crate::COMPILE_LOGIC_TOKEN);
+    inputs.set("platform", tc.platform.clone());
+    inputs.set("host", host());
+}
+
+fn tool_inputs(inputs: &mut KeyInputs, role: &str, id: &ToolIdentity) {
+    inputs.set(format!("{role}.path"), id.path.clone());
+    inputs.set(format!("{role}.digest"), id.digest.clone());
+    inputs.set(format!("{role}.version"), id.version.clone());
+}
+
+fn unit_inputs(
+    inputs: &mut KeyInputs,
+    source: &Path,
+    include_dirs: &[PathBuf],
+    defines: &[(String, String)],
+) {
+    inputs.set("source", path_str(source));
+    inputs.list("include_dirs", include_dirs.iter().map(|d| path_str(d)));
+    inputs.list(
+        "defines",
+        defines.iter().map(|(n, v)| {
+            if v.is_empty() {
+                n.clone()
+            } else {
+                format!("{n}={v}")
+            }
+        }),
+    );
+}
+
+impl KeyContext {
+    /// Every input of an incore unit's key.
+    pub fn incore_inputs(
+        &self,
+        schema: u32,
+        tc: &Toolchain,
+        root: &Path,
+        unit: &IncoreUnit,
+    ) -> Result<KeyInputs, CompileError> {
+        let mut inputs = KeyInputs::default();
+        common_inputs(&mut inputs, schema, "incore", tc);
+        inputs.set("core", unit.core.as_str());
+        tool_inputs(&mut inputs, "compiler", &self.tool(&tc.compiler));
+        tool_inputs(&mut inputs, "linker", &self.tool(&tc.linker));
+        inputs.list("flags.incore", tc.incore_flags.iter().cloned());
+        inputs.list("flags.core", tc.core_flags(unit.core).iter().cloned());
+        inputs.list("flags.builtins", tc.builtins_flags.iter().cloned());
+        inputs.list("flags.link", tc.link_flags.iter().cloned());
+        inputs.set("link_script", digest_str(&tc.link_script));
+        inputs.set("builtins_source", digest_str(&tc.builtins_source));
+        inputs.set("extraction", tc.extraction.to_string());
+        unit_inputs(&mut inputs, &unit.source, &unit.include_dirs, &unit.defines);
+        self.source_inputs(&mut inputs, root, &unit.source, &unit.include_dirs)?;
+        Ok(inputs)
+    }
+
+    /// Every input of an orchestration's key. The orchestration is linked by
+    /// the compiler driver, so the compiler identity covers its linker.
+    pub fn orch_inputs(
+        &self,
+        schema: u32,
+        tc: &Toolchain,
+        root: &Path,
+        unit: &OrchUnit,
+    ) -> Result<KeyInputs, CompileError> {
+        let mut inputs = KeyInputs::default();
+        common_inputs(&mut inputs, schema, "orchestration", tc);
+        tool_inputs(&mut inputs, "compiler", &self.tool(&tc.compiler));
+        inputs.list("flags.orch", tc.orch_flags.iter().cloned());
+        unit_inputs(&mut inputs, &unit.source, &unit.include_dirs, &unit.defines);
+        self.source_inputs(&mut inputs, root, &unit.source, &unit.include_dirs)?;
+        Ok(inputs)
+    }
+
+    /// `file:<path>` = content digest for the source and every resolvable
+    /// header it includes, transitively; `includes:<path>` = the resolved
+    /// include edges of each file, in directive order.
+    fn source_inputs(
+        &self,
+        inputs: &mut KeyInputs,
+        root: &Path,
+        source: &Path,
+        include_dirs: &[PathBuf],
+    ) -> Result<(), CompileError> {
+        let first = self.file(&root.join(source)).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                CompileError::MissingSource {
+                    path: source.to_path_buf(),
+                    root: root.to_path_buf(),
+                }
+            } else {
+                CompileError::Read {
+                    path: source.to_path_buf(),
+                    source: e,
+                }
+            }
+        })?;
+        let mut pending = vec![(source.to_path_buf(), first)];
+        let mut seen = std::collections::BTreeSet::from([source.to_path_buf()]);
+        while let Some((file, memo)) = pending.pop() {
+            inputs.set(format!("file:{}", path_str(&file)), memo.digest.clone());
+            let mut edges = Vec::new();
+            for (name, quoted) in memo.includes.iter() {
+                let Some(found) = resolve_include(root, &file, name, *quoted, include_dirs) else {
+                    continue;
+                };
+                edges.push(path_str(&found));
+                if !seen.insert(found.clone()) {
+                    continue;
+                }
+                let memo = self
+                    .file(&root.join(&found))
+                    .map_err(|source| CompileError::Read {
+                        path: found.clone(),
+                        source,
+                    })?;
+                pending.push((found, memo));
+            }
+            if !edges.is_empty() {
+                inputs.list(&format!("includes:{}", path_str(&file)), edges);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Inputs of a callable entry: the orchestration key and the incore keys
+/// it uses, in `func_id` order.
+pub fn callable_inputs(
+    schema: u32,
+    orch_symbol: &str,
+    orch: UnitKey,
+    incores: &[(u32, &str, crate::unit::CoreType, UnitKey)],
+) -> KeyInputs {
+    let mut inputs = KeyInputs::default();
+    inputs.set("schema", schema.to_string());
+    inputs.set("kind", "callable");
+    inputs.set("orchestration", orch.to_hex());
+    inputs.set("orchestration.symbol", orch_symbol);
+    for (func_id, name, core, key) in incores {
+        // Zero-padded so the sorted field order is func_id order.
+        inputs.set(
+            format!("incore.{func_id:010}"),
+            format!("{name} {core} {key}"),
+        );
+    }
+    inputs
+}
+
+/// Identity of an incore unit's compile command, without reading any file.
+/// Units with equal descriptors compile identically within one build.
+pub(crate) fn incore_descriptor(unit: &IncoreUnit) -> UnitKey {
+    let mut h = KeyHasher::new("incore-descriptor");
+    h.str("core", unit.core.as_str());
+    hash_common(&mut h, &unit.source, &unit.include_dirs, &unit.defines);
+    h.finish()
+}
+
+pub(crate) fn orch_descriptor(unit: &OrchUnit) -> UnitKey {
+    let mut h = KeyHasher::new("orch-descriptor");
+    hash_common(&mut h, &unit.source, &unit.include_dirs, &unit.defines);
+    h.finish()
 }
 
 fn hash_common(
@@ -103,84 +476,28 @@ fn hash_common(
     }
 }
 
-/// Identity of an incore unit's compile command, without reading any file.
-/// Units with equal descriptors compile identically within one build.
-pub(crate) fn incore_descriptor(unit: &IncoreUnit) -> UnitKey {
-    let mut h = KeyHasher::new("incore-descriptor");
-    h.str("core", unit.core.as_str());
-    hash_common(&mut h, &unit.source, &unit.include_dirs, &unit.defines);
-    h.finish()
-}
-
-pub(crate) fn orch_descriptor(unit: &OrchUnit) -> UnitKey {
-    let mut h = KeyHasher::new("orch-descriptor");
-    hash_common(&mut h, &unit.source, &unit.include_dirs, &unit.defines);
-    h.finish()
-}
-
-/// The full key of an incore unit: descriptor, toolchain and file contents.
-pub fn incore_key(tc: &Toolchain, root: &Path, unit: &IncoreUnit) -> Result<UnitKey, CompileError> {
-    let mut h = KeyHasher::new("incore");
-    hash_toolchain(&mut h, tc);
-    h.str("core", unit.core.as_str());
-    hash_common(&mut h, &unit.source, &unit.include_dirs, &unit.defines);
-    hash_sources(&mut h, root, &unit.source, &unit.include_dirs)?;
-    Ok(h.finish())
-}
-
-pub fn orch_key(tc: &Toolchain, root: &Path, unit: &OrchUnit) -> Result<UnitKey, CompileError> {
-    let mut h = KeyHasher::new("orch");
-    hash_toolchain(&mut h, tc);
-    hash_common(&mut h, &unit.source, &unit.include_dirs, &unit.defines);
-    hash_sources(&mut h, root, &unit.source, &unit.include_dirs)?;
-    Ok(h.finish())
-}
-
-/// Hashes the source and, transitively, every header it includes that can
-/// be resolved. Conditional includes are followed regardless of the
-/// condition: hashing a header too many only costs a spurious rebuild.
-fn hash_sources(
-    h: &mut KeyHasher,
-    root: &Path,
-    source: &Path,
-    include_dirs: &[PathBuf],
-) -> Result<(), CompileError> {
-    let text = std::fs::read(root.join(source)).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            CompileError::MissingSource {
-                path: source.to_path_buf(),
-                root: root.to_path_buf(),
-            }
-        } else {
-            CompileError::Read {
-                path: source.to_path_buf(),
-                source: e,
-            }
-        }
-    })?;
-    h.field("source_text", &text);
-
-    let mut seen = BTreeSet::new();
-    let mut pending = vec![(source.to_path_buf(), text)];
-    while let Some((file, text)) = pending.pop() {
-        for (name, quoted) in includes(&text) {
-            let Some(found) = resolve_include(root, &file, &name, quoted, include_dirs) else {
-                continue;
-            };
-            if !seen.insert(found.clone()) {
-                continue;
-            }
-            let contents =
-                std::fs::read(root.join(&found)).map_err(|source| CompileError::Read {
-                    path: found.clone(),
-                    source,
-                })?;
-            h.path("header", &found);
-            h.field("header_text", &contents);
-            pending.push((found, contents));
-        }
+/// Which unit a cache entry was built for, stable across edits of its
+/// inputs: used to find "the unit's last entry" when explaining a miss.
+pub(crate) fn unit_identity(inputs: &KeyInputs) -> UnitKey {
+    let mut h = KeyHasher::new("unit-identity");
+    for field in ["kind", "platform", "core", "source"] {
+        h.str(field, inputs.get(field).unwrap_or(""));
     }
-    Ok(())
+    h.finish()
+}
+
+/// The full key of an incore unit (fresh context, current schema).
+pub fn incore_key(tc: &Toolchain, root: &Path, unit: &IncoreUnit) -> Result<UnitKey, CompileError> {
+    Ok(KeyContext::default()
+        .incore_inputs(CACHE_SCHEMA, tc, root, unit)?
+        .key())
+}
+
+/// The full key of an orchestration (fresh context, current schema).
+pub fn orch_key(tc: &Toolchain, root: &Path, unit: &OrchUnit) -> Result<UnitKey, CompileError> {
+    Ok(KeyContext::default()
+        .orch_inputs(CACHE_SCHEMA, tc, root, unit)?
+        .key())
 }
 
 fn resolve_include(
@@ -259,7 +576,7 @@ mod tests {
         let after = incore_key(&tc, root, &unit("k.c")).expect("key");
         assert_ne!(before, after, "a nested header change must change the key");
 
-        let other_tc = tc.clone().with_compiler("/usr/bin/gcc");
+        let other_tc = tc.clone().with_compiler("/bin/sh");
         assert_ne!(
             after,
             incore_key(&other_tc, root, &unit("k.c")).expect("key")
@@ -270,10 +587,59 @@ mod tests {
     }
 
     #[test]
+    fn inputs_name_files_by_relative_path_with_include_edges() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("inc")).expect("mkdir");
+        std::fs::write(root.join("k.c"), "#include \"h.h\"\n#include <stdio.h>\n").expect("w");
+        std::fs::write(root.join("inc/h.h"), "int x;\n").expect("write");
+        let tc = Toolchain::builtin("a5sim").expect("tc");
+        let inputs = KeyContext::default()
+            .incore_inputs(CACHE_SCHEMA, &tc, root, &unit("k.c"))
+            .expect("inputs");
+        assert_eq!(inputs.get("includes:k.c"), Some(r#"["inc/h.h"]"#));
+        assert_eq!(
+            inputs.get("file:inc/h.h"),
+            Some(blake3::hash(b"int x;\n").to_hex().as_str())
+        );
+        assert!(
+            !inputs.0.keys().any(|k| k.contains("stdio")),
+            "system headers are left to the compiler identity"
+        );
+        assert!(
+            inputs
+                .get("compiler.version")
+                .is_some_and(|v| !v.is_empty())
+        );
+    }
+
+    #[test]
+    fn same_tree_at_another_path_has_the_same_key() {
+        let tc = Toolchain::builtin("a5sim").expect("tc");
+        let keys: Vec<UnitKey> = (0..2)
+            .map(|_| {
+                let dir = tempfile::tempdir().expect("tempdir");
+                std::fs::create_dir_all(dir.path().join("inc")).expect("mkdir");
+                std::fs::write(dir.path().join("k.c"), "#include \"h.h\"\n").expect("w");
+                std::fs::write(dir.path().join("inc/h.h"), "int x;\n").expect("w");
+                incore_key(&tc, dir.path(), &unit("k.c")).expect("key")
+            })
+            .collect();
+        assert_eq!(keys[0], keys[1]);
+    }
+
+    #[test]
     fn missing_source_is_named() {
         let dir = tempfile::tempdir().expect("tempdir");
         let tc = Toolchain::builtin("a5sim").expect("tc");
         let err = incore_key(&tc, dir.path(), &unit("nope/k.c")).expect_err("missing");
         assert!(err.to_string().contains("nope/k.c"), "{err}");
+    }
+
+    #[test]
+    fn hex_round_trips() {
+        let key = UnitKey([7; 32]);
+        assert_eq!(UnitKey::from_hex(&key.to_hex()), Some(key));
+        assert_eq!(UnitKey::from_hex("zz"), None);
     }
 }

@@ -16,15 +16,19 @@
 //! What this crate deliberately does NOT do: it knows nothing of devices,
 //! runtimes or scene files. Callers describe units with paths relative to a
 //! root ([`CallableSpec`]); loading, running and checking results belong to
-//! other crates. It keeps artifacts in memory only; a persistent cache
-//! would key on [`UnitKey`] and [`COMPILE_LOGIC_TOKEN`].
+//! other crates. Artifacts are shared across processes through the
+//! persistent, content-addressed [`cache`] (enable it with
+//! [`BuildOptions::cache`]), keyed by [`UnitKey`]s that include
+//! [`COMPILE_LOGIC_TOKEN`].
 
 mod builder;
+pub mod cache;
 mod compile;
 mod error;
 pub mod image;
 pub mod key;
 mod link;
+pub mod outline;
 mod plan;
 mod process;
 mod report;
@@ -32,9 +36,11 @@ pub mod toolchain;
 mod unit;
 
 pub use builder::{BuildOptions, Builder};
+pub use cache::{CacheConfig, InputChange, MissReason, PrunePolicy};
 pub use error::{BuildError, BuildSetupError, CompileError, Stage, UnitFailure};
 pub use image::{ImageError, extract_text_image};
-pub use key::UnitKey;
+pub use key::{CACHE_SCHEMA, UnitKey};
+pub use outline::{PlanOutline, PlannedUnit, plan_outline, render_commands};
 pub use report::{BuildOutput, Observer, UnitKind, UnitOutcome, UnitReport};
 pub use toolchain::{Extraction, Toolchain, ToolchainError};
 pub use unit::{

@@ -19,6 +19,24 @@ pub(crate) fn link_incore(
     out: &Path,
     cwd: &Path,
 ) -> Result<(), CompileError> {
+    Invocation {
+        role: "linker",
+        stage: Stage::Link,
+        program: &tc.linker,
+        args: link_args(tc, script, objects, out),
+        cwd,
+    }
+    .run()
+}
+
+/// The linker arguments of [`link_incore`]; shared with
+/// [`crate::outline::render_commands`] so rendered commands cannot drift.
+pub(crate) fn link_args(
+    tc: &Toolchain,
+    script: &Path,
+    objects: &[&Path],
+    out: &Path,
+) -> Vec<OsString> {
     let mut args: Vec<OsString> = tc.link_flags.iter().map(OsString::from).collect();
     if tc.extraction == crate::toolchain::Extraction::Elf {
         args.push("-T".into());
@@ -27,14 +45,7 @@ pub(crate) fn link_incore(
     args.push("-o".into());
     args.push(out.as_os_str().to_owned());
     args.extend(objects.iter().map(|o| o.as_os_str().to_owned()));
-    Invocation {
-        role: "linker",
-        stage: Stage::Link,
-        program: &tc.linker,
-        args,
-        cwd,
-    }
-    .run()
+    args
 }
 
 /// Reads a linked kernel and extracts its validated text image.

@@ -3,7 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::cache::MissReason;
 use crate::error::BuildError;
+use crate::key::UnitKey;
 use crate::unit::{ChipCallable, CoreType};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -14,9 +16,12 @@ pub enum UnitKind {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum UnitOutcome {
+    /// The compiler ran; [`UnitReport::miss`] says why.
     Compiled,
-    /// Taken from an earlier build (in this process, for now).
+    /// Taken from an earlier build of the same `Builder` (in-process memo).
     Reused,
+    /// Taken from the persistent cache (verified before use).
+    Cached,
     Failed,
 }
 
@@ -28,7 +33,14 @@ pub struct UnitReport {
     pub unit: String,
     pub kind: UnitKind,
     pub outcome: UnitOutcome,
+    /// Compile time for `Compiled`, lookup time for `Cached`.
     pub duration: Duration,
+    /// The unit's content key, when it could be computed.
+    pub key: Option<UnitKey>,
+    /// Why the compiler had to run: set for `Compiled` (and for `Failed`
+    /// units that reached the compiler), `None` otherwise. Render it with
+    /// `Display` (e.g. for `scene compile --explain`).
+    pub miss: Option<MissReason>,
 }
 
 /// Called as each unit finishes, from the thread that called `build_all`.

@@ -174,7 +174,7 @@ pub extern "C" fn scene_rt_open(
         } else {
             cstr(options, "options")?
         };
-        let opts = Options::parse(opts)?;
+        let opts = Options::parse(opts)?.for_device(device_id);
         let dev = Arc::new(Device::open(device_id, opts)?);
         let token = Box::new(SceneDevice { _id: device_id });
         let ptr = std::ptr::from_ref::<SceneDevice>(&token).cast_mut();

@@ -27,6 +27,9 @@ pub struct Faults {
     pub fatal_on_run: Option<u64>,
     /// `hang`: runs never finish; they end only by the timeout.
     pub hang: bool,
+    /// `fault_device=N`: the faults apply to device N only (so a test can
+    /// break one card of a pool and watch the others carry on).
+    pub only_device: Option<u32>,
 }
 
 /// Options of one open device.
@@ -67,6 +70,17 @@ fn parse_num(key: &str, value: &str) -> RtResult<u64> {
 }
 
 impl Options {
+    /// The options as they apply to `device_id`: faults aimed at another
+    /// device (`fault_device`) are dropped.
+    pub fn for_device(mut self, device_id: i32) -> Options {
+        if let Some(only) = self.faults.only_device
+            && i64::from(only) != i64::from(device_id)
+        {
+            self.faults = Faults::default();
+        }
+        self
+    }
+
     /// Parses `key=value;...`; empty items are ignored, unknown keys are errors.
     pub fn parse(s: &str) -> RtResult<Options> {
         let mut o = Options::default();
@@ -109,12 +123,22 @@ impl Options {
                     let n = parse_num(key, value)?;
                     o.timeout = (n > 0).then(|| Duration::from_millis(n));
                 }
+                "fault_device" => {
+                    let n = parse_num(key, value)?;
+                    let n = u32::try_from(n).map_err(|_| {
+                        RtError::Invalid(format!("option `fault_device`: {n} is not a device id"))
+                    })?;
+                    o.faults.only_device = Some(n);
+                }
                 "fault" => {
                     for f in value.split(',').map(str::trim).filter(|f| !f.is_empty()) {
                         if f == "hang" {
                             o.faults.hang = true;
                         } else if f == "none" {
-                            o.faults = Faults::default();
+                            o.faults = Faults {
+                                only_device: o.faults.only_device,
+                                ..Faults::default()
+                            };
                         } else if let Some(k) = f.strip_prefix("fatal_on_run:") {
                             let k = parse_num("fault=fatal_on_run", k)?;
                             if k == 0 {
@@ -132,7 +156,7 @@ impl Options {
                 }
                 _ => {
                     return Err(RtError::Invalid(format!(
-                        "unknown option `{key}` (known: platform, aic, aiv, arena_mb, timeout_ms, fault)"
+                        "unknown option `{key}` (known: platform, aic, aiv, arena_mb, timeout_ms, fault, fault_device)"
                     )));
                 }
             }
@@ -155,6 +179,13 @@ impl Options {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn faults_can_target_one_device() {
+        let o = Options::parse("fault=fatal_on_run:1;fault_device=1").unwrap();
+        assert_eq!(o.clone().for_device(1).faults.fatal_on_run, Some(1));
+        assert_eq!(o.for_device(0).faults, Faults::default());
+    }
 
     #[test]
     fn defaults_and_values() {

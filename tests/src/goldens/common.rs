@@ -25,7 +25,8 @@ pub fn scene_expf(x: f32) -> f32 {
     if x < -103.97 {
         return 0.0;
     }
-    let ln2: f32 = 0.693_147_18;
+    // Same f32 as the C literal 0.69314718056f.
+    let ln2 = std::f32::consts::LN_2;
     let t = x * (1.0f32 / ln2);
     let k = (t + if t >= 0.0 { 0.5 } else { -0.5 }) as i32;
     let kf = k as f32;

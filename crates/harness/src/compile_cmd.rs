@@ -1,0 +1,354 @@
+//! `scene compile`: the compile stage alone, as a warm-up.
+//!
+//! Builds every callable the selection would run with the same specs
+//! (`callable_spec`) and the same toolchain `scene run` and the test target
+//! use, so a later run finds the same unit keys. All units of all selected
+//! scenes go through one `Builder::build_all`, i.e. one deduplicated plan on
+//! one global budget of `--compile-workers` tool processes.
+//!
+//! It deliberately builds a `Builder` directly instead of a `Session`: a
+//! session owns a card pool, and a warm-up must never touch a card lock or
+//! load the runtime library (it can run while every card is busy).
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::num::NonZeroUsize;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::Args;
+use scene_kernels::{
+    BuildOutput, CallableSpec, Observer, UnitKind, UnitOutcome, UnitReport, plan_outline,
+};
+
+use crate::cli::{Layout, Selection, load_scenes, parse_workers};
+use crate::pipeline::{RunConfig, callable_spec, compile_builder, select_cases};
+use crate::scene::Scene;
+
+#[derive(Debug, Args)]
+pub struct CompileArgs {
+    #[command(flatten)]
+    pub(crate) selection: Selection,
+    /// Bound on live compiler/linker processes across all selected scenes [default: available parallelism].
+    #[arg(long, env = "SCENE_COMPILE_WORKERS", value_name = "N", value_parser = parse_workers)]
+    pub(crate) compile_workers: Option<NonZeroUsize>,
+    /// Print only failures and the summary.
+    #[arg(short, long)]
+    pub(crate) quiet: bool,
+    /// Print every unit with the reason it was compiled or reused.
+    #[arg(long)]
+    pub(crate) explain: bool,
+}
+
+/// How a finished callable counts in the summary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CallableOutcome {
+    /// Every unit came from an earlier build; no compiler ran for it.
+    Cached,
+    /// At least one unit was compiled, and all succeeded.
+    Compiled,
+    Failed,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Tally {
+    cached: usize,
+    compiled: usize,
+    failed: usize,
+}
+
+impl Tally {
+    fn add(&mut self, outcome: CallableOutcome) {
+        match outcome {
+            CallableOutcome::Cached => self.cached += 1,
+            CallableOutcome::Compiled => self.compiled += 1,
+            CallableOutcome::Failed => self.failed += 1,
+        }
+    }
+
+    fn total(&self) -> usize {
+        self.cached + self.compiled + self.failed
+    }
+
+    fn summary_line(&self, seconds: f64) -> String {
+        format!(
+            "compiled {} callables: {} cached, {} compiled, {} failed in {seconds:.2} s",
+            self.total(),
+            self.cached,
+            self.compiled,
+            self.failed
+        )
+    }
+}
+
+/// `compiled`, `reused`, `cached`, `failed`: the variant name, so an
+/// outcome added later prints without a change here.
+fn outcome_word(outcome: UnitOutcome) -> String {
+    format!("{outcome:?}").to_lowercase()
+}
+
+fn kind_label(kind: UnitKind) -> String {
+    match kind {
+        UnitKind::Incore { func_id, core } => format!("{core}, func_id {func_id}"),
+        UnitKind::Orchestration => "orchestration".to_string(),
+    }
+}
+
+fn unit_line(report: &UnitReport) -> String {
+    format!(
+        "{} {} ({}) {:.3} s",
+        outcome_word(report.outcome),
+        report.unit,
+        kind_label(report.kind),
+        report.duration.as_secs_f64()
+    )
+}
+
+/// Why a unit was (or was not) compiled: the builder's miss reason when
+/// the compiler ran, else what the outcome implies.
+fn explanation(report: &UnitReport) -> String {
+    if let Some(miss) = &report.miss {
+        return miss.to_string();
+    }
+    match report.outcome {
+        UnitOutcome::Cached => "found in the persistent cache".to_string(),
+        UnitOutcome::Reused => "already built by this process".to_string(),
+        UnitOutcome::Failed => "failed before reaching the compiler (see below)".to_string(),
+        UnitOutcome::Compiled => "compiled (no reason recorded)".to_string(),
+    }
+}
+
+/// `<unit line> [key <16 hex>]: <explanation>`, for `--explain`.
+fn explain_line(report: &UnitReport) -> String {
+    let key = report
+        .key
+        .map(|k| k.to_hex()[..16].to_string())
+        .unwrap_or_else(|| "-".to_string());
+    format!("{} [key {key}]: {}", unit_line(report), explanation(report))
+}
+
+/// Per-unit progress: a bar on a terminal, plain lines otherwise.
+fn observer(
+    total: usize,
+    quiet: bool,
+    explain: bool,
+) -> (Observer, Option<indicatif::ProgressBar>) {
+    if explain {
+        let obs: Observer = Arc::new(|r: &UnitReport| {
+            println!("{}", explain_line(r));
+        });
+        return (obs, None);
+    }
+    if quiet {
+        return (Arc::new(|_: &UnitReport| {}), None);
+    }
+    if std::io::stderr().is_terminal() {
+        let bar = indicatif::ProgressBar::new(total as u64);
+        if let Ok(style) =
+            indicatif::ProgressStyle::with_template("{elapsed:>4} [{bar:30}] {pos}/{len} {msg}")
+        {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        let progress = bar.clone();
+        let obs: Observer = Arc::new(move |r: &UnitReport| {
+            if r.outcome == UnitOutcome::Failed {
+                // Failures stay on screen above the bar; details follow at the end.
+                progress.println(unit_line(r));
+            }
+            progress.set_message(r.unit.clone());
+            progress.inc(1);
+        });
+        return (obs, Some(bar));
+    }
+    (
+        Arc::new(|r: &UnitReport| println!("{}", unit_line(r))),
+        None,
+    )
+}
+
+/// The outcome of each of the units every callable uses, matched by plan
+/// position (the builder reports units in plan order).
+fn callable_outcomes(specs: &[CallableSpec], out: &BuildOutput) -> Vec<CallableOutcome> {
+    let outline = plan_outline(specs);
+    let by_index = out.units.len() == outline.units.len();
+    // Fallback in case a future builder reports fewer units (e.g. skips):
+    // match by the `<scene>/<name>` the plan and the report share.
+    let by_name: HashMap<&str, UnitOutcome> = out
+        .units
+        .iter()
+        .map(|u| (u.unit.as_str(), u.outcome))
+        .collect();
+    let outcome_of = |idx: usize| -> Option<UnitOutcome> {
+        if by_index {
+            out.units.get(idx).map(|u| u.outcome)
+        } else {
+            let name = outline.units.get(idx)?.display.as_str();
+            by_name.get(name).copied()
+        }
+    };
+    out.callables
+        .iter()
+        .enumerate()
+        .map(|(i, result)| {
+            if result.is_err() {
+                return CallableOutcome::Failed;
+            }
+            let units = outline
+                .callables
+                .get(i)
+                .cloned()
+                .flatten()
+                .unwrap_or_default();
+            // A unit with no report is counted as compiled: claiming "cached"
+            // must mean no compiler ran.
+            let any_compiled = units.iter().any(|&idx| !is_cached(outcome_of(idx)));
+            if any_compiled {
+                CallableOutcome::Compiled
+            } else {
+                CallableOutcome::Cached
+            }
+        })
+        .collect()
+}
+
+/// Whether a unit's artifact came from an earlier build (this process's
+/// memo or the persistent cache), i.e. no compiler ran for it.
+fn is_cached(outcome: Option<UnitOutcome>) -> bool {
+    matches!(outcome, Some(UnitOutcome::Reused | UnitOutcome::Cached))
+}
+
+/// The distinct scenes of the selected cases, in selection order.
+fn selected_scenes(
+    layout: &Layout,
+    args: &CompileArgs,
+) -> Result<(Vec<Arc<Scene>>, Vec<String>), String> {
+    let (scenes, load_errors) = load_scenes(&layout.scenes_dir)?;
+    let sel = &args.selection;
+    let cases = select_cases(
+        &scenes,
+        sel.filter.as_deref(),
+        &sel.platform,
+        sel.include_manual,
+    );
+    let mut chosen: Vec<Arc<Scene>> = Vec::new();
+    for c in cases {
+        if !chosen.iter().any(|s| s.name == c.scene.name) {
+            chosen.push(c.scene);
+        }
+    }
+    Ok((chosen, load_errors))
+}
+
+/// Runs `scene compile`. Exit 0 when every selected callable built.
+pub(crate) fn run(layout: &Layout, args: &CompileArgs) -> ExitCode {
+    let started = Instant::now();
+    let (scenes, load_errors) = match selected_scenes(layout, args) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    for e in &load_errors {
+        eprintln!("error: {e}");
+    }
+    let sel = &args.selection;
+    if scenes.is_empty() {
+        eprintln!(
+            "warning: no cases selected on {} (filter: {})",
+            sel.platform,
+            sel.filter.as_deref().unwrap_or("none")
+        );
+    }
+    // The run's own configuration (cache dir, toolchain overrides), so the
+    // keys computed here are the ones `scene run` will look up.
+    let mut config = match RunConfig::from_env(&layout.root) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    config.platform = sel.platform.clone();
+    if let Some(n) = args.compile_workers {
+        config.compile_workers = n;
+    }
+    let builder = match compile_builder(&config) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let specs: Vec<CallableSpec> = scenes
+        .iter()
+        .map(|s| callable_spec(s, &config.root, &config.abi_include_dir))
+        .collect();
+
+    let total_units = plan_outline(&specs).units.len();
+    let (obs, bar) = observer(total_units, args.quiet, args.explain);
+    let builder = builder.with_observer(obs);
+    let out = builder.build_all(&specs);
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+
+    let outcomes = callable_outcomes(&specs, &out);
+    let mut tally = Tally::default();
+    for ((scene, result), outcome) in scenes.iter().zip(&out.callables).zip(&outcomes) {
+        tally.add(*outcome);
+        match result {
+            Ok(callable) => {
+                if !args.quiet {
+                    println!(
+                        "ok {} ({} incores, digest {})",
+                        scene.name,
+                        callable.incores.len(),
+                        callable.digest()
+                    );
+                }
+            }
+            Err(e) => {
+                // BuildError names the scene, each failing kernel and the
+                // compiler's own diagnostics.
+                println!("FAIL {}", scene.name);
+                for line in e.to_string().lines() {
+                    println!("    {line}");
+                }
+            }
+        }
+    }
+    // Malformed scenes never became callables but are still failures.
+    for _ in &load_errors {
+        tally.add(CallableOutcome::Failed);
+    }
+    println!("{}", tally.summary_line(started.elapsed().as_secs_f64()));
+    ExitCode::from(if tally.failed == 0 { 0 } else { 1 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_line_has_the_documented_shape() {
+        let t = Tally {
+            cached: 2,
+            compiled: 3,
+            failed: 1,
+        };
+        assert_eq!(
+            t.summary_line(1.234),
+            "compiled 6 callables: 2 cached, 3 compiled, 1 failed in 1.23 s"
+        );
+    }
+
+    #[test]
+    fn outcome_words_are_lowercase_variant_names() {
+        assert_eq!(outcome_word(UnitOutcome::Compiled), "compiled");
+        assert_eq!(outcome_word(UnitOutcome::Reused), "reused");
+        assert_eq!(outcome_word(UnitOutcome::Failed), "failed");
+        assert_eq!(outcome_word(UnitOutcome::Cached), "cached");
+    }
+}

@@ -1,0 +1,174 @@
+//! The manifest stored next to each artifact, and the checks a read makes
+//! before an artifact may be used.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::key::{KeyInputs, UnitKey};
+
+/// What an entry claims to be. Written last, after the artifact.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub schema: u32,
+    /// Hex key the entry was published under.
+    pub key: String,
+    /// Artifact length in bytes.
+    pub size: u64,
+    /// blake3 of the artifact, hex.
+    pub blake3: String,
+    /// `incore`, `orchestration` or `callable`.
+    pub kind: String,
+    /// `<label>/<name>` of the unit that produced it (informational).
+    pub unit: String,
+    /// Seconds the compile took; what a hit saves.
+    pub compile_s: f64,
+    pub created_unix: u64,
+    /// The human-readable key inputs.
+    pub inputs: BTreeMap<String, String>,
+}
+
+impl Manifest {
+    pub fn new(
+        key: UnitKey,
+        artifact: &[u8],
+        inputs: &KeyInputs,
+        unit: &str,
+        compile_s: f64,
+    ) -> Self {
+        Manifest {
+            schema: inputs
+                .get("schema")
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(crate::key::CACHE_SCHEMA),
+            key: key.to_hex(),
+            size: artifact.len() as u64,
+            blake3: blake3::hash(artifact).to_hex().to_string(),
+            kind: inputs.get("kind").unwrap_or("").to_owned(),
+            unit: unit.to_owned(),
+            compile_s,
+            created_unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            inputs: inputs.0.clone(),
+        }
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        // Serialising plain strings and numbers cannot fail.
+        serde_json::to_vec_pretty(self).unwrap_or_default()
+    }
+}
+
+/// Why a stored entry was not accepted. Any of these is a miss: the entry
+/// is removed and the unit recompiled.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Damage {
+    #[error("manifest missing")]
+    MissingManifest,
+    #[error("artifact missing")]
+    MissingArtifact,
+    #[error("manifest unparsable: {0}")]
+    UnparsableManifest(String),
+    #[error("manifest has schema {found}, expected {expected}")]
+    WrongSchema { found: u32, expected: u32 },
+    #[error("manifest is for key {found}")]
+    WrongKey { found: String },
+    #[error("artifact is {found} bytes, manifest says {expected}")]
+    SizeMismatch { expected: u64, found: u64 },
+    #[error("artifact digest {found} does not match the manifest's {expected}")]
+    DigestMismatch { expected: String, found: String },
+}
+
+/// Checks an entry read under `key` and returns its manifest if the
+/// artifact is exactly what the manifest describes.
+pub fn verify(
+    key: UnitKey,
+    schema: u32,
+    manifest: Option<&[u8]>,
+    artifact: Option<&[u8]>,
+) -> Result<Manifest, Damage> {
+    let manifest = manifest.ok_or(Damage::MissingManifest)?;
+    let manifest: Manifest =
+        serde_json::from_slice(manifest).map_err(|e| Damage::UnparsableManifest(e.to_string()))?;
+    if manifest.schema != schema {
+        return Err(Damage::WrongSchema {
+            found: manifest.schema,
+            expected: schema,
+        });
+    }
+    if manifest.key != key.to_hex() {
+        return Err(Damage::WrongKey {
+            found: manifest.key,
+        });
+    }
+    let artifact = artifact.ok_or(Damage::MissingArtifact)?;
+    if artifact.len() as u64 != manifest.size {
+        return Err(Damage::SizeMismatch {
+            expected: manifest.size,
+            found: artifact.len() as u64,
+        });
+    }
+    let digest = blake3::hash(artifact).to_hex().to_string();
+    if digest != manifest.blake3 {
+        return Err(Damage::DigestMismatch {
+            expected: manifest.blake3,
+            found: digest,
+        });
+    }
+    Ok(manifest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::CACHE_SCHEMA;
+
+    fn entry(bytes: &[u8]) -> (UnitKey, Vec<u8>) {
+        let mut inputs = KeyInputs::default();
+        inputs.0.insert("schema".into(), CACHE_SCHEMA.to_string());
+        let key = inputs.key();
+        (
+            key,
+            Manifest::new(key, bytes, &inputs, "s/u", 0.5).to_bytes(),
+        )
+    }
+
+    #[test]
+    fn accepts_exact_bytes_only() {
+        let (key, m) = entry(b"hello");
+        let ok = verify(key, CACHE_SCHEMA, Some(&m), Some(b"hello")).expect("valid");
+        assert_eq!(ok.size, 5);
+        assert!(matches!(
+            verify(key, CACHE_SCHEMA, Some(&m), Some(b"hellp")),
+            Err(Damage::DigestMismatch { .. })
+        ));
+        assert!(matches!(
+            verify(key, CACHE_SCHEMA, Some(&m), Some(b"hell")),
+            Err(Damage::SizeMismatch {
+                expected: 5,
+                found: 4
+            })
+        ));
+        assert_eq!(
+            verify(key, CACHE_SCHEMA, None, Some(b"hello")),
+            Err(Damage::MissingManifest)
+        );
+        assert_eq!(
+            verify(key, CACHE_SCHEMA, Some(&m), None),
+            Err(Damage::MissingArtifact)
+        );
+        assert!(matches!(
+            verify(key, CACHE_SCHEMA, Some(b"garbage"), Some(b"hello")),
+            Err(Damage::UnparsableManifest(_))
+        ));
+        assert!(matches!(
+            verify(UnitKey([9; 32]), CACHE_SCHEMA, Some(&m), Some(b"hello")),
+            Err(Damage::WrongKey { .. })
+        ));
+        assert!(matches!(
+            verify(key, CACHE_SCHEMA + 1, Some(&m), Some(b"hello")),
+            Err(Damage::WrongSchema { .. })
+        ));
+    }
+}

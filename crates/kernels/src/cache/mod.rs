@@ -1,0 +1,434 @@
+//! The persistent, content-addressed kernel cache shared by every process.
+//!
+//! Entries are keyed by [`crate::key::KeyInputs::key`]: incore and
+//! orchestration artifacts one entry per compile unit, plus one callable
+//! entry per assembled callable (the orchestration key and the incore keys
+//! it uses, in `func_id` order). An orchestration edit therefore recompiles
+//! only the orchestration, and an incore shared by several scenes (same
+//! source, flags and toolchain) compiles once.
+//!
+//! Protocol:
+//! - read: unlocked; the manifest and artifact are verified (schema, key,
+//!   size, blake3) before the bytes are used. Any damage is a miss.
+//! - miss: take the key's exclusive lock, read again (another process may
+//!   have published meanwhile), compile, publish, unlock. N processes
+//!   missing the same key run the compiler once.
+//! - publish: artifact then manifest written into a temp dir inside the
+//!   cache, synced, renamed into place (see [`LocalDisk`]).
+//! - damage found under the lock: the entry is removed, a warning names it,
+//!   and the unit recompiles.
+//!
+//! Layout (`<dir>` = `target/scene-cache/` of the workspace by default):
+//!
+//! ```text
+//! <dir>/entries/<aa>/<key>/{artifact,manifest.json}   entries, sharded by key prefix
+//! <dir>/locks/<aa>/<key>.lock                         per-key flock files
+//! <dir>/units/<unit id>.json                          last inputs per unit (explain)
+//! <dir>/tools/<id>.txt                                memoised `--version` outputs
+//! <dir>/stats.jsonl                                   one line per process run
+//! ```
+
+mod explain;
+mod lock;
+mod manifest;
+mod prune;
+mod storage;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde::{Deserialize, Serialize};
+
+pub use explain::{InputChange, MissReason, diff};
+pub use lock::KeyLock;
+pub use manifest::{Damage, Manifest, verify};
+pub use prune::{
+    CacheStats, PrunePolicy, PruneReport, RunStats, VerifyReport, clear, prune, stats, verify_all,
+};
+pub use storage::{EntryInfo, LocalDisk, RawEntry, Storage, StorageError};
+
+use crate::key::{self, KeyInputs, UnitKey};
+
+/// Receives cache warnings (damaged entries, an unusable cache directory).
+pub type WarnSink = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Errors of the cache's own operations (opening, verify, prune, clear).
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    #[error("cache directory `{}` is unusable: {source}", path.display())]
+    Unusable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// How a [`crate::Builder`] uses the persistent cache.
+#[derive(Clone)]
+pub struct CacheConfig {
+    pub dir: PathBuf,
+    /// Part of every key and checked on every read. Always
+    /// [`key::CACHE_SCHEMA`] outside tests that prove a bump invalidates.
+    pub schema: u32,
+    pub prune: PrunePolicy,
+    /// Prune (at most once per process) after the first build that
+    /// published something.
+    pub prune_after_publish: bool,
+    /// Where warnings go; default: `warning: ...` on stderr.
+    pub warn: WarnSink,
+}
+
+impl CacheConfig {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        CacheConfig {
+            dir: dir.into(),
+            schema: key::CACHE_SCHEMA,
+            prune: PrunePolicy::default(),
+            prune_after_publish: true,
+            warn: Arc::new(|msg| eprintln!("warning: {msg}")),
+        }
+    }
+
+    pub fn with_warn(mut self, warn: WarnSink) -> Self {
+        self.warn = warn;
+        self
+    }
+}
+
+impl fmt::Debug for CacheConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CacheConfig")
+            .field("dir", &self.dir)
+            .field("schema", &self.schema)
+            .field("prune", &self.prune)
+            .field("prune_after_publish", &self.prune_after_publish)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The result of reading one key.
+#[derive(Debug)]
+pub enum Lookup {
+    Hit {
+        artifact: Vec<u8>,
+        manifest: Manifest,
+    },
+    Miss,
+    Damaged(Damage),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct UnitRecord {
+    key: String,
+    inputs: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    hits: AtomicU64,
+    misses: AtomicU64,
+    compiles: AtomicU64,
+    compile_us: AtomicU64,
+    saved_us: AtomicU64,
+}
+
+/// An open cache directory.
+pub struct Cache {
+    config: CacheConfig,
+    storage: Box<dyn Storage>,
+    /// Set after a failure to lock or publish: the rest of the process
+    /// compiles without caching instead of failing or warning per unit.
+    disabled: AtomicBool,
+    warned: AtomicBool,
+    pruned: AtomicBool,
+    counters: Counters,
+    damaged: Mutex<Vec<UnitKey>>,
+}
+
+impl fmt::Debug for Cache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cache")
+            .field("config", &self.config)
+            .field("disabled", &self.disabled)
+            .finish_non_exhaustive()
+    }
+}
+
+fn to_us(seconds: f64) -> u64 {
+    (seconds.max(0.0) * 1e6) as u64
+}
+
+impl Cache {
+    /// Creates the directory if needed and checks it can be locked.
+    pub fn open(config: CacheConfig) -> Result<Cache, CacheError> {
+        let dir = &config.dir;
+        let unusable = |source| CacheError::Unusable {
+            path: dir.clone(),
+            source,
+        };
+        std::fs::create_dir_all(dir).map_err(unusable)?;
+        let tag = dir.join("CACHEDIR.TAG");
+        if !tag.exists() {
+            write_atomically(
+                &tag,
+                b"Signature: 8a477f597d28d172789f06886806bc55\n\
+                  # scene kernel cache (scene cache clear removes it)\n",
+            )
+            .map_err(unusable)?;
+        }
+        // Probe: if this fails every key lock would too.
+        let probe = lock::lock(&dir.join("locks").join("probe.lock")).map_err(unusable)?;
+        drop(probe);
+        Ok(Cache {
+            storage: Box::new(LocalDisk::new(dir)),
+            config,
+            disabled: AtomicBool::new(false),
+            warned: AtomicBool::new(false),
+            pruned: AtomicBool::new(false),
+            counters: Counters::default(),
+            damaged: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.config.dir
+    }
+
+    pub fn schema(&self) -> u32 {
+        self.config.schema
+    }
+
+    pub fn storage(&self) -> &dyn Storage {
+        self.storage.as_ref()
+    }
+
+    pub fn is_enabled(&self) -> bool {
+        !self.disabled.load(Ordering::Relaxed)
+    }
+
+    /// Warns once per process and stops using the cache.
+    fn degrade(&self, what: &str) {
+        self.disabled.store(true, Ordering::Relaxed);
+        if !self.warned.swap(true, Ordering::Relaxed) {
+            (self.config.warn)(&format!(
+                "kernel cache `{}` disabled for this run: {what}; compiling without it",
+                self.config.dir.display()
+            ));
+        }
+    }
+
+    /// Reads and verifies `key`. Does not remove damaged entries: an
+    /// unlocked reader may not judge an entry a locked publisher replaces.
+    pub fn lookup(&self, key: &UnitKey) -> Lookup {
+        if !self.is_enabled() {
+            return Lookup::Miss;
+        }
+        let raw = match self.storage.get(key) {
+            Ok(Some(raw)) => raw,
+            Ok(None) => return Lookup::Miss,
+            Err(e) => {
+                self.degrade(&e.to_string());
+                return Lookup::Miss;
+            }
+        };
+        match verify(
+            *key,
+            self.config.schema,
+            raw.manifest.as_deref(),
+            raw.artifact.as_deref(),
+        ) {
+            Ok(manifest) => Lookup::Hit {
+                artifact: raw.artifact.unwrap_or_default(),
+                manifest,
+            },
+            Err(damage) => Lookup::Damaged(damage),
+        }
+    }
+
+    /// Records a hit: refreshes the entry's mtime and counts the time saved.
+    pub fn hit(&self, key: &UnitKey, manifest: &Manifest) {
+        // A failed touch only makes the entry look older to prune.
+        let _ = self.storage.touch(key);
+        if manifest.kind != "callable" {
+            self.counters.hits.fetch_add(1, Ordering::Relaxed);
+            self.counters
+                .saved_us
+                .fetch_add(to_us(manifest.compile_s), Ordering::Relaxed);
+        }
+    }
+
+    /// The key's exclusive lock, or `None` (after one warning) if locking
+    /// is impossible, in which case the caller compiles without caching.
+    pub fn lock(&self, key: &UnitKey) -> Option<KeyLock> {
+        if !self.is_enabled() {
+            return None;
+        }
+        match lock::lock(&lock::lock_path(&self.config.dir, key)) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                self.degrade(&format!("cannot lock: {e}"));
+                None
+            }
+        }
+    }
+
+    /// Removes a damaged entry (call with the key's lock held) and says so.
+    pub fn remove_damaged(&self, key: &UnitKey, unit: &str, damage: &Damage) {
+        let path = LocalDisk::new(&self.config.dir).entry_dir(key);
+        (self.config.warn)(&format!(
+            "kernel cache entry `{}` (for {unit}) is damaged ({damage}); removed, recompiling",
+            path.display()
+        ));
+        self.damaged
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(*key);
+        if let Err(e) = self.storage.remove(key) {
+            self.degrade(&e.to_string());
+        }
+    }
+
+    /// Why `inputs` had to be compiled, judged against the unit's last entry.
+    pub fn explain(&self, inputs: &KeyInputs) -> MissReason {
+        if !self.is_enabled() {
+            return MissReason::CacheDisabled;
+        }
+        let Some(record) = std::fs::read(self.unit_record_path(inputs))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<UnitRecord>(&b).ok())
+        else {
+            return MissReason::NoPreviousEntry;
+        };
+        if record.key == inputs.key().to_hex() {
+            return MissReason::Evicted;
+        }
+        MissReason::InputsChanged(diff(&record.inputs, &inputs.0))
+    }
+
+    fn unit_record_path(&self, inputs: &KeyInputs) -> PathBuf {
+        self.config
+            .dir
+            .join("units")
+            .join(format!("{}.json", key::unit_identity(inputs).to_hex()))
+    }
+
+    /// Publishes a freshly compiled artifact (call with the key's lock held)
+    /// and remembers its inputs as the unit's last entry.
+    pub fn publish(
+        &self,
+        key: &UnitKey,
+        artifact: &[u8],
+        inputs: &KeyInputs,
+        unit: &str,
+        compile_s: f64,
+    ) -> bool {
+        if !self.is_enabled() {
+            return false;
+        }
+        let manifest = Manifest::new(*key, artifact, inputs, unit, compile_s);
+        if let Err(e) = self.storage.put(key, artifact, &manifest.to_bytes()) {
+            self.degrade(&e.to_string());
+            return false;
+        }
+        if manifest.kind != "callable" {
+            let record = UnitRecord {
+                key: key.to_hex(),
+                inputs: inputs.0.clone(),
+            };
+            let bytes = serde_json::to_vec(&record).unwrap_or_default();
+            // Only explanations depend on it; losing it is harmless.
+            let _ = write_atomically(&self.unit_record_path(inputs), &bytes);
+        }
+        true
+    }
+
+    /// Counts one unit that had to be compiled (successfully or not).
+    pub fn count_compile(&self, seconds: f64) {
+        self.counters.misses.fetch_add(1, Ordering::Relaxed);
+        self.counters.compiles.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .compile_us
+            .fetch_add(to_us(seconds), Ordering::Relaxed);
+    }
+
+    /// Keys removed as damaged by this process.
+    pub fn damaged_keys(&self) -> Vec<UnitKey> {
+        self.damaged
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Runs prune once per process, if configured to after a publish.
+    pub fn prune_after_publish(&self) {
+        if !self.config.prune_after_publish
+            || !self.is_enabled()
+            || self.pruned.swap(true, Ordering::Relaxed)
+        {
+            return;
+        }
+        if let Err(e) = prune(&self.config.dir, &self.config.prune) {
+            (self.config.warn)(&format!("kernel cache prune failed: {e}"));
+        }
+    }
+
+    /// This process's counters so far.
+    pub fn run_stats(&self) -> RunStats {
+        let c = &self.counters;
+        RunStats {
+            unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            pid: std::process::id(),
+            hits: c.hits.load(Ordering::Relaxed),
+            misses: c.misses.load(Ordering::Relaxed),
+            compiles: c.compiles.load(Ordering::Relaxed),
+            compile_s: c.compile_us.load(Ordering::Relaxed) as f64 / 1e6,
+            saved_s: c.saved_us.load(Ordering::Relaxed) as f64 / 1e6,
+        }
+    }
+
+    /// Appends this process's counters to `stats.jsonl` (once, at the end
+    /// of a run; nothing if the cache was not consulted).
+    pub fn write_run_stats(&self) {
+        let stats = self.run_stats();
+        if stats.hits + stats.misses == 0 || !self.is_enabled() {
+            return;
+        }
+        let Ok(mut line) = serde_json::to_vec(&stats) else {
+            return;
+        };
+        line.push(b'\n');
+        let path = self.config.dir.join(prune::STATS_FILE);
+        // One short O_APPEND write per process, so concurrent runs do not
+        // interleave inside a line.
+        let written = std::fs::File::options()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(&line));
+        if let Err(e) = written {
+            (self.config.warn)(&format!(
+                "cannot record cache stats in `{}`: {e}",
+                path.display()
+            ));
+        }
+    }
+}
+
+/// Writes `bytes` to `path` through a temp file and a rename, creating the
+/// parent directory if needed.
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}

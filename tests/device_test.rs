@@ -1,0 +1,358 @@
+//! Device economy, end to end with the real `scene` binary: the card lock
+//! covers device work only, cards are shared safely between processes, and
+//! device faults retire a card without stranding the run.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+
+use common::{TestEnv, copy_scene, read_report};
+use scene_device::{AcquireOptions, CardPool};
+
+fn cases(report: &serde_json::Value) -> Vec<serde_json::Value> {
+    report["cases"].as_array().unwrap().clone()
+}
+
+fn lock_interval(case: &serde_json::Value) -> (f64, f64) {
+    (
+        case["lock"]["acquired_at"].as_f64().unwrap(),
+        case["lock"]["released_at"].as_f64().unwrap(),
+    )
+}
+
+/// For every case of the suite, the card is held only for device work.
+#[test]
+fn lock_covers_only_device_work_for_every_case() {
+    let env = TestEnv::new();
+    let report = env.dir.path().join("report.json");
+    let out = env
+        .scene(&["run", "--report-json", report.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let json = read_report(&report);
+    let cases = cases(&json);
+    assert!(
+        cases.len() >= 18,
+        "expected the whole suite, got {}",
+        cases.len()
+    );
+    for c in &cases {
+        let p = &c["phases"];
+        let held = p["lock_held_s"].as_f64().unwrap();
+        let device = p["device_s"].as_f64().unwrap();
+        assert!(device > 0.0, "{}: no device time", c["name"]);
+        assert!(
+            held <= device + 0.005,
+            "{}: card held {held:.4} s for {device:.4} s of device work",
+            c["name"]
+        );
+        for key in [
+            "compile_s",
+            "fixtures_s",
+            "golden_s",
+            "lock_wait_s",
+            "compare_s",
+        ] {
+            assert!(
+                p[key].as_f64().is_some(),
+                "{}: missing phases.{key}",
+                c["name"]
+            );
+        }
+        let (a, r) = lock_interval(c);
+        assert!(r >= a);
+    }
+    let totals = &json["totals"];
+    assert!(totals["card_seconds_held"].as_f64().unwrap() > 0.0);
+    assert!(totals["device_seconds"].as_f64().unwrap() > 0.0);
+    assert!(totals["held_to_device_ratio"].as_f64().unwrap() >= 1.0);
+    assert!(totals["queueing_seconds"].as_f64().is_some());
+}
+
+/// With card 0 held by someone else, a run on `0,1` makes progress on card 1.
+#[test]
+fn second_card_makes_progress_while_first_is_held() {
+    let env = TestEnv::new();
+    let pool = CardPool::new("0".parse().unwrap(), env.lock_dir.clone()).unwrap();
+    let lease = pool
+        .acquire(1, "device_test holder", AcquireOptions::default())
+        .unwrap();
+    let report = env.dir.path().join("report.json");
+    let out = env
+        .scene(&[
+            "run",
+            "vector_example",
+            "--device",
+            "0,1",
+            "--report-json",
+            report.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    drop(lease);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    for c in cases(&read_report(&report)) {
+        assert_eq!(c["devices"], serde_json::json!([1]), "{c}");
+    }
+}
+
+/// A 2-card case and 1-card cases on a 3-card pool, three processes at a
+/// time, many rounds: no deadlock, and no card is ever held twice at once.
+#[test]
+fn mixed_card_counts_across_processes_never_deadlock() {
+    let env = TestEnv::with_scenes(&[]);
+    let two = copy_scene(&env, "vector_example", "vector_two_cards");
+    let toml = two.join("scene.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(
+        &toml,
+        text.replace("level = 2\n", "level = 2\ndevices = 2\n"),
+    )
+    .unwrap();
+    copy_scene(&env, "vector_example", "vector_one_card");
+
+    let rounds = 4;
+    for round in 0..rounds {
+        let reports: Vec<_> = (0..3)
+            .map(|p| env.dir.path().join(format!("r{round}-{p}.json")))
+            .collect();
+        let children: Vec<_> = reports
+            .iter()
+            .map(|r| {
+                env.scene(&[
+                    "run",
+                    "--device",
+                    "0-2",
+                    "--report-json",
+                    r.to_str().unwrap(),
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+            })
+            .collect();
+        for mut c in children {
+            assert!(
+                c.wait().unwrap().success(),
+                "round {round}: a process failed"
+            );
+        }
+        let mut per_card: std::collections::BTreeMap<u64, Vec<(f64, f64)>> = Default::default();
+        for r in &reports {
+            for c in cases(&read_report(r)) {
+                let devices = c["devices"].as_array().unwrap();
+                let want = if c["scene"] == "vector_two_cards" {
+                    2
+                } else {
+                    1
+                };
+                assert_eq!(devices.len(), want, "{c}");
+                for d in devices {
+                    per_card
+                        .entry(d.as_u64().unwrap())
+                        .or_default()
+                        .push(lock_interval(&c));
+                }
+            }
+        }
+        for (card, mut iv) in per_card {
+            iv.sort_by(|a, b| a.0.total_cmp(&b.0));
+            for w in iv.windows(2) {
+                assert!(w[0].1 <= w[1].0, "card {card} held twice at once: {w:?}");
+            }
+        }
+    }
+}
+
+/// A case that needs more cards than the pool has fails at selection.
+#[test]
+fn too_many_cards_fails_at_selection_without_waiting() {
+    let env = TestEnv::with_scenes(&[]);
+    let big = copy_scene(&env, "vector_example", "vector_four_cards");
+    let toml = big.join("scene.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(
+        &toml,
+        text.replace("level = 2\n", "level = 2\ndevices = 4\n"),
+    )
+    .unwrap();
+    let out = env.scene(&["run", "--device", "0-1"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("needs 4 cards but the pool has 2"),
+        "{stdout}"
+    );
+}
+
+/// Killing the process that holds a card frees the card for the next one.
+#[test]
+fn killing_the_holder_frees_the_card() {
+    let env = TestEnv::new();
+    // The child's runs hang (test-only knob), so it holds card 0 until killed.
+    let mut child = env
+        .scene(&[
+            "run",
+            "vector_example::small",
+            "--case-timeout",
+            "600",
+            "--verbose",
+        ])
+        .env("SCENE_RUNTIME_OPTIONS", "fault=hang")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let line = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.contains("acquired card"))
+        .expect("child never acquired the card");
+    assert!(line.contains("[0]"), "{line}");
+    let pool = CardPool::new("0".parse().unwrap(), env.lock_dir.clone()).unwrap();
+    assert!(
+        pool.try_acquire(1, "device_test").unwrap().is_none(),
+        "card 0 is free while the child holds it"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let lease = pool
+        .try_acquire(1, "device_test")
+        .unwrap()
+        .expect("card still locked right after the holder died");
+    drop(lease);
+}
+
+/// A fault that makes card 0 unusable retires it; the case is re-run on
+/// card 1 and everything passes.
+#[test]
+fn fatal_fault_retires_card_and_cases_pass_elsewhere() {
+    let env = TestEnv::new();
+    let report = env.dir.path().join("report.json");
+    let out = env
+        .scene(&[
+            "run",
+            "vector_example",
+            "--device",
+            "0,1",
+            "--report-json",
+            report.to_str().unwrap(),
+        ])
+        .env(
+            "SCENE_RUNTIME_OPTIONS",
+            "fault=fatal_on_run:1;fault_device=0",
+        )
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cases = cases(&read_report(&report));
+    assert_eq!(cases.len(), 2);
+    for c in &cases {
+        assert_eq!(c["status"], "passed");
+        assert_eq!(c["devices"], serde_json::json!([1]), "{c}");
+    }
+    let notes: Vec<String> = cases
+        .iter()
+        .filter_map(|c| c["message"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|m| m.contains("retired") && m.contains("retrying")),
+        "no retirement note in {notes:?}"
+    );
+}
+
+/// A kernel that never finishes is stopped by the case timeout, the case
+/// fails saying so, and the card goes to the next user.
+#[test]
+fn hung_kernel_is_stopped_by_case_timeout_and_card_is_freed() {
+    let env = TestEnv::new();
+    let hung_report = env.dir.path().join("hung.json");
+    let ok_report = env.dir.path().join("ok.json");
+    let hung = env
+        .scene(&[
+            "run",
+            "vector_example::small",
+            "--case-timeout",
+            "0.5",
+            "--report-json",
+            hung_report.to_str().unwrap(),
+        ])
+        .env("SCENE_RUNTIME_OPTIONS", "fault=hang")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let ok = env
+        .scene(&[
+            "run",
+            "vector_example::odd",
+            "--report-json",
+            ok_report.to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let hung_out = hung.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&hung_out.stdout);
+    assert_eq!(hung_out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("case timeout"), "{stdout}");
+    let ok_status = { ok }.wait().unwrap();
+    assert!(ok_status.success());
+    let a = lock_interval(&cases(&read_report(&hung_report))[0]);
+    let b = lock_interval(&cases(&read_report(&ok_report))[0]);
+    assert!(
+        a.1 <= b.0 || b.1 <= a.0,
+        "lock intervals overlap: {a:?} {b:?}"
+    );
+}
+
+/// Waiting for a busy card says who holds it.
+#[test]
+fn waiting_names_the_holder() {
+    let env = TestEnv::new();
+    let pool = CardPool::new("0".parse().unwrap(), env.lock_dir.clone()).unwrap();
+    let lease = pool
+        .acquire(1, "someone::else", AcquireOptions::default())
+        .unwrap();
+    let mut child = env
+        .scene(&["run", "vector_example::small", "--lock-timeout", "30"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let line = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.contains("waiting"))
+        .expect("no waiting line");
+    assert!(line.contains("someone::else"), "{line}");
+    assert!(
+        line.contains(&format!("pid {}", std::process::id())),
+        "{line}"
+    );
+    assert!(line.contains("waited"), "{line}");
+    drop(lease);
+    for _ in lines {}
+    assert!(child.wait().unwrap().success());
+}
