@@ -260,6 +260,16 @@ pub fn check_name(name: &str) -> Result<&Path, SlotProblem> {
     if path.is_absolute() || path.has_root() {
         return Err(escape("absolute path"));
     }
+    // `Path::components` drops interior `.` and empty segments; the raw
+    // segments are checked too, so a name has exactly one spelling.
+    for seg in name.split('/') {
+        match seg {
+            "" => return Err(escape("empty path component")),
+            "." => return Err(escape("`.` component")),
+            ".." => return Err(escape("`..` component")),
+            _ => {}
+        }
+    }
     for c in path.components() {
         match c {
             Component::Normal(_) => {}
@@ -794,6 +804,8 @@ mod tests {
             "a/../../x",
             "a/./b",
             "./a",
+            "a//b",
+            "a/",
             "a\0b",
         ] {
             assert!(

@@ -17,6 +17,7 @@ pub struct GoldenCtx<'a> {
     pub case: &'a str,
     pub params: &'a BTreeMap<String, i64>,
     pub(crate) tensors: &'a [(String, Tensor)],
+    pub(crate) scalars: &'a [(String, f64)],
     /// Upper bound on threads the golden may use (rayon pool size).
     pub threads: usize,
 }
@@ -34,8 +35,24 @@ impl<'a> GoldenCtx<'a> {
             case,
             params,
             tensors,
+            scalars: &[],
             threads,
         }
+    }
+
+    /// The values of the scene's `[[scalars]]` (literals or bound params).
+    pub fn with_scalars(mut self, scalars: &'a [(String, f64)]) -> Self {
+        self.scalars = scalars;
+        self
+    }
+
+    /// A scalar argument's value, as declared in `[[scalars]]`.
+    pub fn scalar(&self, name: &str) -> Result<f64, GoldenError> {
+        self.scalars
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| *v)
+            .ok_or_else(|| GoldenError::MissingScalar(name.to_string()))
     }
 
     /// The input value of a tensor argument (outputs hold their initial value).
@@ -69,6 +86,8 @@ pub enum GoldenError {
     MissingTensor(String),
     #[error("golden asked for param `{0}`, which the case does not bind")]
     MissingParam(String),
+    #[error("golden asked for scalar `{0}`, which the scene does not declare")]
+    MissingScalar(String),
     #[error("{0}")]
     Failed(String),
 }

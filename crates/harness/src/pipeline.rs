@@ -1009,7 +1009,9 @@ pub fn compute_golden(
             registry.names().collect::<Vec<_>>().join(", ")
         ));
     };
-    let ctx = GoldenCtx::new(&scene.name, &case.name, &case.params, inputs, threads);
+    let scalars = scalar_values(scene, case)?;
+    let ctx = GoldenCtx::new(&scene.name, &case.name, &case.params, inputs, threads)
+        .with_scalars(&scalars);
     pool.install(|| golden_fn(&ctx))
         .map_err(|e| format!("golden `{}`: {e}", scene.golden))
 }
@@ -1036,9 +1038,8 @@ pub fn build_fixtures(scene: &Scene, case: &Case) -> Result<Vec<(String, Tensor)
         .collect()
 }
 
-/// Raw bits of the case's scalar arguments.
-pub fn scalar_bits(scene: &Scene, case: &Case) -> Result<Vec<u64>, String> {
-    use scene_golden::DType;
+/// The case's scalar arguments as numbers, by name, in signature order.
+pub fn scalar_values(scene: &Scene, case: &Case) -> Result<Vec<(String, f64)>, String> {
     scene
         .scalars
         .iter()
@@ -1052,6 +1053,19 @@ pub fn scalar_bits(scene: &Scene, case: &Case) -> Result<Vec<u64>, String> {
                     .ok_or_else(|| format!("scalar `{}`: param `{p}` not bound", s.name))?
                     as f64,
             };
+            Ok((s.name.clone(), v))
+        })
+        .collect()
+}
+
+/// Raw bits of the case's scalar arguments, as the orchestration receives them.
+pub fn scalar_bits(scene: &Scene, case: &Case) -> Result<Vec<u64>, String> {
+    use scene_golden::DType;
+    scene
+        .scalars
+        .iter()
+        .zip(scalar_values(scene, case)?)
+        .map(|(s, (_, v))| {
             Ok(match s.dtype {
                 DType::F32 => u64::from((v as f32).to_bits()),
                 DType::F64 => v.to_bits(),

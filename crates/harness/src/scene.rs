@@ -587,6 +587,12 @@ impl Validator<'_> {
                 ));
             }
             let dtype = self.dtype(&field("dtype"), &s.dtype)?;
+            if matches!(dtype, DType::F16 | DType::BF16 | DType::Bool) {
+                return Err(self.err(
+                    field("dtype"),
+                    format!("{dtype} is not supported for scalars (use an integer type, f32 or f64)"),
+                ));
+            }
             scalars.push(ScalarSpec {
                 name: s.name,
                 dtype,
@@ -871,6 +877,12 @@ params = { N = 8 }
                 .contains("tensors[0].dtype")
         );
         assert!(err_of(&GOOD.replace("[\"a2a3sim\"]", "[\"a9\"]")).contains("unknown platform"));
+    }
+
+    #[test]
+    fn scalar_dtype_must_be_passable() {
+        let e = err_of(&GOOD.replace("dtype = \"i64\"", "dtype = \"bf16\""));
+        assert!(e.contains("scalars[0].dtype"), "{e}");
     }
 
     #[test]

@@ -11,13 +11,11 @@ use scene_harness::{GoldenCtx, GoldenError, GoldenOutputs};
 
 use super::common::{matmul_f32, rms_inv, scene_expf};
 
-/// The scene's `eps` scalar (a literal in scene.toml).
-const EPS: f32 = 1e-5;
 /// RoPE base, as the rope_table kernel hard-codes it (ln 10000 there).
 const LN_ROPE_BASE: f64 = 9.210_340_371_976_184;
 
-fn rmsnorm(x: &[f32], w: &[f32]) -> Vec<f32> {
-    let inv = rms_inv(x, EPS);
+fn rmsnorm(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
+    let inv = rms_inv(x, eps);
     x.iter().zip(w).map(|(&v, &wv)| v * inv * wv).collect()
 }
 
@@ -50,6 +48,8 @@ fn rope(x: &[f32], cs: &[f32], hd: usize) -> Vec<f32> {
 }
 
 pub fn golden(ctx: &GoldenCtx<'_>) -> Result<GoldenOutputs, GoldenError> {
+    // The kernels receive eps as f32 bits.
+    let eps = ctx.scalar("eps")? as f32;
     let h = ctx.size("H")?;
     let nh = ctx.size("NH")?;
     let pos = ctx.size("P")?;
@@ -77,7 +77,7 @@ pub fn golden(ctx: &GoldenCtx<'_>) -> Result<GoldenOutputs, GoldenError> {
     let w_down = ctx.tensor("w_down")?.to_f32_vec();
 
     // Attention block.
-    let xn = rmsnorm(&x, &attn_norm_w);
+    let xn = rmsnorm(&x, &attn_norm_w, eps);
     let q = matmul_f32(&xn, &wq, 1, h, h);
     let k = matmul_f32(&xn, &wk, 1, h, h);
     let v = matmul_f32(&xn, &wv, 1, h, h);
@@ -125,7 +125,7 @@ pub fn golden(ctx: &GoldenCtx<'_>) -> Result<GoldenOutputs, GoldenError> {
     let h1: Vec<f32> = x.iter().zip(&attn_o).map(|(&a, &b)| a + b).collect();
 
     // MLP block.
-    let hn = rmsnorm(&h1, &ffn_norm_w);
+    let hn = rmsnorm(&h1, &ffn_norm_w, eps);
     let g = matmul_f32(&hn, &w_gate, 1, h, f);
     let u = matmul_f32(&hn, &w_up, 1, h, f);
     let act: Vec<f32> = g
