@@ -19,7 +19,9 @@ pub enum DeviceError {
     },
     #[error("cannot lease {requested} card(s) from a pool of {available}")]
     TooManyCards { requested: usize, available: usize },
-    #[error("cannot lease {requested} card(s): only {healthy} healthy (retired after device faults: {retired:?})")]
+    #[error(
+        "cannot lease {requested} card(s): only {healthy} healthy (retired after device faults: {retired:?})"
+    )]
     NotEnoughHealthyCards {
         requested: usize,
         healthy: usize,

@@ -13,9 +13,9 @@
 use std::collections::BTreeSet;
 use std::fmt;
 use std::fs::{File, OpenOptions};
-use std::sync::{Arc, Mutex};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::error::DeviceError;
@@ -181,7 +181,10 @@ impl CardPool {
     /// Cards of the pool not retired, in pool order.
     pub fn healthy(&self) -> Vec<u32> {
         let retired = self.retired_set();
-        self.devices.iter().filter(|c| !retired.contains(c)).collect()
+        self.devices
+            .iter()
+            .filter(|c| !retired.contains(c))
+            .collect()
     }
 
     fn retired_set(&self) -> std::sync::MutexGuard<'_, BTreeSet<u32>> {

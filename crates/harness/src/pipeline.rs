@@ -356,7 +356,7 @@ impl Session {
                             }
                         }
                         Err(r) => {
-                            let _ = prep_done.send((i, r));
+                            let _ = prep_done.send((i, *r));
                         }
                     }
                 }
@@ -475,7 +475,7 @@ impl Session {
             };
             let mut r = match prepared {
                 Ok(p) => self.finish_on(p, lease.as_ref()),
-                Err(r) => r,
+                Err(r) => *r,
             };
             if n + 1 == runnable.len()
                 && let Some(l) = lease.take()
@@ -558,7 +558,7 @@ impl Session {
     pub fn run_case(&self, sel: &SelectedCase, compiled: &CompiledScenes) -> CaseReport {
         match self.prepare(sel, compiled) {
             Ok(p) => self.finish(p),
-            Err(r) => r,
+            Err(r) => *r,
         }
     }
 
@@ -568,7 +568,7 @@ impl Session {
         &self,
         sel: &SelectedCase,
         compiled: &CompiledScenes,
-    ) -> Result<Prepared, CaseReport> {
+    ) -> Result<Prepared, Box<CaseReport>> {
         let started = Instant::now();
         let scene = &sel.scene;
         let case = sel.case();
@@ -577,7 +577,7 @@ impl Session {
         let fail = |mut report: CaseReport, stage, msg: String| {
             report.fail(stage, msg);
             report.wall_s = started.elapsed().as_secs_f64();
-            report
+            Box::new(report)
         };
         let callable = match compiled.callables.get(&scene.name) {
             Some(Ok(c)) => Arc::clone(c),

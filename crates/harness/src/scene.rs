@@ -590,7 +590,9 @@ impl Validator<'_> {
             if matches!(dtype, DType::F16 | DType::BF16 | DType::Bool) {
                 return Err(self.err(
                     field("dtype"),
-                    format!("{dtype} is not supported for scalars (use an integer type, f32 or f64)"),
+                    format!(
+                        "{dtype} is not supported for scalars (use an integer type, f32 or f64)"
+                    ),
                 ));
             }
             scalars.push(ScalarSpec {
@@ -683,7 +685,7 @@ impl Validator<'_> {
         Ok(match raw {
             RawInit::Const { value } => Init::Const { value },
             RawInit::Uniform { low, high } => {
-                if !(low < high) {
+                if low.partial_cmp(&high) != Some(std::cmp::Ordering::Less) {
                     return Err(self.err(
                         field,
                         format!("uniform needs low < high, got {low} >= {high}"),
