@@ -344,6 +344,8 @@ fn compile_selects_like_run() {
     let manual = copy_scene(&env, "vector_example", "vec_manual");
     let toml = manual.join("scene.toml");
     let t = std::fs::read_to_string(&toml).unwrap();
+    // Every case manual (some may be already).
+    let t = t.replace("manual = true\n", "");
     std::fs::write(&toml, t.replace("params = {", "manual = true\nparams = {")).unwrap();
     copy_scene(&env, "vector_example", "vec_plain");
 
