@@ -250,11 +250,45 @@ fn callables_are_identical_for_1_and_4_workers() {
     assert_eq!(seen[0].1, seen[1].1, "unit keys differ");
 }
 
-/// Replaces `<scene>/kernels/mul.c` with a symlink to one shared source.
-fn link_kernel(scene_dir: &Path, shared: &Path) {
-    let mul = scene_dir.join("kernels/mul.c");
-    std::fs::remove_file(&mul).unwrap();
-    std::os::unix::fs::symlink(shared, &mul).unwrap();
+/// Points `<scene>`'s `mul` kernel at the shared source `../common/mul.c`.
+fn share_mul(scene_dir: &Path) {
+    let toml = scene_dir.join("scene.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    assert!(text.contains("source = \"kernels/mul.c\""));
+    std::fs::write(
+        &toml,
+        text.replace("source = \"kernels/mul.c\"", "source = \"../common/mul.c\""),
+    )
+    .unwrap();
+    std::fs::remove_file(scene_dir.join("kernels/mul.c")).unwrap();
+}
+
+/// A kernel source shared by two scenes is one unit: compiled (and linked)
+/// once for both.
+#[test]
+fn shared_kernel_compiles_once_for_all_its_scenes() {
+    let env = TestEnv::with_scenes(&[]);
+    let a = copy_scene(&env, "vector_example", "vec_a");
+    let b = copy_scene(&env, "vector_example", "vec_b");
+    let common = env.scenes_dir.as_ref().unwrap().join("common");
+    std::fs::create_dir_all(&common).unwrap();
+    std::fs::copy(a.join("kernels/mul.c"), common.join("mul.c")).unwrap();
+    share_mul(&a);
+    share_mul(&b);
+    let tools = ToolLog::new(&env);
+    let out = tools.scene(&env, &["compile"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let runs = tools.runs();
+    let compiles_of = |needle: &str| {
+        runs.iter()
+            .filter(|r| r.args.contains(" -c ") && r.args.contains(needle))
+            .count()
+    };
+    assert_eq!(compiles_of("common/mul.c"), 1, "{runs:#?}");
+    // Each scene's own kernels still compile once per scene.
+    assert_eq!(compiles_of("kernels/add.c"), 2, "{runs:#?}");
+    let out = env.scene(&["run"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
 }
 
 /// One broken kernel source used by two scenes fails exactly those two,
@@ -267,10 +301,11 @@ fn broken_shared_kernel_fails_only_its_scenes() {
     let b = copy_scene(&env, "vector_example", "vec_b");
     copy_scene(&env, "vector_example", "vec_ok");
     let src = std::fs::read_to_string(a.join("kernels/mul.c")).unwrap();
-    let shared = env.dir.path().join("shared_mul.c");
-    std::fs::write(&shared, src.replace("a[i] * b[i];", "a[i] * b[i] +;")).unwrap();
-    link_kernel(&a, &shared);
-    link_kernel(&b, &shared);
+    let common = env.scenes_dir.as_ref().unwrap().join("common");
+    std::fs::create_dir_all(&common).unwrap();
+    std::fs::write(common.join("mul.c"), src.replace("a[i] * b[i];", "a[i] * b[i] +;")).unwrap();
+    share_mul(&a);
+    share_mul(&b);
 
     let out = env.scene(&["compile"]).output().unwrap();
     let so = stdout(&out);

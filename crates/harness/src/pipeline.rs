@@ -164,10 +164,10 @@ pub fn callable_spec(scene: &Scene, root: &Path, abi_include_dir: &Path) -> Call
         .strip_prefix(root)
         .map(Path::to_path_buf)
         .unwrap_or_else(|_| abi_include_dir.to_path_buf());
-    let scene_dir = rel(Path::new(""));
+    // Only the declared dirs and the ABI headers: no implicit per-scene dir,
+    // so a kernel shared by several scenes is one unit with one cache key.
     let includes = |dirs: &[PathBuf]| {
         let mut v: Vec<PathBuf> = dirs.iter().map(|d| rel(d)).collect();
-        v.push(scene_dir.clone());
         v.push(abi_inc.clone());
         v
     };

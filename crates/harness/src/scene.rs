@@ -332,8 +332,11 @@ impl Scene {
 
     /// Source and include paths of this scene relative to `root`, falling
     /// back to absolute paths when the scene lives outside it.
+    ///
+    /// `..` is resolved lexically, so a kernel shared by two scenes
+    /// (`../common/add.c`) has one path, and therefore one cache key.
     pub fn relative_to(&self, root: &Path, path: &Path) -> PathBuf {
-        let abs = self.dir.join(path);
+        let abs = normalize(&self.dir.join(path));
         abs.strip_prefix(root).map(Path::to_path_buf).unwrap_or(abs)
     }
 }
@@ -370,24 +373,42 @@ impl Validator<'_> {
         Ok(())
     }
 
-    fn existing_file(&self, field: &str, path: &Path) -> Result<(), SceneError> {
-        if path.is_absolute() || path.components().any(|c| c.as_os_str() == "..") {
+    /// Resolves `path` (relative to the scene directory) and checks it stays
+    /// inside the scenes root, the scene directory's parent: scenes may share
+    /// kernels and headers (`../common/add.c`), never reach outside.
+    fn resolve_inside(&self, field: &str, path: &Path, what: &str) -> Result<PathBuf, SceneError> {
+        if path.is_absolute() {
+            return Err(self.err(
+                field,
+                format!("{what} `{}` must be relative to the scene directory", path.display()),
+            ));
+        }
+        let joined = self.dir.join(path);
+        let resolved = joined.canonicalize().map_err(|_| {
+            self.err(
+                field,
+                format!("{what} `{}` not found in {}", path.display(), self.dir.display()),
+            )
+        })?;
+        let root = self.dir.parent().unwrap_or(self.dir);
+        if !resolved.starts_with(root) {
             return Err(self.err(
                 field,
                 format!(
-                    "`{}` must be a path inside the scene directory",
-                    path.display()
+                    "{what} `{}` must be inside the scenes directory {}",
+                    path.display(),
+                    root.display()
                 ),
             ));
         }
-        if !self.dir.join(path).is_file() {
+        Ok(resolved)
+    }
+
+    fn existing_file(&self, field: &str, path: &Path) -> Result<(), SceneError> {
+        if !self.resolve_inside(field, path, "source file")?.is_file() {
             return Err(self.err(
                 field,
-                format!(
-                    "source file `{}` not found in {}",
-                    path.display(),
-                    self.dir.display()
-                ),
+                format!("source file `{}` is not a file", path.display()),
             ));
         }
         Ok(())
@@ -395,17 +416,11 @@ impl Validator<'_> {
 
     fn existing_dirs(&self, field: &str, dirs: &[PathBuf]) -> Result<(), SceneError> {
         for d in dirs {
-            if d.is_absolute() || d.components().any(|c| c.as_os_str() == "..") {
+            if !self.resolve_inside(field, d, "include dir")?.is_dir() {
                 return Err(self.err(
                     field,
-                    format!(
-                        "include dir `{}` must be inside the scene directory",
-                        d.display()
-                    ),
+                    format!("include dir `{}` is not a directory", d.display()),
                 ));
-            }
-            if !self.dir.join(d).is_dir() {
-                return Err(self.err(field, format!("include dir `{}` not found", d.display())));
             }
         }
         Ok(())
@@ -717,6 +732,24 @@ impl Validator<'_> {
     }
 }
 
+/// Removes `.` and resolves `..` components without touching the disk.
+fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
 fn is_c_identifier(s: &str) -> bool {
     let mut chars = s.chars();
     matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
@@ -895,8 +928,33 @@ params = { N = 8 }
 
     #[test]
     fn path_escape_rejected() {
-        let e = err_of(&GOOD.replace("source = \"k.c\"", "source = \"../k.c\""));
-        assert!(e.contains("inside the scene directory"), "{e}");
+        let tmp = scene_dir();
+        let dir = tmp.path().join("demo");
+        // Outside the scenes root (the scene dir's parent): refused even though it exists.
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("k.c"), "").unwrap();
+        let escape = format!("../../{}/k.c", outside.path().file_name().unwrap().to_string_lossy());
+        let text = GOOD.replace("source = \"k.c\"", &format!("source = \"{escape}\""));
+        std::fs::write(dir.join("scene.toml"), text).unwrap();
+        let e = Scene::load(&dir).unwrap_err().to_string();
+        assert!(e.contains("must be inside the scenes directory") || e.contains("not found"), "{e}");
+        let e = err_of(&GOOD.replace("source = \"k.c\"", "source = \"/etc/passwd\""));
+        assert!(e.contains("relative to the scene directory"), "{e}");
+    }
+
+    #[test]
+    fn shared_sources_inside_the_scenes_root_are_allowed() {
+        let tmp = scene_dir();
+        let dir = tmp.path().join("demo");
+        std::fs::create_dir(tmp.path().join("common")).unwrap();
+        std::fs::write(tmp.path().join("common/add.c"), "").unwrap();
+        std::fs::write(
+            dir.join("scene.toml"),
+            GOOD.replace("source = \"k.c\"", "source = \"../common/add.c\""),
+        )
+        .unwrap();
+        let s = Scene::load(&dir).unwrap();
+        assert_eq!(s.incores[0].source, PathBuf::from("../common/add.c"));
     }
 
     #[test]
