@@ -303,7 +303,11 @@ fn broken_shared_kernel_fails_only_its_scenes() {
     let src = std::fs::read_to_string(a.join("kernels/mul.c")).unwrap();
     let common = env.scenes_dir.as_ref().unwrap().join("common");
     std::fs::create_dir_all(&common).unwrap();
-    std::fs::write(common.join("mul.c"), src.replace("a[i] * b[i];", "a[i] * b[i] +;")).unwrap();
+    std::fs::write(
+        common.join("mul.c"),
+        src.replace("a[i] * b[i];", "a[i] * b[i] +;"),
+    )
+    .unwrap();
     share_mul(&a);
     share_mul(&b);
 

@@ -68,4 +68,3 @@ fn lock_covers_only_device_work_for_every_case() {
     assert!(totals["held_to_device_ratio"].as_f64().unwrap() >= 1.0);
     assert!(totals["queueing_seconds"].as_f64().is_some());
 }
-

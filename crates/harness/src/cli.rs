@@ -15,7 +15,7 @@ use clap::{Args, Parser, Subcommand};
 use scene_device::DeviceList;
 
 use crate::golden::GoldenRegistry;
-use crate::pipeline::{RunConfig, Session, select_cases, status_word};
+use crate::pipeline::{RunConfig, SelectedCase, Session, select_cases, status_word};
 use crate::report::CaseStatus;
 use crate::scene::{Scene, discover};
 
@@ -224,31 +224,68 @@ fn list(layout: &Layout, args: &ListArgs) -> ExitCode {
     ExitCode::from(if errors.is_empty() { 0 } else { 1 })
 }
 
-fn run(layout: &Layout, registry: GoldenRegistry, args: &RunArgs) -> ExitCode {
-    let (scenes, load_errors) = match load_scenes(&layout.scenes_dir) {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(1);
-        }
-    };
+/// What every command that runs a selection starts with: the scenes loaded
+/// (malformed ones reported on stderr and counted), the cases selected for
+/// the platform (a warning when none), and the run configuration for it.
+pub(crate) struct Prologue {
+    pub(crate) cases: Vec<SelectedCase>,
+    /// Scenes whose `scene.toml` did not load; each counts as a failure.
+    pub(crate) load_errors: usize,
+    pub(crate) config: RunConfig,
+}
+
+/// Builds the [`Prologue`]; `Err` is the exit code to return (already reported).
+pub(crate) fn prologue(
+    layout: &Layout,
+    sel: &Selection,
+    compile_workers: Option<NonZeroUsize>,
+) -> Result<Prologue, ExitCode> {
+    let (scenes, load_errors) = load_scenes(&layout.scenes_dir).map_err(|e| {
+        eprintln!("error: {e}");
+        ExitCode::from(1)
+    })?;
     for e in &load_errors {
         eprintln!("error: {e}");
     }
-    let sel = &args.selection;
-    let mut config = match RunConfig::from_env(&layout.root) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
+    let cases = select_cases(
+        &scenes,
+        sel.filter.as_deref(),
+        &sel.platform,
+        sel.include_manual,
+    );
+    if cases.is_empty() {
+        eprintln!(
+            "warning: no cases selected on {} (filter: {})",
+            sel.platform,
+            sel.filter.as_deref().unwrap_or("none")
+        );
+    }
+    let mut config = RunConfig::from_env(&layout.root).map_err(|e| {
+        eprintln!("error: {e}");
+        ExitCode::from(2)
+    })?;
     config.platform = sel.platform.clone();
+    if let Some(n) = compile_workers {
+        config.compile_workers = n;
+    }
+    Ok(Prologue {
+        cases,
+        load_errors: load_errors.len(),
+        config,
+    })
+}
+
+fn run(layout: &Layout, registry: GoldenRegistry, args: &RunArgs) -> ExitCode {
+    let Prologue {
+        cases,
+        load_errors,
+        mut config,
+    } = match prologue(layout, &args.selection, args.compile_workers) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
     if let Some(d) = &args.device {
         config.devices = d.clone();
-    }
-    if let Some(n) = args.compile_workers {
-        config.compile_workers = n;
     }
     config.lock_timeout = args.lock_timeout;
     config.verbose = args.verbose;
@@ -282,19 +319,6 @@ fn run(layout: &Layout, registry: GoldenRegistry, args: &RunArgs) -> ExitCode {
         Some(b) => session.with_bundle(b),
         None => session,
     };
-    let cases = select_cases(
-        &scenes,
-        sel.filter.as_deref(),
-        &sel.platform,
-        sel.include_manual,
-    );
-    if cases.is_empty() {
-        eprintln!(
-            "warning: no cases selected on {} (filter: {})",
-            sel.platform,
-            sel.filter.as_deref().unwrap_or("none")
-        );
-    }
     let color = std::io::stdout().is_terminal();
     let quiet = args.quiet;
     let mut on_case = |r: &crate::report::CaseReport| {
@@ -319,7 +343,7 @@ fn run(layout: &Layout, registry: GoldenRegistry, args: &RunArgs) -> ExitCode {
         }
     };
     let mut report = session.run(&cases, &mut on_case);
-    report.totals.failed += load_errors.len();
+    report.totals.failed += load_errors;
     let json = args.report_json.as_ref().map(|path| {
         let bytes = serde_json::to_vec_pretty(&report).map_err(|e| e.to_string());
         (path, bytes)

@@ -22,9 +22,8 @@ use scene_kernels::{
     BuildOutput, CallableSpec, Observer, UnitKind, UnitOutcome, UnitReport, plan_outline,
 };
 
-use crate::cli::{Layout, Selection, load_scenes, parse_workers};
-use crate::pipeline::{RunConfig, callable_spec, compile_builder, select_cases};
-use crate::scene::Scene;
+use crate::cli::{Layout, Prologue, Selection, parse_workers, prologue};
+use crate::pipeline::{callable_spec, compile_builder, distinct_scenes};
 
 #[derive(Debug, Args)]
 pub struct CompileArgs {
@@ -218,62 +217,18 @@ fn is_cached(outcome: Option<UnitOutcome>) -> bool {
     matches!(outcome, Some(UnitOutcome::Reused | UnitOutcome::Cached))
 }
 
-/// The distinct scenes of the selected cases, in selection order.
-fn selected_scenes(
-    layout: &Layout,
-    args: &CompileArgs,
-) -> Result<(Vec<Arc<Scene>>, Vec<String>), String> {
-    let (scenes, load_errors) = load_scenes(&layout.scenes_dir)?;
-    let sel = &args.selection;
-    let cases = select_cases(
-        &scenes,
-        sel.filter.as_deref(),
-        &sel.platform,
-        sel.include_manual,
-    );
-    let mut chosen: Vec<Arc<Scene>> = Vec::new();
-    for c in cases {
-        if !chosen.iter().any(|s| s.name == c.scene.name) {
-            chosen.push(c.scene);
-        }
-    }
-    Ok((chosen, load_errors))
-}
-
 /// Runs `scene compile`. Exit 0 when every selected callable built.
 pub(crate) fn run(layout: &Layout, args: &CompileArgs) -> ExitCode {
     let started = Instant::now();
-    let (scenes, load_errors) = match selected_scenes(layout, args) {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(1);
-        }
+    let Prologue {
+        cases,
+        load_errors,
+        config,
+    } = match prologue(layout, &args.selection, args.compile_workers) {
+        Ok(p) => p,
+        Err(code) => return code,
     };
-    for e in &load_errors {
-        eprintln!("error: {e}");
-    }
-    let sel = &args.selection;
-    if scenes.is_empty() {
-        eprintln!(
-            "warning: no cases selected on {} (filter: {})",
-            sel.platform,
-            sel.filter.as_deref().unwrap_or("none")
-        );
-    }
-    // The run's own configuration (cache dir, toolchain overrides), so the
-    // keys computed here are the ones `scene run` will look up.
-    let mut config = match RunConfig::from_env(&layout.root) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    config.platform = sel.platform.clone();
-    if let Some(n) = args.compile_workers {
-        config.compile_workers = n;
-    }
+    let scenes = distinct_scenes(&cases);
     let builder = match compile_builder(&config) {
         Ok(b) => b,
         Err(e) => {
@@ -320,7 +275,7 @@ pub(crate) fn run(layout: &Layout, args: &CompileArgs) -> ExitCode {
         }
     }
     // Malformed scenes never became callables but are still failures.
-    for _ in &load_errors {
+    for _ in 0..load_errors {
         tally.add(CallableOutcome::Failed);
     }
     println!("{}", tally.summary_line(started.elapsed().as_secs_f64()));

@@ -157,6 +157,17 @@ pub fn select_cases(
     out
 }
 
+/// The scenes of `cases`, each once, in selection order.
+pub fn distinct_scenes(cases: &[SelectedCase]) -> Vec<Arc<Scene>> {
+    let mut scenes: Vec<Arc<Scene>> = Vec::new();
+    for c in cases {
+        if !scenes.iter().any(|s| s.name == c.scene.name) {
+            scenes.push(Arc::clone(&c.scene));
+        }
+    }
+    scenes
+}
+
 /// The compile spec of a scene's callable, paths relative to `root`.
 pub fn callable_spec(scene: &Scene, root: &Path, abi_include_dir: &Path) -> CallableSpec {
     let rel = |p: &Path| scene.relative_to(root, p);
@@ -273,12 +284,7 @@ impl Session {
 
     /// Compiles the callables of every scene used by `cases` as one plan.
     pub fn compile(&self, cases: &[SelectedCase]) -> CompiledScenes {
-        let mut scenes: Vec<&Arc<Scene>> = Vec::new();
-        for c in cases {
-            if !scenes.iter().any(|s| s.name == c.scene.name) {
-                scenes.push(&c.scene);
-            }
-        }
+        let scenes = distinct_scenes(cases);
         let specs: Vec<CallableSpec> = scenes
             .iter()
             .map(|s| callable_spec(s, &self.config.root, &self.config.abi_include_dir))

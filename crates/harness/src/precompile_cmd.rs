@@ -11,20 +11,18 @@
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
 use scene_kernels::CallableSpec;
 
 use crate::bundle::BundleWriter;
-use crate::cli::{Layout, Selection, load_scenes, parse_workers};
+use crate::cli::{Layout, Prologue, Selection, parse_workers, prologue};
 use crate::golden::GoldenRegistry;
 use crate::pipeline::{
     RunConfig, SelectedCase, build_fixtures, callable_spec, compile_builder, compute_golden,
-    scalar_bits, select_cases,
+    distinct_scenes, scalar_bits,
 };
-use crate::scene::Scene;
 
 #[derive(Debug, Args)]
 pub struct PrecompileArgs {
@@ -46,41 +44,14 @@ pub struct PrecompileArgs {
 /// be written at all.
 pub(crate) fn run(layout: &Layout, registry: GoldenRegistry, args: &PrecompileArgs) -> ExitCode {
     let started = Instant::now();
-    let (scenes, load_errors) = match load_scenes(&layout.scenes_dir) {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(1);
-        }
+    let Prologue {
+        cases,
+        load_errors,
+        config,
+    } = match prologue(layout, &args.selection, args.compile_workers) {
+        Ok(p) => p,
+        Err(code) => return code,
     };
-    for e in &load_errors {
-        eprintln!("error: {e}");
-    }
-    let sel = &args.selection;
-    let cases = select_cases(
-        &scenes,
-        sel.filter.as_deref(),
-        &sel.platform,
-        sel.include_manual,
-    );
-    if cases.is_empty() {
-        eprintln!(
-            "warning: no cases selected on {} (filter: {})",
-            sel.platform,
-            sel.filter.as_deref().unwrap_or("none")
-        );
-    }
-    let mut config = match RunConfig::from_env(&layout.root) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    config.platform = sel.platform.clone();
-    if let Some(n) = args.compile_workers {
-        config.compile_workers = n;
-    }
     // Checked before compiling: a bad `--out` should fail in a second.
     let mut writer = match BundleWriter::create(&args.out, &config.platform) {
         Ok(w) => w,
@@ -105,19 +76,14 @@ pub(crate) fn run(layout: &Layout, registry: GoldenRegistry, args: &PrecompileAr
     };
 
     // One plan for every scene, on one worker budget.
-    let mut used: Vec<Arc<Scene>> = Vec::new();
-    for c in &cases {
-        if !used.iter().any(|s| s.name == c.scene.name) {
-            used.push(Arc::clone(&c.scene));
-        }
-    }
+    let used = distinct_scenes(&cases);
     let specs: Vec<CallableSpec> = used
         .iter()
         .map(|s| callable_spec(s, &config.root, &config.abi_include_dir))
         .collect();
     let built = builder.build_all(&specs);
 
-    let mut failed = load_errors.len();
+    let mut failed = load_errors;
     for c in &cases {
         let callable = used
             .iter()

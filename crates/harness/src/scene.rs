@@ -380,14 +380,21 @@ impl Validator<'_> {
         if path.is_absolute() {
             return Err(self.err(
                 field,
-                format!("{what} `{}` must be relative to the scene directory", path.display()),
+                format!(
+                    "{what} `{}` must be relative to the scene directory",
+                    path.display()
+                ),
             ));
         }
         let joined = self.dir.join(path);
         let resolved = joined.canonicalize().map_err(|_| {
             self.err(
                 field,
-                format!("{what} `{}` not found in {}", path.display(), self.dir.display()),
+                format!(
+                    "{what} `{}` not found in {}",
+                    path.display(),
+                    self.dir.display()
+                ),
             )
         })?;
         let root = self.dir.parent().unwrap_or(self.dir);
@@ -933,11 +940,17 @@ params = { N = 8 }
         // Outside the scenes root (the scene dir's parent): refused even though it exists.
         let outside = tempfile::tempdir().unwrap();
         std::fs::write(outside.path().join("k.c"), "").unwrap();
-        let escape = format!("../../{}/k.c", outside.path().file_name().unwrap().to_string_lossy());
+        let escape = format!(
+            "../../{}/k.c",
+            outside.path().file_name().unwrap().to_string_lossy()
+        );
         let text = GOOD.replace("source = \"k.c\"", &format!("source = \"{escape}\""));
         std::fs::write(dir.join("scene.toml"), text).unwrap();
         let e = Scene::load(&dir).unwrap_err().to_string();
-        assert!(e.contains("must be inside the scenes directory") || e.contains("not found"), "{e}");
+        assert!(
+            e.contains("must be inside the scenes directory") || e.contains("not found"),
+            "{e}"
+        );
         let e = err_of(&GOOD.replace("source = \"k.c\"", "source = \"/etc/passwd\""));
         assert!(e.contains("relative to the scene directory"), "{e}");
     }
