@@ -216,39 +216,8 @@ fn runtime_is_loaded_only_after_the_card_is_held() {
 #[test]
 fn two_processes_on_one_card_run_one_after_the_other() {
     let env = TestEnv::new();
-    let reports: Vec<_> = (0..2)
-        .map(|i| env.dir.path().join(format!("r{i}.json")))
-        .collect();
-    let children: Vec<_> = reports
-        .iter()
-        .map(|r| {
-            env.scene(&[
-                "run",
-                "vector_example",
-                "--report-json",
-                r.to_str().unwrap(),
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap()
-        })
-        .collect();
-    for mut c in children {
-        assert!(c.wait().unwrap().success());
-    }
-    let mut intervals = Vec::new();
-    for r in &reports {
-        for c in read_report(r)["cases"].as_array().unwrap() {
-            intervals.push((
-                c["lock"]["acquired_at"].as_f64().unwrap(),
-                c["lock"]["released_at"].as_f64().unwrap(),
-            ));
-        }
-    }
-    assert_eq!(intervals.len(), 4);
-    intervals.sort_by(|a, b| a.0.total_cmp(&b.0));
-    for w in intervals.windows(2) {
-        assert!(w[0].1 <= w[1].0, "lock intervals overlap: {w:?}");
-    }
+    let reports = common::run_concurrently(&env, 2, &["run", "vector_example"], "two");
+    let per_card = common::assert_no_card_held_twice(&reports);
+    assert_eq!(per_card.len(), 1, "{per_card:?}");
+    assert_eq!(per_card[&0].len(), 4, "{per_card:?}");
 }

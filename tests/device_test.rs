@@ -7,7 +7,10 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
-use common::{TestEnv, copy_scene, read_report};
+use common::{
+    TestEnv, assert_no_card_held_twice, copy_scene, copy_scene_with_devices, read_report,
+    run_concurrently,
+};
 use scene_device::{AcquireOptions, CardPool};
 
 fn cases(report: &serde_json::Value) -> Vec<serde_json::Value> {
@@ -57,67 +60,21 @@ fn second_card_makes_progress_while_first_is_held() {
 #[test]
 fn mixed_card_counts_across_processes_never_deadlock() {
     let env = TestEnv::with_scenes(&[]);
-    let two = copy_scene(&env, "vector_example", "vector_two_cards");
-    let toml = two.join("scene.toml");
-    let text = std::fs::read_to_string(&toml).unwrap();
-    std::fs::write(
-        &toml,
-        text.replace("level = 2\n", "level = 2\ndevices = 2\n"),
-    )
-    .unwrap();
+    copy_scene_with_devices(&env, "vector_example", "vector_two_cards", 2);
     copy_scene(&env, "vector_example", "vector_one_card");
-
-    let rounds = 4;
-    for round in 0..rounds {
-        let reports: Vec<_> = (0..3)
-            .map(|p| env.dir.path().join(format!("r{round}-{p}.json")))
-            .collect();
-        let children: Vec<_> = reports
-            .iter()
-            .map(|r| {
-                env.scene(&[
-                    "run",
-                    "--device",
-                    "0-2",
-                    "--report-json",
-                    r.to_str().unwrap(),
-                ])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap()
-            })
-            .collect();
-        for mut c in children {
-            assert!(
-                c.wait().unwrap().success(),
-                "round {round}: a process failed"
-            );
-        }
-        let mut per_card: std::collections::BTreeMap<u64, Vec<(f64, f64)>> = Default::default();
+    for round in 0..4 {
+        let reports = run_concurrently(&env, 3, &["run", "--device", "0-2"], &format!("r{round}"));
         for r in &reports {
-            for c in cases(&read_report(r)) {
-                let devices = c["devices"].as_array().unwrap();
+            for c in cases(r) {
                 let want = if c["scene"] == "vector_two_cards" {
                     2
                 } else {
                     1
                 };
-                assert_eq!(devices.len(), want, "{c}");
-                for d in devices {
-                    per_card
-                        .entry(d.as_u64().unwrap())
-                        .or_default()
-                        .push(lock_interval(&c));
-                }
+                assert_eq!(c["devices"].as_array().unwrap().len(), want, "{c}");
             }
         }
-        for (card, mut iv) in per_card {
-            iv.sort_by(|a, b| a.0.total_cmp(&b.0));
-            for w in iv.windows(2) {
-                assert!(w[0].1 <= w[1].0, "card {card} held twice at once: {w:?}");
-            }
-        }
+        assert_no_card_held_twice(&reports);
     }
 }
 
@@ -125,14 +82,7 @@ fn mixed_card_counts_across_processes_never_deadlock() {
 #[test]
 fn too_many_cards_fails_at_selection_without_waiting() {
     let env = TestEnv::with_scenes(&[]);
-    let big = copy_scene(&env, "vector_example", "vector_four_cards");
-    let toml = big.join("scene.toml");
-    let text = std::fs::read_to_string(&toml).unwrap();
-    std::fs::write(
-        &toml,
-        text.replace("level = 2\n", "level = 2\ndevices = 4\n"),
-    )
-    .unwrap();
+    copy_scene_with_devices(&env, "vector_example", "vector_four_cards", 4);
     let out = env.scene(&["run", "--device", "0-1"]).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");

@@ -110,3 +110,76 @@ pub fn unix_now() -> f64 {
         .unwrap()
         .as_secs_f64()
 }
+
+/// Runs `n` `scene` processes at once with `args` plus a private
+/// `--report-json`, requires each to succeed, and returns their reports.
+pub fn run_concurrently(
+    env: &TestEnv,
+    n: usize,
+    args: &[&str],
+    tag: &str,
+) -> Vec<serde_json::Value> {
+    use std::process::Stdio;
+    let reports: Vec<PathBuf> = (0..n)
+        .map(|i| env.dir.path().join(format!("{tag}-{i}.json")))
+        .collect();
+    let children: Vec<_> = reports
+        .iter()
+        .map(|r| {
+            let mut full: Vec<&str> = args.to_vec();
+            full.extend(["--report-json", r.to_str().unwrap()]);
+            env.scene(&full)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (i, mut c) in children.into_iter().enumerate() {
+        assert!(c.wait().unwrap().success(), "{tag}: process {i} failed");
+    }
+    reports.iter().map(|r| read_report(r)).collect()
+}
+
+/// Asserts that no card was held by two cases at once across `reports`;
+/// returns the lock intervals per card.
+pub fn assert_no_card_held_twice(
+    reports: &[serde_json::Value],
+) -> std::collections::BTreeMap<u64, Vec<(f64, f64)>> {
+    let mut per_card: std::collections::BTreeMap<u64, Vec<(f64, f64)>> = Default::default();
+    for r in reports {
+        for c in r["cases"].as_array().unwrap() {
+            let interval = (
+                c["lock"]["acquired_at"].as_f64().unwrap(),
+                c["lock"]["released_at"].as_f64().unwrap(),
+            );
+            for d in c["devices"].as_array().unwrap() {
+                per_card
+                    .entry(d.as_u64().unwrap())
+                    .or_default()
+                    .push(interval);
+            }
+        }
+    }
+    for (card, iv) in per_card.iter_mut() {
+        iv.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for w in iv.windows(2) {
+            assert!(w[0].1 <= w[1].0, "card {card} held twice at once: {w:?}");
+        }
+    }
+    per_card
+}
+
+/// Copies the package scene `from` as `to`, needing `devices` cards per case.
+pub fn copy_scene_with_devices(env: &TestEnv, from: &str, to: &str, devices: usize) -> PathBuf {
+    let dir = copy_scene(env, from, to);
+    let toml = dir.join("scene.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    assert!(text.contains("level = 2\n"));
+    std::fs::write(
+        &toml,
+        text.replace("level = 2\n", &format!("level = 2\ndevices = {devices}\n")),
+    )
+    .unwrap();
+    dir
+}
