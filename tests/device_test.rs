@@ -62,7 +62,7 @@ fn mixed_card_counts_across_processes_never_deadlock() {
     let env = TestEnv::with_scenes(&[]);
     copy_scene_with_devices(&env, "vector_example", "vector_two_cards", 2);
     copy_scene(&env, "vector_example", "vector_one_card");
-    for round in 0..4 {
+    for round in 0..10 {
         let reports = run_concurrently(&env, 3, &["run", "--device", "0-2"], &format!("r{round}"));
         for r in &reports {
             for c in cases(r) {

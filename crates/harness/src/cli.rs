@@ -88,6 +88,9 @@ struct RunArgs {
     /// Bound on live compiler processes across the whole run [default: available parallelism].
     #[arg(long, env = "SCENE_COMPILE_WORKERS", value_name = "N", value_parser = parse_workers)]
     compile_workers: Option<NonZeroUsize>,
+    /// Threads for goldens and comparisons [default: SCENE_GOLDEN_THREADS, else available parallelism, at most 8].
+    #[arg(long, value_name = "N", value_parser = parse_workers)]
+    golden_threads: Option<NonZeroUsize>,
     /// Give up waiting for a busy card after this many seconds.
     #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
     lock_timeout: Option<Duration>,
@@ -288,6 +291,9 @@ fn run(layout: &Layout, registry: GoldenRegistry, args: &RunArgs) -> ExitCode {
         config.devices = d.clone();
     }
     config.lock_timeout = args.lock_timeout;
+    if let Some(n) = args.golden_threads {
+        config.golden_threads = n.get();
+    }
     config.verbose = args.verbose;
     config.dump_dir = args
         .dump

@@ -39,7 +39,8 @@ pub struct RunConfig {
     /// Runtime library; `None` = `SCENE_RUNTIME_LIB` or the built sim runtime.
     pub runtime_lib: Option<PathBuf>,
     pub lock_timeout: Option<Duration>,
-    /// Thread cap for goldens.
+    /// Thread cap for goldens and comparisons (`--golden-threads`,
+    /// `SCENE_GOLDEN_THREADS`; default: available parallelism, at most 8).
     pub golden_threads: usize,
     /// Header directory of the runtime ABI (scene_kernel.h, scene_orch.h).
     pub abi_include_dir: PathBuf,
@@ -83,9 +84,19 @@ impl RunConfig {
             lock_dir: scene_device::default_lock_dir(),
             runtime_lib: std::env::var_os("SCENE_RUNTIME_LIB").map(PathBuf::from),
             lock_timeout: None,
-            golden_threads: std::thread::available_parallelism()
-                .map(|n| n.get().min(8))
-                .unwrap_or(1),
+            golden_threads: match std::env::var("SCENE_GOLDEN_THREADS") {
+                Ok(v) => v
+                    .trim()
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| {
+                        PipelineError::Config(format!(
+                            "SCENE_GOLDEN_THREADS=`{v}` is not a positive number"
+                        ))
+                    })?,
+                Err(_) => scene_golden::reference::default_thread_cap(),
+            },
             abi_include_dir: scene_device::include_dir(),
             case_timeout: Some(DEFAULT_CASE_TIMEOUT),
             runtime_options: std::env::var("SCENE_RUNTIME_OPTIONS").unwrap_or_default(),
