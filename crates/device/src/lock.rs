@@ -78,14 +78,20 @@ pub struct WaitStatus {
     pub holder: Option<HolderInfo>,
     /// Time since the acquire started.
     pub waited: Duration,
+    /// Earlier waiters for the same cards, served first.
+    pub ahead: usize,
 }
 
 impl fmt::Display for WaitStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.holder {
-            Some(h) => write!(f, "waiting for card {} held by {h}", self.card),
-            None => write!(f, "waiting for card {} (holder unknown)", self.card),
+            Some(h) => write!(f, "waiting for card {} held by {h}", self.card)?,
+            None => write!(f, "waiting for card {} (holder unknown)", self.card)?,
         }
+        if self.ahead > 0 {
+            write!(f, "; {} waiter(s) ahead in line", self.ahead)?;
+        }
+        Ok(())
     }
 }
 
@@ -289,9 +295,13 @@ impl CardPool {
         }))
     }
 
-    /// Takes `k` free cards now, or returns `None` if fewer than `k` are free.
+    /// Takes `k` free cards now, or returns `None` if fewer than `k` are free
+    /// or earlier waiters are in line for them.
     pub fn try_acquire(&self, k: usize, holder: &str) -> Result<Option<CardLease>, DeviceError> {
         self.check_k(k)?;
+        if !self.line().ahead_of(None, &self.healthy()).is_empty() {
+            return Ok(None);
+        }
         Ok(self.attempt(k, holder)?.ok())
     }
 
@@ -313,8 +323,20 @@ impl CardPool {
         Ok(())
     }
 
+    fn line(&self) -> WaitingLine {
+        WaitingLine {
+            dir: self.lock_dir.join("queue"),
+        }
+    }
+
     /// Leases `k` cards of the pool for `holder` (a label such as a case name),
     /// waiting while fewer than `k` are free.
+    ///
+    /// Waiters are served first come, first served: a waiter holds a ticket
+    /// in the lock directory's waiting line, and nobody takes a card that an
+    /// earlier live ticket is waiting for. Without the line, a process that
+    /// releases and re-takes a card case after case would starve everyone
+    /// who polls for it.
     pub fn acquire(
         &self,
         k: usize,
@@ -323,15 +345,35 @@ impl CardPool {
     ) -> Result<CardLease, DeviceError> {
         self.check_k(k)?;
         let start = Instant::now();
-        let mut backoff = Duration::from_millis(2);
+        let line = self.line();
+        let mut ticket: Option<Ticket> = None;
+        let mut backoff = Duration::from_millis(1);
         let mut rng = jitter_seed();
-        let mut last_report: Option<(u32, Option<u32>, Instant)> = None;
+        let mut last_report: Option<(u32, Option<u32>, usize, Instant)> = None;
         loop {
             self.check_k(k)?;
-            let busy = match self.attempt(k, holder)? {
-                Ok(lease) => return Ok(lease),
-                Err(card) => card,
+            let wanted = self.healthy();
+            let ahead = line.ahead_of(ticket.as_ref().map(|t| t.name.as_str()), &wanted);
+            let busy = if ahead.is_empty() {
+                match self.attempt(k, holder)? {
+                    // Dropping the ticket leaves the line.
+                    Ok(lease) => return Ok(lease),
+                    Err(card) => card,
+                }
+            } else {
+                // Not our turn: name a card the head of the line waits for.
+                ahead[0]
+                    .cards
+                    .iter()
+                    .copied()
+                    .find(|c| wanted.contains(c))
+                    .unwrap_or(wanted[0])
             };
+            if ticket.is_none() {
+                ticket = Some(line.join(&wanted)?);
+                // Joining may have put us behind someone: look again at once.
+                continue;
+            }
             let waited = start.elapsed();
             let info = self.holder(busy);
             if opts.timeout.is_some_and(|t| waited >= t) {
@@ -345,8 +387,11 @@ impl CardPool {
                 let pid = info.as_ref().map(|h| h.pid);
                 let due = match last_report {
                     None => true,
-                    Some((c, p, at)) => {
-                        c != busy || p != pid || at.elapsed() >= Duration::from_secs(1)
+                    Some((c, p, n, at)) => {
+                        c != busy
+                            || p != pid
+                            || n != ahead.len()
+                            || at.elapsed() >= Duration::from_secs(1)
                     }
                 };
                 if due {
@@ -354,11 +399,20 @@ impl CardPool {
                         card: busy,
                         holder: info,
                         waited,
+                        ahead: ahead.len(),
                     });
-                    last_report = Some((busy, pid, Instant::now()));
+                    last_report = Some((busy, pid, ahead.len(), Instant::now()));
                 }
             }
-            // Randomised backoff so that competing leases do not retry in lockstep.
+            // The head of the line polls briskly so a released card is not
+            // left idle; the rest poll a little slower, since each look at the
+            // line reads every ticket ahead. Randomised so competing leases
+            // do not retry in lockstep.
+            let cap = if ahead.is_empty() {
+                Duration::from_millis(2)
+            } else {
+                Duration::from_millis(10)
+            };
             rng ^= rng << 13;
             rng ^= rng >> 7;
             rng ^= rng << 17;
@@ -370,8 +424,113 @@ impl CardPool {
                     .max(Duration::from_micros(100));
             }
             std::thread::sleep(nap);
-            backoff = (backoff * 2).min(Duration::from_millis(100));
+            backoff = (backoff * 2).min(cap);
         }
+    }
+}
+
+/// The waiting line of a lock directory: one ticket file per waiting lease
+/// in `<lock dir>/queue/`, named so that names sort by arrival, holding the
+/// card ids the waiter wants, and flocked by its owner for as long as it
+/// waits. A ticket whose lock can be taken belongs to a dead process and is
+/// removed by whoever finds it.
+struct WaitingLine {
+    dir: PathBuf,
+}
+
+/// A live ticket seen in the line.
+struct Waiter {
+    cards: Vec<u32>,
+}
+
+/// Our own place in the line; leaves it on drop.
+struct Ticket {
+    path: PathBuf,
+    name: String,
+    _file: File,
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        // Remove first, then the lock goes with the closed file: nobody can
+        // mistake the ticket for a dead waiter's in between.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl WaitingLine {
+    /// Takes a ticket for `cards`. It is written and locked under a hidden
+    /// name, then renamed into the line, so nobody sees it unlocked.
+    fn join(&self, cards: &[u32]) -> Result<Ticket, DeviceError> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        std::fs::create_dir_all(&self.dir).map_err(io_err("creating waiting line", &self.dir))?;
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let name = format!(
+            "{nanos:024}-{:010}-{:08}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        );
+        let hidden = self.dir.join(format!(".{name}"));
+        let path = self.dir.join(&name);
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&hidden)
+            .map_err(io_err("creating ticket", &hidden))?;
+        file.lock().map_err(io_err("locking ticket", &hidden))?;
+        let list: Vec<String> = cards.iter().map(u32::to_string).collect();
+        file.write_all(list.join(",").as_bytes())
+            .map_err(io_err("writing ticket", &hidden))?;
+        std::fs::rename(&hidden, &path).map_err(io_err("entering waiting line", &path))?;
+        Ok(Ticket {
+            path,
+            name,
+            _file: file,
+        })
+    }
+
+    /// Live waiters ahead of `mine` (everyone, for `None`) that want any of
+    /// `cards`, oldest first. Dead waiters' tickets are removed on the way.
+    fn ahead_of(&self, mine: Option<&str>, cards: &[u32]) -> Vec<Waiter> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut names: Vec<String> = entries
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| !n.starts_with('.') && mine.is_none_or(|m| n.as_str() < m))
+            .collect();
+        names.sort();
+        let mut ahead = Vec::new();
+        for name in names {
+            let path = self.dir.join(&name);
+            let Ok(file) = OpenOptions::new().read(true).open(&path) else {
+                continue; // left the line meanwhile
+            };
+            match file.try_lock() {
+                Ok(()) => {
+                    // Nobody holds it: its owner died while waiting.
+                    let _ = std::fs::remove_file(&path);
+                    continue;
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {}
+                Err(std::fs::TryLockError::Error(_)) => continue,
+            }
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            let wanted: Vec<u32> = text
+                .split(',')
+                .filter_map(|c| c.trim().parse().ok())
+                .collect();
+            if wanted.iter().any(|c| cards.contains(c)) {
+                ahead.push(Waiter { cards: wanted });
+            }
+        }
+        ahead
     }
 }
 
