@@ -774,10 +774,15 @@ impl Session {
         let runtime_path = self.runtime_path().map_err(DeviceFailure::plain)?;
         let id = sel.id();
         let wait_start = Instant::now();
-        let mut next_note = Duration::ZERO;
+        // A wait under a second is ordinary turn-taking between processes;
+        // say so only with -v. Longer waits are announced, then repeated
+        // every 10 s, so a long queue is visible without flooding the terminal.
+        let mut next_note = if self.config.verbose {
+            Duration::ZERO
+        } else {
+            Duration::from_secs(1)
+        };
         let mut on_wait = |w: &WaitStatus| {
-            // First notice at once, then every 10 s, so a long queue is visible
-            // without flooding the terminal.
             if w.waited >= next_note {
                 eprintln!("{id}: {w} (waited {:.1} s)", w.waited.as_secs_f64());
                 next_note = w.waited + Duration::from_secs(10);
