@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
 use common::{TestEnv, copy_scene, read_report};
@@ -179,15 +178,8 @@ fn runtime_is_loaded_only_after_the_card_is_held() {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
     // The child says it waits for the card (naming us as holder) before blocking.
-    let waiting = loop {
-        let line = lines.next().expect("child exited before waiting").unwrap();
-        if line.contains("waiting") {
-            break line;
-        }
-    };
+    let (waiting, lines) = common::stderr_line_containing(&mut child, "waiting");
     assert!(
         waiting.contains(&std::process::id().to_string()),
         "{waiting}"

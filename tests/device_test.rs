@@ -4,12 +4,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
 use common::{
     TestEnv, assert_no_card_held_twice, copy_scene, copy_scene_with_devices, read_report,
-    run_concurrently,
+    run_concurrently, stderr_line_containing,
 };
 use scene_device::{AcquireOptions, CardPool};
 
@@ -110,12 +109,7 @@ fn killing_the_holder_frees_the_card() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let line = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find(|l| l.contains("acquired card"))
-        .expect("child never acquired the card");
+    let (line, _rest) = stderr_line_containing(&mut child, "acquired card");
     assert!(line.contains("[0]"), "{line}");
     let pool = CardPool::new("0".parse().unwrap(), env.lock_dir.clone()).unwrap();
     assert!(
@@ -236,12 +230,7 @@ fn waiting_names_the_holder() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let line = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find(|l| l.contains("waiting"))
-        .expect("no waiting line");
+    let (line, lines) = stderr_line_containing(&mut child, "waiting");
     assert!(line.contains("someone::else"), "{line}");
     assert!(
         line.contains(&format!("pid {}", std::process::id())),

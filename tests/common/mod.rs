@@ -183,3 +183,24 @@ pub fn copy_scene_with_devices(env: &TestEnv, from: &str, to: &str, devices: usi
     .unwrap();
     dir
 }
+
+/// Lines of a child's piped stderr, read as they come.
+pub type StderrLines = std::io::Lines<std::io::BufReader<std::process::ChildStderr>>;
+
+/// Takes `child`'s piped stderr and reads it up to the first line containing
+/// `needle`; returns that line and the rest of the stream (drain it, so the
+/// child never blocks on a full pipe). Panics if the child closes stderr first.
+pub fn stderr_line_containing(
+    child: &mut std::process::Child,
+    needle: &str,
+) -> (String, StderrLines) {
+    use std::io::BufRead;
+    let stderr = child.stderr.take().expect("stderr must be piped");
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    let line = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("child's stderr ended without a line containing {needle:?}"));
+    (line, lines)
+}
