@@ -330,25 +330,17 @@ impl Session {
         }
         let start = Instant::now();
         let mut reports: Vec<Option<CaseReport>> = vec![None; cases.len()];
-        let mut runnable = Vec::with_capacity(cases.len());
         let pool_size = self.config.devices.len();
-        for (i, sel) in cases.iter().enumerate() {
-            if sel.scene.devices > pool_size {
-                // Fail at selection: waiting could never succeed.
-                let mut r = CaseReport::new(&sel.scene.name, &sel.case().name);
-                r.fail(
-                    FailureStage::Device,
-                    format!(
-                        "needs {} cards but the pool has {pool_size} (--device {})",
-                        sel.scene.devices, self.config.devices
-                    ),
-                );
-                on_case(&r);
-                reports[i] = Some(r);
-            } else {
-                runnable.push(i);
-            }
-        }
+        let runnable = fail_oversized(
+            cases,
+            pool_size,
+            &format!(
+                "the pool has {pool_size} (--device {})",
+                self.config.devices
+            ),
+            &mut reports,
+            on_case,
+        );
         let (mut slots, to_compile) = self.slots_from_bundle(cases, &runnable);
         let compiled = self.compile(&to_compile);
 
@@ -466,23 +458,13 @@ impl Session {
             .map(|l| unix_seconds(l.acquired_at()))
             .unwrap_or_default();
         let mut reports: Vec<Option<CaseReport>> = vec![None; cases.len()];
-        let mut runnable = Vec::with_capacity(cases.len());
-        for (i, sel) in cases.iter().enumerate() {
-            if sel.scene.devices > cards.len() {
-                let mut r = CaseReport::new(&sel.scene.name, &sel.case().name);
-                r.fail(
-                    FailureStage::Device,
-                    format!(
-                        "needs {} cards but --hold-card holds {:?}",
-                        sel.scene.devices, cards
-                    ),
-                );
-                on_case(&r);
-                reports[i] = Some(r);
-            } else {
-                runnable.push(i);
-            }
-        }
+        let runnable = fail_oversized(
+            cases,
+            cards.len(),
+            &format!("--hold-card holds {cards:?}"),
+            &mut reports,
+            on_case,
+        );
         let (mut slots, to_compile) = self.slots_from_bundle(cases, &runnable);
         let compiled = self.compile(&to_compile);
         for (n, &i) in runnable.iter().enumerate() {
@@ -890,6 +872,33 @@ impl Session {
             }
         })
     }
+}
+
+/// Fails, at selection, every case needing more than `capacity` cards
+/// (waiting could never succeed), saying why (`the pool has ...`); returns
+/// the indices of the others.
+fn fail_oversized(
+    cases: &[SelectedCase],
+    capacity: usize,
+    why: &str,
+    reports: &mut [Option<CaseReport>],
+    on_case: &mut dyn FnMut(&CaseReport),
+) -> Vec<usize> {
+    let mut runnable = Vec::with_capacity(cases.len());
+    for (i, sel) in cases.iter().enumerate() {
+        if sel.scene.devices > capacity {
+            let mut r = CaseReport::new(&sel.scene.name, &sel.case().name);
+            r.fail(
+                FailureStage::Device,
+                format!("needs {} cards but {why}", sel.scene.devices),
+            );
+            on_case(&r);
+            reports[i] = Some(r);
+        } else {
+            runnable.push(i);
+        }
+    }
+    runnable
 }
 
 /// A case between its CPU stages and its device stage.
