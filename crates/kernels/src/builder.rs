@@ -7,7 +7,7 @@ use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::cache::{Cache, CacheConfig, Lookup, MissReason};
@@ -44,12 +44,55 @@ impl Default for BuildOptions {
 }
 
 type Artifact = Arc<Vec<u8>>;
+
+/// A counting semaphore over tool-process slots.
+#[derive(Debug)]
+struct Budget {
+    free: Mutex<usize>,
+    freed: Condvar,
+}
+
+/// One slot of a [`Budget`], given back on drop.
+struct BudgetSlot<'a>(&'a Budget);
+
+impl Budget {
+    fn new(slots: usize) -> Self {
+        Self {
+            free: Mutex::new(slots),
+            freed: Condvar::new(),
+        }
+    }
+
+    fn take(&self) -> BudgetSlot<'_> {
+        // The count stays consistent even if a holder panicked.
+        let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
+        while *free == 0 {
+            free = self
+                .freed
+                .wait(free)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        *free -= 1;
+        BudgetSlot(self)
+    }
+}
+
+impl Drop for BudgetSlot<'_> {
+    fn drop(&mut self) {
+        *self.0.free.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+        self.0.freed.notify_one();
+    }
+}
 type UnitResult = Result<Artifact, Arc<CompileError>>;
 
 pub struct Builder {
     root: PathBuf,
     toolchain: Toolchain,
     workers: NonZeroUsize,
+    /// Tool-process slots shared by every `build_all` running on this
+    /// builder at once (e.g. concurrent test trials), so the bound is
+    /// `workers` for the whole process, never `workers` per call.
+    budget: Budget,
     scratch: tempfile::TempDir,
     link_script: PathBuf,
     /// Compiled on first use, by whichever worker needs it first.
@@ -126,6 +169,7 @@ impl Builder {
             root,
             toolchain,
             workers: options.workers,
+            budget: Budget::new(options.workers.get()),
             scratch,
             link_script,
             builtins: [OnceLock::new(), OnceLock::new()],
@@ -320,8 +364,9 @@ impl Builder {
     }
 
     /// Runs the queued units on `workers` threads. Each thread runs one
-    /// unit at a time, and a unit runs its tools one after another, so at
-    /// most `workers` tool processes are ever alive.
+    /// unit at a time, holding one of the builder's `workers` budget slots,
+    /// and a unit runs its tools one after another, so at most `workers`
+    /// tool processes are ever alive, however many `build_all` calls run.
     fn run_queue(
         &self,
         entries: &[PlanEntry],
@@ -338,7 +383,9 @@ impl Builder {
                 let next = &next;
                 scope.spawn(move || {
                     while let Some(q) = queue.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        let slot = self.budget.take();
                         let (result, done) = self.obtain(&entries[q.idx], q);
+                        drop(slot);
                         if tx.send((q.idx, q.key, result, done)).is_err() {
                             break;
                         }

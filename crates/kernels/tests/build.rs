@@ -366,6 +366,51 @@ fn one_worker_means_one_tool_process_at_a_time() {
     );
 }
 
+/// Two `build_all` calls running at once on one builder share its budget:
+/// with one worker, still one tool process at a time (the guard wrappers
+/// fail if two ever overlap).
+#[test]
+fn concurrent_builds_share_one_budget() {
+    let root = Root::new();
+    let tools = tempfile::tempdir().expect("tempdir");
+    let lock = tools.path().join("lock");
+    let guard = |real: &str| {
+        format!(
+            "mkdir '{lock}' 2>/dev/null || {{ echo 'two tool processes at once' >&2; exit 99; }}\n\
+             {real} \"$@\"; rc=$?\nrmdir '{lock}'\nexit $rc\n",
+            lock = lock.display()
+        )
+    };
+    let cc = script(tools.path(), "cc", &guard("cc"));
+    let ld = script(tools.path(), "ld", &guard("ld"));
+    root.write("orch.c", ORCH_SRC);
+    let mut specs = Vec::new();
+    for (i, op) in ["+", "-", "*", "/"].iter().enumerate() {
+        let src = format!("k{i}.c");
+        root.write(&src, &kernel_src(op));
+        let k = incore(&format!("k{i}"), 0, CoreType::Aiv, &src);
+        specs.push(spec(&format!("s{i}"), orch("orch.c", "run_orch"), vec![k]));
+    }
+    let tc = toolchain().with_compiler(&cc).with_linker(&ld);
+    let builder = Builder::new(root.path(), tc, options(1)).expect("builder");
+    std::thread::scope(|s| {
+        let halves: Vec<_> = specs
+            .chunks(2)
+            .map(|half| s.spawn(|| builder.build_all(half)))
+            .collect();
+        for h in halves {
+            let out = h.join().expect("build thread");
+            for c in &out.callables {
+                assert!(
+                    c.is_ok(),
+                    "{}",
+                    c.as_ref().err().map(|e| e.to_string()).unwrap_or_default()
+                );
+            }
+        }
+    });
+}
+
 #[test]
 fn missing_compiler_is_a_clear_setup_error() {
     let root = Root::new();
