@@ -104,10 +104,9 @@ fn slot_dir(bundle: &Path, id: &str) -> PathBuf {
 }
 
 /// The whole suite through both passes: pass 2 runs with the compiler
-/// disabled, reports no compile, fixture or golden time, and holds the card
-/// only for device work.
+/// disabled and reports no compile, fixture or golden time.
 #[test]
-fn precompile_then_run_from_needs_no_compiler_and_only_device_card_time() {
+fn precompile_then_run_from_needs_no_compiler() {
     let env = TestEnv::new();
     let bundle = env.dir.path().join("bundle");
     // Pass 1 must not touch a card or the runtime: a lock dir that does not
@@ -166,27 +165,15 @@ fn precompile_then_run_from_needs_no_compiler_and_only_device_card_time() {
     assert!(!text(&out.stderr).contains("warning:"), "{}", show(&out));
     let cases = report["cases"].as_array().unwrap();
     assert_eq!(cases.len(), slots.len());
-    let (mut held_sum, mut device_sum) = (0.0, 0.0);
     for c in cases {
         assert_eq!(c["status"], "passed", "{c}");
         for key in ["compile_s", "golden_s", "fixtures_s"] {
             assert_eq!(phase(c, key), 0.0, "{}: {key}", c["name"]);
         }
-        let (held, device) = (phase(c, "lock_held_s"), phase(c, "device_s"));
-        assert!(device > 0.0, "{}: no device time", c["name"]);
-        assert!(
-            held <= device + 0.005,
-            "{}: card held {held:.4} s for {device:.4} s of device work",
-            c["name"]
-        );
-        held_sum += held;
-        device_sum += device;
+        // The 5 ms card-time bound of pass 2 is checked in the
+        // `lock_accounting` binary, which runs alone.
+        assert!(phase(c, "device_s") > 0.0, "{}: no device time", c["name"]);
     }
-    let n = cases.len() as f64;
-    assert!(
-        held_sum <= device_sum + 0.005 * n,
-        "suite: card held {held_sum:.4} s for {device_sum:.4} s of device work"
-    );
 }
 
 /// Runs the two vector_example cases from a bundle altered by `alter`, with
