@@ -7,9 +7,10 @@ use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::budget::Budget;
 use crate::cache::{Cache, CacheConfig, Lookup, MissReason};
 use crate::compile;
 use crate::error::{BuildError, BuildSetupError, CompileError, UnitFailure};
@@ -45,44 +46,6 @@ impl Default for BuildOptions {
 
 type Artifact = Arc<Vec<u8>>;
 
-/// A counting semaphore over tool-process slots.
-#[derive(Debug)]
-struct Budget {
-    free: Mutex<usize>,
-    freed: Condvar,
-}
-
-/// One slot of a [`Budget`], given back on drop.
-struct BudgetSlot<'a>(&'a Budget);
-
-impl Budget {
-    fn new(slots: usize) -> Self {
-        Self {
-            free: Mutex::new(slots),
-            freed: Condvar::new(),
-        }
-    }
-
-    fn take(&self) -> BudgetSlot<'_> {
-        // The count stays consistent even if a holder panicked.
-        let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
-        while *free == 0 {
-            free = self
-                .freed
-                .wait(free)
-                .unwrap_or_else(PoisonError::into_inner);
-        }
-        *free -= 1;
-        BudgetSlot(self)
-    }
-}
-
-impl Drop for BudgetSlot<'_> {
-    fn drop(&mut self) {
-        *self.0.free.lock().unwrap_or_else(PoisonError::into_inner) += 1;
-        self.0.freed.notify_one();
-    }
-}
 type UnitResult = Result<Artifact, Arc<CompileError>>;
 
 pub struct Builder {
@@ -92,7 +55,7 @@ pub struct Builder {
     /// Tool-process slots shared by every `build_all` running on this
     /// builder at once (e.g. concurrent test trials), so the bound is
     /// `workers` for the whole process, never `workers` per call.
-    budget: Budget,
+    budget: Arc<Budget>,
     scratch: tempfile::TempDir,
     link_script: PathBuf,
     /// Compiled on first use, by whichever worker needs it first.
@@ -163,13 +126,16 @@ impl Builder {
                 .inspect_err(|e| warn(&format!("{e}; compiling without the kernel cache")))
                 .ok()
         });
-        let keys = KeyContext::new(cache.as_ref().map(|c| c.dir().join("tools")));
+        let budget = Arc::new(Budget::new(options.workers.get()));
+        // `cc --version` probes are tool processes too: same budget.
+        let keys = KeyContext::new(cache.as_ref().map(|c| c.dir().join("tools")))
+            .with_budget(Arc::clone(&budget));
 
         Ok(Builder {
             root,
             toolchain,
             workers: options.workers,
-            budget: Budget::new(options.workers.get()),
+            budget,
             scratch,
             link_script,
             builtins: [OnceLock::new(), OnceLock::new()],

@@ -24,6 +24,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::budget::Budget;
 use crate::error::CompileError;
 use crate::toolchain::{Toolchain, resolve_program};
 use crate::unit::{IncoreUnit, OrchUnit};
@@ -144,6 +145,8 @@ pub struct KeyContext {
     /// Where `--version` outputs are persisted across processes (the cache's
     /// `tools/` dir), so a fully warm run starts no compiler process at all.
     tool_store: Option<PathBuf>,
+    /// The builder's tool-process budget, taken while `--version` runs.
+    budget: Option<Arc<Budget>>,
 }
 
 /// A file modified this recently may be modified again within the same
@@ -157,6 +160,14 @@ impl KeyContext {
             tool_store,
             ..KeyContext::default()
         }
+    }
+
+    /// Runs `--version` probes under `budget`. Only for callers that hold
+    /// no slot of it while computing keys (the builder plans on its own
+    /// thread, outside any worker).
+    pub(crate) fn with_budget(mut self, budget: Arc<Budget>) -> Self {
+        self.budget = Some(budget);
+        self
     }
 
     /// Drops memoised file digests (tool identities are kept): the next key
@@ -255,11 +266,13 @@ impl KeyContext {
         {
             return text;
         }
-        let version = match Command::new(resolved)
+        let slot = self.budget.as_ref().map(|b| b.take());
+        let probe = Command::new(resolved)
             .arg("--version")
             .stdin(Stdio::null())
-            .output()
-        {
+            .output();
+        drop(slot);
+        let version = match probe {
             Ok(out) => {
                 let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
                 text.push_str(&String::from_utf8_lossy(&out.stderr));

@@ -21,6 +21,7 @@
 //! [`BuildOptions::cache`]), keyed by [`UnitKey`]s that include
 //! [`COMPILE_LOGIC_TOKEN`].
 
+mod budget;
 mod builder;
 pub mod cache;
 mod compile;
