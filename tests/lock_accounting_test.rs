@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{TestEnv, read_report};
+use common::{TestEnv, read_report, run_ok};
 use serde_json::Value;
 
 /// Checks every case of a report: device time recorded, card held at most
@@ -73,31 +73,15 @@ fn card_is_held_only_for_device_work_in_one_and_two_passes() {
 
     // One pass: compile, fixtures and goldens all happen, outside the lock.
     let report = env.dir.path().join("report.json");
-    let out = env
-        .scene(&["run", "--report-json", report.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    run_ok(&mut env.scene(&["run", "--report-json", report.to_str().unwrap()]));
     check_card_time(&read_report(&report));
 
     // Two passes: pass 2 has nothing but device work and the comparison.
     let bundle = env.dir.path().join("bundle");
-    let out = env
-        .scene(&["precompile", "--out", bundle.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    run_ok(&mut env.scene(&["precompile", "--out", bundle.to_str().unwrap()]));
     let report2 = env.dir.path().join("report2.json");
-    let out = env
-        .scene(&[
+    run_ok(
+        env.scene(&[
             "run",
             "--from",
             bundle.to_str().unwrap(),
@@ -105,13 +89,7 @@ fn card_is_held_only_for_device_work_in_one_and_two_passes() {
             report2.to_str().unwrap(),
         ])
         .env("SCENE_CC", "false")
-        .env("SCENE_LD", "false")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
+        .env("SCENE_LD", "false"),
     );
     for c in check_card_time(&read_report(&report2)) {
         for key in ["compile_s", "golden_s", "fixtures_s"] {

@@ -204,3 +204,16 @@ pub fn stderr_line_containing(
         .unwrap_or_else(|| panic!("child's stderr ended without a line containing {needle:?}"));
     (line, lines)
 }
+
+/// Runs `cmd` to completion and asserts it succeeded, showing its output if not.
+pub fn run_ok(cmd: &mut Command) -> std::process::Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}

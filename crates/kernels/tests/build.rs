@@ -329,11 +329,10 @@ fn worker_count_does_not_change_bytes() {
     );
 }
 
-#[test]
-fn one_worker_means_one_tool_process_at_a_time() {
-    let root = Root::new();
-    let tools = tempfile::tempdir().expect("tempdir");
-    let lock = tools.path().join("lock");
+/// `cc` and `ld` wrappers in `dir` that share one `mkdir` lock and fail
+/// (exit 99) if two of them are ever alive at once.
+fn one_at_a_time_tools(dir: &Path) -> (PathBuf, PathBuf) {
+    let lock = dir.join("lock");
     let guard = |real: &str| {
         format!(
             "mkdir '{lock}' 2>/dev/null || {{ echo 'two tool processes at once' >&2; exit 99; }}\n\
@@ -341,8 +340,17 @@ fn one_worker_means_one_tool_process_at_a_time() {
             lock = lock.display()
         )
     };
-    let cc = script(tools.path(), "cc", &guard("cc"));
-    let ld = script(tools.path(), "ld", &guard("ld"));
+    (
+        script(dir, "cc", &guard("cc")),
+        script(dir, "ld", &guard("ld")),
+    )
+}
+
+#[test]
+fn one_worker_means_one_tool_process_at_a_time() {
+    let root = Root::new();
+    let tools = tempfile::tempdir().expect("tempdir");
+    let (cc, ld) = one_at_a_time_tools(tools.path());
     root.write("orch.c", ORCH_SRC);
     let mut incores = Vec::new();
     for (i, op) in ["+", "-", "*", "/"].iter().enumerate() {
@@ -373,16 +381,7 @@ fn one_worker_means_one_tool_process_at_a_time() {
 fn concurrent_builds_share_one_budget() {
     let root = Root::new();
     let tools = tempfile::tempdir().expect("tempdir");
-    let lock = tools.path().join("lock");
-    let guard = |real: &str| {
-        format!(
-            "mkdir '{lock}' 2>/dev/null || {{ echo 'two tool processes at once' >&2; exit 99; }}\n\
-             {real} \"$@\"; rc=$?\nrmdir '{lock}'\nexit $rc\n",
-            lock = lock.display()
-        )
-    };
-    let cc = script(tools.path(), "cc", &guard("cc"));
-    let ld = script(tools.path(), "ld", &guard("ld"));
+    let (cc, ld) = one_at_a_time_tools(tools.path());
     root.write("orch.c", ORCH_SRC);
     let mut specs = Vec::new();
     for (i, op) in ["+", "-", "*", "/"].iter().enumerate() {
