@@ -17,6 +17,64 @@ pub const KERNEL_LINK_SCRIPT: &str = include_str!("c/kernel.ld");
 /// Freestanding helpers (memcpy, f16 conversions, ...) linked into every image.
 pub const BUILTINS_SOURCE: &str = include_str!("c/builtins.c");
 
+/// What the Mach-O toolchain writes where the ELF one writes its link script:
+/// an ld64 order file, so `_kernel_entry` is laid out first in `__text`.
+pub const MACHO_ORDER_FILE: &str = "_kernel_entry\n";
+
+/// Read-only data sections clang emits for Mach-O, folded into `__text` so
+/// the image carries the constants its PC-relative loads refer to (ld64's
+/// stand-in for the ELF script's `*(.rodata*)` line).
+const MACHO_FOLDED_SECTIONS: &[&str] = &[
+    "__const",
+    "__cstring",
+    "__literal4",
+    "__literal8",
+    "__literal16",
+];
+
+/// Linker flags for a Mach-O incore image on `arch` (`x86_64` or `arm64`).
+///
+/// Checked against ld64.lld (tests/macho.rs). `-static` keeps Apple's ld64
+/// from requiring libSystem for a main executable; ld64.lld only warns that
+/// it is not implemented. The order file is `kernel.ld` relative to the
+/// link's working directory, which is where the builder and the rendered
+/// commands write the toolchain's link script.
+pub fn macho_link_flags(arch: &str) -> Vec<String> {
+    let mut flags = strings(&[
+        "-arch",
+        arch,
+        "-platform_version",
+        "macos",
+        "11.0",
+        "11.0",
+        "-static",
+        "-e",
+        "_kernel_entry",
+        "-dead_strip",
+        "-order_file",
+        "kernel.ld",
+    ]);
+    for section in MACHO_FOLDED_SECTIONS {
+        flags.extend(strings(&[
+            "-rename_section",
+            "__TEXT",
+            section,
+            "__TEXT",
+            "__text",
+        ]));
+    }
+    flags
+}
+
+/// The host's architecture name as ld64 spells it.
+fn macho_host_arch() -> &'static str {
+    if cfg!(target_arch = "aarch64") {
+        "arm64"
+    } else {
+        "x86_64"
+    }
+}
+
 /// Platforms this crate knows how to build for.
 pub const PLATFORMS: &[&str] = &["a2a3sim", "a5sim"];
 
@@ -151,9 +209,17 @@ impl Toolchain {
                 "norelro",
                 "--no-warn-rwx-segments",
             ]),
-            // Untested: ld64 has no linker scripts; a preload image keeps
-            // __text first and unrelocated.
-            Extraction::MachO => strings(&["-preload", "-e", "_kernel_entry", "-dead_strip"]),
+            Extraction::MachO => macho_link_flags(macho_host_arch()),
+        };
+        // clang (the macOS `cc`) rejects gcc's loop-pattern flag; its
+        // `-fno-builtin` already keeps memcpy/memset loops from becoming calls.
+        let builtins_flags = match extraction {
+            Extraction::Elf => strings(&["-fno-tree-loop-distribute-patterns"]),
+            Extraction::MachO => Vec::new(),
+        };
+        let link_script = match extraction {
+            Extraction::Elf => KERNEL_LINK_SCRIPT,
+            Extraction::MachO => MACHO_ORDER_FILE,
         };
 
         Ok(Toolchain {
@@ -163,7 +229,7 @@ impl Toolchain {
             incore_flags,
             aic_flags: strings(&["-DSCENE_CORE_AIC=1"]),
             aiv_flags: strings(&["-DSCENE_CORE_AIV=1"]),
-            builtins_flags: strings(&["-fno-tree-loop-distribute-patterns"]),
+            builtins_flags,
             orch_flags: vec![
                 "-shared".to_owned(),
                 "-fPIC".to_owned(),
@@ -172,7 +238,7 @@ impl Toolchain {
                 platform_define.to_owned(),
             ],
             link_flags,
-            link_script: KERNEL_LINK_SCRIPT.to_owned(),
+            link_script: link_script.to_owned(),
             builtins_source: BUILTINS_SOURCE.to_owned(),
             extraction,
         })

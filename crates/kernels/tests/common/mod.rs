@@ -171,3 +171,161 @@ impl ManualLink<'_> {
             .unwrap_or_else(|e| panic!("link failed:\n{e}"))
     }
 }
+
+/// A tool by name on `PATH`, else a Debian-versioned `name-NN` on `PATH`,
+/// else `/usr/lib/llvm-*/bin/name` (where Debian's lld puts `ld64.lld`).
+pub fn find_llvm_tool(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
+    if let Some(found) = dirs.iter().map(|d| d.join(name)).find(|p| p.is_file()) {
+        return Some(found);
+    }
+    let prefix = format!("{name}-");
+    let mut versioned: Vec<PathBuf> = dirs
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| n.strip_prefix(&prefix))
+                .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .map(|e| e.path())
+        .collect();
+    if let Ok(entries) = std::fs::read_dir("/usr/lib") {
+        for entry in entries.flatten() {
+            let is_llvm = entry
+                .file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with("llvm-"));
+            let candidate = entry.path().join("bin").join(name);
+            if is_llvm && candidate.is_file() {
+                versioned.push(candidate);
+            }
+        }
+    }
+    versioned.sort();
+    versioned.pop()
+}
+
+/// clang, ld64.lld and llvm-objcopy for building and checking Mach-O kernels.
+pub struct MachOTools {
+    pub clang: PathBuf,
+    pub ld64: PathBuf,
+    pub objcopy: PathBuf,
+    pub nm: PathBuf,
+}
+
+impl MachOTools {
+    /// `Err` names what is missing.
+    pub fn find() -> Result<MachOTools, String> {
+        let mut missing = Vec::new();
+        let mut get = |name: &str| {
+            let found = find_llvm_tool(name);
+            if found.is_none() {
+                missing.push(name.to_owned());
+            }
+            found.unwrap_or_default()
+        };
+        let tools = MachOTools {
+            clang: get("clang"),
+            ld64: get("ld64.lld"),
+            objcopy: get("llvm-objcopy"),
+            nm: get("llvm-nm"),
+        };
+        if missing.is_empty() {
+            Ok(tools)
+        } else {
+            Err(format!("{} not installed", missing.join(", ")))
+        }
+    }
+}
+
+/// The header's `SCENE_KERNEL_ENTRY` puts the entry in `.text.kernel_entry`,
+/// which clang rejects for Mach-O targets (a section needs `SEG,sect`), so
+/// Mach-O test kernels define the entry with this instead.
+pub const MACHO_ENTRY_PRELUDE: &str = "#include \"scene_kernel.h\"\n\
+#define MACHO_ENTRY(ka) __attribute__((used, visibility(\"default\"))) \
+void kernel_entry(const SceneKernelArgs *ka)\n";
+
+/// Compiles and links a kernel for a Mach-O target with clang and ld64.lld,
+/// using the toolchain's incore flags (minus the ELF-only ones) and
+/// [`scene_kernels::toolchain::macho_link_flags`] unless `link_flags` is set.
+pub struct MachOLink<'a> {
+    pub arch: &'a str,
+    /// Appended to [`MACHO_ENTRY_PRELUDE`].
+    pub source: &'a str,
+    pub order_file: &'a str,
+    pub cflags: &'a [&'a str],
+    pub link_flags: Option<Vec<String>>,
+    pub extra_ldflags: &'a [&'a str],
+}
+
+impl<'a> MachOLink<'a> {
+    pub fn new(arch: &'a str, source: &'a str) -> Self {
+        MachOLink {
+            arch,
+            source,
+            order_file: scene_kernels::toolchain::MACHO_ORDER_FILE,
+            cflags: &[],
+            link_flags: None,
+            extra_ldflags: &[],
+        }
+    }
+
+    fn compile(&self, tools: &MachOTools, dir: &Path, src: &str, obj: &str, extra: &[String]) {
+        let tc = toolchain();
+        let elf_only = ["-fcf-protection=none", "-fno-plt"];
+        run(Command::new(&tools.clang)
+            .current_dir(dir)
+            .arg("-target")
+            .arg(format!("{}-apple-macos11", self.arch))
+            .args(tc.incore_flags.iter().filter(|f| !elf_only.contains(&f.as_str())))
+            .args(extra)
+            .args(self.cflags)
+            .arg("-I")
+            .arg(headers_dir())
+            .args(["-c", src, "-o", obj]));
+    }
+
+    /// Compiles `k.c` to `k.o` and `builtins.c` to `builtins.o` in `dir`.
+    pub fn compile_all(&self, tools: &MachOTools, dir: &Path) {
+        let tc = toolchain();
+        std::fs::write(
+            dir.join("k.c"),
+            format!("{MACHO_ENTRY_PRELUDE}{}", self.source),
+        )
+        .expect("write k.c");
+        std::fs::write(dir.join("builtins.c"), BUILTINS_SOURCE).expect("write builtins");
+        self.compile(tools, dir, "k.c", "k.o", &tc.core_flags(CoreType::Aiv).to_vec());
+        self.compile(tools, dir, "builtins.c", "builtins.o", &[]);
+    }
+
+    pub fn try_link(&self, tools: &MachOTools, dir: &Path) -> Result<PathBuf, String> {
+        self.compile_all(tools, dir);
+        std::fs::write(dir.join("kernel.ld"), self.order_file).expect("write order file");
+        let flags = self
+            .link_flags
+            .clone()
+            .unwrap_or_else(|| scene_kernels::toolchain::macho_link_flags(self.arch));
+        let out = Command::new(&tools.ld64)
+            .current_dir(dir)
+            .args(&flags)
+            .args(self.extra_ldflags)
+            .args(["-o", "k.macho", "k.o", "builtins.o"])
+            .output()
+            .expect("spawn ld64.lld");
+        if out.status.success() {
+            Ok(dir.join("k.macho"))
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+
+    pub fn link(&self, tools: &MachOTools, dir: &Path) -> PathBuf {
+        self.try_link(tools, dir)
+            .unwrap_or_else(|e| panic!("ld64.lld failed:\n{e}"))
+    }
+}
