@@ -75,6 +75,18 @@ fn macho_host_arch() -> &'static str {
     }
 }
 
+/// Darwin's zeroing entry points, which clang calls for Mach-O targets where
+/// it calls memset elsewhere (`bzero` on arm64, `__bzero` on x86_64).
+pub const MACHO_EXTRA_BUILTINS: &str = "\n/* Darwin: clang zeroes through bzero (arm64) and __bzero (x86_64). */\n\
+SCENE_BUILTIN void bzero(void *dst, size_t n) { memset(dst, 0, n); }\n\
+SCENE_BUILTIN void __bzero(void *dst, size_t n) { memset(dst, 0, n); }\n";
+
+/// The builtins source for Mach-O images: [`BUILTINS_SOURCE`] plus
+/// [`MACHO_EXTRA_BUILTINS`].
+pub fn macho_builtins_source() -> String {
+    format!("{BUILTINS_SOURCE}{MACHO_EXTRA_BUILTINS}")
+}
+
 /// Platforms this crate knows how to build for.
 pub const PLATFORMS: &[&str] = &["a2a3sim", "a5sim"];
 
@@ -217,6 +229,10 @@ impl Toolchain {
             Extraction::Elf => strings(&["-fno-tree-loop-distribute-patterns"]),
             Extraction::MachO => Vec::new(),
         };
+        let builtins_source = match extraction {
+            Extraction::Elf => BUILTINS_SOURCE.to_owned(),
+            Extraction::MachO => macho_builtins_source(),
+        };
         let link_script = match extraction {
             Extraction::Elf => KERNEL_LINK_SCRIPT,
             Extraction::MachO => MACHO_ORDER_FILE,
@@ -239,7 +255,7 @@ impl Toolchain {
             ],
             link_flags,
             link_script: link_script.to_owned(),
-            builtins_source: BUILTINS_SOURCE.to_owned(),
+            builtins_source,
             extraction,
         })
     }

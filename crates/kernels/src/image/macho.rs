@@ -119,7 +119,13 @@ fn sections(macho: &MachO<'_>, kernel: &str) -> Result<Vec<Section>, ImageError>
             .sections()
             .map_err(|e| malformed(kernel, format!("bad sections in `{segname}`: {e}")))?;
         for (header, _) in headers {
-            let name = format!("{segname},{}", header.name().unwrap_or("?"));
+            // The section's own segment name: in an object file all sections
+            // sit in one segment whose name is empty.
+            let name = format!(
+                "{},{}",
+                header.segname().unwrap_or("?"),
+                header.name().unwrap_or("?")
+            );
             out.push(Section {
                 ordinal: out.len() + 1,
                 name,

@@ -298,7 +298,11 @@ impl<'a> MachOLink<'a> {
             format!("{MACHO_ENTRY_PRELUDE}{}", self.source),
         )
         .expect("write k.c");
-        std::fs::write(dir.join("builtins.c"), BUILTINS_SOURCE).expect("write builtins");
+        std::fs::write(
+            dir.join("builtins.c"),
+            scene_kernels::toolchain::macho_builtins_source(),
+        )
+        .expect("write builtins");
         self.compile(tools, dir, "k.c", "k.o", &tc.core_flags(CoreType::Aiv).to_vec());
         self.compile(tools, dir, "builtins.c", "builtins.o", &[]);
     }
