@@ -48,15 +48,20 @@ fn link_bytes(tools: &MachOTools, link: &MachOLink<'_>) -> (tempfile::TempDir, V
 }
 
 fn dump_text(tools: &MachOTools, dir: &Path) -> Vec<u8> {
-    run(Command::new(&tools.objcopy)
-        .current_dir(dir)
-        .args(["--dump-section", "__TEXT,__text=text.bin", "k.macho", "/dev/null"]));
+    run(Command::new(&tools.objcopy).current_dir(dir).args([
+        "--dump-section",
+        "__TEXT,__text=text.bin",
+        "k.macho",
+        "/dev/null",
+    ]));
     std::fs::read(dir.join("text.bin")).expect("read dumped __text")
 }
 
 /// `(address, name)` of the defined symbols, by address, from llvm-nm.
 fn symbols(tools: &MachOTools, file: &Path) -> Vec<(u64, String)> {
-    let out = run(Command::new(&tools.nm).args(["-n", "--defined-only"]).arg(file));
+    let out = run(Command::new(&tools.nm)
+        .args(["-n", "--defined-only"])
+        .arg(file));
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|line| {
@@ -101,11 +106,18 @@ fn x86_64_constants_are_folded_into_text() {
     // Guard: the object really has literal sections to fold.
     let dir = tempfile::tempdir().expect("tempdir");
     MachOLink::new("x86_64", GOOD).compile_all(&tools, dir.path());
-    let out = run(Command::new(&tools.objcopy)
-        .current_dir(dir.path())
-        .args(["--dump-section", "__TEXT,__literal16=lit.bin", "k.o", "/dev/null"]));
+    let out = run(Command::new(&tools.objcopy).current_dir(dir.path()).args([
+        "--dump-section",
+        "__TEXT,__literal16=lit.bin",
+        "k.o",
+        "/dev/null",
+    ]));
     assert!(out.status.success());
-    assert!(!std::fs::read(dir.path().join("lit.bin")).expect("lit").is_empty());
+    assert!(
+        !std::fs::read(dir.path().join("lit.bin"))
+            .expect("lit")
+            .is_empty()
+    );
 
     // Without the fold the constants sit outside the image: rejected.
     let unfolded: Vec<String> = {
@@ -142,11 +154,17 @@ MACHO_ENTRY(ka) {
 }
 "#;
     // clang zeroes through Darwin's bzero entry points, not memset.
-    for (arch, helpers) in [("x86_64", ["_memcpy", "___bzero"]), ("arm64", ["_memcpy", "_bzero"])] {
+    for (arch, helpers) in [
+        ("x86_64", ["_memcpy", "___bzero"]),
+        ("arm64", ["_memcpy", "_bzero"]),
+    ] {
         let (dir, bytes) = link_bytes(&tools, &MachOLink::new(arch, src));
         let undefined = undefined(&tools, &dir.path().join("k.o"));
         for helper in helpers {
-            assert!(undefined.contains(helper), "{arch}: {helper} not called:\n{undefined}");
+            assert!(
+                undefined.contains(helper),
+                "{arch}: {helper} not called:\n{undefined}"
+            );
         }
         let text = extract_text_image(&bytes, "helpers").expect("helpers kernel extracts");
         assert_eq!(text, dump_text(&tools, dir.path()), "{arch}");
@@ -247,7 +265,13 @@ __attribute__((used, visibility("default"))) void not_the_entry(const SceneKerne
         // ...and a file linked around another entry is rejected on extraction.
         let flags: Vec<String> = macho_link_flags(arch)
             .into_iter()
-            .map(|f| if f == "_kernel_entry" { "_not_the_entry".to_owned() } else { f })
+            .map(|f| {
+                if f == "_kernel_entry" {
+                    "_not_the_entry".to_owned()
+                } else {
+                    f
+                }
+            })
             .collect();
         let link = MachOLink {
             link_flags: Some(flags),
@@ -256,7 +280,10 @@ __attribute__((used, visibility("default"))) void not_the_entry(const SceneKerne
         };
         let (_dir, bytes) = link_bytes(&tools, &link);
         let err = extract_text_image(&bytes, "noentry").expect_err("no kernel_entry");
-        assert!(matches!(err, ImageError::MissingEntry { .. }), "{arch}: {err:?}");
+        assert!(
+            matches!(err, ImageError::MissingEntry { .. }),
+            "{arch}: {err:?}"
+        );
     }
 }
 
@@ -267,7 +294,13 @@ fn missing_text_is_rejected() {
         // Everything, folded constants included, goes to `__code` instead.
         let mut flags: Vec<String> = macho_link_flags(arch)
             .into_iter()
-            .map(|f| if f == "__text" { "__code".to_owned() } else { f })
+            .map(|f| {
+                if f == "__text" {
+                    "__code".to_owned()
+                } else {
+                    f
+                }
+            })
             .collect();
         flags.extend(["-rename_section", "__TEXT", "__text", "__TEXT", "__code"].map(String::from));
         let link = MachOLink {
@@ -340,7 +373,8 @@ fn truncated_files_are_errors() {
     let tools = tools_or_skip!();
     for arch in ARCHS {
         let bytes = good(&tools, arch);
-        let mut lengths: Vec<usize> = vec![0, 1, 4, 28, 31, 32, 33, bytes.len() / 2, bytes.len() - 1];
+        let mut lengths: Vec<usize> =
+            vec![0, 1, 4, 28, 31, 32, 33, bytes.len() / 2, bytes.len() - 1];
         lengths.extend((0..bytes.len()).step_by(61));
         for len in lengths {
             assert!(
@@ -377,7 +411,8 @@ fn section_header(bytes: &[u8], seg: &str, sect: &str) -> Option<usize> {
                 let s = at + 72 + 80 * i;
                 let name = |o: usize| {
                     let raw = &bytes[o..o + 16];
-                    String::from_utf8_lossy(raw.split(|b| *b == 0).next().unwrap_or(raw)).into_owned()
+                    String::from_utf8_lossy(raw.split(|b| *b == 0).next().unwrap_or(raw))
+                        .into_owned()
                 };
                 if name(s) == sect && name(s + 16) == seg {
                     return Some(s);
@@ -412,15 +447,24 @@ fn corrupt_headers_are_errors() {
 
         let mut many_cmds = bytes.clone();
         put_u32(&mut many_cmds, NCMDS, u32::MAX);
-        assert!(extract_text_image(&many_cmds, "k").is_err(), "{arch}: ncmds");
+        assert!(
+            extract_text_image(&many_cmds, "k").is_err(),
+            "{arch}: ncmds"
+        );
 
         let mut big_cmds = bytes.clone();
         put_u32(&mut big_cmds, SIZEOFCMDS, u32::MAX);
-        assert!(extract_text_image(&big_cmds, "k").is_err(), "{arch}: sizeofcmds");
+        assert!(
+            extract_text_image(&big_cmds, "k").is_err(),
+            "{arch}: sizeofcmds"
+        );
 
         let mut zero_cmdsize = bytes.clone();
         put_u32(&mut zero_cmdsize, FIRST_CMD + 4, 0);
-        assert!(extract_text_image(&zero_cmdsize, "k").is_err(), "{arch}: cmdsize 0");
+        assert!(
+            extract_text_image(&zero_cmdsize, "k").is_err(),
+            "{arch}: cmdsize 0"
+        );
 
         let text = section_header(&bytes, "__TEXT", "__text").expect("__text header");
         // section_64: addr at +32, size at +40, offset at +48, nreloc at +60.
@@ -435,23 +479,39 @@ fn corrupt_headers_are_errors() {
         let mut huge = bytes.clone();
         huge[text + 40..text + 48].copy_from_slice(&u64::MAX.to_le_bytes());
         let err = extract_text_image(&huge, "k").expect_err("text size overflows");
-        assert!(matches!(err, ImageError::SectionOutOfBounds { .. }), "{arch}: {err:?}");
+        assert!(
+            matches!(err, ImageError::SectionOutOfBounds { .. }),
+            "{arch}: {err:?}"
+        );
 
         let mut moved = bytes.clone();
         let addr = u64::from_le_bytes(bytes[text + 32..text + 40].try_into().expect("addr"));
         moved[text + 32..text + 40].copy_from_slice(&(addr - 16).to_le_bytes());
         let err = extract_text_image(&moved, "k").expect_err("entry no longer first");
-        assert!(matches!(err, ImageError::EntryNotFirst { .. }), "{arch}: {err:?}");
+        assert!(
+            matches!(err, ImageError::EntryNotFirst { .. }),
+            "{arch}: {err:?}"
+        );
 
         let mut relocs = bytes.clone();
         put_u32(&mut relocs, text + 60, 1);
         let err = extract_text_image(&relocs, "k").expect_err("nreloc");
-        assert!(matches!(err, ImageError::TextRelocations { .. }), "{arch}: {err:?}");
+        assert!(
+            matches!(err, ImageError::TextRelocations { .. }),
+            "{arch}: {err:?}"
+        );
 
         let mut zerofill = bytes.clone();
-        put_u32(&mut zerofill, text + 64, u32_at(&bytes, text + 64) & !0xff | 0x1);
+        put_u32(
+            &mut zerofill,
+            text + 64,
+            u32_at(&bytes, text + 64) & !0xff | 0x1,
+        );
         let err = extract_text_image(&zerofill, "k").expect_err("zerofill text");
-        assert!(matches!(err, ImageError::Malformed { .. }), "{arch}: {err:?}");
+        assert!(
+            matches!(err, ImageError::Malformed { .. }),
+            "{arch}: {err:?}"
+        );
     }
 }
 

@@ -326,7 +326,7 @@ fn entry_symbol(macho: &MachO<'_>, kernel: &str) -> Result<Option<(usize, u64)>,
         let (name, nlist) =
             symbol.map_err(|e| malformed(kernel, format!("bad symbol table: {e}")))?;
         if name == mangled && nlist.n_type & N_STAB == 0 && nlist.n_type & N_TYPE == N_SECT {
-            return Ok(Some((usize::from(nlist.n_sect), nlist.n_value)));
+            return Ok(Some((nlist.n_sect, nlist.n_value)));
         }
     }
     Ok(None)

@@ -282,7 +282,11 @@ impl<'a> MachOLink<'a> {
             .current_dir(dir)
             .arg("-target")
             .arg(format!("{}-apple-macos11", self.arch))
-            .args(tc.incore_flags.iter().filter(|f| !elf_only.contains(&f.as_str())))
+            .args(
+                tc.incore_flags
+                    .iter()
+                    .filter(|f| !elf_only.contains(&f.as_str())),
+            )
             .args(extra)
             .args(self.cflags)
             .arg("-I")
@@ -303,7 +307,7 @@ impl<'a> MachOLink<'a> {
             scene_kernels::toolchain::macho_builtins_source(),
         )
         .expect("write builtins");
-        self.compile(tools, dir, "k.c", "k.o", &tc.core_flags(CoreType::Aiv).to_vec());
+        self.compile(tools, dir, "k.c", "k.o", tc.core_flags(CoreType::Aiv));
         self.compile(tools, dir, "builtins.c", "builtins.o", &[]);
     }
 
