@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use scene_harness::pipeline::callable_spec;
+use scene_harness::compile::callable_spec;
 use scene_harness::scene::discover;
 use scene_kernels::{BuildOptions, Builder, CacheConfig, CallableSpec, Toolchain};
 

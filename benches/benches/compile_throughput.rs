@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use scene_harness::pipeline::callable_spec;
+use scene_harness::compile::callable_spec;
 use scene_harness::scene::discover;
 use scene_kernels::{
     BuildOptions, Builder, CallableSpec, Toolchain, plan_outline, render_commands,

@@ -26,8 +26,8 @@ use std::path::{Path, PathBuf};
 use scene_golden::{Tensor, npy};
 use serde_json::{Value, json};
 
+use crate::config::DumpPolicy;
 use crate::golden::GoldenOutputs;
-use crate::pipeline::RunConfig;
 use crate::scene::{ArgDirection, Case, Scene};
 
 /// Version tag of the `meta.json` layout.
@@ -205,26 +205,27 @@ pub fn meta_json(dump: &CaseDump<'_>) -> Value {
     })
 }
 
-/// The pipeline's hook after the compare stage: dumps the case into
-/// `config.dump_dir` when set, else into `config.failure_dump_root` when
-/// `problems` is non-empty (the case failed), and appends where the dump
-/// went (or why it could not be written) to `problems`. `fixtures` are all
-/// the case's tensors in declaration order, `outputs` the device's output
-/// tensors in declaration order.
-pub(crate) fn after_compare(
-    config: &RunConfig,
-    scene: &Scene,
-    case: &Case,
+/// The dump sink, run after a case's verdict: dumps the case into
+/// `policy.every_case` when set, else into `policy.failures` when the case
+/// failed (`failure` is its message). It never changes the verdict; it
+/// returns a note for the report: where a failing case's dump went, or why
+/// a dump could not be written. `fixtures` are all the case's tensors in
+/// declaration order, `outputs` the device's output tensors in declaration
+/// order.
+pub fn sink(
+    policy: &DumpPolicy,
+    platform: &str,
+    case: (&Scene, &Case),
     fixtures: &[(String, Tensor)],
     outputs: &[Tensor],
     golden: &GoldenOutputs,
-    problems: &mut Vec<String>,
-) {
-    let failed = !problems.is_empty();
-    let dir = match &config.dump_dir {
-        Some(d) => d.as_path(),
-        None if failed => config.failure_dump_root.as_path(),
-        None => return,
+    failure: Option<&str>,
+) -> Option<String> {
+    let (scene, case) = case;
+    let dir = match (&policy.every_case, failure) {
+        (Some(d), _) => d.as_path(),
+        (None, Some(_)) => policy.failures.as_path(),
+        (None, None) => return None,
     };
     let inputs: Vec<(String, Tensor)> = fixtures
         .iter()
@@ -239,24 +240,22 @@ pub(crate) fn after_compare(
         .zip(outputs)
         .map(|(spec, t)| (spec.name.clone(), t.clone()))
         .collect();
-    let message = problems.join("\n");
     let dump = CaseDump {
         scene,
         case,
-        platform: &config.platform,
+        platform,
         inputs: &inputs,
         outputs: &outputs,
         golden,
-        verdict: if failed {
-            Verdict::Failed(&message)
-        } else {
-            Verdict::Passed
+        verdict: match failure {
+            Some(message) => Verdict::Failed(message),
+            None => Verdict::Passed,
         },
     };
     match write_case_dump(dir, &dump) {
-        Ok(path) if failed => problems.push(format!("dump written to {}", path.display())),
-        Ok(_) => {}
-        Err(e) => problems.push(format!("dump not written: {e}")),
+        Ok(path) if failure.is_some() => Some(format!("dump written to {}", path.display())),
+        Ok(_) => None,
+        Err(e) => Some(format!("dump not written: {e}")),
     }
 }
 
@@ -349,12 +348,11 @@ params = { N = 3 }
         Tensor::from_f32(dtype, shape, v).unwrap()
     }
 
-    fn config(tmp: &Path) -> RunConfig {
-        let mut c = RunConfig::from_env(tmp).unwrap();
-        c.platform = "a2a3sim".to_string();
-        c.dump_dir = None;
-        c.failure_dump_root = tmp.join("failures");
-        c
+    fn config(tmp: &Path) -> DumpPolicy {
+        DumpPolicy {
+            every_case: None,
+            failures: tmp.join("failures"),
+        }
     }
 
     #[test]
@@ -507,7 +505,7 @@ params = { N = 3 }
     }
 
     #[test]
-    fn after_compare_dumps_failures_and_explicit_requests_only() {
+    fn sink_dumps_failures_and_explicit_requests_only() {
         let tmp = tempfile::tempdir().unwrap();
         let scene = scene(tmp.path());
         let case = &scene.cases[0];
@@ -521,50 +519,47 @@ params = { N = 3 }
         let mut cfg = config(tmp.path());
 
         // Passing, no --dump: nothing written, nothing said.
-        let mut problems = Vec::new();
-        after_compare(
+        let note = sink(
             &cfg,
-            &scene,
-            case,
+            "a2a3sim",
+            (&scene, case),
             &fixtures,
             &outputs,
             &golden,
-            &mut problems,
+            None,
         );
-        assert!(problems.is_empty());
-        assert!(!cfg.failure_dump_root.exists());
+        assert!(note.is_none());
+        assert!(!cfg.failures.exists());
 
         // Failing: dumped to the failure root, path in the message.
-        let mut problems = vec!["tensor `y` mismatch".to_string()];
-        after_compare(
+        let note = sink(
             &cfg,
-            &scene,
-            case,
+            "a2a3sim",
+            (&scene, case),
             &fixtures,
             &outputs,
             &golden,
-            &mut problems,
+            Some("tensor `y` mismatch"),
         );
-        let expect = cfg.failure_dump_root.join("demo/small");
-        assert_eq!(problems[1], format!("dump written to {}", expect.display()));
+        let expect = cfg.failures.join("demo/small");
+        assert_eq!(note, Some(format!("dump written to {}", expect.display())));
         // `out` tensors are not inputs; `inout` ones are.
         assert!(expect.join("inputs/acc.npy").exists());
         assert!(!expect.join("inputs/y.npy").exists());
         assert!(expect.join("outputs/y.npy").exists());
 
         // --dump: passing cases too, silently.
-        cfg.dump_dir = Some(tmp.path().join("explicit"));
-        let mut problems = Vec::new();
-        after_compare(
+        cfg.every_case = Some(tmp.path().join("explicit"));
+        let note = sink(
             &cfg,
-            &scene,
-            case,
+            "a2a3sim",
+            (&scene, case),
             &fixtures,
             &outputs,
             &golden,
-            &mut problems,
+            None,
         );
-        assert!(problems.is_empty(), "{problems:?}");
+        assert!(note.is_none(), "{note:?}");
         assert!(tmp.path().join("explicit/demo/small/meta.json").exists());
     }
 }

@@ -34,6 +34,25 @@ pub enum SceneError {
     },
 }
 
+impl SceneError {
+    /// The name of the scene directory the error is about (the directory
+    /// of the `scene.toml` named in the error, or the directory itself).
+    pub fn scene_name(&self) -> String {
+        let path = match self {
+            SceneError::Read { path, .. } => path,
+            SceneError::Parse { path, .. } | SceneError::Invalid { path, .. } => path,
+        };
+        let dir = if path.file_name().is_some_and(|n| n == "scene.toml") {
+            path.parent()
+        } else {
+            Some(path.as_path())
+        };
+        dir.and_then(Path::file_name)
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "scenes".to_string())
+    }
+}
+
 /// Direction of one orchestration argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -1,0 +1,62 @@
+//! What the CLI prints and writes: case lines and report files.
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+
+use scene_harness::report::{CaseReport, CaseStatus};
+
+/// Writes `bytes` to `path` through a temp file and a rename, so a reader
+/// (a CI step, a dashboard) never sees half a report.
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// `PASS`, `FAIL`: the word a case line starts with.
+pub(crate) fn status_word(status: CaseStatus) -> &'static str {
+    match status {
+        CaseStatus::Passed => "PASS",
+        CaseStatus::Failed => "FAIL",
+    }
+}
+
+/// Prints one line per finished case (`PASS name (t s)`, then the message
+/// indented); coloured on a terminal; passing cases omitted when `quiet`.
+pub(crate) struct CaseLines {
+    color: bool,
+    quiet: bool,
+}
+
+impl CaseLines {
+    pub(crate) fn new(quiet: bool) -> Self {
+        Self {
+            color: std::io::stdout().is_terminal(),
+            quiet,
+        }
+    }
+
+    pub(crate) fn print(&self, r: &CaseReport) {
+        if self.quiet && r.status == CaseStatus::Passed {
+            return;
+        }
+        let word = status_word(r.status);
+        let word = match (self.color, r.status) {
+            (false, _) => word.to_string(),
+            (true, CaseStatus::Passed) => format!("\x1b[32m{word}\x1b[0m"),
+            (true, CaseStatus::Failed) => format!("\x1b[31m{word}\x1b[0m"),
+        };
+        println!("{word} {} ({:.3} s)", r.name, r.wall_s);
+        if let Some(m) = &r.message {
+            for line in m.lines() {
+                println!("    {line}");
+            }
+        }
+    }
+}
