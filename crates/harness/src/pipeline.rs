@@ -74,14 +74,21 @@ impl RunConfig {
     /// `TASK_DEVICE`, `SCENE_LOCK_DIR`, `SCENE_RUNTIME_LIB`, `SCENE_PLATFORM`).
     pub fn from_env(root: &Path) -> Result<Self, PipelineError> {
         let platform = std::env::var("SCENE_PLATFORM").unwrap_or_else(|_| "a2a3sim".to_string());
-        let devices =
-            DeviceList::from_env(None).map_err(|e| PipelineError::Config(e.to_string()))?;
+        let devices = DeviceList::resolve(
+            None,
+            std::env::var("SCENE_DEVICES").ok().as_deref(),
+            std::env::var("TASK_DEVICE").ok().as_deref(),
+        )
+        .map_err(|e| PipelineError::Config(e.to_string()))?;
         Ok(Self {
             root: root.to_path_buf(),
             platform,
             compile_workers: std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN),
             devices,
-            lock_dir: scene_device::default_lock_dir(),
+            lock_dir: scene_device::resolve_lock_dir(
+                std::env::var_os("SCENE_LOCK_DIR").as_deref().map(Path::new),
+                std::env::var("USER").ok().as_deref(),
+            ),
             runtime_lib: std::env::var_os("SCENE_RUNTIME_LIB").map(PathBuf::from),
             lock_timeout: None,
             golden_threads: match std::env::var("SCENE_GOLDEN_THREADS") {
@@ -950,7 +957,7 @@ impl From<String> for SessionError {
 }
 
 fn session_error(what: String, e: RuntimeError) -> SessionError {
-    let timed_out = e.status() == Some(scene_device::abi::status::E_TIMEOUT);
+    let timed_out = e.status() == Some(scene_device::abi::SCENE_RT_E_TIMEOUT);
     SessionError {
         message: if timed_out {
             format!("{what}: case timeout: the device run did not finish in time ({e})")
