@@ -33,6 +33,8 @@ pub const VARIABLES: &[&str] = &[
     "SCENE_CACHE_DIR",
     "SCENE_SCENES_DIR",
     "SCENE_FAILURE_DUMP_DIR",
+    // Only where /proc is missing, to name the per-user lock directory.
+    "USER",
 ];
 
 /// The values of [`VARIABLES`] at one moment; empty values are `None`.
@@ -194,9 +196,10 @@ pub fn resolve(
         if let Some(d) = devices(env, flags.devices.as_ref())? {
             config.devices = d;
         }
-        if let Some(d) = env.path("SCENE_LOCK_DIR") {
-            config.lock_dir = d;
-        }
+        config.lock_dir = scene_device::resolve_lock_dir(
+            env.path("SCENE_LOCK_DIR").as_deref(),
+            env.text("USER")?.as_deref(),
+        );
         config.runtime_lib = flags
             .runtime
             .clone()

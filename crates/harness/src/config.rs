@@ -76,7 +76,7 @@ impl RunConfig {
             platform,
             compile_workers: std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN),
             devices: DeviceList::new(vec![0]).expect("card 0 alone is a valid list"),
-            lock_dir: scene_device::default_lock_dir(),
+            lock_dir: scene_device::default_lock_dir(None),
             runtime_lib: None,
             lock_timeout: None,
             golden_threads: scene_golden::reference::default_thread_cap(),

@@ -307,7 +307,7 @@ impl From<String> for SessionError {
 }
 
 fn session_error(what: String, e: RuntimeError) -> SessionError {
-    let timed_out = e.status() == Some(scene_device::abi::status::E_TIMEOUT);
+    let timed_out = e.status() == Some(scene_device::abi::SCENE_RT_E_TIMEOUT);
     SessionError {
         message: if timed_out {
             format!("{what}: case timeout: the device run did not finish in time ({e})")

@@ -507,10 +507,14 @@ impl Validator<'_> {
         let mut incores = Vec::with_capacity(raw.incores.len());
         for (i, k) in raw.incores.into_iter().enumerate() {
             let field = |f: &str| format!("incores[{i}].{f}");
-            if k.func_id >= 64 {
+            if k.func_id >= scene_device::abi::SCENE_MAX_FUNC_IDS {
                 return Err(self.err(
                     field("func_id"),
-                    format!("{} is out of range (0..64)", k.func_id),
+                    format!(
+                        "{} is out of range (0..{})",
+                        k.func_id,
+                        scene_device::abi::SCENE_MAX_FUNC_IDS
+                    ),
                 ));
             }
             if let Some(prev) = func_ids.insert(k.func_id, k.name.clone()) {

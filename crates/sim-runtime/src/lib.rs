@@ -35,7 +35,6 @@
 //! Device handles are never dereferenced (they are keys into a table of
 //! open devices), so a closed or bogus handle is an error, not a crash.
 
-pub mod abi;
 mod device;
 pub mod error;
 mod image;
@@ -48,11 +47,13 @@ use std::ffi::{CStr, CString, c_char, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, OnceLock};
 
-pub use abi::*;
 use device::{Device, IncoreSpec, lock};
 pub use error::RtError;
 pub use memory::DEVICE_BASE;
 use options::Options;
+/// The ABI definitions this runtime implements, also under their own names below.
+pub use scene_abi as abi;
+pub use scene_abi::*;
 
 /// Opaque device handle given to C. The runtime never dereferences a
 /// `SceneDevice*` it receives: it is only a key into the table of open
