@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use scene_device::DeviceList;
 
-use crate::env::Flags;
+use crate::env::{Flags, parse_count};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -69,10 +69,10 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "LIST", value_parser = parse_device_list)]
     pub(crate) device: Option<DeviceList>,
     /// Bound on live compiler processes across the whole run [env: SCENE_COMPILE_WORKERS] [default: available parallelism].
-    #[arg(long, value_name = "N", value_parser = parse_workers)]
+    #[arg(long, value_name = "N", value_parser = parse_count)]
     pub(crate) compile_workers: Option<NonZeroUsize>,
     /// Threads for goldens and comparisons [env: SCENE_GOLDEN_THREADS] [default: available parallelism, at most 8].
-    #[arg(long, value_name = "N", value_parser = parse_workers)]
+    #[arg(long, value_name = "N", value_parser = parse_count)]
     pub(crate) golden_threads: Option<NonZeroUsize>,
     /// Give up waiting for a busy card after this many seconds.
     #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
@@ -129,7 +129,7 @@ pub(crate) struct CompileArgs {
     #[command(flatten)]
     pub(crate) selection: Selection,
     /// Bound on live compiler/linker processes across all selected scenes [env: SCENE_COMPILE_WORKERS] [default: available parallelism].
-    #[arg(long, value_name = "N", value_parser = parse_workers)]
+    #[arg(long, value_name = "N", value_parser = parse_count)]
     pub(crate) compile_workers: Option<NonZeroUsize>,
     /// Print only failures and the summary.
     #[arg(short, long)]
@@ -147,7 +147,7 @@ pub(crate) struct PrecompileArgs {
     #[arg(long, value_name = "DIR")]
     pub(crate) out: PathBuf,
     /// Bound on live compiler/linker processes across all selected scenes [env: SCENE_COMPILE_WORKERS] [default: available parallelism].
-    #[arg(long, value_name = "N", value_parser = parse_workers)]
+    #[arg(long, value_name = "N", value_parser = parse_count)]
     pub(crate) compile_workers: Option<NonZeroUsize>,
     /// Print only failures and the summary.
     #[arg(short, long)]
@@ -192,14 +192,6 @@ pub(crate) enum CacheCommand {
     },
     /// Remove every entry.
     Clear,
-}
-
-pub(crate) fn parse_workers(s: &str) -> Result<NonZeroUsize, String> {
-    match s.trim().parse::<usize>() {
-        Ok(0) => Err("must be at least 1".to_string()),
-        Ok(n) => NonZeroUsize::new(n).ok_or_else(|| "must be at least 1".to_string()),
-        Err(_) => Err(format!("`{s}` is not a number")),
-    }
 }
 
 fn parse_device_list(s: &str) -> Result<DeviceList, String> {

@@ -33,6 +33,8 @@ pub const VARIABLES: &[&str] = &[
     "SCENE_CACHE_DIR",
     "SCENE_SCENES_DIR",
     "SCENE_FAILURE_DUMP_DIR",
+    // Where bare tool names (`cc`, `ld`) are found.
+    "PATH",
     // Only where /proc is missing, to name the per-user lock directory.
     "USER",
 ];
@@ -118,6 +120,7 @@ pub fn resolve_platform(env: &Environment, flag: Option<&str>) -> Result<Platfor
     };
     let mut platform = Platform::builtin(&name).map_err(|e| ConfigError(e.to_string()))?;
     let toolchain = platform.toolchain_mut();
+    toolchain.search_path = env.os("PATH").cloned();
     if let Some(cc) = env.path("SCENE_CC") {
         toolchain.compiler = cc;
     }
@@ -136,10 +139,18 @@ pub fn cache_dir(env: &Environment, flag: Option<&Path>, root: &Path) -> PathBuf
         .unwrap_or_else(|| root.join("target").join("scene-cache"))
 }
 
+/// A positive count (`--compile-workers`, `SCENE_GOLDEN_THREADS`, ...).
+pub(crate) fn parse_count(s: &str) -> Result<NonZeroUsize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) => NonZeroUsize::new(n).ok_or_else(|| "must be at least 1".to_string()),
+        Err(_) => Err(format!("`{s}` is not a number")),
+    }
+}
+
 /// A positive count from a variable.
 fn count_var(env: &Environment, name: &str) -> Result<Option<NonZeroUsize>, ConfigError> {
     env.text(name)?
-        .map(|v| crate::args::parse_workers(&v).map_err(|e| ConfigError(format!("{name}: {e}"))))
+        .map(|v| parse_count(&v).map_err(|e| ConfigError(format!("{name}: {e}"))))
         .transpose()
 }
 

@@ -1,23 +1,8 @@
 //! What the CLI prints and writes: case lines and report files.
 
-use std::io::{IsTerminal, Write};
-use std::path::Path;
+use std::io::IsTerminal;
 
 use scene_harness::report::{CaseReport, CaseStatus};
-
-/// Writes `bytes` to `path` through a temp file and a rename, so a reader
-/// (a CI step, a dashboard) never sees half a report.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
-}
 
 /// `PASS`, `FAIL`: the word a case line starts with.
 pub(crate) fn status_word(status: CaseStatus) -> &'static str {

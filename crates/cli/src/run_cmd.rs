@@ -11,7 +11,7 @@ use scene_harness::{GoldenRegistry, Session, select_cases};
 use crate::Layout;
 use crate::args::{ListArgs, RunArgs};
 use crate::env::{Environment, resolve_platform};
-use crate::output::{CaseLines, write_atomically};
+use crate::output::CaseLines;
 use crate::prologue::{Prologue, load_scenes, prologue};
 
 /// `scene list`: one `scene::case` a line; exit 1 if a scene did not load.
@@ -111,7 +111,9 @@ fn write_reports(report: &RunReport, args: &RunArgs) -> Result<(), ExitCode> {
         .as_ref()
         .map(|path| (path, Ok(report.to_junit().into_bytes())));
     for (path, bytes) in json.into_iter().chain(junit) {
-        if let Err(e) = bytes.and_then(|b| write_atomically(path, &b).map_err(|e| e.to_string())) {
+        if let Err(e) =
+            bytes.and_then(|b| scene_util::write_atomically(path, &b).map_err(|e| e.to_string()))
+        {
             eprintln!("error: writing {}: {e}", path.display());
             return Err(ExitCode::from(1));
         }

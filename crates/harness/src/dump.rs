@@ -86,29 +86,10 @@ pub fn write_case_dump(dir: &Path, dump: &CaseDump<'_>) -> Result<PathBuf, DumpE
         let _ = std::fs::remove_dir_all(&tmp);
         return Err(e);
     }
-    // Move any previous dump aside first: rename cannot replace a non-empty
-    // directory. Another process dumping the same case can slip its dump in
-    // between; then the last rename wins after a retry.
-    let old = scene_dir.join(format!("{case_name}.old-{pid}"));
-    let mut attempts = 0;
-    loop {
-        attempts += 1;
-        remove_dir(&old)?;
-        match std::fs::rename(&final_dir, &old) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_at(&final_dir)(e)),
-        }
-        match std::fs::rename(&tmp, &final_dir) {
-            Ok(()) => break,
-            Err(_) if attempts < 3 && final_dir.exists() => continue,
-            Err(e) => {
-                let _ = std::fs::remove_dir_all(&tmp);
-                return Err(io_at(&final_dir)(e));
-            }
-        }
-    }
-    remove_dir(&old)?;
+    scene_util::replace_dir(&tmp, &final_dir).map_err(|e| {
+        let _ = std::fs::remove_dir_all(&tmp);
+        io_at(&final_dir)(e)
+    })?;
     Ok(final_dir)
 }
 
@@ -261,27 +242,14 @@ pub fn sink(
 
 /// `name` if it is a single, ordinary path component.
 fn file_name<'n>(what: &'static str, name: &'n str) -> Result<&'n str, DumpError> {
-    let ok = !name.is_empty()
-        && name != "."
-        && name != ".."
-        && !name.contains(['/', '\\', '\0'])
-        && Path::new(name).components().count() == 1;
-    if ok {
-        Ok(name)
-    } else {
-        Err(DumpError::BadName {
-            what,
-            name: name.to_string(),
-        })
-    }
+    scene_util::check_file_name(name).map_err(|_| DumpError::BadName {
+        what,
+        name: name.to_string(),
+    })
 }
 
 fn remove_dir(p: &Path) -> Result<(), DumpError> {
-    match std::fs::remove_dir_all(p) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(io_at(p)(e)),
-    }
+    scene_util::remove_dir_if_exists(p).map_err(io_at(p))
 }
 
 fn io_at(path: &Path) -> impl Fn(io::Error) -> DumpError + '_ {

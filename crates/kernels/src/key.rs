@@ -56,21 +56,17 @@ impl fmt::Display for UnitKey {
     }
 }
 
-/// Length-prefixed fields, so that ("ab","c") and ("a","bc") differ.
-struct KeyHasher(blake3::Hasher);
+/// Length-prefixed fields ([`scene_util::FieldHasher`]), so that
+/// ("ab","c") and ("a","bc") differ, plus typed helpers for key fields.
+struct KeyHasher(scene_util::FieldHasher);
 
 impl KeyHasher {
     fn new(domain: &str) -> Self {
-        let mut h = KeyHasher(blake3::Hasher::new());
-        h.field("domain", domain.as_bytes());
-        h
+        KeyHasher(scene_util::FieldHasher::new(domain))
     }
 
     fn field(&mut self, tag: &str, bytes: &[u8]) {
-        self.0.update(&(tag.len() as u64).to_le_bytes());
-        self.0.update(tag.as_bytes());
-        self.0.update(&(bytes.len() as u64).to_le_bytes());
-        self.0.update(bytes);
+        self.0.field(tag, bytes);
     }
 
     fn str(&mut self, tag: &str, value: &str) {
@@ -212,8 +208,8 @@ impl KeyContext {
     }
 
     /// Resolved path, content digest and `--version` output of `program`.
-    pub fn tool(&self, program: &Path) -> ToolIdentity {
-        let Some(resolved) = resolve_program(program) else {
+    pub fn tool(&self, program: &Path, search_path: Option<&std::ffi::OsStr>) -> ToolIdentity {
+        let Some(resolved) = resolve_program(program, search_path) else {
             return ToolIdentity {
                 path: program.display().to_string(),
                 digest: "not found".into(),
@@ -285,7 +281,7 @@ impl KeyContext {
         };
         if let Some(path) = stored {
             // Best effort: without it the next process just runs --version.
-            let _ = crate::cache::write_atomically(&path, version.as_bytes());
+            let _ = scene_util::write_atomically(&path, version.as_bytes());
         }
         version
     }
@@ -349,8 +345,16 @@ impl KeyContext {
         let mut inputs = KeyInputs::default();
         common_inputs(&mut inputs, schema, "incore", tc);
         inputs.set("core", unit.core.as_str());
-        tool_inputs(&mut inputs, "compiler", &self.tool(&tc.compiler));
-        tool_inputs(&mut inputs, "linker", &self.tool(&tc.linker));
+        tool_inputs(
+            &mut inputs,
+            "compiler",
+            &self.tool(&tc.compiler, tc.search_path.as_deref()),
+        );
+        tool_inputs(
+            &mut inputs,
+            "linker",
+            &self.tool(&tc.linker, tc.search_path.as_deref()),
+        );
         inputs.list("flags.incore", tc.incore_flags.iter().cloned());
         inputs.list("flags.core", tc.core_flags(unit.core).iter().cloned());
         inputs.list("flags.builtins", tc.builtins_flags.iter().cloned());
@@ -374,7 +378,11 @@ impl KeyContext {
     ) -> Result<KeyInputs, CompileError> {
         let mut inputs = KeyInputs::default();
         common_inputs(&mut inputs, schema, "orchestration", tc);
-        tool_inputs(&mut inputs, "compiler", &self.tool(&tc.compiler));
+        tool_inputs(
+            &mut inputs,
+            "compiler",
+            &self.tool(&tc.compiler, tc.search_path.as_deref()),
+        );
         inputs.list("flags.orch", tc.orch_flags.iter().cloned());
         unit_inputs(&mut inputs, &unit.source, &unit.include_dirs, &unit.defines);
         self.source_inputs(&mut inputs, root, &unit.source, &unit.include_dirs)?;

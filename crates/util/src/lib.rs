@@ -178,7 +178,10 @@ mod tests {
             assert!(matches!(check_file_name(bad), Err(NameError::Special(_))));
         }
         for bad in ["a/b", "a\\b", "a\0b", "/abs", "x/"] {
-            assert!(matches!(check_file_name(bad), Err(NameError::Separator(_))), "{bad:?}");
+            assert!(
+                matches!(check_file_name(bad), Err(NameError::Separator(_))),
+                "{bad:?}"
+            );
         }
     }
 

@@ -210,13 +210,9 @@ pub fn slot_key(
     scalars: &[u64],
     platform: &str,
 ) -> String {
-    let mut h = blake3::Hasher::new();
-    // Length-prefixed fields, so no two different field lists hash alike.
+    let mut h = scene_util::FieldHasher::new("scene-bundle-slot");
     let mut field = |tag: &str, bytes: &[u8]| {
-        for part in [tag.as_bytes(), bytes] {
-            h.update(&(part.len() as u64).to_le_bytes());
-            h.update(part);
-        }
+        h.field(tag, bytes);
     };
     field("schema", &SCHEMA.to_le_bytes());
     field("platform", platform.as_bytes());

@@ -181,36 +181,11 @@ impl BundleWriter {
         })?;
         // Checked again: someone may have put data there since `create`.
         check_replaceable(&self.dest)?;
-        let mut old_name = self.dest.as_os_str().to_os_string();
-        old_name.push(format!(".old-{}", std::process::id()));
-        let old = PathBuf::from(old_name);
-        remove_if_exists(&old)?;
-        // rename(2) cannot replace a non-empty directory: move the old
-        // bundle aside, move the new one in, then delete the old one.
-        let moved_old = match std::fs::rename(&self.dest, &old) {
-            Ok(()) => true,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => false,
-            Err(source) => {
-                return Err(BundleError::Io {
-                    path: self.dest.clone(),
-                    source,
-                });
-            }
-        };
-        if let Err(source) = std::fs::rename(&self.tmp, &self.dest) {
-            if moved_old {
-                // Put the previous bundle back rather than leave nothing.
-                let _ = std::fs::rename(&old, &self.dest);
-            }
-            return Err(BundleError::Io {
-                path: self.dest.clone(),
-                source,
-            });
-        }
+        scene_util::replace_dir(&self.tmp, &self.dest).map_err(|source| BundleError::Io {
+            path: self.dest.clone(),
+            source,
+        })?;
         self.committed = true;
-        if moved_old {
-            remove_if_exists(&old)?;
-        }
         Ok(self.dest.clone())
     }
 }
@@ -256,12 +231,8 @@ fn check_replaceable(dest: &Path) -> Result<(), BundleError> {
 }
 
 fn remove_if_exists(path: &Path) -> Result<(), BundleError> {
-    match std::fs::remove_dir_all(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(source) => Err(BundleError::Io {
-            path: path.to_path_buf(),
-            source,
-        }),
-    }
+    scene_util::remove_dir_if_exists(path).map_err(|source| BundleError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
 }
