@@ -20,7 +20,6 @@ use crate::Layout;
 /// Every environment variable the harness reads (README lists them too).
 pub const VARIABLES: &[&str] = &[
     "SCENE_PLATFORM",
-    "SCENE_PLATFORMS_FILE",
     "SCENE_DEVICES",
     "TASK_DEVICE",
     "SCENE_LOCK_DIR",

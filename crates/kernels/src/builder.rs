@@ -689,7 +689,9 @@ mod tests {
 
     #[test]
     fn missing_root_is_a_setup_error() {
-        let tc = Toolchain::builtin("a5sim").expect("toolchain");
+        let tc = Toolchain::builtin("a5sim")
+            .expect("toolchain")
+            .with_search_path(std::env::var_os("PATH"));
         let err = Builder::new("/definitely/not/a/root", tc, BuildOptions::default())
             .expect_err("no root");
         assert!(err.to_string().contains("/definitely/not/a/root"), "{err}");

@@ -590,7 +590,9 @@ mod tests {
         std::fs::write(root.join("k.c"), "#include \"h.h\"\n").expect("write");
         std::fs::write(root.join("inc/h.h"), "#include <g.h>\n").expect("write");
         std::fs::write(root.join("inc/g.h"), "#define A 1\n").expect("write");
-        let tc = Toolchain::builtin("a5sim").expect("tc");
+        let tc = Toolchain::builtin("a5sim")
+            .expect("tc")
+            .with_search_path(std::env::var_os("PATH"));
         let before = incore_key(&tc, root, &unit("k.c")).expect("key");
         assert_eq!(before, incore_key(&tc, root, &unit("k.c")).expect("key"));
         std::fs::write(root.join("inc/g.h"), "#define A 2\n").expect("write");
@@ -614,7 +616,9 @@ mod tests {
         std::fs::create_dir_all(root.join("inc")).expect("mkdir");
         std::fs::write(root.join("k.c"), "#include \"h.h\"\n#include <stdio.h>\n").expect("w");
         std::fs::write(root.join("inc/h.h"), "int x;\n").expect("write");
-        let tc = Toolchain::builtin("a5sim").expect("tc");
+        let tc = Toolchain::builtin("a5sim")
+            .expect("tc")
+            .with_search_path(std::env::var_os("PATH"));
         let inputs = KeyContext::default()
             .incore_inputs(CACHE_SCHEMA, &tc, root, &unit("k.c"))
             .expect("inputs");
@@ -636,7 +640,9 @@ mod tests {
 
     #[test]
     fn same_tree_at_another_path_has_the_same_key() {
-        let tc = Toolchain::builtin("a5sim").expect("tc");
+        let tc = Toolchain::builtin("a5sim")
+            .expect("tc")
+            .with_search_path(std::env::var_os("PATH"));
         let keys: Vec<UnitKey> = (0..2)
             .map(|_| {
                 let dir = tempfile::tempdir().expect("tempdir");
@@ -652,7 +658,9 @@ mod tests {
     #[test]
     fn missing_source_is_named() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let tc = Toolchain::builtin("a5sim").expect("tc");
+        let tc = Toolchain::builtin("a5sim")
+            .expect("tc")
+            .with_search_path(std::env::var_os("PATH"));
         let err = incore_key(&tc, dir.path(), &unit("nope/k.c")).expect_err("missing");
         assert!(err.to_string().contains("nope/k.c"), "{err}");
     }

@@ -301,7 +301,9 @@ mod tests {
 
     #[test]
     fn rendered_commands_match_the_plan_and_write_under_out_dir() {
-        let tc = Toolchain::builtin("a2a3sim").expect("toolchain");
+        let tc = Toolchain::builtin("a2a3sim")
+            .expect("toolchain")
+            .with_search_path(std::env::var_os("PATH"));
         let specs = [spec("a", &["x.c", "y.c"])];
         let out = Path::new("/tmp/scene-outline-test");
         let rendered = render_commands(&tc, Path::new("/root"), &specs, out);

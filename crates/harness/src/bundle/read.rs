@@ -12,6 +12,8 @@ use super::{
     TensorEntry, check_name, slot_key,
 };
 use crate::golden::GoldenOutputs;
+use crate::prepare::missing_golden_output;
+use crate::scene::Scene;
 use crate::select::SelectedCase;
 
 /// An opened bundle: its manifest, checked for schema, and its directory.
@@ -85,43 +87,82 @@ impl Bundle {
             .slots
             .get(&sel.id())
             .ok_or(SlotProblem::Missing)?;
-        if slot.platform != platform {
-            return Err(SlotProblem::Platform {
-                found: slot.platform.clone(),
-                expected: platform.to_string(),
-            });
-        }
-        if slot.runtime_abi != RUNTIME_ABI {
-            return Err(SlotProblem::Abi {
-                found: slot.runtime_abi,
-                expected: RUNTIME_ABI,
-            });
-        }
+        check_target(slot, platform)?;
         // Every name is checked before any file is opened.
-        let dir = check_name(&slot.dir)?;
-        for name in slot.files.keys() {
-            check_name(name)?;
-        }
+        let dir = check_names(slot)?;
         let reader = SlotReader {
             root: &self.root,
             dir: &self.root.join(dir),
             slot,
         };
-        let referenced = std::iter::once(&slot.callable.orch)
-            .chain(slot.callable.incores.iter().map(|k| &k.file))
-            .chain(slot.inputs.iter().map(|t| &t.file))
-            .chain(slot.golden.iter().map(|t| &t.file));
-        for name in referenced {
-            check_name(name)?;
-            if !slot.files.contains_key(name) {
-                return Err(SlotProblem::Malformed(format!(
-                    "`{name}` is used but has no digest in `files`"
-                )));
-            }
+        let callable = reader.callable()?;
+        let key = slot_key(&callable, &sel.scene, sel.case(), &slot.scalars, platform);
+        if key != slot.key {
+            return Err(SlotProblem::Stale {
+                found: slot.key.clone(),
+                expected: key,
+            });
         }
+        let (inputs, golden) = reader.tensors(&sel.scene)?;
+        Ok(SlotData {
+            callable: Arc::new(callable),
+            inputs,
+            scalars: slot.scalars.clone(),
+            golden,
+        })
+    }
+}
 
-        let scene = &sel.scene;
-        let case = sel.case();
+/// The slot was built for this platform and runtime ABI.
+fn check_target(slot: &SlotManifest, platform: &str) -> Result<(), SlotProblem> {
+    if slot.platform != platform {
+        return Err(SlotProblem::Platform {
+            found: slot.platform.clone(),
+            expected: platform.to_string(),
+        });
+    }
+    if slot.runtime_abi != RUNTIME_ABI {
+        return Err(SlotProblem::Abi {
+            found: slot.runtime_abi,
+            expected: RUNTIME_ABI,
+        });
+    }
+    Ok(())
+}
+
+/// Checks the slot directory and every file name the slot uses (each must
+/// also have a digest); returns the directory.
+fn check_names(slot: &SlotManifest) -> Result<&Path, SlotProblem> {
+    let dir = check_name(&slot.dir)?;
+    for name in slot.files.keys() {
+        check_name(name)?;
+    }
+    let referenced = std::iter::once(&slot.callable.orch)
+        .chain(slot.callable.incores.iter().map(|k| &k.file))
+        .chain(slot.inputs.iter().map(|t| &t.file))
+        .chain(slot.golden.iter().map(|t| &t.file));
+    for name in referenced {
+        check_name(name)?;
+        if !slot.files.contains_key(name) {
+            return Err(SlotProblem::Malformed(format!(
+                "`{name}` is used but has no digest in `files`"
+            )));
+        }
+    }
+    Ok(dir)
+}
+
+/// Reads files of one slot, each confined to the bundle and digest-checked.
+struct SlotReader<'a> {
+    root: &'a Path,
+    dir: &'a Path,
+    slot: &'a SlotManifest,
+}
+
+impl SlotReader<'_> {
+    /// The stored callable, incores ordered by func_id.
+    fn callable(&self) -> Result<ChipCallable, SlotProblem> {
+        let slot = self.slot;
         let mut incores = Vec::with_capacity(slot.callable.incores.len());
         for k in &slot.callable.incores {
             let core: CoreType =
@@ -134,27 +175,26 @@ impl Bundle {
                 name: k.name.clone(),
                 func_id: k.func_id,
                 core,
-                text: reader.read(&k.file)?,
+                text: self.read(&k.file)?,
             });
         }
         // Devices look kernels up by func_id with a binary search.
         incores.sort_by_key(|k| k.func_id);
-        let callable = ChipCallable {
+        Ok(ChipCallable {
             label: slot.callable.label.clone(),
-            orch_so: reader.read(&slot.callable.orch)?,
+            orch_so: self.read(&slot.callable.orch)?,
             orch_symbol: slot.callable.orch_symbol.clone(),
             incores,
-        };
+        })
+    }
 
-        let key = slot_key(&callable, scene, case, &slot.scalars, platform);
-        if key != slot.key {
-            return Err(SlotProblem::Stale {
-                found: slot.key.clone(),
-                expected: key,
-            });
-        }
-
-        // The device stage pairs inputs with the signature by position.
+    /// The stored inputs (matched to the scene's tensors by position) and
+    /// goldens (covering every output).
+    fn tensors(
+        &self,
+        scene: &Scene,
+    ) -> Result<(Vec<(String, Tensor)>, GoldenOutputs), SlotProblem> {
+        let slot = self.slot;
         let names: Vec<&str> = slot.inputs.iter().map(|t| t.name.as_str()).collect();
         let expected: Vec<&str> = scene.tensors.iter().map(|t| t.name.as_str()).collect();
         if names != expected {
@@ -165,37 +205,20 @@ impl Bundle {
         let inputs = slot
             .inputs
             .iter()
-            .map(|t| Ok((t.name.clone(), reader.tensor(t)?)))
+            .map(|t| Ok((t.name.clone(), self.tensor(t)?)))
             .collect::<Result<Vec<_>, SlotProblem>>()?;
         let mut golden = GoldenOutputs::new();
         for t in &slot.golden {
-            golden = golden.with(&t.name, reader.tensor(t)?);
+            golden = golden.with(&t.name, self.tensor(t)?);
         }
-        for spec in scene.tensors.iter().filter(|t| t.direction.is_output()) {
-            if golden.get(&spec.name).is_none() {
-                return Err(SlotProblem::Malformed(format!(
-                    "no golden for output tensor `{}`",
-                    spec.name
-                )));
-            }
+        if let Some(name) = missing_golden_output(scene, &golden) {
+            return Err(SlotProblem::Malformed(format!(
+                "no golden for output tensor `{name}`"
+            )));
         }
-        Ok(SlotData {
-            callable: Arc::new(callable),
-            inputs,
-            scalars: slot.scalars.clone(),
-            golden,
-        })
+        Ok((inputs, golden))
     }
-}
 
-/// Reads files of one slot, each confined to the bundle and digest-checked.
-struct SlotReader<'a> {
-    root: &'a Path,
-    dir: &'a Path,
-    slot: &'a SlotManifest,
-}
-
-impl SlotReader<'_> {
     /// The bytes of `name` (already [`check_name`]d and listed in `files`).
     fn read(&self, name: &str) -> Result<Vec<u8>, SlotProblem> {
         let unreadable = |e: io::Error| SlotProblem::Unreadable {
