@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use scene_device::DeviceList;
+use scene_harness::platform::PlatformTable;
 use scene_harness::{Platform, RunConfig};
 
 use crate::Layout;
@@ -20,6 +21,7 @@ use crate::Layout;
 /// Every environment variable the harness reads (README lists them too).
 pub const VARIABLES: &[&str] = &[
     "SCENE_PLATFORM",
+    "SCENE_PLATFORMS_FILE",
     "SCENE_DEVICES",
     "TASK_DEVICE",
     "SCENE_LOCK_DIR",
@@ -108,16 +110,38 @@ pub struct Flags {
     pub uses_cards: bool,
 }
 
+/// The platform table: the built-ins plus `SCENE_PLATFORMS_FILE`, else
+/// `<root>/scene-platforms.toml` when it exists.
+pub fn platform_table(env: &Environment, root: &Path) -> Result<PlatformTable, ConfigError> {
+    let file = env.path("SCENE_PLATFORMS_FILE").or_else(|| {
+        let default = root.join("scene-platforms.toml");
+        default.is_file().then_some(default)
+    });
+    match file {
+        Some(f) => PlatformTable::with_file(&f).map_err(|e| ConfigError(e.to_string())),
+        None => Ok(PlatformTable::builtin()),
+    }
+}
+
 /// The platform named by `--platform`, else `SCENE_PLATFORM`, else
-/// `a2a3sim`, with `SCENE_CC` / `SCENE_LD` applied to its toolchain.
-pub fn resolve_platform(env: &Environment, flag: Option<&str>) -> Result<Platform, ConfigError> {
+/// `a2a3sim`, with `SCENE_CC` / `SCENE_LD` applied to its toolchain and
+/// `PATH` as its tool search path.
+pub fn resolve_platform(
+    env: &Environment,
+    root: &Path,
+    flag: Option<&str>,
+) -> Result<Platform, ConfigError> {
     let name = match flag {
         Some(f) => f.to_owned(),
         None => env
             .text("SCENE_PLATFORM")?
             .unwrap_or_else(|| "a2a3sim".to_owned()),
     };
-    let mut platform = Platform::builtin(&name).map_err(|e| ConfigError(e.to_string()))?;
+    let table = platform_table(env, root)?;
+    let mut platform = table
+        .get(&name)
+        .map_err(|e| ConfigError(e.to_string()))?
+        .clone();
     let toolchain = platform.toolchain_mut();
     toolchain.search_path = env.os("PATH").cloned();
     if let Some(cc) = env.path("SCENE_CC") {
@@ -154,23 +178,17 @@ fn count_var(env: &Environment, name: &str) -> Result<Option<NonZeroUsize>, Conf
 }
 
 /// The cards: `--device`, else `SCENE_DEVICES`, else `TASK_DEVICE`, else `0`.
-/// `None` = the default (card `0`).
-fn devices(
-    env: &Environment,
-    flag: Option<&DeviceList>,
-) -> Result<Option<DeviceList>, ConfigError> {
+/// `--device`, else `SCENE_DEVICES`, else `TASK_DEVICE`, else card `0`.
+fn devices(env: &Environment, flag: Option<&DeviceList>) -> Result<DeviceList, ConfigError> {
     if let Some(d) = flag {
-        return Ok(Some(d.clone()));
+        return Ok(d.clone());
     }
-    for name in ["SCENE_DEVICES", "TASK_DEVICE"] {
-        if let Some(v) = env.text(name)? {
-            return v
-                .parse::<DeviceList>()
-                .map(Some)
-                .map_err(|e| ConfigError(format!("{e} (from ${name})")));
-        }
-    }
-    Ok(None)
+    DeviceList::resolve(
+        None,
+        env.text("SCENE_DEVICES")?.as_deref(),
+        env.text("TASK_DEVICE")?.as_deref(),
+    )
+    .map_err(|e| ConfigError(e.to_string()))
 }
 
 /// Command line + environment -> the one configuration of a run.
@@ -180,7 +198,7 @@ pub fn resolve(
     cache_dir_flag: Option<&Path>,
     flags: &Flags,
 ) -> Result<RunConfig, ConfigError> {
-    let platform = resolve_platform(env, flags.platform.as_deref())?;
+    let platform = resolve_platform(env, &layout.root, flags.platform.as_deref())?;
     let mut config = RunConfig::new(layout.root.clone(), platform);
     config.cache_dir = Some(cache_dir(env, cache_dir_flag, &layout.root));
     if let Some(n) = flags
@@ -203,9 +221,7 @@ pub fn resolve(
         .as_ref()
         .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone()));
     if flags.uses_cards {
-        if let Some(d) = devices(env, flags.devices.as_ref())? {
-            config.devices = d;
-        }
+        config.devices = devices(env, flags.devices.as_ref())?;
         config.lock_dir = scene_device::resolve_lock_dir(
             env.path("SCENE_LOCK_DIR").as_deref(),
             env.text("USER")?.as_deref(),
@@ -333,7 +349,7 @@ mod tests {
     #[test]
     fn toolchain_overrides_apply() {
         let e = env(&[("SCENE_CC", "/opt/cc"), ("SCENE_LD", "/opt/ld")]);
-        let p = resolve_platform(&e, None).unwrap();
+        let p = resolve_platform(&e, Path::new("/nonexistent-ws"), None).unwrap();
         assert_eq!(p.toolchain().compiler, PathBuf::from("/opt/cc"));
         assert_eq!(p.toolchain().linker, PathBuf::from("/opt/ld"));
     }

@@ -17,7 +17,7 @@ use crate::prologue::{Prologue, load_scenes, prologue};
 /// `scene list`: one `scene::case` a line; exit 1 if a scene did not load.
 pub(crate) fn list(layout: &Layout, env: &Environment, args: &ListArgs) -> ExitCode {
     let sel = &args.selection;
-    let platform = match resolve_platform(env, sel.platform.as_deref()) {
+    let platform = match resolve_platform(env, &layout.root, sel.platform.as_deref()) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: {e}");

@@ -13,25 +13,6 @@ const MAX_CARD_ID: u32 = 65_535;
 pub struct DeviceList(Vec<u32>);
 
 impl DeviceList {
-    /// A list from ids; rejects empty lists and duplicates.
-    pub fn new(ids: Vec<u32>) -> Result<DeviceList, DeviceError> {
-        let text = ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
-        let bad = |reason: String| DeviceError::InvalidList {
-            input: text.clone(),
-            reason,
-        };
-        if ids.is_empty() {
-            return Err(bad("no cards".into()));
-        }
-        let mut seen = std::collections::BTreeSet::new();
-        for &id in &ids {
-            if !seen.insert(id) {
-                return Err(bad(format!("card {id} is listed twice")));
-            }
-        }
-        Ok(DeviceList(ids))
-    }
-
     /// Resolves the list to use: `flag` (`--device`) if given, else
     /// `scene_devices` (the `SCENE_DEVICES` variable), else `task_device`
     /// (`TASK_DEVICE`), else card `0`. A bad value from a variable says
@@ -207,9 +188,6 @@ mod tests {
             assert!(e.contains(needle), "{s:?}: {e}");
             assert!(e.contains(&format!("`{s}`")), "{s:?}: {e}");
         }
-        assert!(DeviceList::new(vec![]).is_err());
-        assert!(DeviceList::new(vec![1, 1]).is_err());
-        assert_eq!(DeviceList::new(vec![2, 1]).unwrap().to_string(), "2,1");
     }
 
     #[test]

@@ -160,14 +160,6 @@ impl CardPool {
         self.retired.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn devices(&self) -> &DeviceList {
-        &self.devices
-    }
-
-    pub fn lock_dir(&self) -> &Path {
-        &self.lock_dir
-    }
-
     /// Path of card `card`'s lock file.
     pub fn lock_path(&self, card: u32) -> PathBuf {
         self.lock_dir.join(format!("card-{card}.lock"))

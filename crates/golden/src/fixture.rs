@@ -33,7 +33,7 @@ pub enum Init {
     Zeros,
     /// Uniform integers in `[low, high)` (high exclusive), unbiased. Allowed
     /// on float dtypes (integers stored as floats). If `high <= low` every
-    /// element is `low` (scene validation refuses such ranges).
+    /// element is `low` (scene loading rejects such a range).
     Randint { low: i64, high: i64 },
 }
 

@@ -75,7 +75,7 @@ impl RunConfig {
         Self {
             platform,
             compile_workers: std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN),
-            devices: DeviceList::new(vec![0]).expect("card 0 alone is a valid list"),
+            devices: DeviceList::resolve(None, None, None).expect("the default card list is valid"),
             lock_dir: scene_device::default_lock_dir(None),
             runtime_lib: None,
             lock_timeout: None,

@@ -172,9 +172,15 @@ impl PlatformTable {
             if self.entries.contains_key(&name) {
                 return Err(invalid("extends", format!("`{name}` is already defined")));
             }
-            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
             {
-                return Err(invalid("extends", format!("`{name}` is not a plain platform name")));
+                return Err(invalid(
+                    "extends",
+                    format!("`{name}` is not a plain platform name"),
+                ));
             }
             let Some(base) = self.entries.get(&entry.extends) else {
                 return Err(invalid(
@@ -193,10 +199,12 @@ impl PlatformTable {
     }
 
     pub fn get(&self, name: &str) -> Result<&Platform, PlatformError> {
-        self.entries.get(name).ok_or_else(|| PlatformError::Unknown {
-            name: name.to_string(),
-            known: self.names().join(", "),
-        })
+        self.entries
+            .get(name)
+            .ok_or_else(|| PlatformError::Unknown {
+                name: name.to_string(),
+                known: self.names().join(", "),
+            })
     }
 
     pub fn names(&self) -> Vec<&str> {
@@ -310,7 +318,12 @@ runtime = "lib/librt.so"
     #[test]
     fn errors_name_the_file_and_the_field() {
         let e = err("[platforms.x]\nextends = \"a9\"\n");
-        assert!(e.contains("scene-platforms.toml") && e.contains("platforms.x.extends") && e.contains("`a9`"), "{e}");
+        assert!(
+            e.contains("scene-platforms.toml")
+                && e.contains("platforms.x.extends")
+                && e.contains("`a9`"),
+            "{e}"
+        );
         let e = err("[platforms.x]\nextends = \"a2a3sim\"\ncompiler = \"cc\"\n");
         assert!(e.contains("unknown field `compiler`"), "{e}");
         let e = err("[platforms.x]\nextends = \"a2a3sim\"\nextraction = \"coff\"\n");
@@ -320,15 +333,22 @@ runtime = "lib/librt.so"
         let e = err("[platforms.x]\nextends = \"a2a3sim\"\nscenes = \"x\"\n");
         assert!(e.contains("platforms.x.scenes"), "{e}");
         let e = err("[platforms.x]\nextends = \"a2a3sim\"\nlink_script = \"missing.ld\"\n");
-        assert!(e.contains("platforms.x.link_script") && e.contains("missing.ld"), "{e}");
+        assert!(
+            e.contains("platforms.x.link_script") && e.contains("missing.ld"),
+            "{e}"
+        );
         let e = err("[platforms.x]\ncc = \"cc\"\n");
         assert!(e.contains("extends"), "{e}");
     }
 
     #[test]
     fn macho_extraction_is_data() {
-        let t = table("[platforms.m]\nextends = \"a5sim\"\nextraction = \"macho\"\n").expect("valid");
-        assert_eq!(t.get("m").expect("m").toolchain().extraction, Extraction::MachO);
+        let t =
+            table("[platforms.m]\nextends = \"a5sim\"\nextraction = \"macho\"\n").expect("valid");
+        assert_eq!(
+            t.get("m").expect("m").toolchain().extraction,
+            Extraction::MachO
+        );
         assert_eq!(t.get("m").expect("m").scenes(), "a5sim");
     }
 }

@@ -305,9 +305,6 @@ pub struct Case {
     pub seed: u64,
 }
 
-/// Platforms the harness knows how to compile for and run on.
-pub const KNOWN_PLATFORMS: &[&str] = &["a2a3sim", "a5sim"];
-
 impl Scene {
     /// Loads and validates `<dir>/scene.toml`.
     pub fn load(dir: &Path) -> Result<Scene, SceneError> {
@@ -379,12 +376,12 @@ impl Validator<'_> {
             return Err(self.err(field, "must name at least one platform"));
         }
         for p in list {
-            if !KNOWN_PLATFORMS.contains(&p.as_str()) {
+            if !crate::platform::builtin_names().contains(&p.as_str()) {
                 return Err(self.err(
                     field,
                     format!(
                         "unknown platform `{p}` (known: {})",
-                        KNOWN_PLATFORMS.join(", ")
+                        crate::platform::builtin_names().join(", ")
                     ),
                 ));
             }

@@ -1,5 +1,8 @@
 //! One open simulated device: memory, registered callables, emulated core
 //! threads and the task-graph scheduler that runs an orchestration's tasks.
+//!
+//! `unsafe` (allowed per item): calling the orchestration's entry and reading
+//! the context, arguments and messages it passes back through `ctx->ops`.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::{CStr, c_char, c_void};

@@ -1,5 +1,8 @@
 //! Loading code: incore images mapped executable, and orchestration shared
 //! objects loaded from their registered bytes.
+//!
+//! `unsafe` (allowed per item): mapping memory executable, entering machine
+//! code at offset 0, and `dlopen`/`dlsym` of the orchestration.
 
 use std::collections::HashMap;
 use std::ffi::CString;

@@ -34,6 +34,13 @@
 //! pass pointers that satisfy `scene_rt_*`'s contract in `scene_runtime.h`.
 //! Device handles are never dereferenced (they are keys into a table of
 //! open devices), so a closed or bogus handle is an error, not a crash.
+//!
+//! The workspace denies `unsafe_code`; this crate allows it item by item,
+//! each block with a `// SAFETY:` comment, in four modules only: here (the
+//! `no_mangle` C exports and reading their pointer arguments), `device`
+//! (calling the orchestration), `image` (executable mappings, `dlopen`) and
+//! `memory` (the arena mapping). An implementation of a C ABI that runs
+//! machine code cannot do without it.
 
 mod device;
 pub mod error;
@@ -140,8 +147,10 @@ fn cstr<'a>(ptr: *const c_char, what: &str) -> Result<&'a str, RtError> {
 }
 
 /// ABI version implemented by this library (`SCENE_RUNTIME_ABI_VERSION`).
-// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
-// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
 #[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
 #[unsafe(no_mangle)]
 pub extern "C" fn scene_rt_abi_version() -> i32 {
@@ -149,16 +158,20 @@ pub extern "C" fn scene_rt_abi_version() -> i32 {
 }
 
 /// Message of the last error on this thread; never NULL.
-// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
-// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
 #[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
 #[unsafe(no_mangle)]
 pub extern "C" fn scene_rt_last_error() -> *const c_char {
     LAST_ERROR.with(|e| e.borrow().as_ptr())
 }
 
-// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
-// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
 #[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
 #[unsafe(no_mangle)]
 pub extern "C" fn scene_rt_open(
@@ -189,8 +202,10 @@ pub extern "C" fn scene_rt_open(
     })
 }
 
-// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
-// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
 #[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
 #[unsafe(no_mangle)]
 pub extern "C" fn scene_rt_close(dev: *mut SceneDevice) -> i32 {
@@ -203,8 +218,10 @@ pub extern "C" fn scene_rt_close(dev: *mut SceneDevice) -> i32 {
     })
 }
 
-// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
-// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
 #[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
 #[unsafe(no_mangle)]
 pub extern "C" fn scene_rt_malloc(dev: *mut SceneDevice, size: u64, out_addr: *mut u64) -> i32 {
@@ -223,16 +240,20 @@ pub extern "C" fn scene_rt_malloc(dev: *mut SceneDevice, size: u64, out_addr: *m
     })
 }
 
-// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
-// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
 #[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
 #[unsafe(no_mangle)]
 pub extern "C" fn scene_rt_free(dev: *mut SceneDevice, addr: u64) -> i32 {
     ffi("scene_rt_free", || device(dev)?.free(addr))
 }
 
-// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
-// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
 #[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
 #[unsafe(no_mangle)]
 pub extern "C" fn scene_rt_copy_to_device(
@@ -249,8 +270,10 @@ pub extern "C" fn scene_rt_copy_to_device(
     })
 }
 
-// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
-// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
 #[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
 #[unsafe(no_mangle)]
 pub extern "C" fn scene_rt_copy_from_device(
@@ -278,8 +301,10 @@ pub extern "C" fn scene_rt_copy_from_device(
     })
 }
 
-// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
-// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
 #[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
 #[unsafe(no_mangle)]
 pub extern "C" fn scene_rt_register_callable(
@@ -336,8 +361,10 @@ pub extern "C" fn scene_rt_register_callable(
     })
 }
 
-// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
-// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
 #[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
 #[unsafe(no_mangle)]
 pub extern "C" fn scene_rt_unregister_callable(dev: *mut SceneDevice, handle: u32) -> i32 {
@@ -346,8 +373,10 @@ pub extern "C" fn scene_rt_unregister_callable(dev: *mut SceneDevice, handle: u3
     })
 }
 
-// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
-// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
 #[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
 #[unsafe(no_mangle)]
 pub extern "C" fn scene_rt_run(
