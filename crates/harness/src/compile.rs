@@ -131,3 +131,83 @@ pub fn unit_seconds_per_callable(specs: &[CallableSpec], out: &BuildOutput) -> V
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    use scene_kernels::{CoreType, UnitKind, UnitOutcome, UnitReport};
+
+    use super::*;
+
+    fn spec(label: &str, kernels: &[&str]) -> CallableSpec {
+        CallableSpec {
+            label: label.to_string(),
+            orchestration: OrchUnit {
+                name: "orchestration".to_string(),
+                source: PathBuf::from(format!("{label}/orch.c")),
+                function: "orch".to_string(),
+                include_dirs: vec![],
+                defines: vec![],
+            },
+            incores: kernels
+                .iter()
+                .enumerate()
+                .map(|(i, k)| IncoreUnit {
+                    name: k.to_string(),
+                    func_id: i as u32,
+                    core: CoreType::Aiv,
+                    source: PathBuf::from(format!("common/{k}.c")),
+                    include_dirs: vec![],
+                    defines: vec![],
+                })
+                .collect(),
+        }
+    }
+
+    /// A unit shared by two scenes counts for both: each would have needed
+    /// it compiled (before, only the first scene in the plan was charged).
+    #[test]
+    fn shared_units_count_for_every_scene_that_uses_them() {
+        let specs = [spec("a", &["mul"]), spec("b", &["mul"])];
+        let outline = plan_outline(&specs);
+        assert_eq!(outline.units.len(), 3, "orch a, orch b, one shared mul");
+        let out = BuildOutput {
+            callables: vec![],
+            units: outline
+                .units
+                .iter()
+                .enumerate()
+                .map(|(i, u)| UnitReport {
+                    unit: u.display.clone(),
+                    kind: UnitKind::Orchestration,
+                    outcome: UnitOutcome::Compiled,
+                    duration: Duration::from_secs(1 + i as u64 * 10),
+                    key: None,
+                    miss: None,
+                })
+                .collect(),
+        };
+        let seconds = unit_seconds_per_callable(&specs, &out);
+        let shared: f64 = outline.callables[0]
+            .as_ref()
+            .unwrap()
+            .iter()
+            .copied()
+            .filter(|i| outline.callables[1].as_ref().unwrap().contains(i))
+            .map(|i| out.units[i].duration.as_secs_f64())
+            .sum();
+        assert!(shared > 0.0);
+        let own = |c: usize| -> f64 {
+            outline.callables[c]
+                .as_ref()
+                .unwrap()
+                .iter()
+                .map(|&i| out.units[i].duration.as_secs_f64())
+                .sum()
+        };
+        assert_eq!(seconds, vec![own(0), own(1)]);
+        assert!(seconds[0] > shared && seconds[1] > shared, "{seconds:?}");
+    }
+}
