@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use scene_harness::pipeline::callable_spec;
+use scene_harness::compile::callable_spec;
 use scene_harness::scene::discover;
 use scene_kernels::{BuildOptions, Builder, CacheConfig, CallableSpec, Toolchain};
 
@@ -49,7 +49,7 @@ fn bench(c: &mut Criterion) {
     let cache_dir = tempfile::tempdir().expect("tempdir");
     let mut config = CacheConfig::new(cache_dir.path());
     config.prune_after_publish = false;
-    let tc = Toolchain::for_platform("a2a3sim").expect("toolchain");
+    let tc = bench_toolchain("a2a3sim");
     let builder = Builder::new(
         root(),
         tc,
@@ -89,3 +89,18 @@ fn bench(c: &mut Criterion) {
 
 criterion_group!(benches, bench);
 criterion_main!(benches);
+
+/// The platform's toolchain as `scene` would resolve it: `SCENE_CC` /
+/// `SCENE_LD` applied, bare tool names found on `PATH`.
+fn bench_toolchain(platform: &str) -> Toolchain {
+    let mut tc = Toolchain::builtin(platform)
+        .expect("toolchain")
+        .with_search_path(std::env::var_os("PATH"));
+    if let Some(cc) = std::env::var_os("SCENE_CC").filter(|v| !v.is_empty()) {
+        tc.compiler = cc.into();
+    }
+    if let Some(ld) = std::env::var_os("SCENE_LD").filter(|v| !v.is_empty()) {
+        tc.linker = ld.into();
+    }
+    tc
+}

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use scene_harness::pipeline::callable_spec;
+use scene_harness::compile::callable_spec;
 use scene_harness::scene::discover;
 use scene_kernels::{
     BuildOptions, Builder, CallableSpec, Toolchain, plan_outline, render_commands,
@@ -51,7 +51,7 @@ fn specs(only: Option<&str>) -> Vec<CallableSpec> {
 }
 
 fn builder(workers: usize, scratch: &Path) -> Builder {
-    let tc = Toolchain::for_platform(PLATFORM).expect("toolchain");
+    let tc = bench_toolchain(PLATFORM);
     Builder::new(
         root(),
         tc,
@@ -67,7 +67,7 @@ fn builder(workers: usize, scratch: &Path) -> Builder {
 /// A Makefile with one target per unit (plus the two builtins objects)
 /// whose recipes are the builder's own command lines.
 fn write_makefile(specs: &[CallableSpec], dir: &Path) {
-    let tc = Toolchain::for_platform(PLATFORM).expect("toolchain");
+    let tc = bench_toolchain(PLATFORM);
     let rendered = render_commands(&tc, &root(), specs, dir);
     for (path, contents) in &rendered.files {
         std::fs::write(path, contents).expect("write support file");
@@ -169,3 +169,18 @@ fn warm(c: &mut Criterion) {
 
 criterion_group!(benches, cold, warm);
 criterion_main!(benches);
+
+/// The platform's toolchain as `scene` would resolve it: `SCENE_CC` /
+/// `SCENE_LD` applied, bare tool names found on `PATH`.
+fn bench_toolchain(platform: &str) -> Toolchain {
+    let mut tc = Toolchain::builtin(platform)
+        .expect("toolchain")
+        .with_search_path(std::env::var_os("PATH"));
+    if let Some(cc) = std::env::var_os("SCENE_CC").filter(|v| !v.is_empty()) {
+        tc.compiler = cc.into();
+    }
+    if let Some(ld) = std::env::var_os("SCENE_LD").filter(|v| !v.is_empty()) {
+        tc.linker = ld.into();
+    }
+    tc
+}

@@ -8,7 +8,8 @@ pub mod goldens;
 
 use std::path::PathBuf;
 
-use scene_harness::{GoldenRegistry, Layout};
+use scene_cli::Layout;
+use scene_harness::GoldenRegistry;
 
 /// Where the scenes and the workspace root are.
 pub fn layout() -> Layout {

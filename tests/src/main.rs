@@ -1,5 +1,5 @@
 //! `scene`: list, compile, run and check scene tests.
 
 fn main() -> std::process::ExitCode {
-    scene_harness::cli::main(scenes::layout(), scenes::registry())
+    scene_cli::main(scenes::layout(), scenes::registry())
 }

@@ -96,6 +96,40 @@ static inline uint16_t scene_f32_to_f16(float f) {
     v.f = (_Float16)f;
     return v.u;
 }
+#else
+/* Compilers without _Float16 on this target (clang before 15 on x86-64):
+ * the same conversions on bits, round to nearest even, no helper calls. */
+static inline float scene_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    union { uint32_t u; float f; } v;
+    if (exp == 0x1fu) {
+        v.u = sign | 0x7f800000u | (man << 13) | (man ? 0x00400000u : 0u);
+    } else if (exp == 0) {
+        v.f = (float)man * 5.9604644775390625e-08f; /* man * 2^-24, exact */
+        v.u |= sign;
+    } else {
+        v.u = sign | ((exp + 112u) << 23) | (man << 13);
+    }
+    return v.f;
+}
+static inline uint16_t scene_f32_to_f16(float f) {
+    union { uint32_t u; float f; } v;
+    v.f = f;
+    uint32_t sign = (v.u >> 16) & 0x8000u, abs = v.u & 0x7fffffffu;
+    if (abs > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
+    if (abs >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds to inf */
+    if (abs < 0x38800000u) { /* subnormal or zero half: scale and round */
+        union { uint32_t u; float f; } a;
+        a.u = abs;
+        float scaled = a.f * 16777216.0f; /* units of 2^-24 */
+        uint32_t q = (uint32_t)scaled;
+        float rem = scaled - (float)q;
+        if (rem > 0.5f || (rem == 0.5f && (q & 1u))) q++;
+        return (uint16_t)(sign | q);
+    }
+    uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u);
+    return (uint16_t)(sign | ((rounded - 0x38000000u) >> 13));
+}
 #endif
 
 /* Needs -fno-math-errno (set by the toolchain) so it is one instruction, never a libm call. */

@@ -50,11 +50,14 @@ extern "C" {
 #define SCENE_DIR_INOUT 2
 #define SCENE_DIR_SCALAR 3
 
+/* Exclusive upper bound of a func_id. */
+#define SCENE_MAX_FUNC_IDS 64
+
 typedef struct SceneDevice SceneDevice;
 
 /* One incore kernel: the raw .text image, entered at offset 0. */
 typedef struct SceneIncoreDesc {
-    uint32_t func_id;      /* 0 <= func_id < 64 */
+    uint32_t func_id;      /* 0 <= func_id < SCENE_MAX_FUNC_IDS */
     uint32_t core_type;    /* SCENE_CORE_AIC or SCENE_CORE_AIV */
     const uint8_t *image;  /* position-independent machine code */
     uint64_t image_len;

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::lock::HolderInfo;
+use crate::holder::HolderInfo;
 
 /// Errors of device lists and card locks.
 #[derive(Debug, thiserror::Error)]
@@ -67,7 +67,7 @@ pub enum RuntimeError {
     },
     #[error("device runtime ABI version {found}, but this harness speaks version {expected}")]
     AbiMismatch { found: i32, expected: i32 },
-    #[error("{call} failed with {status} ({}): {message}", crate::abi::status::name(*status))]
+    #[error("{call} failed with {status} ({}): {message}", scene_abi::status_name(*status))]
     Call {
         call: &'static str,
         status: i32,
@@ -88,7 +88,7 @@ impl RuntimeError {
     /// True when the runtime reported the device unusable (status `<=
     /// SCENE_RT_E_DEVICE_FATAL`): close it and retire the card.
     pub fn is_device_fatal(&self) -> bool {
-        matches!(self, RuntimeError::Call { status, .. } if *status <= crate::abi::status::E_DEVICE_FATAL)
+        matches!(self, RuntimeError::Call { status, .. } if *status <= scene_abi::SCENE_RT_E_DEVICE_FATAL)
     }
 
     /// The runtime status code, for [`RuntimeError::Call`].

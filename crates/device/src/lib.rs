@@ -2,8 +2,9 @@
 //! cross-process leases on them, and loading a device runtime behind the C
 //! ABI in `include/scene_runtime.h`.
 //!
-//! - [`DeviceList`] parses card lists such as `0,2-4,7` (`SCENE_DEVICES`,
-//!   `TASK_DEVICE`).
+//! - [`DeviceList`] parses card lists such as `0,2-4,7` and resolves the
+//!   `--device` / `SCENE_DEVICES` / `TASK_DEVICE` precedence from values the
+//!   entry point read (this crate reads no environment variable).
 //! - [`CardPool`] hands out [`CardLease`]s: `k` cards locked atomically and
 //!   deadlock-free with `flock`-style file locks, one file per card, so
 //!   leases are released when dropped and when the holding process dies. The
@@ -15,10 +16,13 @@
 //!
 //! What this crate deliberately does not know: compilers, kernels, scene
 //! files, goldens or reports. It moves bytes and handles; callers decide what
-//! they mean. All `unsafe` code lives in the runtime loader module.
+//! they mean. All `unsafe` code lives in the runtime loader module. The ABI
+//! constants and structs are `scene-abi`'s, re-exported as [`abi`].
 
-pub mod abi;
+pub use scene_abi as abi;
+
 mod error;
+mod holder;
 mod list;
 mod lock;
 mod runtime;
@@ -26,8 +30,11 @@ mod runtime;
 use std::path::PathBuf;
 
 pub use error::{DeviceError, RuntimeError};
+pub use holder::HolderInfo;
 pub use list::DeviceList;
-pub use lock::{AcquireOptions, CardLease, CardPool, HolderInfo, WaitStatus, default_lock_dir};
+pub use lock::{
+    AcquireOptions, CardLease, CardPool, WaitStatus, default_lock_dir, resolve_lock_dir,
+};
 pub use runtime::{
     CallableHandle, CallableImage, DeviceBuffer, DeviceSession, Direction, IncoreImageRef,
     RUNTIME_LIB_NAME, RunArg, Runtime, default_runtime_path,

@@ -13,33 +13,24 @@ const MAX_CARD_ID: u32 = 65_535;
 pub struct DeviceList(Vec<u32>);
 
 impl DeviceList {
-    /// A list from ids; rejects empty lists and duplicates.
-    pub fn new(ids: Vec<u32>) -> Result<DeviceList, DeviceError> {
-        let text = ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
-        let bad = |reason: String| DeviceError::InvalidList {
-            input: text.clone(),
-            reason,
-        };
-        if ids.is_empty() {
-            return Err(bad("no cards".into()));
-        }
-        let mut seen = std::collections::BTreeSet::new();
-        for &id in &ids {
-            if !seen.insert(id) {
-                return Err(bad(format!("card {id} is listed twice")));
-            }
-        }
-        Ok(DeviceList(ids))
-    }
-
-    /// Resolves the list to use: `explicit` if given, else `SCENE_DEVICES`,
-    /// else `TASK_DEVICE`, else card `0`.
-    pub fn from_env(explicit: Option<&str>) -> Result<DeviceList, DeviceError> {
-        if let Some(s) = explicit {
+    /// Resolves the list to use: `flag` (`--device`) if given, else
+    /// `scene_devices` (the `SCENE_DEVICES` variable), else `task_device`
+    /// (`TASK_DEVICE`), else card `0`. A bad value from a variable says
+    /// which variable held it. The caller passes a variable as `None` when
+    /// it is unset; a set but empty variable is an empty (invalid) list.
+    pub fn resolve(
+        flag: Option<&str>,
+        scene_devices: Option<&str>,
+        task_device: Option<&str>,
+    ) -> Result<DeviceList, DeviceError> {
+        if let Some(s) = flag {
             return s.parse();
         }
-        for var in ["SCENE_DEVICES", "TASK_DEVICE"] {
-            if let Ok(v) = std::env::var(var) {
+        for (var, value) in [
+            ("SCENE_DEVICES", scene_devices),
+            ("TASK_DEVICE", task_device),
+        ] {
+            if let Some(v) = value {
                 return v.parse().map_err(|e| match e {
                     DeviceError::InvalidList { input, reason } => DeviceError::InvalidList {
                         input,
@@ -197,15 +188,43 @@ mod tests {
             assert!(e.contains(needle), "{s:?}: {e}");
             assert!(e.contains(&format!("`{s}`")), "{s:?}: {e}");
         }
-        assert!(DeviceList::new(vec![]).is_err());
-        assert!(DeviceList::new(vec![1, 1]).is_err());
-        assert_eq!(DeviceList::new(vec![2, 1]).unwrap().to_string(), "2,1");
     }
 
     #[test]
-    fn explicit_wins_over_env() {
-        // Env resolution itself is covered by an integration test in its own process.
-        assert_eq!(DeviceList::from_env(Some("1-2")).unwrap().ids(), &[1, 2]);
-        assert!(DeviceList::from_env(Some("x")).is_err());
+    fn resolve_precedence() {
+        let r = |f, s, t| DeviceList::resolve(f, s, t).map(|l| l.to_string());
+        assert_eq!(r(None, None, None).unwrap(), "0");
+        assert_eq!(r(None, None, Some("5")).unwrap(), "5");
+        assert_eq!(r(None, Some("1-3"), Some("5")).unwrap(), "1-3");
+        assert_eq!(r(Some("0,2-4,7"), Some("1"), Some("5")).unwrap(), "0,2-4,7");
+        // A bad flag is reported as the flag's value, with no variable named.
+        let e = r(Some("x"), Some("1"), None).unwrap_err().to_string();
+        assert!(e.contains("`x`") && !e.contains('$'), "{e}");
+    }
+
+    #[test]
+    fn resolve_names_the_variable_with_a_bad_value() {
+        let e = DeviceList::resolve(None, Some("3-1"), Some("5"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("reversed") && e.contains("(from $SCENE_DEVICES)"),
+            "{e}"
+        );
+        let e = DeviceList::resolve(None, None, Some("a"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`a`") && e.contains("(from $TASK_DEVICE)"),
+            "{e}"
+        );
+        // Set but empty is a value, as it always was: an empty list.
+        let e = DeviceList::resolve(None, Some(""), Some("5"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("empty list") && e.contains("$SCENE_DEVICES"),
+            "{e}"
+        );
     }
 }

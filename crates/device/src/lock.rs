@@ -19,55 +19,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::error::DeviceError;
+use crate::holder::HolderInfo;
 use crate::list::DeviceList;
-
-/// Who holds a card, as recorded in its lock file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HolderInfo {
-    pub pid: u32,
-    /// Free-form label given to [`CardPool::acquire`], e.g. a case name.
-    pub label: String,
-    /// Unix time (seconds) the lease was acquired.
-    pub acquired_unix: u64,
-}
-
-impl HolderInfo {
-    fn render(&self) -> String {
-        format!(
-            "pid={}\nholder={}\nacquired={}\n",
-            self.pid, self.label, self.acquired_unix
-        )
-    }
-
-    fn parse(text: &str) -> Option<HolderInfo> {
-        let mut pid = None;
-        let mut label = String::new();
-        let mut acquired_unix = 0;
-        for line in text.lines() {
-            match line.split_once('=') {
-                Some(("pid", v)) => pid = v.trim().parse().ok(),
-                Some(("holder", v)) => label = v.to_owned(),
-                Some(("acquired", v)) => acquired_unix = v.trim().parse().unwrap_or(0),
-                _ => {}
-            }
-        }
-        Some(HolderInfo {
-            pid: pid?,
-            label,
-            acquired_unix,
-        })
-    }
-}
-
-impl fmt::Display for HolderInfo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.label.is_empty() {
-            write!(f, "pid {}", self.pid)
-        } else {
-            write!(f, "pid {} ({})", self.pid, self.label)
-        }
-    }
-}
 
 /// Reported to [`AcquireOptions::on_wait`] while a lease waits for a busy card.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,20 +67,29 @@ impl fmt::Debug for AcquireOptions<'_> {
     }
 }
 
-/// `SCENE_LOCK_DIR` if set, else `<temp dir>/scene-locks-<uid>`.
-pub fn default_lock_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("SCENE_LOCK_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(d);
+/// The lock directory to use: `lock_dir` (the `SCENE_LOCK_DIR` variable) if
+/// given and non-empty, else [`default_lock_dir`]`(user)`.
+pub fn resolve_lock_dir(lock_dir: Option<&Path>, user: Option<&str>) -> PathBuf {
+    match lock_dir.filter(|d| !d.as_os_str().is_empty()) {
+        Some(d) => d.to_path_buf(),
+        None => default_lock_dir(user),
     }
-    std::env::temp_dir().join(format!("scene-locks-{}", current_uid()))
+}
+
+/// `<temp dir>/scene-locks-<uid>`: one directory per user, so that users of
+/// a shared machine never contend for (or cannot open) each other's lock
+/// files. The uid is the owner of `/proc/self`; where that cannot be read,
+/// `user` (the `USER` variable) names the directory, else `unknown`.
+pub fn default_lock_dir(user: Option<&str>) -> PathBuf {
+    std::env::temp_dir().join(format!("scene-locks-{}", current_uid(user)))
 }
 
 /// The real uid, read without libc: `/proc/self` is owned by the process's uid.
-fn current_uid() -> String {
+fn current_uid(user: Option<&str>) -> String {
     use std::os::unix::fs::MetadataExt;
     match std::fs::metadata("/proc/self") {
         Ok(m) => m.uid().to_string(),
-        Err(_) => std::env::var("USER").unwrap_or_else(|_| "unknown".into()),
+        Err(_) => user.unwrap_or("unknown").to_owned(),
     }
 }
 
@@ -196,19 +158,6 @@ impl CardPool {
     fn retired_set(&self) -> std::sync::MutexGuard<'_, BTreeSet<u32>> {
         // The set stays consistent even if a holder panicked: inserts are atomic.
         self.retired.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// A pool with lock files in [`default_lock_dir`].
-    pub fn with_default_lock_dir(devices: DeviceList) -> Result<CardPool, DeviceError> {
-        CardPool::new(devices, default_lock_dir())
-    }
-
-    pub fn devices(&self) -> &DeviceList {
-        &self.devices
-    }
-
-    pub fn lock_dir(&self) -> &Path {
-        &self.lock_dir
     }
 
     /// Path of card `card`'s lock file.

@@ -8,7 +8,11 @@
 use std::ffi::{CStr, CString, c_char, c_void};
 use std::path::{Path, PathBuf};
 
-use crate::abi::{self, SCENE_RUNTIME_ABI_VERSION};
+use scene_abi::{
+    SCENE_DIR_IN, SCENE_DIR_INOUT, SCENE_DIR_OUT, SCENE_DIR_SCALAR, SCENE_RT_E_INVALID,
+    SCENE_RT_OK, SCENE_RUNTIME_ABI_VERSION, SceneCallableDesc, SceneIncoreDesc, SceneRunArg,
+};
+
 use crate::error::RuntimeError;
 use crate::lock::CardLease;
 
@@ -19,15 +23,13 @@ pub const RUNTIME_LIB_NAME: &str = "libscene_sim_runtime.dylib";
 #[cfg(not(target_os = "macos"))]
 pub const RUNTIME_LIB_NAME: &str = "libscene_sim_runtime.so";
 
-/// Where the runtime is: `SCENE_RUNTIME_LIB` if set, else
+/// Where the built simulator runtime is, for callers given no runtime path
+/// (the entry point applies `SCENE_RUNTIME_LIB` before asking):
 /// [`RUNTIME_LIB_NAME`] next to the current executable: in its directory, its
 /// `deps/` subdirectory, or its parent (test executables live in
 /// `target/<profile>/deps`, binaries in `target/<profile>`). When several
 /// exist, the most recently built one wins (cargo refreshes them separately).
 pub fn default_runtime_path() -> Result<PathBuf, RuntimeError> {
-    if let Some(p) = std::env::var_os("SCENE_RUNTIME_LIB").filter(|p| !p.is_empty()) {
-        return Ok(PathBuf::from(p));
-    }
     let mut searched = Vec::new();
     if let Some(dir) = std::env::current_exe()
         .ok()
@@ -53,33 +55,6 @@ pub fn default_runtime_path() -> Result<PathBuf, RuntimeError> {
     })
 }
 
-// ---- C ABI mirrors -------------------------------------------------------
-
-#[repr(C)]
-struct IncoreDescC {
-    func_id: u32,
-    core_type: u32,
-    image: *const u8,
-    image_len: u64,
-}
-
-#[repr(C)]
-struct CallableDescC {
-    orch_so: *const u8,
-    orch_so_len: u64,
-    orch_symbol: *const c_char,
-    incores: *const IncoreDescC,
-    num_incores: u32,
-}
-
-#[repr(C)]
-struct RunArgC {
-    direction: u32,
-    reserved: u32,
-    value: u64,
-    size: u64,
-}
-
 type Dev = *mut c_void;
 
 /// Every entry point, resolved once at load.
@@ -92,9 +67,9 @@ struct Api {
     free: unsafe extern "C" fn(Dev, u64) -> i32,
     copy_to_device: unsafe extern "C" fn(Dev, u64, *const c_void, u64) -> i32,
     copy_from_device: unsafe extern "C" fn(Dev, *mut c_void, u64, u64) -> i32,
-    register_callable: unsafe extern "C" fn(Dev, *const CallableDescC, *mut u32) -> i32,
+    register_callable: unsafe extern "C" fn(Dev, *const SceneCallableDesc, *mut u32) -> i32,
     unregister_callable: unsafe extern "C" fn(Dev, u32) -> i32,
-    run: unsafe extern "C" fn(Dev, u32, *const RunArgC, u32) -> i32,
+    run: unsafe extern "C" fn(Dev, u32, *const SceneRunArg, u32) -> i32,
     last_error: unsafe extern "C" fn() -> *const c_char,
 }
 
@@ -111,9 +86,9 @@ pub enum Direction {
 impl Direction {
     fn to_c(self) -> u32 {
         match self {
-            Direction::In => abi::DIR_IN,
-            Direction::Out => abi::DIR_OUT,
-            Direction::InOut => abi::DIR_INOUT,
+            Direction::In => SCENE_DIR_IN,
+            Direction::Out => SCENE_DIR_OUT,
+            Direction::InOut => SCENE_DIR_INOUT,
         }
     }
 }
@@ -140,20 +115,20 @@ impl RunArg {
         }
     }
 
-    fn to_c(self) -> RunArgC {
+    fn to_c(self) -> SceneRunArg {
         match self {
             RunArg::Tensor {
                 direction,
                 addr,
                 size,
-            } => RunArgC {
+            } => SceneRunArg {
                 direction: direction.to_c(),
                 reserved: 0,
                 value: addr,
                 size,
             },
-            RunArg::Scalar(v) => RunArgC {
-                direction: abi::DIR_SCALAR,
+            RunArg::Scalar(v) => SceneRunArg {
+                direction: SCENE_DIR_SCALAR,
                 reserved: 0,
                 value: v,
                 size: 0,
@@ -174,7 +149,8 @@ pub struct DeviceBuffer {
 #[derive(Debug, Clone, Copy)]
 pub struct IncoreImageRef<'a> {
     pub func_id: u32,
-    /// [`abi::CORE_AIC`] or [`abi::CORE_AIV`].
+    /// [`SCENE_CORE_AIC`](scene_abi::SCENE_CORE_AIC) or
+    /// [`SCENE_CORE_AIV`](scene_abi::SCENE_CORE_AIV).
     pub core_type: u32,
     /// Raw position-independent `.text` image, entered at offset 0.
     pub image: &'a [u8],
@@ -286,7 +262,7 @@ impl Runtime {
     }
 
     fn check(&self, call: &'static str, status: i32) -> Result<(), RuntimeError> {
-        if status == abi::status::OK {
+        if status == SCENE_RT_OK {
             Ok(())
         } else {
             Err(RuntimeError::Call {
@@ -313,7 +289,7 @@ impl Runtime {
         if dev.is_null() {
             return Err(RuntimeError::Call {
                 call: "scene_rt_open",
-                status: abi::status::E_INVALID,
+                status: SCENE_RT_E_INVALID,
                 message: "runtime returned success but a NULL device".into(),
             });
         }
@@ -392,10 +368,10 @@ impl DeviceSession<'_> {
                 callable.orch_symbol
             ))
         })?;
-        let incores: Vec<IncoreDescC> = callable
+        let incores: Vec<SceneIncoreDesc> = callable
             .incores
             .iter()
-            .map(|i| IncoreDescC {
+            .map(|i| SceneIncoreDesc {
                 func_id: i.func_id,
                 core_type: i.core_type,
                 image: i.image.as_ptr(),
@@ -404,7 +380,7 @@ impl DeviceSession<'_> {
             .collect();
         let num_incores = u32::try_from(incores.len())
             .map_err(|_| RuntimeError::InvalidArgument(format!("{} incores", incores.len())))?;
-        let desc = CallableDescC {
+        let desc = SceneCallableDesc {
             orch_so: callable.orch_so.as_ptr(),
             orch_so_len: callable.orch_so.len() as u64,
             orch_symbol: symbol.as_ptr(),
@@ -427,7 +403,7 @@ impl DeviceSession<'_> {
 
     /// Runs a callable to completion.
     pub fn run(&self, handle: CallableHandle, args: &[RunArg]) -> Result<(), RuntimeError> {
-        let c: Vec<RunArgC> = args.iter().map(|a| a.to_c()).collect();
+        let c: Vec<SceneRunArg> = args.iter().map(|a| a.to_c()).collect();
         let n = u32::try_from(c.len())
             .map_err(|_| RuntimeError::InvalidArgument(format!("{} run args", c.len())))?;
         // SAFETY: `c` holds `n` run arguments and outlives the call.

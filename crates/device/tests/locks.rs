@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use scene_device::{
     AcquireOptions, CardPool, DeviceError, DeviceList, WaitStatus, default_lock_dir,
+    resolve_lock_dir,
 };
 
 const LABEL: &str = "vector_example::small";
@@ -290,13 +291,16 @@ fn mixed_leases_from_threads_and_processes_complete() {
     }
 }
 
-/// Child mode `env`: print `DeviceList::from_env(None)`.
+/// Child mode `env`: print the list resolved from this process's
+/// `SCENE_DEVICES` / `TASK_DEVICE`, read as the entry point reads them.
 #[test]
 fn child_env() {
     if child_mode().as_deref() != Some("env") {
         return;
     }
-    match DeviceList::from_env(None) {
+    let scene_devices = std::env::var("SCENE_DEVICES").ok();
+    let task_device = std::env::var("TASK_DEVICE").ok();
+    match DeviceList::resolve(None, scene_devices.as_deref(), task_device.as_deref()) {
         Ok(l) => println!("\nLIST={l}"),
         Err(e) => println!("\nERR={e}"),
     }
@@ -330,23 +334,39 @@ fn device_list_env_resolution() {
         "{e}"
     );
     assert_eq!(
-        DeviceList::from_env(Some("0,2-4,7")).unwrap().to_string(),
+        DeviceList::resolve(Some("0,2-4,7"), None, None)
+            .unwrap()
+            .to_string(),
         "0,2-4,7"
     );
 }
 
 #[test]
 fn default_lock_dir_is_per_user() {
-    if child_mode().is_some() || std::env::var_os("SCENE_LOCK_DIR").is_some() {
+    if child_mode().is_some() {
         return;
     }
-    let d = default_lock_dir();
+    let d = default_lock_dir(Some("someone"));
     assert!(d.starts_with(std::env::temp_dir()));
     let name = d.file_name().unwrap().to_string_lossy().into_owned();
     assert!(
         name.starts_with("scene-locks-") && name.len() > "scene-locks-".len(),
         "{name}"
     );
+}
+
+#[test]
+fn lock_dir_variable_wins_unless_empty() {
+    if child_mode().is_some() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    assert_eq!(resolve_lock_dir(Some(d.path()), Some("someone")), d.path());
+    assert_eq!(
+        resolve_lock_dir(Some(Path::new("")), Some("someone")),
+        default_lock_dir(Some("someone"))
+    );
+    assert_eq!(resolve_lock_dir(None, None), default_lock_dir(None));
 }
 
 /// Child mode `churn`: take card 0, keep it for 50 ms (a case's device

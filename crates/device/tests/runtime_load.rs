@@ -4,7 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use scene_device::abi::{CORE_AIV, status};
+use scene_device::abi::{
+    SCENE_CORE_AIV, SCENE_RT_E_INVALID, SCENE_RT_E_ORCH, SCENE_RT_E_OUT_OF_BOUNDS,
+};
 use scene_device::{
     AcquireOptions, CallableImage, CardLease, CardPool, Direction, IncoreImageRef, RunArg, Runtime,
     RuntimeError, default_runtime_path, include_dir,
@@ -76,7 +78,7 @@ fn sim_runtime_memory_round_trip_and_errors() {
             message,
         } => {
             assert_eq!(*call, "scene_rt_copy_to_device");
-            assert_eq!(*status, status::E_OUT_OF_BOUNDS);
+            assert_eq!(*status, SCENE_RT_E_OUT_OF_BOUNDS);
             assert!(message.contains("allocation"), "{message}");
         }
         e => panic!("{e:?}"),
@@ -84,16 +86,16 @@ fn sim_runtime_memory_round_trip_and_errors() {
     assert!(!e.is_device_fatal());
     assert!(e.to_string().contains("SCENE_RT_E_OUT_OF_BOUNDS"), "{e}");
     let e = dev.copy_from(buf.addr + (8 << 20), &mut back).unwrap_err();
-    assert_eq!(e.status(), Some(status::E_OUT_OF_BOUNDS));
+    assert_eq!(e.status(), Some(SCENE_RT_E_OUT_OF_BOUNDS));
     dev.free(buf.addr).unwrap();
     assert_eq!(
         dev.free(buf.addr).unwrap_err().status(),
-        Some(status::E_INVALID)
+        Some(SCENE_RT_E_INVALID)
     );
     dev.close().unwrap();
 
     let e = rt.open(0, "bogus=1").unwrap_err();
-    assert_eq!(e.status(), Some(status::E_INVALID));
+    assert_eq!(e.status(), Some(SCENE_RT_E_INVALID));
     assert!(e.to_string().contains("bogus"), "{e}");
     assert!(matches!(
         rt.open(0, "a\0b"),
@@ -201,7 +203,7 @@ fn sim_runtime_runs_a_callable() {
         orch_symbol: "fill_orch",
         incores: vec![IncoreImageRef {
             func_id: 3,
-            core_type: CORE_AIV,
+            core_type: SCENE_CORE_AIV,
             image: &image,
         }],
     };
@@ -223,12 +225,12 @@ fn sim_runtime_runs_a_callable() {
     let e = dev
         .run(h, &[RunArg::tensor(Direction::Out, buf)])
         .unwrap_err();
-    assert_eq!(e.status(), Some(status::E_ORCH));
+    assert_eq!(e.status(), Some(SCENE_RT_E_ORCH));
     assert!(e.to_string().contains("want 2 args"), "{e}");
     dev.unregister(h).unwrap();
     assert_eq!(
         dev.unregister(h).unwrap_err().status(),
-        Some(status::E_INVALID)
+        Some(SCENE_RT_E_INVALID)
     );
 }
 

@@ -60,14 +60,6 @@ impl DType {
         matches!(self, DType::F32 | DType::F64 | DType::F16 | DType::BF16)
     }
 
-    /// True for the signed and unsigned integer types (not `bool`).
-    pub fn is_int(self) -> bool {
-        matches!(
-            self,
-            DType::I8 | DType::U8 | DType::I16 | DType::I32 | DType::I64
-        )
-    }
-
     /// The lower-case name used in scene files and reports (`"bf16"`).
     pub fn name(self) -> &'static str {
         match self {
@@ -135,8 +127,8 @@ mod tests {
     fn sizes_and_kinds() {
         let sizes: Vec<usize> = DType::ALL.iter().map(|d| d.size_of()).collect();
         assert_eq!(sizes, [4, 8, 2, 2, 1, 1, 2, 4, 8, 1]);
-        assert!(DType::BF16.is_float() && !DType::BF16.is_int());
-        assert!(DType::U8.is_int() && !DType::U8.is_float());
-        assert!(!DType::Bool.is_int() && !DType::Bool.is_float());
+        assert!(DType::BF16.is_float());
+        assert!(!DType::U8.is_float());
+        assert!(!DType::Bool.is_float());
     }
 }

@@ -33,46 +33,8 @@ pub enum Init {
     Zeros,
     /// Uniform integers in `[low, high)` (high exclusive), unbiased. Allowed
     /// on float dtypes (integers stored as floats). If `high <= low` every
-    /// element is `low`; [`Init::validate`] reports that case.
+    /// element is `low` (scene loading rejects such a range).
     Randint { low: i64, high: i64 },
-}
-
-/// An `Init` whose parameters make no sense.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum InitError {
-    #[error("randint range [{low}, {high}) is empty")]
-    EmptyRange { low: i64, high: i64 },
-    #[error("uniform bounds [{low}, {high}) are not finite and ordered")]
-    BadUniform { low: f64, high: f64 },
-    #[error("normal needs a finite mean and a finite std >= 0 (got mean {mean}, std {std})")]
-    BadNormal { mean: f64, std: f64 },
-    #[error("{0} is not a finite number")]
-    NotFinite(f64),
-}
-
-impl Init {
-    /// Checks the parameters; [`make_fixture`] itself never fails.
-    pub fn validate(&self) -> Result<(), InitError> {
-        match *self {
-            Init::Randint { low, high } if high <= low => Err(InitError::EmptyRange { low, high }),
-            Init::Uniform { low, high }
-                if !(low.is_finite() && high.is_finite() && low <= high) =>
-            {
-                Err(InitError::BadUniform { low, high })
-            }
-            Init::Normal { mean, std } if !(mean.is_finite() && std.is_finite() && std >= 0.0) => {
-                Err(InitError::BadNormal { mean, std })
-            }
-            Init::Arange { start, step } if !start.is_finite() || !step.is_finite() => {
-                Err(InitError::NotFinite(if start.is_finite() {
-                    step
-                } else {
-                    start
-                }))
-            }
-            _ => Ok(()),
-        }
-    }
 }
 
 /// Identity of a fixture: the seed stream is derived from all four fields.
@@ -333,13 +295,12 @@ mod tests {
             &seed("w"),
         );
         assert_eq!(w.numel(), 10);
-        // Empty range: all `low`, and validate() says so.
+        // Empty range: all `low`.
         let e = Init::Randint { low: 5, high: 5 };
         assert_eq!(
             make_fixture(DType::I8, &[3], &e, &seed("e")).bytes(),
             [5, 5, 5]
         );
-        assert_eq!(e.validate(), Err(InitError::EmptyRange { low: 5, high: 5 }));
     }
 
     #[test]
@@ -403,42 +364,5 @@ mod tests {
             seed: 0,
         };
         assert_ne!(x.key(), y.key());
-    }
-
-    #[test]
-    fn validate_rejects_nonsense() {
-        assert!(
-            Init::Uniform {
-                low: 1.0,
-                high: 0.0
-            }
-            .validate()
-            .is_err()
-        );
-        assert!(
-            Init::Normal {
-                mean: 0.0,
-                std: -1.0
-            }
-            .validate()
-            .is_err()
-        );
-        assert!(
-            Init::Arange {
-                start: f64::NAN,
-                step: 1.0
-            }
-            .validate()
-            .is_err()
-        );
-        assert!(
-            Init::Uniform {
-                low: 0.0,
-                high: 1.0
-            }
-            .validate()
-            .is_ok()
-        );
-        assert!(Init::Zeros.validate().is_ok());
     }
 }

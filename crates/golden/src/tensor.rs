@@ -181,14 +181,6 @@ impl Tensor {
             .collect()
     }
 
-    /// Element `flat` (row-major) as `f64`, `None` when out of range.
-    pub fn get_f64(&self, flat: usize) -> Option<f64> {
-        let size = self.dtype.size_of();
-        let start = flat.checked_mul(size)?;
-        let bytes = self.data.get(start..start.checked_add(size)?)?;
-        Some(read_f64(self.dtype, bytes))
-    }
-
     pub fn dtype(&self) -> DType {
         self.dtype
     }
@@ -470,7 +462,5 @@ mod tests {
             t.clone().reshape(&[4]),
             Err(TensorError::Reshape { .. })
         ));
-        assert_eq!(t.get_f64(5), Some(1.0));
-        assert_eq!(t.get_f64(6), None);
     }
 }

@@ -26,8 +26,8 @@ use std::path::{Path, PathBuf};
 use scene_golden::{Tensor, npy};
 use serde_json::{Value, json};
 
+use crate::config::DumpPolicy;
 use crate::golden::GoldenOutputs;
-use crate::pipeline::RunConfig;
 use crate::scene::{ArgDirection, Case, Scene};
 
 /// Version tag of the `meta.json` layout.
@@ -86,29 +86,10 @@ pub fn write_case_dump(dir: &Path, dump: &CaseDump<'_>) -> Result<PathBuf, DumpE
         let _ = std::fs::remove_dir_all(&tmp);
         return Err(e);
     }
-    // Move any previous dump aside first: rename cannot replace a non-empty
-    // directory. Another process dumping the same case can slip its dump in
-    // between; then the last rename wins after a retry.
-    let old = scene_dir.join(format!("{case_name}.old-{pid}"));
-    let mut attempts = 0;
-    loop {
-        attempts += 1;
-        remove_dir(&old)?;
-        match std::fs::rename(&final_dir, &old) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_at(&final_dir)(e)),
-        }
-        match std::fs::rename(&tmp, &final_dir) {
-            Ok(()) => break,
-            Err(_) if attempts < 3 && final_dir.exists() => continue,
-            Err(e) => {
-                let _ = std::fs::remove_dir_all(&tmp);
-                return Err(io_at(&final_dir)(e));
-            }
-        }
-    }
-    remove_dir(&old)?;
+    scene_util::replace_dir(&tmp, &final_dir).map_err(|e| {
+        let _ = std::fs::remove_dir_all(&tmp);
+        io_at(&final_dir)(e)
+    })?;
     Ok(final_dir)
 }
 
@@ -205,26 +186,27 @@ pub fn meta_json(dump: &CaseDump<'_>) -> Value {
     })
 }
 
-/// The pipeline's hook after the compare stage: dumps the case into
-/// `config.dump_dir` when set, else into `config.failure_dump_root` when
-/// `problems` is non-empty (the case failed), and appends where the dump
-/// went (or why it could not be written) to `problems`. `fixtures` are all
-/// the case's tensors in declaration order, `outputs` the device's output
-/// tensors in declaration order.
-pub(crate) fn after_compare(
-    config: &RunConfig,
-    scene: &Scene,
-    case: &Case,
+/// The dump sink, run after a case's verdict: dumps the case into
+/// `policy.every_case` when set, else into `policy.failures` when the case
+/// failed (`failure` is its message). It never changes the verdict; it
+/// returns a note for the report: where a failing case's dump went, or why
+/// a dump could not be written. `fixtures` are all the case's tensors in
+/// declaration order, `outputs` the device's output tensors in declaration
+/// order.
+pub fn sink(
+    policy: &DumpPolicy,
+    platform: &str,
+    case: (&Scene, &Case),
     fixtures: &[(String, Tensor)],
     outputs: &[Tensor],
     golden: &GoldenOutputs,
-    problems: &mut Vec<String>,
-) {
-    let failed = !problems.is_empty();
-    let dir = match &config.dump_dir {
-        Some(d) => d.as_path(),
-        None if failed => config.failure_dump_root.as_path(),
-        None => return,
+    failure: Option<&str>,
+) -> Option<String> {
+    let (scene, case) = case;
+    let dir = match (&policy.every_case, failure) {
+        (Some(d), _) => d.as_path(),
+        (None, Some(_)) => policy.failures.as_path(),
+        (None, None) => return None,
     };
     let inputs: Vec<(String, Tensor)> = fixtures
         .iter()
@@ -239,50 +221,35 @@ pub(crate) fn after_compare(
         .zip(outputs)
         .map(|(spec, t)| (spec.name.clone(), t.clone()))
         .collect();
-    let message = problems.join("\n");
     let dump = CaseDump {
         scene,
         case,
-        platform: &config.platform,
+        platform,
         inputs: &inputs,
         outputs: &outputs,
         golden,
-        verdict: if failed {
-            Verdict::Failed(&message)
-        } else {
-            Verdict::Passed
+        verdict: match failure {
+            Some(message) => Verdict::Failed(message),
+            None => Verdict::Passed,
         },
     };
     match write_case_dump(dir, &dump) {
-        Ok(path) if failed => problems.push(format!("dump written to {}", path.display())),
-        Ok(_) => {}
-        Err(e) => problems.push(format!("dump not written: {e}")),
+        Ok(path) if failure.is_some() => Some(format!("dump written to {}", path.display())),
+        Ok(_) => None,
+        Err(e) => Some(format!("dump not written: {e}")),
     }
 }
 
 /// `name` if it is a single, ordinary path component.
 fn file_name<'n>(what: &'static str, name: &'n str) -> Result<&'n str, DumpError> {
-    let ok = !name.is_empty()
-        && name != "."
-        && name != ".."
-        && !name.contains(['/', '\\', '\0'])
-        && Path::new(name).components().count() == 1;
-    if ok {
-        Ok(name)
-    } else {
-        Err(DumpError::BadName {
-            what,
-            name: name.to_string(),
-        })
-    }
+    scene_util::check_file_name(name).map_err(|_| DumpError::BadName {
+        what,
+        name: name.to_string(),
+    })
 }
 
 fn remove_dir(p: &Path) -> Result<(), DumpError> {
-    match std::fs::remove_dir_all(p) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(io_at(p)(e)),
-    }
+    scene_util::remove_dir_if_exists(p).map_err(io_at(p))
 }
 
 fn io_at(path: &Path) -> impl Fn(io::Error) -> DumpError + '_ {
@@ -349,12 +316,11 @@ params = { N = 3 }
         Tensor::from_f32(dtype, shape, v).unwrap()
     }
 
-    fn config(tmp: &Path) -> RunConfig {
-        let mut c = RunConfig::from_env(tmp).unwrap();
-        c.platform = "a2a3sim".to_string();
-        c.dump_dir = None;
-        c.failure_dump_root = tmp.join("failures");
-        c
+    fn config(tmp: &Path) -> DumpPolicy {
+        DumpPolicy {
+            every_case: None,
+            failures: tmp.join("failures"),
+        }
     }
 
     #[test]
@@ -507,7 +473,7 @@ params = { N = 3 }
     }
 
     #[test]
-    fn after_compare_dumps_failures_and_explicit_requests_only() {
+    fn sink_dumps_failures_and_explicit_requests_only() {
         let tmp = tempfile::tempdir().unwrap();
         let scene = scene(tmp.path());
         let case = &scene.cases[0];
@@ -521,50 +487,47 @@ params = { N = 3 }
         let mut cfg = config(tmp.path());
 
         // Passing, no --dump: nothing written, nothing said.
-        let mut problems = Vec::new();
-        after_compare(
+        let note = sink(
             &cfg,
-            &scene,
-            case,
+            "a2a3sim",
+            (&scene, case),
             &fixtures,
             &outputs,
             &golden,
-            &mut problems,
+            None,
         );
-        assert!(problems.is_empty());
-        assert!(!cfg.failure_dump_root.exists());
+        assert!(note.is_none());
+        assert!(!cfg.failures.exists());
 
         // Failing: dumped to the failure root, path in the message.
-        let mut problems = vec!["tensor `y` mismatch".to_string()];
-        after_compare(
+        let note = sink(
             &cfg,
-            &scene,
-            case,
+            "a2a3sim",
+            (&scene, case),
             &fixtures,
             &outputs,
             &golden,
-            &mut problems,
+            Some("tensor `y` mismatch"),
         );
-        let expect = cfg.failure_dump_root.join("demo/small");
-        assert_eq!(problems[1], format!("dump written to {}", expect.display()));
+        let expect = cfg.failures.join("demo/small");
+        assert_eq!(note, Some(format!("dump written to {}", expect.display())));
         // `out` tensors are not inputs; `inout` ones are.
         assert!(expect.join("inputs/acc.npy").exists());
         assert!(!expect.join("inputs/y.npy").exists());
         assert!(expect.join("outputs/y.npy").exists());
 
         // --dump: passing cases too, silently.
-        cfg.dump_dir = Some(tmp.path().join("explicit"));
-        let mut problems = Vec::new();
-        after_compare(
+        cfg.every_case = Some(tmp.path().join("explicit"));
+        let note = sink(
             &cfg,
-            &scene,
-            case,
+            "a2a3sim",
+            (&scene, case),
             &fixtures,
             &outputs,
             &golden,
-            &mut problems,
+            None,
         );
-        assert!(problems.is_empty(), "{problems:?}");
+        assert!(note.is_none(), "{note:?}");
         assert!(tmp.path().join("explicit/demo/small/meta.json").exists());
     }
 }

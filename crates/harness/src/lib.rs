@@ -1,32 +1,46 @@
-//! The scene harness: the scene model (`scene.toml`), the stage pipeline
-//! (compile -> fixtures -> golden -> device -> compare), reports, and the
-//! `scene` CLI and `cargo test` target as library functions.
+//! The scene harness engine: the scene model (`scene.toml`), case
+//! selection, the stages (compile -> fixtures -> golden -> device ->
+//! compare), their schedule across cards, two-pass bundles, dumps and
+//! reports.
 //!
-//! This is the only crate that sees the whole picture: it turns a [`Scene`]
-//! into a compile plan for `scene-kernels`, fixtures and goldens with
-//! `scene-golden`, and a device run with `scene-device`. It deliberately
-//! holds no compiler logic, no numeric kernels and no `unsafe`: those live in
-//! the crates whose job they are. Goldens themselves are registered by the
-//! scenes package ([`GoldenRegistry`]).
+//! This crate sees the whole picture: it turns a [`Scene`] into a compile
+//! plan for `scene-kernels`, fixtures and goldens with `scene-golden`, and a
+//! device run with `scene-device`. It deliberately holds no compiler logic,
+//! no numeric kernels and no `unsafe` (those live in the crates whose job
+//! they are), and no command line: it takes one resolved [`RunConfig`] by
+//! value, reads no environment variable, prints no progress bar and knows
+//! no flag. The `scene` CLI and the `cargo test` target live in
+//! `scene-cli`. Goldens are registered by the scenes package
+//! ([`GoldenRegistry`]).
+//!
+//! Modules in stage order: [`scene`] (model), [`select`], [`compile`],
+//! [`prepare`] (fixtures, goldens), [`device`], [`compare`], then
+//! [`schedule`] (the order across cases and cards), [`dump`] (a sink after
+//! the verdict), [`bundle`] (two-pass runs) and [`report`].
 
 pub mod bundle;
-pub mod cache_cmd;
-pub mod cli;
-pub mod compile_cmd;
+pub mod compare;
+pub mod compile;
+pub mod config;
+pub mod device;
 pub mod dump;
 pub mod golden;
-pub mod pipeline;
-pub mod precompile_cmd;
+pub mod platform;
+pub mod prepare;
 pub mod report;
 pub mod scene;
+pub mod schedule;
+pub mod select;
 pub mod shape;
-pub mod testing;
 
-pub use cli::Layout;
+pub use config::{DEFAULT_CASE_TIMEOUT, DumpPolicy, RunConfig};
 pub use golden::{GoldenCtx, GoldenError, GoldenFn, GoldenOutputs, GoldenRegistry};
-pub use pipeline::{RunConfig, SelectedCase, Session, select_cases};
+pub use platform::Platform;
+pub use prepare::{CpuStages, Prepared, SetupError};
 pub use report::{CaseReport, CaseStatus, RunReport};
 pub use scene::{Scene, SceneError};
+pub use schedule::Session;
+pub use select::{SelectedCase, distinct_scenes, select_cases};
 
 /// Re-exported so goldens need only this crate and `scene-golden`.
 pub use scene_golden as tensors;

@@ -12,7 +12,6 @@ use serde::Serialize;
 pub enum CaseStatus {
     Passed,
     Failed,
-    Skipped,
 }
 
 /// Which stage a failure came from.
@@ -24,6 +23,18 @@ pub enum FailureStage {
     Golden,
     Device,
     Compare,
+}
+
+impl std::fmt::Display for FailureStage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FailureStage::Compile => "compile",
+            FailureStage::Fixtures => "fixtures",
+            FailureStage::Golden => "golden",
+            FailureStage::Device => "device",
+            FailureStage::Compare => "compare",
+        })
+    }
 }
 
 /// Seconds spent in each phase of one case.
@@ -95,6 +106,8 @@ impl CaseReport {
 pub struct RunTotals {
     pub passed: usize,
     pub failed: usize,
+    /// Always 0 today (no case is skipped once selected); kept in the
+    /// report contract.
     pub skipped: usize,
     /// Sum of `lock_held_s`: card-seconds claimed.
     pub card_seconds_held: f64,
@@ -124,7 +137,6 @@ impl RunReport {
             match c.status {
                 CaseStatus::Passed => t.passed += 1,
                 CaseStatus::Failed => t.failed += 1,
-                CaseStatus::Skipped => t.skipped += 1,
             }
             t.card_seconds_held += c.phases.lock_held_s * c.devices.len().max(1) as f64;
             t.device_seconds += c.phases.device_s * c.devices.len().max(1) as f64;
@@ -197,14 +209,10 @@ impl RunReport {
             ));
             match c.status {
                 CaseStatus::Passed => x.push_str("/>\n"),
-                CaseStatus::Skipped => x.push_str("><skipped/></testcase>\n"),
                 CaseStatus::Failed => {
                     let msg = c.message.as_deref().unwrap_or("failed");
                     let first = msg.lines().next().unwrap_or("failed");
-                    let stage = c
-                        .failure_stage
-                        .map(|s| format!("{s:?}").to_lowercase())
-                        .unwrap_or_default();
+                    let stage = c.failure_stage.map(|s| s.to_string()).unwrap_or_default();
                     x.push_str(&format!(
                         ">\n      <failure type=\"{}\" message=\"{}\">{}</failure>\n    </testcase>\n",
                         xml_escape(&stage),

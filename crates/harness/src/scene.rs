@@ -34,6 +34,25 @@ pub enum SceneError {
     },
 }
 
+impl SceneError {
+    /// The name of the scene directory the error is about (the directory
+    /// of the `scene.toml` named in the error, or the directory itself).
+    pub fn scene_name(&self) -> String {
+        let path = match self {
+            SceneError::Read { path, .. } => path,
+            SceneError::Parse { path, .. } | SceneError::Invalid { path, .. } => path,
+        };
+        let dir = if path.file_name().is_some_and(|n| n == "scene.toml") {
+            path.parent()
+        } else {
+            Some(path.as_path())
+        };
+        dir.and_then(Path::file_name)
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "scenes".to_string())
+    }
+}
+
 /// Direction of one orchestration argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -286,9 +305,6 @@ pub struct Case {
     pub seed: u64,
 }
 
-/// Platforms the harness knows how to compile for and run on.
-pub const KNOWN_PLATFORMS: &[&str] = &["a2a3sim", "a5sim"];
-
 impl Scene {
     /// Loads and validates `<dir>/scene.toml`.
     pub fn load(dir: &Path) -> Result<Scene, SceneError> {
@@ -360,12 +376,12 @@ impl Validator<'_> {
             return Err(self.err(field, "must name at least one platform"));
         }
         for p in list {
-            if !KNOWN_PLATFORMS.contains(&p.as_str()) {
+            if !crate::platform::builtin_names().contains(&p.as_str()) {
                 return Err(self.err(
                     field,
                     format!(
                         "unknown platform `{p}` (known: {})",
-                        KNOWN_PLATFORMS.join(", ")
+                        crate::platform::builtin_names().join(", ")
                     ),
                 ));
             }
@@ -438,7 +454,47 @@ impl Validator<'_> {
             .map_err(|_| self.err(field, format!("unknown dtype `{name}`")))
     }
 
+    /// The raw scene, checked field by field, as a [`Scene`]; the first
+    /// problem found is the error, naming its field.
     fn validate(&self, raw: RawScene) -> Result<Scene, SceneError> {
+        self.check_header(&raw)?;
+        let o = raw.orchestration;
+        self.check_orchestration(&o)?;
+        let incores = self.incores(raw.incores)?;
+        self.check_argument_count(&o.signature, raw.tensors.len(), raw.scalars.len())?;
+        let mut arg_names = BTreeSet::new();
+        let tensors = self.tensors(raw.tensors, &o.signature, &mut arg_names)?;
+        let scalars = self.scalars(raw.scalars, &o.signature, tensors.len(), &mut arg_names)?;
+        let cases = self.cases(raw.cases, &tensors, &scalars)?;
+        Ok(Scene {
+            name: raw.name,
+            dir: self.dir.to_path_buf(),
+            manifest: self.manifest.to_path_buf(),
+            level: raw.level,
+            platforms: raw.platforms,
+            golden: raw.golden,
+            tolerance: ToleranceSpec {
+                rtol: raw.rtol,
+                atol: raw.atol,
+                equal_nan: raw.equal_nan,
+            },
+            devices: raw.devices,
+            orchestration: Orchestration {
+                source: o.source,
+                function: o.function,
+                signature: o.signature,
+                include_dirs: o.include_dirs,
+                defines: o.defines.into_iter().collect(),
+            },
+            incores,
+            tensors,
+            scalars,
+            cases,
+        })
+    }
+
+    /// Name, level, devices, platforms and scene-wide tolerances.
+    fn check_header(&self, raw: &RawScene) -> Result<(), SceneError> {
         let dir_name = self
             .dir
             .file_name()
@@ -471,8 +527,10 @@ impl Validator<'_> {
             }
         }
 
-        // Orchestration.
-        let o = raw.orchestration;
+        Ok(())
+    }
+
+    fn check_orchestration(&self, o: &RawOrchestration) -> Result<(), SceneError> {
         self.existing_file("orchestration.source", &o.source)?;
         self.existing_dirs("orchestration.include_dirs", &o.include_dirs)?;
         if !is_c_identifier(&o.function) {
@@ -482,16 +540,24 @@ impl Validator<'_> {
             ));
         }
 
-        // Incores.
+        Ok(())
+    }
+
+    /// Unique func_ids and names, known core types, existing sources.
+    fn incores(&self, raw: Vec<RawIncore>) -> Result<Vec<Incore>, SceneError> {
         let mut func_ids = BTreeMap::new();
         let mut names = BTreeSet::new();
-        let mut incores = Vec::with_capacity(raw.incores.len());
-        for (i, k) in raw.incores.into_iter().enumerate() {
+        let mut incores = Vec::with_capacity(raw.len());
+        for (i, k) in raw.into_iter().enumerate() {
             let field = |f: &str| format!("incores[{i}].{f}");
-            if k.func_id >= 64 {
+            if k.func_id >= scene_device::abi::SCENE_MAX_FUNC_IDS {
                 return Err(self.err(
                     field("func_id"),
-                    format!("{} is out of range (0..64)", k.func_id),
+                    format!(
+                        "{} is out of range (0..{})",
+                        k.func_id,
+                        scene_device::abi::SCENE_MAX_FUNC_IDS
+                    ),
                 ));
             }
             if let Some(prev) = func_ids.insert(k.func_id, k.name.clone()) {
@@ -527,24 +593,41 @@ impl Validator<'_> {
             return Err(self.err("incores", "a scene needs at least one incore kernel"));
         }
 
-        // Arguments: tensors then scalars, positionally onto the signature.
-        let n_args = raw.tensors.len() + raw.scalars.len();
-        if n_args != o.signature.len() {
+        Ok(incores)
+    }
+
+    /// Tensors then scalars map positionally onto the signature.
+    fn check_argument_count(
+        &self,
+        signature: &[ArgDirection],
+        n_tensors: usize,
+        n_scalars: usize,
+    ) -> Result<(), SceneError> {
+        let n_args = n_tensors + n_scalars;
+        if n_args != signature.len() {
             return Err(self.err(
                 "orchestration.signature",
                 format!(
                     "has {} entries but the scene declares {} tensors and {} scalars",
-                    o.signature.len(),
-                    raw.tensors.len(),
-                    raw.scalars.len()
+                    signature.len(),
+                    n_tensors,
+                    n_scalars
                 ),
             ));
         }
-        let mut arg_names = BTreeSet::new();
-        let mut tensors = Vec::with_capacity(raw.tensors.len());
-        for (i, t) in raw.tensors.into_iter().enumerate() {
+        Ok(())
+    }
+
+    fn tensors(
+        &self,
+        raw: Vec<RawTensor>,
+        signature: &[ArgDirection],
+        arg_names: &mut BTreeSet<String>,
+    ) -> Result<Vec<TensorSpec>, SceneError> {
+        let mut tensors = Vec::with_capacity(raw.len());
+        for (i, t) in raw.into_iter().enumerate() {
             let field = |f: &str| format!("tensors[{i}].{f}");
-            let direction = o.signature[i];
+            let direction = signature[i];
             if direction == ArgDirection::Scalar {
                 return Err(self.err(
                     "orchestration.signature",
@@ -589,16 +672,26 @@ impl Validator<'_> {
                 atol: t.atol,
             });
         }
-        let mut scalars = Vec::with_capacity(raw.scalars.len());
-        for (j, s) in raw.scalars.into_iter().enumerate() {
-            let i = tensors.len() + j;
+        Ok(tensors)
+    }
+
+    fn scalars(
+        &self,
+        raw: Vec<RawScalar>,
+        signature: &[ArgDirection],
+        first: usize,
+        arg_names: &mut BTreeSet<String>,
+    ) -> Result<Vec<ScalarSpec>, SceneError> {
+        let mut scalars = Vec::with_capacity(raw.len());
+        for (j, s) in raw.into_iter().enumerate() {
+            let i = first + j;
             let field = |f: &str| format!("scalars[{j}].{f}");
-            if o.signature[i] != ArgDirection::Scalar {
+            if signature[i] != ArgDirection::Scalar {
                 return Err(self.err(
                     "orchestration.signature",
                     format!(
                         "entry {i} is `{}` but argument {i} is scalar `{}`",
-                        o.signature[i], s.name
+                        signature[i], s.name
                     ),
                 ));
             }
@@ -624,13 +717,22 @@ impl Validator<'_> {
             });
         }
 
-        // Cases: unique names, every symbolic dim and scalar bound.
-        if raw.cases.is_empty() {
+        Ok(scalars)
+    }
+
+    /// Unique case names; every symbolic dim and scalar bound.
+    fn cases(
+        &self,
+        raw: Vec<RawCase>,
+        tensors: &[TensorSpec],
+        scalars: &[ScalarSpec],
+    ) -> Result<Vec<Case>, SceneError> {
+        if raw.is_empty() {
             return Err(self.err("cases", "a scene needs at least one case"));
         }
         let mut case_names = BTreeSet::new();
-        let mut cases = Vec::with_capacity(raw.cases.len());
-        for (i, c) in raw.cases.into_iter().enumerate() {
+        let mut cases = Vec::with_capacity(raw.len());
+        for (i, c) in raw.into_iter().enumerate() {
             let field = |f: &str| format!("cases[{i}].{f}");
             if c.name.is_empty() || c.name.contains("::") || c.name.contains(char::is_whitespace) {
                 return Err(self.err(
@@ -644,7 +746,7 @@ impl Validator<'_> {
             if let Some(p) = &c.platforms {
                 self.platform_list(&field("platforms"), p)?;
             }
-            for t in &tensors {
+            for t in tensors {
                 for d in &t.shape {
                     d.eval(&c.params).map_err(|e| {
                         self.err(
@@ -654,7 +756,7 @@ impl Validator<'_> {
                     })?;
                 }
             }
-            for s in &scalars {
+            for s in scalars {
                 if let ParamValue::Param(p) = &s.value
                     && !c.params.contains_key(p)
                 {
@@ -676,31 +778,7 @@ impl Validator<'_> {
             });
         }
 
-        Ok(Scene {
-            name: raw.name,
-            dir: self.dir.to_path_buf(),
-            manifest: self.manifest.to_path_buf(),
-            level: raw.level,
-            platforms: raw.platforms,
-            golden: raw.golden,
-            tolerance: ToleranceSpec {
-                rtol: raw.rtol,
-                atol: raw.atol,
-                equal_nan: raw.equal_nan,
-            },
-            devices: raw.devices,
-            orchestration: Orchestration {
-                source: o.source,
-                function: o.function,
-                signature: o.signature,
-                include_dirs: o.include_dirs,
-                defines: o.defines.into_iter().collect(),
-            },
-            incores,
-            tensors,
-            scalars,
-            cases,
-        })
+        Ok(cases)
     }
 
     fn init(&self, field: &str, raw: RawInit, dtype: DType) -> Result<Init, SceneError> {

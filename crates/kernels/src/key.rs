@@ -27,6 +27,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::budget::Budget;
 use crate::error::CompileError;
 use crate::toolchain::{Toolchain, resolve_program};
+use crate::unit::CoreType;
 use crate::unit::{IncoreUnit, OrchUnit};
 
 /// Version of the cache layout and of the key's field set. Bump it when the
@@ -56,21 +57,17 @@ impl fmt::Display for UnitKey {
     }
 }
 
-/// Length-prefixed fields, so that ("ab","c") and ("a","bc") differ.
-struct KeyHasher(blake3::Hasher);
+/// Length-prefixed fields ([`scene_util::FieldHasher`]), so that
+/// ("ab","c") and ("a","bc") differ, plus typed helpers for key fields.
+struct KeyHasher(scene_util::FieldHasher);
 
 impl KeyHasher {
     fn new(domain: &str) -> Self {
-        let mut h = KeyHasher(blake3::Hasher::new());
-        h.field("domain", domain.as_bytes());
-        h
+        KeyHasher(scene_util::FieldHasher::new(domain))
     }
 
     fn field(&mut self, tag: &str, bytes: &[u8]) {
-        self.0.update(&(tag.len() as u64).to_le_bytes());
-        self.0.update(tag.as_bytes());
-        self.0.update(&(bytes.len() as u64).to_le_bytes());
-        self.0.update(bytes);
+        self.0.field(tag, bytes);
     }
 
     fn str(&mut self, tag: &str, value: &str) {
@@ -212,8 +209,8 @@ impl KeyContext {
     }
 
     /// Resolved path, content digest and `--version` output of `program`.
-    pub fn tool(&self, program: &Path) -> ToolIdentity {
-        let Some(resolved) = resolve_program(program) else {
+    pub fn tool(&self, program: &Path, search_path: Option<&std::ffi::OsStr>) -> ToolIdentity {
+        let Some(resolved) = resolve_program(program, search_path) else {
             return ToolIdentity {
                 path: program.display().to_string(),
                 digest: "not found".into(),
@@ -285,7 +282,7 @@ impl KeyContext {
         };
         if let Some(path) = stored {
             // Best effort: without it the next process just runs --version.
-            let _ = crate::cache::write_atomically(&path, version.as_bytes());
+            let _ = scene_util::write_atomically(&path, version.as_bytes());
         }
         version
     }
@@ -349,8 +346,16 @@ impl KeyContext {
         let mut inputs = KeyInputs::default();
         common_inputs(&mut inputs, schema, "incore", tc);
         inputs.set("core", unit.core.as_str());
-        tool_inputs(&mut inputs, "compiler", &self.tool(&tc.compiler));
-        tool_inputs(&mut inputs, "linker", &self.tool(&tc.linker));
+        tool_inputs(
+            &mut inputs,
+            "compiler",
+            &self.tool(&tc.compiler, tc.search_path.as_deref()),
+        );
+        tool_inputs(
+            &mut inputs,
+            "linker",
+            &self.tool(&tc.linker, tc.search_path.as_deref()),
+        );
         inputs.list("flags.incore", tc.incore_flags.iter().cloned());
         inputs.list("flags.core", tc.core_flags(unit.core).iter().cloned());
         inputs.list("flags.builtins", tc.builtins_flags.iter().cloned());
@@ -361,6 +366,24 @@ impl KeyContext {
         unit_inputs(&mut inputs, &unit.source, &unit.include_dirs, &unit.defines);
         self.source_inputs(&mut inputs, root, &unit.source, &unit.include_dirs)?;
         Ok(inputs)
+    }
+
+    /// Every input of the builtins object's key for `core`: it is a unit
+    /// like any other, cached across processes.
+    pub fn builtins_inputs(&self, schema: u32, tc: &Toolchain, core: CoreType) -> KeyInputs {
+        let mut inputs = KeyInputs::default();
+        common_inputs(&mut inputs, schema, "builtins", tc);
+        inputs.set("core", core.as_str());
+        tool_inputs(
+            &mut inputs,
+            "compiler",
+            &self.tool(&tc.compiler, tc.search_path.as_deref()),
+        );
+        inputs.list("flags.incore", tc.incore_flags.iter().cloned());
+        inputs.list("flags.core", tc.core_flags(core).iter().cloned());
+        inputs.list("flags.builtins", tc.builtins_flags.iter().cloned());
+        inputs.set("builtins_source", digest_str(&tc.builtins_source));
+        inputs
     }
 
     /// Every input of an orchestration's key. The orchestration is linked by
@@ -374,7 +397,11 @@ impl KeyContext {
     ) -> Result<KeyInputs, CompileError> {
         let mut inputs = KeyInputs::default();
         common_inputs(&mut inputs, schema, "orchestration", tc);
-        tool_inputs(&mut inputs, "compiler", &self.tool(&tc.compiler));
+        tool_inputs(
+            &mut inputs,
+            "compiler",
+            &self.tool(&tc.compiler, tc.search_path.as_deref()),
+        );
         inputs.list("flags.orch", tc.orch_flags.iter().cloned());
         unit_inputs(&mut inputs, &unit.source, &unit.include_dirs, &unit.defines);
         self.source_inputs(&mut inputs, root, &unit.source, &unit.include_dirs)?;
@@ -582,7 +609,9 @@ mod tests {
         std::fs::write(root.join("k.c"), "#include \"h.h\"\n").expect("write");
         std::fs::write(root.join("inc/h.h"), "#include <g.h>\n").expect("write");
         std::fs::write(root.join("inc/g.h"), "#define A 1\n").expect("write");
-        let tc = Toolchain::builtin("a5sim").expect("tc");
+        let tc = Toolchain::builtin("a5sim")
+            .expect("tc")
+            .with_search_path(std::env::var_os("PATH"));
         let before = incore_key(&tc, root, &unit("k.c")).expect("key");
         assert_eq!(before, incore_key(&tc, root, &unit("k.c")).expect("key"));
         std::fs::write(root.join("inc/g.h"), "#define A 2\n").expect("write");
@@ -606,7 +635,9 @@ mod tests {
         std::fs::create_dir_all(root.join("inc")).expect("mkdir");
         std::fs::write(root.join("k.c"), "#include \"h.h\"\n#include <stdio.h>\n").expect("w");
         std::fs::write(root.join("inc/h.h"), "int x;\n").expect("write");
-        let tc = Toolchain::builtin("a5sim").expect("tc");
+        let tc = Toolchain::builtin("a5sim")
+            .expect("tc")
+            .with_search_path(std::env::var_os("PATH"));
         let inputs = KeyContext::default()
             .incore_inputs(CACHE_SCHEMA, &tc, root, &unit("k.c"))
             .expect("inputs");
@@ -628,7 +659,9 @@ mod tests {
 
     #[test]
     fn same_tree_at_another_path_has_the_same_key() {
-        let tc = Toolchain::builtin("a5sim").expect("tc");
+        let tc = Toolchain::builtin("a5sim")
+            .expect("tc")
+            .with_search_path(std::env::var_os("PATH"));
         let keys: Vec<UnitKey> = (0..2)
             .map(|_| {
                 let dir = tempfile::tempdir().expect("tempdir");
@@ -644,7 +677,9 @@ mod tests {
     #[test]
     fn missing_source_is_named() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let tc = Toolchain::builtin("a5sim").expect("tc");
+        let tc = Toolchain::builtin("a5sim")
+            .expect("tc")
+            .with_search_path(std::env::var_os("PATH"));
         let err = incore_key(&tc, dir.path(), &unit("nope/k.c")).expect_err("missing");
         assert!(err.to_string().contains("nope/k.c"), "{err}");
     }

@@ -142,7 +142,25 @@ pub fn render_commands(
             tc.builtins_source.clone(),
         ),
     ];
-    let builtins = [CoreType::Aic, CoreType::Aiv]
+    let builtins = builtins_commands(tc, &out_dir);
+
+    let plan = plan::plan(specs);
+    let units = plan
+        .entries
+        .iter()
+        .enumerate()
+        .map(|(idx, entry)| unit_commands(tc, root, &out_dir, &link_script, idx, entry))
+        .collect();
+    RenderedBuild {
+        files,
+        builtins,
+        units,
+    }
+}
+
+/// The two builtins objects (one per core type).
+fn builtins_commands(tc: &Toolchain, out_dir: &Path) -> Vec<BuiltinsCommand> {
+    [CoreType::Aic, CoreType::Aiv]
         .into_iter()
         .map(|core| {
             let output = out_dir.join(compile::builtins_object_name(core));
@@ -152,80 +170,72 @@ pub fn render_commands(
                     role: "compiler",
                     program: tc.compiler.clone(),
                     args: compile::builtins_args(tc, core, &output),
-                    cwd: out_dir.clone(),
+                    cwd: out_dir.to_path_buf(),
                 },
                 output,
             }
         })
-        .collect();
+        .collect()
+}
 
-    let plan = plan::plan(specs);
-    let units = plan
-        .entries
-        .iter()
-        .enumerate()
-        .map(|(idx, entry)| {
-            let unit = PlannedUnit {
-                display: entry.display.clone(),
-                kind: entry.kind,
-            };
-            match &entry.job {
-                Job::Incore(incore) => {
-                    let object = out_dir.join(format!("u{idx}.o"));
-                    let output = out_dir.join(format!("u{idx}.elf"));
-                    let builtins = out_dir.join(compile::builtins_object_name(incore.core));
-                    let mut args = compile::incore_args(tc, incore);
-                    args.push("-o".into());
-                    args.push(object.as_os_str().to_owned());
-                    UnitCommands {
-                        unit,
-                        needs_builtins: Some(incore.core),
-                        commands: vec![
-                            ToolCommand {
-                                role: "compiler",
-                                program: tc.compiler.clone(),
-                                args,
-                                cwd: root.to_path_buf(),
-                            },
-                            ToolCommand {
-                                role: "linker",
-                                program: tc.linker.clone(),
-                                args: link::link_args(
-                                    tc,
-                                    &link_script,
-                                    &[&object, &builtins],
-                                    &output,
-                                ),
-                                cwd: out_dir.clone(),
-                            },
-                        ],
-                        output,
-                    }
-                }
-                Job::Orch(orch) => {
-                    let output = out_dir.join(format!("u{idx}.so"));
-                    let mut args = compile::orch_args(tc, orch);
-                    args.push("-o".into());
-                    args.push(output.as_os_str().to_owned());
-                    UnitCommands {
-                        unit,
-                        needs_builtins: None,
-                        commands: vec![ToolCommand {
-                            role: "compiler",
-                            program: tc.compiler.clone(),
-                            args,
-                            cwd: root.to_path_buf(),
-                        }],
-                        output,
-                    }
-                }
+/// The compile (and, for an incore, link) commands of plan entry `idx`.
+fn unit_commands(
+    tc: &Toolchain,
+    root: &Path,
+    out_dir: &Path,
+    link_script: &Path,
+    idx: usize,
+    entry: &plan::PlanEntry,
+) -> UnitCommands {
+    let unit = PlannedUnit {
+        display: entry.display.clone(),
+        kind: entry.kind,
+    };
+    match &entry.job {
+        Job::Incore(incore) => {
+            let object = out_dir.join(format!("u{idx}.o"));
+            let output = out_dir.join(format!("u{idx}.elf"));
+            let builtins = out_dir.join(compile::builtins_object_name(incore.core));
+            let mut args = compile::incore_args(tc, incore);
+            args.push("-o".into());
+            args.push(object.as_os_str().to_owned());
+            UnitCommands {
+                unit,
+                needs_builtins: Some(incore.core),
+                commands: vec![
+                    ToolCommand {
+                        role: "compiler",
+                        program: tc.compiler.clone(),
+                        args,
+                        cwd: root.to_path_buf(),
+                    },
+                    ToolCommand {
+                        role: "linker",
+                        program: tc.linker.clone(),
+                        args: link::link_args(tc, link_script, &[&object, &builtins], &output),
+                        cwd: out_dir.to_path_buf(),
+                    },
+                ],
+                output,
             }
-        })
-        .collect();
-    RenderedBuild {
-        files,
-        builtins,
-        units,
+        }
+        Job::Orch(orch) => {
+            let output = out_dir.join(format!("u{idx}.so"));
+            let mut args = compile::orch_args(tc, orch);
+            args.push("-o".into());
+            args.push(output.as_os_str().to_owned());
+            UnitCommands {
+                unit,
+                needs_builtins: None,
+                commands: vec![ToolCommand {
+                    role: "compiler",
+                    program: tc.compiler.clone(),
+                    args,
+                    cwd: root.to_path_buf(),
+                }],
+                output,
+            }
+        }
     }
 }
 
@@ -301,7 +311,9 @@ mod tests {
 
     #[test]
     fn rendered_commands_match_the_plan_and_write_under_out_dir() {
-        let tc = Toolchain::builtin("a2a3sim").expect("toolchain");
+        let tc = Toolchain::builtin("a2a3sim")
+            .expect("toolchain")
+            .with_search_path(std::env::var_os("PATH"));
         let specs = [spec("a", &["x.c", "y.c"])];
         let out = Path::new("/tmp/scene-outline-test");
         let rendered = render_commands(&tc, Path::new("/root"), &specs, out);

@@ -5,7 +5,7 @@
 //! the table as plain data (rather than logic spread over the compile code)
 //! means the unit key can hash "the toolchain" by hashing these fields.
 
-use std::env;
+use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -154,6 +154,10 @@ pub struct Toolchain {
     pub link_script: String,
     pub builtins_source: String,
     pub extraction: Extraction,
+    /// Directories (`PATH` syntax) where bare tool names such as `cc` are
+    /// found. The entry point passes its `PATH`; this crate reads no
+    /// environment. `None`: only tools given by path can be found.
+    pub search_path: Option<OsString>,
 }
 
 fn strings(items: &[&str]) -> Vec<String> {
@@ -161,19 +165,7 @@ fn strings(items: &[&str]) -> Vec<String> {
 }
 
 impl Toolchain {
-    /// The table entry for `platform` with `SCENE_CC` / `SCENE_LD` applied.
-    pub fn for_platform(platform: &str) -> Result<Self, ToolchainError> {
-        let mut tc = Self::builtin(platform)?;
-        if let Some(cc) = env::var_os("SCENE_CC").filter(|v| !v.is_empty()) {
-            tc.compiler = PathBuf::from(cc);
-        }
-        if let Some(ld) = env::var_os("SCENE_LD").filter(|v| !v.is_empty()) {
-            tc.linker = PathBuf::from(ld);
-        }
-        Ok(tc)
-    }
-
-    /// The table entry for `platform`, ignoring the environment.
+    /// The built-in table entry for `platform`.
     pub fn builtin(platform: &str) -> Result<Self, ToolchainError> {
         let platform_define = match platform {
             "a2a3sim" => "-DSCENE_PLATFORM_A2A3=1",
@@ -257,6 +249,7 @@ impl Toolchain {
             link_script: link_script.to_owned(),
             builtins_source,
             extraction,
+            search_path: None,
         })
     }
 
@@ -270,6 +263,17 @@ impl Toolchain {
         self
     }
 
+    /// Where bare tool names are looked up (a `PATH` value).
+    pub fn with_search_path(mut self, search_path: Option<OsString>) -> Self {
+        self.search_path = search_path;
+        self
+    }
+
+    /// Where `program` (one of this toolchain's tools) would be run from.
+    pub fn resolve(&self, program: &Path) -> Option<PathBuf> {
+        resolve_program(program, self.search_path.as_deref())
+    }
+
     /// Flags specific to one core type.
     pub fn core_flags(&self, core: CoreType) -> &[String] {
         match core {
@@ -280,14 +284,14 @@ impl Toolchain {
 
     /// Fails early, naming the path, if the compiler or linker cannot be found.
     pub fn check(&self) -> Result<(), ToolchainError> {
-        if resolve_program(&self.compiler).is_none() {
+        if self.resolve(&self.compiler).is_none() {
             return Err(ToolchainError::ToolNotFound {
                 role: "compiler",
                 env: "SCENE_CC",
                 path: self.compiler.clone(),
             });
         }
-        if resolve_program(&self.linker).is_none() {
+        if self.resolve(&self.linker).is_none() {
             return Err(ToolchainError::ToolNotFound {
                 role: "linker",
                 env: "SCENE_LD",
@@ -298,13 +302,13 @@ impl Toolchain {
     }
 }
 
-/// Where `program` would be found by `Command::new`, if anywhere.
-pub(crate) fn resolve_program(program: &Path) -> Option<PathBuf> {
+/// Where `program` would be found by `Command::new` with `search_path` as
+/// its `PATH`, if anywhere.
+pub(crate) fn resolve_program(program: &Path, search_path: Option<&OsStr>) -> Option<PathBuf> {
     if program.components().count() > 1 || program.is_absolute() {
         return program.is_file().then(|| program.to_path_buf());
     }
-    let path = env::var_os("PATH")?;
-    env::split_paths(&path)
+    std::env::split_paths(search_path?)
         .map(|dir| dir.join(program))
         .find(|candidate| candidate.is_file())
 }
@@ -348,7 +352,10 @@ mod tests {
 
     #[test]
     fn bare_names_are_looked_up_on_path() {
-        assert!(resolve_program(Path::new("sh")).is_some());
-        assert!(resolve_program(Path::new("no-such-program-scene-xyz")).is_none());
+        let path = Some(OsStr::new("/usr/bin:/bin"));
+        assert!(resolve_program(Path::new("sh"), path).is_some());
+        assert!(resolve_program(Path::new("no-such-program-scene-xyz"), path).is_none());
+        assert!(resolve_program(Path::new("sh"), None).is_none());
+        assert!(resolve_program(Path::new("/bin/sh"), None).is_some());
     }
 }

@@ -425,7 +425,7 @@ fn missing_compiler_is_a_clear_setup_error() {
         .to_string();
     assert!(msg.contains("linker `/nonexistent/scene-ld`"), "{msg}");
 
-    let msg = Toolchain::for_platform("a7sim")
+    let msg = Toolchain::builtin("a7sim")
         .expect_err("unknown")
         .to_string();
     assert!(msg.contains("a7sim"), "{msg}");

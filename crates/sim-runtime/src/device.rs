@@ -1,5 +1,8 @@
 //! One open simulated device: memory, registered callables, emulated core
 //! threads and the task-graph scheduler that runs an orchestration's tasks.
+//!
+//! `unsafe` (allowed per item): calling the orchestration's entry and reading
+//! the context, arguments and messages it passes back through `ctx->ops`.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::{CStr, c_char, c_void};
@@ -8,11 +11,11 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use crate::abi::*;
 use crate::error::{RtError, RtResult};
 use crate::image::{ExecImage, OrchLib};
 use crate::memory::{Allocator, Arena};
 use crate::options::Options;
+use scene_abi::*;
 
 /// Locks a mutex, ignoring poisoning (no code path leaves state half-updated
 /// across a panic point that matters; kernels run with no lock held).
@@ -334,10 +337,32 @@ impl Device {
         c.incores.get(&func_id).map(|i| i.image.addr())
     }
 
+    /// Runs callable `handle` to completion: count the run (and fail it if
+    /// a fault is injected), check the arguments, start the orchestration,
+    /// wait for it and every task it submitted (or the deadline), then clean
+    /// up and report.
     pub fn run(&self, handle: u32, args: &[SceneRunArg]) -> RtResult<()> {
         self.check_alive()?;
         let _g = lock(&self.exec);
         self.check_alive()?;
+        let run_no = self.count_run()?;
+        let callable = self.callable(handle)?;
+        self.check_run_args(args)?;
+        *self.shared.sched() = Sched::default();
+        let deadline = self.opts.timeout.map(|t| Instant::now() + t);
+        let orch_thread = self.start_orchestration(&callable, args)?;
+        let outcome = self.wait_for_run(&callable, run_no, deadline)?;
+        if let Some(h) = orch_thread {
+            // The thread has published its result and is about to exit.
+            let _ = h.join();
+        }
+        self.free_intermediates(&outcome.intermediates);
+        outcome.into_result(&callable.symbol)
+    }
+
+    /// Numbers this run (from 1); fails it, and the device, if
+    /// `fault=fatal_on_run:K` names it.
+    fn count_run(&self) -> RtResult<u64> {
         let run_no = self.runs.fetch_add(1, Ordering::SeqCst) + 1;
         if self.opts.faults.fatal_on_run == Some(run_no) {
             let msg = format!(
@@ -347,126 +372,171 @@ impl Device {
             self.set_fatal(msg.clone());
             return Err(RtError::DeviceFatal(msg));
         }
-        let callable = lock(&self.callables)
+        Ok(run_no)
+    }
+
+    fn callable(&self, handle: u32) -> RtResult<Arc<Callable>> {
+        lock(&self.callables)
             .get(&handle)
             .cloned()
-            .ok_or_else(|| RtError::Invalid(format!("run: unknown callable handle {handle}")))?;
-        {
-            let mem = lock(&self.shared.mem);
-            for (i, a) in args.iter().enumerate() {
-                match a.direction {
-                    SCENE_DIR_SCALAR => {}
-                    SCENE_DIR_IN | SCENE_DIR_OUT | SCENE_DIR_INOUT => {
-                        mem.check(a.value, a.size, &format!("run argument {i}"))?;
-                    }
-                    d => {
-                        return Err(RtError::Invalid(format!(
-                            "run argument {i}: unknown direction {d}"
-                        )));
-                    }
+            .ok_or_else(|| RtError::Invalid(format!("run: unknown callable handle {handle}")))
+    }
+
+    /// Every tensor argument lies in a live allocation; directions are known.
+    fn check_run_args(&self, args: &[SceneRunArg]) -> RtResult<()> {
+        let mem = lock(&self.shared.mem);
+        for (i, a) in args.iter().enumerate() {
+            match a.direction {
+                SCENE_DIR_SCALAR => {}
+                SCENE_DIR_IN | SCENE_DIR_OUT | SCENE_DIR_INOUT => {
+                    mem.check(a.value, a.size, &format!("run argument {i}"))?;
+                }
+                d => {
+                    return Err(RtError::Invalid(format!(
+                        "run argument {i}: unknown direction {d}"
+                    )));
                 }
             }
         }
-        *self.shared.sched() = Sched::default();
-        let started = Instant::now();
-        let deadline = self.opts.timeout.map(|t| started + t);
-        let orch_thread = if self.opts.faults.hang {
-            None
-        } else {
-            let ctx = Arc::new(RunCtx {
-                shared: Arc::clone(&self.shared),
-                callable: Arc::clone(&callable),
-                cores: self.opts.cores,
-                platform: self.opts.platform.name(),
-            });
-            let args = args.to_vec();
-            let h = std::thread::Builder::new()
-                .name(format!("scene-dev{}-orch", self.id))
-                .spawn(move || orch_thread(ctx, args))
-                .map_err(|e| {
-                    RtError::Invalid(format!("cannot start the orchestration thread: {e}"))
-                })?;
-            Some(h)
-        };
+        Ok(())
+    }
 
+    /// Starts the orchestration on its own thread (none under `fault=hang`,
+    /// so the run can only end by its deadline).
+    fn start_orchestration(
+        &self,
+        callable: &Arc<Callable>,
+        args: &[SceneRunArg],
+    ) -> RtResult<Option<JoinHandle<()>>> {
+        if self.opts.faults.hang {
+            return Ok(None);
+        }
+        let ctx = Arc::new(RunCtx {
+            shared: Arc::clone(&self.shared),
+            callable: Arc::clone(callable),
+            cores: self.opts.cores,
+            platform: self.opts.platform.name(),
+        });
+        let args = args.to_vec();
+        let h = std::thread::Builder::new()
+            .name(format!("scene-dev{}-orch", self.id))
+            .spawn(move || orch_thread(ctx, args))
+            .map_err(|e| RtError::Invalid(format!("cannot start the orchestration thread: {e}")))?;
+        Ok(Some(h))
+    }
+
+    /// Waits until the orchestration has returned and every task it
+    /// submitted has completed, then takes the run's results out of the
+    /// scheduler. Past `deadline` the run is abandoned and the device turns
+    /// fatal.
+    fn wait_for_run(
+        &self,
+        callable: &Callable,
+        run_no: u64,
+        deadline: Option<Instant>,
+    ) -> RtResult<RunOutcome> {
         let mut s = self.shared.sched();
-        loop {
-            if s.orch_rc.is_some() && s.completed == s.tasks.len() {
-                break;
-            }
-            match deadline {
-                None => {
-                    s = self
-                        .shared
-                        .done_cv
-                        .wait(s)
-                        .unwrap_or_else(|e| e.into_inner())
-                }
+        while s.orch_rc.is_none() || s.completed != s.tasks.len() {
+            s = match deadline {
+                None => self
+                    .shared
+                    .done_cv
+                    .wait(s)
+                    .unwrap_or_else(|e| e.into_inner()),
                 Some(d) => {
                     let now = Instant::now();
                     if now >= d {
-                        let msg = format!(
-                            "run of `{}` on device {} exceeded timeout_ms={} (orchestration {}, {} of {} tasks completed{}); the device is now unusable",
-                            callable.symbol,
-                            self.id,
-                            self.opts.timeout.map_or(0, |t| t.as_millis()),
-                            if s.orch_rc.is_some() {
-                                "finished"
-                            } else {
-                                "still running"
-                            },
-                            s.completed,
-                            s.tasks.len(),
-                            if self.opts.faults.hang {
-                                ", fault=hang"
-                            } else {
-                                ""
-                            },
-                        );
-                        // Stop handing out work; threads stuck in a kernel are
-                        // detached and keep the shared state alive.
-                        s.shutdown = true;
-                        for cv in &self.shared.work_cv {
-                            cv.notify_all();
-                        }
-                        drop(s);
-                        self.set_fatal(format!("timeout in run #{run_no}"));
-                        return Err(RtError::Timeout(msg));
+                        return Err(self.abandon_run(s, callable, run_no));
                     }
-                    s = self
-                        .shared
+                    self.shared
                         .done_cv
                         .wait_timeout(s, d - now)
                         .unwrap_or_else(|e| e.into_inner())
-                        .0;
+                        .0
                 }
-            }
+            };
         }
-        let rc = s.orch_rc.unwrap_or(0);
-        let error = s.error.take();
-        let fails = std::mem::take(&mut s.fail_msgs);
-        let intermediates = std::mem::take(&mut s.intermediates);
+        let outcome = RunOutcome {
+            rc: s.orch_rc.unwrap_or(0),
+            error: s.error.take(),
+            fails: std::mem::take(&mut s.fail_msgs),
+            intermediates: std::mem::take(&mut s.intermediates),
+        };
         s.tasks.clear();
         s.accesses.clear();
+        Ok(outcome)
+    }
+
+    /// Gives up on a run past its deadline: stops handing out work, marks
+    /// the device fatal and describes how far the run got. Threads stuck in
+    /// a kernel are detached and keep the shared state alive.
+    fn abandon_run(
+        &self,
+        mut s: MutexGuard<'_, Sched>,
+        callable: &Callable,
+        run_no: u64,
+    ) -> RtError {
+        let msg = format!(
+            "run of `{}` on device {} exceeded timeout_ms={} (orchestration {}, {} of {} tasks completed{}); the device is now unusable",
+            callable.symbol,
+            self.id,
+            self.opts.timeout.map_or(0, |t| t.as_millis()),
+            if s.orch_rc.is_some() {
+                "finished"
+            } else {
+                "still running"
+            },
+            s.completed,
+            s.tasks.len(),
+            if self.opts.faults.hang {
+                ", fault=hang"
+            } else {
+                ""
+            },
+        );
+        s.shutdown = true;
+        for cv in &self.shared.work_cv {
+            cv.notify_all();
+        }
         drop(s);
-        if let Some(h) = orch_thread {
-            // The thread has published its result and is about to exit.
-            let _ = h.join();
+        self.set_fatal(format!("timeout in run #{run_no}"));
+        RtError::Timeout(msg)
+    }
+
+    /// Frees what the orchestration allocated with `alloc` during the run.
+    fn free_intermediates(&self, addrs: &[u64]) {
+        let mut mem = lock(&self.shared.mem);
+        for &a in addrs {
+            let _ = mem.free(a);
         }
-        {
-            let mut mem = lock(&self.shared.mem);
-            for a in intermediates {
-                let _ = mem.free(a);
-            }
-        }
-        if let Some(e) = error {
+    }
+}
+
+/// What a finished run left in the scheduler.
+#[derive(Debug)]
+struct RunOutcome {
+    /// The orchestration's return value.
+    rc: i32,
+    /// The first error a task submission or allocation recorded.
+    error: Option<RtError>,
+    /// Messages of the orchestration's `fail` calls.
+    fails: Vec<String>,
+    /// Device addresses the orchestration allocated.
+    intermediates: Vec<u64>,
+}
+
+impl RunOutcome {
+    /// The run's result: a recorded error first, else a non-zero return
+    /// or any `fail` message makes it an orchestration error.
+    fn into_result(self, symbol: &str) -> RtResult<()> {
+        if let Some(e) = self.error {
             return Err(e);
         }
-        if rc != 0 || !fails.is_empty() {
-            let mut msg = format!("orchestration `{}` returned {rc}", callable.symbol);
-            if !fails.is_empty() {
+        if self.rc != 0 || !self.fails.is_empty() {
+            let mut msg = format!("orchestration `{symbol}` returned {}", self.rc);
+            if !self.fails.is_empty() {
                 msg.push_str(": ");
-                msg.push_str(&fails.join("; "));
+                msg.push_str(&self.fails.join("; "));
             }
             return Err(RtError::Orch(msg));
         }
@@ -601,10 +671,19 @@ extern "C" fn op_submit(
     }
 }
 
+/// One task submitted by the orchestration: check it, translate its
+/// arguments for the kernel, and put it into the task graph.
 fn submit(rc: &RunCtx, func_id: u32, block_num: u32, args: &[SceneOrchArg]) -> RtResult<()> {
     if let Some(e) = &rc.shared.sched().error {
         return Err(e.clone());
     }
+    let inc = runnable_incore(rc, func_id, block_num)?;
+    let (kargs, accesses) = kernel_args(rc, func_id, block_num, args)?;
+    enqueue(rc, inc, block_num, kargs, &accesses)
+}
+
+/// The incore a task for `func_id` runs, if this device can run it.
+fn runnable_incore(rc: &RunCtx, func_id: u32, block_num: u32) -> RtResult<&Incore> {
     let inc = rc.callable.incores.get(&func_id).ok_or_else(|| {
         let known: Vec<String> = rc.callable.incores.keys().map(u32::to_string).collect();
         RtError::FuncId(format!(
@@ -626,6 +705,20 @@ fn submit(rc: &RunCtx, func_id: u32, block_num: u32, args: &[SceneOrchArg]) -> R
             "submit to func_id {func_id}: block_num is 0"
         )));
     }
+    Ok(inc)
+}
+
+/// A byte range of the arena a task touches: `(start, end, writes)`.
+type ArenaAccess = (u64, u64, bool);
+
+/// The kernel's view of a task's arguments (device addresses become host
+/// pointers into the arena), and the arena ranges the task reads and writes.
+fn kernel_args(
+    rc: &RunCtx,
+    func_id: u32,
+    block_num: u32,
+    args: &[SceneOrchArg],
+) -> RtResult<(Box<SceneKernelArgs>, Vec<ArenaAccess>)> {
     let mut kargs = Box::new(SceneKernelArgs {
         abi_version: SCENE_KERNEL_ABI_VERSION,
         block_idx: 0,
@@ -635,31 +728,42 @@ fn submit(rc: &RunCtx, func_id: u32, block_num: u32, args: &[SceneOrchArg]) -> R
         arg_sizes: [0; SCENE_MAX_ARGS],
     });
     let mut accesses = Vec::with_capacity(args.len());
-    {
-        let mem = lock(&rc.shared.mem);
-        for (i, a) in args.iter().enumerate() {
-            match a.direction {
-                SCENE_DIR_SCALAR => kargs.args[i] = a.value,
-                SCENE_DIR_IN | SCENE_DIR_OUT | SCENE_DIR_INOUT => {
-                    let off = mem.check(
-                        a.value,
-                        a.size,
-                        &format!("task func_id {func_id} argument {i}"),
-                    )?;
-                    kargs.args[i] = rc.shared.arena.host_ptr(off) as u64;
-                    kargs.arg_sizes[i] = a.size;
-                    if a.size > 0 {
-                        accesses.push((off, off + a.size, a.direction != SCENE_DIR_IN));
-                    }
+    let mem = lock(&rc.shared.mem);
+    for (i, a) in args.iter().enumerate() {
+        match a.direction {
+            SCENE_DIR_SCALAR => kargs.args[i] = a.value,
+            SCENE_DIR_IN | SCENE_DIR_OUT | SCENE_DIR_INOUT => {
+                let off = mem.check(
+                    a.value,
+                    a.size,
+                    &format!("task func_id {func_id} argument {i}"),
+                )?;
+                kargs.args[i] = rc.shared.arena.host_ptr(off) as u64;
+                kargs.arg_sizes[i] = a.size;
+                if a.size > 0 {
+                    accesses.push((off, off + a.size, a.direction != SCENE_DIR_IN));
                 }
-                d => {
-                    return Err(RtError::Invalid(format!(
-                        "task func_id {func_id} argument {i}: unknown direction {d}"
-                    )));
-                }
+            }
+            d => {
+                return Err(RtError::Invalid(format!(
+                    "task func_id {func_id} argument {i}: unknown direction {d}"
+                )));
             }
         }
     }
+    Ok((kargs, accesses))
+}
+
+/// Adds the task to the graph: it depends on every unfinished task whose
+/// accesses overlap its own with a write on either side (RAW, WAR, WAW),
+/// and is ready at once if there is none.
+fn enqueue(
+    rc: &RunCtx,
+    inc: &Incore,
+    block_num: u32,
+    kargs: Box<SceneKernelArgs>,
+    accesses: &[ArenaAccess],
+) -> RtResult<()> {
     let mut s = rc.shared.sched();
     if s.shutdown {
         return Err(RtError::Timeout(
@@ -669,7 +773,7 @@ fn submit(rc: &RunCtx, func_id: u32, block_num: u32, args: &[SceneOrchArg]) -> R
     let sched = &mut *s;
     sched.accesses.retain(|a| !sched.tasks[a.task].done);
     let mut deps: Vec<usize> = Vec::new();
-    for &(start, end, write) in &accesses {
+    for &(start, end, write) in accesses {
         for p in &sched.accesses {
             if p.start < end && start < p.end && (write || p.write) {
                 deps.push(p.task);

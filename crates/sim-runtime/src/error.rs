@@ -1,6 +1,6 @@
 //! The runtime's internal error type; every variant maps to one `SCENE_RT_E_*` status.
 
-use crate::abi::*;
+use scene_abi::*;
 
 /// An error from a runtime entry point: status code plus message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,5 +1,8 @@
 //! Loading code: incore images mapped executable, and orchestration shared
 //! objects loaded from their registered bytes.
+//!
+//! `unsafe` (allowed per item): mapping memory executable, entering machine
+//! code at offset 0, and `dlopen`/`dlsym` of the orchestration.
 
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -7,8 +10,8 @@ use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use crate::abi::{KernelEntry, OrchEntry, SceneKernelArgs};
 use crate::error::{RtError, RtResult};
+use scene_abi::{KernelEntry, OrchEntry, SceneKernelArgs};
 
 /// An incore image copied into its own executable mapping and entered at
 /// offset 0 — the same bytes a card would receive; nothing is dlopen'ed.

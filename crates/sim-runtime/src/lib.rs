@@ -34,8 +34,14 @@
 //! pass pointers that satisfy `scene_rt_*`'s contract in `scene_runtime.h`.
 //! Device handles are never dereferenced (they are keys into a table of
 //! open devices), so a closed or bogus handle is an error, not a crash.
+//!
+//! The workspace denies `unsafe_code`; this crate allows it item by item,
+//! each block with a `// SAFETY:` comment, in four modules only: here (the
+//! `no_mangle` C exports and reading their pointer arguments), `device`
+//! (calling the orchestration), `image` (executable mappings, `dlopen`) and
+//! `memory` (the arena mapping). An implementation of a C ABI that runs
+//! machine code cannot do without it.
 
-pub mod abi;
 mod device;
 pub mod error;
 mod image;
@@ -48,11 +54,13 @@ use std::ffi::{CStr, CString, c_char, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, OnceLock};
 
-pub use abi::*;
 use device::{Device, IncoreSpec, lock};
 pub use error::RtError;
 pub use memory::DEVICE_BASE;
 use options::Options;
+/// The ABI definitions this runtime implements, also under their own names below.
+pub use scene_abi as abi;
+pub use scene_abi::*;
 
 /// Opaque device handle given to C. The runtime never dereferences a
 /// `SceneDevice*` it receives: it is only a key into the table of open
@@ -139,8 +147,10 @@ fn cstr<'a>(ptr: *const c_char, what: &str) -> Result<&'a str, RtError> {
 }
 
 /// ABI version implemented by this library (`SCENE_RUNTIME_ABI_VERSION`).
-// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
-// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
 #[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
 #[unsafe(no_mangle)]
 pub extern "C" fn scene_rt_abi_version() -> i32 {
@@ -148,16 +158,20 @@ pub extern "C" fn scene_rt_abi_version() -> i32 {
 }
 
 /// Message of the last error on this thread; never NULL.
-// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
-// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
 #[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
 #[unsafe(no_mangle)]
 pub extern "C" fn scene_rt_last_error() -> *const c_char {
     LAST_ERROR.with(|e| e.borrow().as_ptr())
 }
 
-// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
-// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
 #[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
 #[unsafe(no_mangle)]
 pub extern "C" fn scene_rt_open(
@@ -188,8 +202,10 @@ pub extern "C" fn scene_rt_open(
     })
 }
 
-// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
-// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
 #[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
 #[unsafe(no_mangle)]
 pub extern "C" fn scene_rt_close(dev: *mut SceneDevice) -> i32 {
@@ -202,8 +218,10 @@ pub extern "C" fn scene_rt_close(dev: *mut SceneDevice) -> i32 {
     })
 }
 
-// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
-// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
 #[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
 #[unsafe(no_mangle)]
 pub extern "C" fn scene_rt_malloc(dev: *mut SceneDevice, size: u64, out_addr: *mut u64) -> i32 {
@@ -222,16 +240,20 @@ pub extern "C" fn scene_rt_malloc(dev: *mut SceneDevice, size: u64, out_addr: *m
     })
 }
 
-// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
-// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
 #[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
 #[unsafe(no_mangle)]
 pub extern "C" fn scene_rt_free(dev: *mut SceneDevice, addr: u64) -> i32 {
     ffi("scene_rt_free", || device(dev)?.free(addr))
 }
 
-// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
-// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
 #[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
 #[unsafe(no_mangle)]
 pub extern "C" fn scene_rt_copy_to_device(
@@ -248,8 +270,10 @@ pub extern "C" fn scene_rt_copy_to_device(
     })
 }
 
-// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
-// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
 #[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
 #[unsafe(no_mangle)]
 pub extern "C" fn scene_rt_copy_from_device(
@@ -277,8 +301,10 @@ pub extern "C" fn scene_rt_copy_from_device(
     })
 }
 
-// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
-// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
 #[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
 #[unsafe(no_mangle)]
 pub extern "C" fn scene_rt_register_callable(
@@ -335,8 +361,10 @@ pub extern "C" fn scene_rt_register_callable(
     })
 }
 
-// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
-// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
 #[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
 #[unsafe(no_mangle)]
 pub extern "C" fn scene_rt_unregister_callable(dev: *mut SceneDevice, handle: u32) -> i32 {
@@ -345,8 +373,10 @@ pub extern "C" fn scene_rt_unregister_callable(dev: *mut SceneDevice, handle: u3
     })
 }
 
-// `no_mangle` export of the C ABI. Pointer arguments follow the contract of
-// scene_runtime.h (valid or NULL); NULL is checked, the rest is the caller's duty.
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
 #[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
 #[unsafe(no_mangle)]
 pub extern "C" fn scene_rt_run(

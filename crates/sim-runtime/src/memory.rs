@@ -1,5 +1,8 @@
 //! Device memory: one host mapping (the arena) plus a first-fit allocator
 //! handing out 64-byte aligned blocks addressed by opaque device addresses.
+//!
+//! `unsafe` (allowed per item): the arena is a raw `mmap`, read and written
+//! by pointer copies after the allocator's bounds checks.
 
 use std::collections::BTreeMap;
 

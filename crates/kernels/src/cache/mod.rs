@@ -51,6 +51,8 @@ pub use prune::{
 };
 pub use storage::{EntryInfo, LocalDisk, RawEntry, Storage, StorageError};
 
+use scene_util::write_atomically;
+
 use crate::key::{self, KeyInputs, UnitKey};
 
 /// Receives cache warnings (damaged entries, an unusable cache directory).
@@ -420,15 +422,4 @@ impl Cache {
             ));
         }
     }
-}
-
-/// Writes `bytes` to `path` through a temp file and a rename, creating the
-/// parent directory if needed.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
 }

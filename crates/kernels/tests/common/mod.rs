@@ -47,7 +47,9 @@ impl Root {
 }
 
 pub fn toolchain() -> Toolchain {
-    Toolchain::builtin("a2a3sim").expect("a2a3sim toolchain")
+    Toolchain::builtin("a2a3sim")
+        .expect("a2a3sim toolchain")
+        .with_search_path(std::env::var_os("PATH"))
 }
 
 pub fn incore(name: &str, func_id: u32, core: CoreType, source: &str) -> IncoreUnit {

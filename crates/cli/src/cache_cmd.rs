@@ -3,102 +3,12 @@
 //! The cache itself (keys, entries, verification, locking) lives in
 //! `scene_kernels::cache`; this module is only its command line.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
-use std::sync::OnceLock;
-use std::time::Duration;
 
-use clap::{Args, Subcommand};
 use scene_kernels::cache::{self, PrunePolicy};
 
-/// `--cache-dir` given on the command line; wins over `SCENE_CACHE_DIR` for
-/// every subcommand of this process (see [`crate::RunConfig::from_env`]).
-static CACHE_DIR_FLAG: OnceLock<PathBuf> = OnceLock::new();
-
-/// Records the global `--cache-dir` flag (once, from `cli::main`).
-pub fn set_cache_dir_flag(dir: PathBuf) {
-    let _ = CACHE_DIR_FLAG.set(dir);
-}
-
-/// The cache directory for `root`: `--cache-dir`, else `SCENE_CACHE_DIR`,
-/// else `<root>/target/scene-cache`.
-pub fn cache_dir(root: &Path) -> PathBuf {
-    CACHE_DIR_FLAG
-        .get()
-        .cloned()
-        .or_else(|| {
-            std::env::var_os("SCENE_CACHE_DIR")
-                .filter(|d| !d.is_empty())
-                .map(PathBuf::from)
-        })
-        .unwrap_or_else(|| root.join("target").join("scene-cache"))
-}
-
-#[derive(Debug, Args)]
-pub struct CacheArgs {
-    #[command(subcommand)]
-    command: CacheCommand,
-}
-
-#[derive(Debug, Subcommand)]
-enum CacheCommand {
-    /// Entries, bytes, and hits/misses/compiles and time saved of the last runs.
-    Stats {
-        /// How many recent runs to show.
-        #[arg(long, default_value_t = 10, value_name = "N")]
-        runs: usize,
-    },
-    /// Check every entry against its manifest; remove and report damaged
-    /// ones (exit 1 if any were damaged).
-    Verify,
-    /// Remove entries unused for longer than --max-age, then the least
-    /// recently used until the cache is under --max-size.
-    Prune {
-        /// Maximum age in days since last use [default: 14].
-        #[arg(long, value_name = "DAYS", value_parser = parse_days)]
-        max_age: Option<Duration>,
-        /// Maximum total size, in bytes (suffixes K, M, G, T = powers of 1024) [default: 5G].
-        #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
-        max_size: Option<u64>,
-    },
-    /// Remove every entry.
-    Clear,
-}
-
-fn parse_days(s: &str) -> Result<Duration, String> {
-    let days: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}` is not a number of days"))?;
-    if !(days >= 0.0 && days.is_finite()) {
-        return Err(format!("`{s}` is not a non-negative number of days"));
-    }
-    Ok(Duration::from_secs_f64(days * 86400.0))
-}
-
-fn parse_bytes(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (digits, shift) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let shift = match c.to_ascii_uppercase() {
-                'K' => 10,
-                'M' => 20,
-                'G' => 30,
-                'T' => 40,
-                'B' => 0,
-                _ => return Err(format!("`{s}`: unknown size suffix `{c}`")),
-            };
-            (&t[..i], shift)
-        }
-        _ => (t, 0),
-    };
-    let n: u64 = digits
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}` is not a number of bytes"))?;
-    n.checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("`{s}` is too large"))
-}
+use crate::args::{CacheArgs, CacheCommand};
 
 fn human(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -116,7 +26,7 @@ fn human(bytes: u64) -> String {
 }
 
 /// Runs `scene cache <command>` against `dir`.
-pub fn run(dir: &Path, args: &CacheArgs) -> ExitCode {
+pub(crate) fn run(dir: &Path, args: &CacheArgs) -> ExitCode {
     let result = match &args.command {
         CacheCommand::Stats { runs } => stats(dir, *runs),
         CacheCommand::Verify => verify(dir),
@@ -209,22 +119,4 @@ fn prune(dir: &Path, policy: &PrunePolicy) -> Result<bool, cache::CacheError> {
         println!("skipped {} entries in use by another process", r.busy);
     }
     Ok(true)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes_and_days_parse() {
-        assert_eq!(parse_bytes("1024"), Ok(1024));
-        assert_eq!(parse_bytes("5G"), Ok(5 << 30));
-        assert_eq!(parse_bytes("2k"), Ok(2048));
-        assert!(parse_bytes("5X").is_err());
-        assert!(parse_bytes("-1").is_err());
-        assert!(parse_bytes("99999999999T").is_err());
-        assert_eq!(parse_days("1"), Ok(Duration::from_secs(86400)));
-        assert!(parse_days("-2").is_err());
-        assert!(parse_days("soon").is_err());
-    }
 }

@@ -1,6 +1,6 @@
 //! The `cargo test -p scenes` target: one libtest-mimic trial per
 //! `scene::case` of the current platform (`SCENE_PLATFORM`, default
-//! `a2a3sim`).
+//! `a2a3sim`), configured from the environment like the CLI.
 //!
 //! Listing is cheap (no compile), so `cargo nextest run` (which lists, then
 //! runs one process per trial with `--exact`) works as well as `cargo test`.
@@ -8,20 +8,20 @@
 //! trials that need it.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use libtest_mimic::{Arguments, Failed, Trial};
+use scene_harness::compile::CompiledScenes;
+use scene_harness::report::CaseStatus;
+use scene_harness::scene::discover;
+use scene_harness::{GoldenRegistry, RunConfig, Scene, SelectedCase, Session, select_cases};
 
-use crate::cli::Layout;
-use crate::golden::GoldenRegistry;
-use crate::pipeline::{CompiledScenes, RunConfig, SelectedCase, Session, select_cases};
-use crate::report::CaseStatus;
-use crate::scene::{Scene, discover};
+use crate::Layout;
+use crate::env::{Environment, Flags, resolve};
 
 struct Shared {
-    layout: Layout,
+    config: RunConfig,
     registry: GoldenRegistry,
     session: OnceLock<Result<Session, String>>,
     compiled: Mutex<BTreeMap<String, Arc<OnceLock<CompiledScenes>>>>,
@@ -31,8 +31,7 @@ impl Shared {
     fn session(&self) -> Result<&Session, Failed> {
         self.session
             .get_or_init(|| {
-                let config = RunConfig::from_env(&self.layout.root).map_err(|e| e.to_string())?;
-                Session::new(config, self.registry.clone()).map_err(|e| e.to_string())
+                Session::new(self.config.clone(), self.registry.clone()).map_err(|e| e.to_string())
             })
             .as_ref()
             .map_err(|e| Failed::from(e.as_str()))
@@ -47,44 +46,57 @@ impl Shared {
         let compiled = cell.get_or_init(|| session.compile(std::slice::from_ref(sel)));
         let report = session.run_case(sel, compiled);
         match report.status {
-            CaseStatus::Passed | CaseStatus::Skipped => Ok(()),
-            CaseStatus::Failed => Err(Failed::from(format!(
-                "{} failed in {:?} stage:\n{}",
-                report.name,
-                report.failure_stage,
-                report.message.unwrap_or_default()
-            ))),
+            CaseStatus::Passed => Ok(()),
+            CaseStatus::Failed => {
+                let stage = report
+                    .failure_stage
+                    .map_or_else(|| "an unknown".to_string(), |s| format!("the {s}"));
+                Err(Failed::from(format!(
+                    "{} failed in {stage} stage:\n{}",
+                    report.name,
+                    report.message.unwrap_or_default()
+                )))
+            }
         }
     }
 }
 
-/// Builds the trials for every scene under `layout.scenes_dir`.
-pub fn trials(layout: Layout, registry: GoldenRegistry) -> Vec<Trial> {
-    let platform = std::env::var("SCENE_PLATFORM").unwrap_or_else(|_| "a2a3sim".to_string());
+/// A trial that fails at once with `message` (configuration or load errors
+/// must fail the run, not vanish).
+fn failing(name: String, message: String) -> Trial {
+    Trial::test(name, move || Err(message.into()))
+}
+
+/// Builds the trials for every scene under `layout.scenes_dir` (or
+/// `SCENE_SCENES_DIR`).
+pub fn trials(layout: Layout, registry: GoldenRegistry, env: &Environment) -> Vec<Trial> {
+    let layout = Layout {
+        scenes_dir: env.path("SCENE_SCENES_DIR").unwrap_or(layout.scenes_dir),
+        ..layout
+    };
+    let flags = Flags {
+        uses_cards: true,
+        ..Flags::default()
+    };
+    let config = match resolve(&layout, env, None, &flags) {
+        Ok(c) => c,
+        Err(e) => return vec![failing("scenes::config".into(), e.to_string())],
+    };
     let scenes = match discover(&layout.scenes_dir) {
         Ok(s) => s,
-        Err(e) => {
-            let msg = e.to_string();
-            return vec![Trial::test("scenes::discover", move || Err(msg.into()))];
-        }
+        Err(e) => return vec![failing("scenes::discover".into(), e.to_string())],
     };
     let mut loaded: Vec<Arc<Scene>> = Vec::new();
     let mut trials = Vec::new();
     for s in scenes {
         match s {
             Ok(s) => loaded.push(Arc::new(s)),
-            Err(e) => {
-                let msg = e.to_string();
-                let name = scene_dir_name(&msg);
-                trials.push(Trial::test(
-                    format!("{name}::load"),
-                    move || Err(msg.into()),
-                ));
-            }
+            Err(e) => trials.push(failing(format!("{}::load", e.scene_name()), e.to_string())),
         }
     }
+    let platform = config.platform.scenes().to_string();
     let shared = Arc::new(Shared {
-        layout,
+        config,
         registry,
         session: OnceLock::new(),
         compiled: Mutex::new(BTreeMap::new()),
@@ -98,20 +110,9 @@ pub fn trials(layout: Layout, registry: GoldenRegistry) -> Vec<Trial> {
     trials
 }
 
-fn scene_dir_name(message: &str) -> String {
-    // Messages start with the manifest path: `/.../<scene>/scene.toml: ...`.
-    message
-        .split(": ")
-        .next()
-        .map(Path::new)
-        .and_then(|p| p.parent())
-        .and_then(|p| p.file_name())
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "scenes".to_string())
-}
-
 /// `main` of the test target.
 pub fn main(layout: Layout, registry: GoldenRegistry) -> ExitCode {
     let args = Arguments::from_args();
-    libtest_mimic::run(&args, trials(layout, registry)).exit_code()
+    let env = Environment::capture();
+    libtest_mimic::run(&args, trials(layout, registry, &env)).exit_code()
 }

@@ -12,33 +12,21 @@
 
 use std::collections::HashMap;
 use std::io::IsTerminal;
-use std::num::NonZeroUsize;
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
-use clap::Args;
+use scene_harness::compile::{compile_builder, scene_specs};
+use scene_harness::distinct_scenes;
 use scene_kernels::{
     BuildOutput, CallableSpec, Observer, UnitKind, UnitOutcome, UnitReport, plan_outline,
 };
 
-use crate::cli::{Layout, Prologue, Selection, parse_workers, prologue};
-use crate::pipeline::{callable_spec, compile_builder, distinct_scenes};
-
-#[derive(Debug, Args)]
-pub struct CompileArgs {
-    #[command(flatten)]
-    pub(crate) selection: Selection,
-    /// Bound on live compiler/linker processes across all selected scenes [default: available parallelism].
-    #[arg(long, env = "SCENE_COMPILE_WORKERS", value_name = "N", value_parser = parse_workers)]
-    pub(crate) compile_workers: Option<NonZeroUsize>,
-    /// Print only failures and the summary.
-    #[arg(short, long)]
-    pub(crate) quiet: bool,
-    /// Print every unit with the reason it was compiled or reused.
-    #[arg(long)]
-    pub(crate) explain: bool,
-}
+use crate::Layout;
+use crate::args::{CompileArgs, cpu_flags};
+use crate::env::Environment;
+use crate::prologue::{Prologue, prologue};
 
 /// How a finished callable counts in the summary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,13 +206,19 @@ fn is_cached(outcome: Option<UnitOutcome>) -> bool {
 }
 
 /// Runs `scene compile`. Exit 0 when every selected callable built.
-pub(crate) fn run(layout: &Layout, args: &CompileArgs) -> ExitCode {
+pub(crate) fn run(
+    layout: &Layout,
+    env: &Environment,
+    cache_dir: Option<&Path>,
+    args: &CompileArgs,
+) -> ExitCode {
     let started = Instant::now();
+    let flags = cpu_flags(&args.selection, args.compile_workers);
     let Prologue {
         cases,
         load_errors,
         config,
-    } = match prologue(layout, &args.selection, args.compile_workers) {
+    } = match prologue(layout, env, cache_dir, &args.selection, &flags) {
         Ok(p) => p,
         Err(code) => return code,
     };
@@ -232,14 +226,11 @@ pub(crate) fn run(layout: &Layout, args: &CompileArgs) -> ExitCode {
     let builder = match compile_builder(&config) {
         Ok(b) => b,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: toolchain: {e}");
             return ExitCode::from(1);
         }
     };
-    let specs: Vec<CallableSpec> = scenes
-        .iter()
-        .map(|s| callable_spec(s, &config.root, &config.abi_include_dir))
-        .collect();
+    let specs = scene_specs(&config, &scenes);
 
     let total_units = plan_outline(&specs).units.len();
     let (obs, bar) = observer(total_units, args.quiet, args.explain);

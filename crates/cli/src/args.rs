@@ -1,0 +1,263 @@
+//! The command line, as clap types: the low-level half of the
+//! configuration. [`crate::env::resolve`] turns these plus the environment
+//! into one `RunConfig`.
+
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use scene_device::DeviceList;
+
+use crate::env::{Flags, parse_count};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "scene",
+    version,
+    about = "Compile, run and check NPU scene tests (sim platforms: a2a3sim, a5sim)",
+    long_about = None,
+)]
+pub(crate) struct Cli {
+    /// Directory holding the scenes (`<name>/scene.toml`) [env: SCENE_SCENES_DIR].
+    #[arg(long, global = true, value_name = "DIR")]
+    pub(crate) scenes_dir: Option<PathBuf>,
+    /// Persistent kernel cache directory [env: SCENE_CACHE_DIR] [default: <workspace>/target/scene-cache].
+    #[arg(long, global = true, value_name = "DIR")]
+    pub(crate) cache_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// List selected cases, one `scene::case` a line.
+    List(ListArgs),
+    /// Compile, build fixtures and goldens, run on a card and compare.
+    Run(RunArgs),
+    /// Compile and cache every selected callable; never touches a card.
+    Compile(CompileArgs),
+    /// Inspect and maintain the persistent kernel cache.
+    Cache(CacheArgs),
+    /// Compile, build fixtures and goldens into a bundle for `run --from`; never touches a card.
+    Precompile(PrecompileArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct Selection {
+    /// Only cases whose `scene::case` contains this text.
+    pub(crate) filter: Option<String>,
+    /// Platform to select and run for [env: SCENE_PLATFORM] [default: a2a3sim] [possible values: a2a3sim, a5sim].
+    #[arg(long, value_name = "PLATFORM")]
+    pub(crate) platform: Option<String>,
+    /// Include cases marked `manual = true`.
+    #[arg(long)]
+    pub(crate) include_manual: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ListArgs {
+    #[command(flatten)]
+    pub(crate) selection: Selection,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    #[command(flatten)]
+    pub(crate) selection: Selection,
+    /// Cards to use: `0`, `0-7`, `0,2,5`, `0,2-4,7` [default: SCENE_DEVICES, else TASK_DEVICE, else 0].
+    #[arg(long, value_name = "LIST", value_parser = parse_device_list)]
+    pub(crate) device: Option<DeviceList>,
+    /// Bound on live compiler processes across the whole run [env: SCENE_COMPILE_WORKERS] [default: available parallelism].
+    #[arg(long, value_name = "N", value_parser = parse_count)]
+    pub(crate) compile_workers: Option<NonZeroUsize>,
+    /// Threads for goldens and comparisons [env: SCENE_GOLDEN_THREADS] [default: available parallelism, at most 8].
+    #[arg(long, value_name = "N", value_parser = parse_count)]
+    pub(crate) golden_threads: Option<NonZeroUsize>,
+    /// Give up waiting for a busy card after this many seconds.
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    pub(crate) lock_timeout: Option<Duration>,
+    /// Runtime library to load [env: SCENE_RUNTIME_LIB] [default: the built sim runtime].
+    #[arg(long, value_name = "PATH")]
+    pub(crate) runtime: Option<PathBuf>,
+    /// Stop a device run after this many seconds and retire its card (0 = no limit) [default: 300].
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    pub(crate) case_timeout: Option<Duration>,
+    /// Write the per-case JSON report here.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) report_json: Option<PathBuf>,
+    /// Write each case's inputs, outputs and goldens as .npy under DIR/<scene>/<case>/ [failing cases: always, default target/scene-dumps, env SCENE_FAILURE_DUMP_DIR].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dump: Option<PathBuf>,
+    /// Write a JUnit XML report here.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) junit: Option<PathBuf>,
+    /// Print only failures and the summary.
+    #[arg(short, long)]
+    pub(crate) quiet: bool,
+    /// Narrate card acquisition and release on stderr.
+    #[arg(short, long)]
+    pub(crate) verbose: bool,
+    /// Run from a bundle made by `scene precompile`: no compiler, no goldens; an unusable slot is rebuilt.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) from: Option<PathBuf>,
+    /// One-pass mode, for comparison: take the card(s) before compiling and hold them until the run ends.
+    #[arg(long)]
+    pub(crate) hold_card: bool,
+}
+
+impl RunArgs {
+    pub(crate) fn flags(&self) -> Flags {
+        Flags {
+            platform: self.selection.platform.clone(),
+            compile_workers: self.compile_workers,
+            devices: self.device.clone(),
+            golden_threads: self.golden_threads,
+            lock_timeout: self.lock_timeout,
+            runtime: self.runtime.clone(),
+            case_timeout: self.case_timeout,
+            dump: self.dump.clone(),
+            verbose: self.verbose,
+            hold_card: self.hold_card,
+            uses_cards: true,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CompileArgs {
+    #[command(flatten)]
+    pub(crate) selection: Selection,
+    /// Bound on live compiler/linker processes across all selected scenes [env: SCENE_COMPILE_WORKERS] [default: available parallelism].
+    #[arg(long, value_name = "N", value_parser = parse_count)]
+    pub(crate) compile_workers: Option<NonZeroUsize>,
+    /// Print only failures and the summary.
+    #[arg(short, long)]
+    pub(crate) quiet: bool,
+    /// Print every unit with the reason it was compiled or reused.
+    #[arg(long)]
+    pub(crate) explain: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PrecompileArgs {
+    #[command(flatten)]
+    pub(crate) selection: Selection,
+    /// Bundle directory to write (replaced atomically if it is a bundle already).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) out: PathBuf,
+    /// Bound on live compiler/linker processes across all selected scenes [env: SCENE_COMPILE_WORKERS] [default: available parallelism].
+    #[arg(long, value_name = "N", value_parser = parse_count)]
+    pub(crate) compile_workers: Option<NonZeroUsize>,
+    /// Print only failures and the summary.
+    #[arg(short, long)]
+    pub(crate) quiet: bool,
+}
+
+/// Flags of the commands that never touch a card.
+pub(crate) fn cpu_flags(selection: &Selection, compile_workers: Option<NonZeroUsize>) -> Flags {
+    Flags {
+        platform: selection.platform.clone(),
+        compile_workers,
+        ..Flags::default()
+    }
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CacheArgs {
+    #[command(subcommand)]
+    pub(crate) command: CacheCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum CacheCommand {
+    /// Entries, bytes, and hits/misses/compiles and time saved of the last runs.
+    Stats {
+        /// How many recent runs to show.
+        #[arg(long, default_value_t = 10, value_name = "N")]
+        runs: usize,
+    },
+    /// Check every entry against its manifest; remove and report damaged
+    /// ones (exit 1 if any were damaged).
+    Verify,
+    /// Remove entries unused for longer than --max-age, then the least
+    /// recently used until the cache is under --max-size.
+    Prune {
+        /// Maximum age in days since last use [default: 14].
+        #[arg(long, value_name = "DAYS", value_parser = parse_days)]
+        max_age: Option<Duration>,
+        /// Maximum total size, in bytes (suffixes K, M, G, T = powers of 1024) [default: 5G].
+        #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+        max_size: Option<u64>,
+    },
+    /// Remove every entry.
+    Clear,
+}
+
+fn parse_device_list(s: &str) -> Result<DeviceList, String> {
+    s.parse::<DeviceList>().map_err(|e| e.to_string())
+}
+
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !(v >= 0.0 && v.is_finite()) {
+        return Err(format!("`{s}` is not a non-negative number of seconds"));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+fn parse_days(s: &str) -> Result<Duration, String> {
+    let days: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of days"))?;
+    if !(days >= 0.0 && days.is_finite()) {
+        return Err(format!("`{s}` is not a non-negative number of days"));
+    }
+    Ok(Duration::from_secs_f64(days * 86400.0))
+}
+
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (digits, shift) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let shift = match c.to_ascii_uppercase() {
+                'K' => 10,
+                'M' => 20,
+                'G' => 30,
+                'T' => 40,
+                'B' => 0,
+                _ => return Err(format!("`{s}`: unknown size suffix `{c}`")),
+            };
+            (&t[..i], shift)
+        }
+        _ => (t, 0),
+    };
+    let n: u64 = digits
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of bytes"))?;
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("`{s}` is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_days_parse() {
+        assert_eq!(parse_bytes("1024"), Ok(1024));
+        assert_eq!(parse_bytes("5G"), Ok(5 << 30));
+        assert_eq!(parse_bytes("2k"), Ok(2048));
+        assert!(parse_bytes("5X").is_err());
+        assert!(parse_bytes("-1").is_err());
+        assert!(parse_bytes("99999999999T").is_err());
+        assert_eq!(parse_days("1"), Ok(Duration::from_secs(86400)));
+        assert!(parse_days("-2").is_err());
+        assert!(parse_days("soon").is_err());
+    }
+}

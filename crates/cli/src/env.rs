@@ -1,0 +1,356 @@
+//! The environment, read once: the only place in the harness that calls
+//! `std::env::var`. Entry points capture an [`Environment`] and resolve it
+//! with the command line into one [`RunConfig`] ([`resolve`]); the engine
+//! below takes values only.
+//!
+//! Rules, the same for every variable: an empty value means unset; a flag
+//! wins over its variable; a bad value is a usage error naming the
+//! variable.
+
+use std::ffi::OsString;
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use scene_device::DeviceList;
+use scene_harness::platform::PlatformTable;
+use scene_harness::{Platform, RunConfig};
+
+use crate::Layout;
+
+/// Every environment variable the harness reads (README lists them too).
+pub const VARIABLES: &[&str] = &[
+    "SCENE_PLATFORM",
+    "SCENE_PLATFORMS_FILE",
+    "SCENE_DEVICES",
+    "TASK_DEVICE",
+    "SCENE_LOCK_DIR",
+    "SCENE_CC",
+    "SCENE_LD",
+    "SCENE_RUNTIME_LIB",
+    "SCENE_RUNTIME_OPTIONS",
+    "SCENE_COMPILE_WORKERS",
+    "SCENE_GOLDEN_THREADS",
+    "SCENE_CACHE_DIR",
+    "SCENE_SCENES_DIR",
+    "SCENE_FAILURE_DUMP_DIR",
+    // Where bare tool names (`cc`, `ld`) are found.
+    "PATH",
+    // Only where /proc is missing, to name the per-user lock directory.
+    "USER",
+];
+
+/// The values of [`VARIABLES`] at one moment; empty values are `None`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Environment {
+    vars: Vec<(&'static str, OsString)>,
+}
+
+impl Environment {
+    /// Reads the process environment.
+    pub fn capture() -> Self {
+        Self::from_lookup(|name| std::env::var_os(name))
+    }
+
+    /// An environment from a lookup function (tests, embedding).
+    pub fn from_lookup(mut lookup: impl FnMut(&str) -> Option<OsString>) -> Self {
+        let vars = VARIABLES
+            .iter()
+            .filter_map(|&name| {
+                let value = lookup(name).filter(|v| !v.is_empty())?;
+                Some((name, value))
+            })
+            .collect();
+        Self { vars }
+    }
+
+    fn os(&self, name: &str) -> Option<&OsString> {
+        self.vars.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+
+    /// A variable as a path.
+    pub fn path(&self, name: &str) -> Option<PathBuf> {
+        self.os(name).map(PathBuf::from)
+    }
+
+    /// A variable as text; a value that is not UTF-8 is a usage error.
+    pub fn text(&self, name: &str) -> Result<Option<String>, ConfigError> {
+        self.os(name)
+            .map(|v| {
+                v.to_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| ConfigError(format!("{name}: the value is not valid UTF-8")))
+            })
+            .transpose()
+    }
+}
+
+/// A bad value in the command line or the environment: exit 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+/// What the command line says about a run; `None` = not given.
+#[derive(Clone, Debug, Default)]
+pub struct Flags {
+    pub platform: Option<String>,
+    pub compile_workers: Option<NonZeroUsize>,
+    pub devices: Option<DeviceList>,
+    pub golden_threads: Option<NonZeroUsize>,
+    pub lock_timeout: Option<Duration>,
+    pub runtime: Option<PathBuf>,
+    /// `Some(ZERO)` = no limit.
+    pub case_timeout: Option<Duration>,
+    pub dump: Option<PathBuf>,
+    pub verbose: bool,
+    pub hold_card: bool,
+    /// Whether the command uses cards at all (`run`): only then are the
+    /// card variables read, so a bad `SCENE_DEVICES` cannot break
+    /// `scene compile`.
+    pub uses_cards: bool,
+}
+
+/// The platform table: the built-ins plus `SCENE_PLATFORMS_FILE`, else
+/// `<root>/scene-platforms.toml` when it exists.
+pub fn platform_table(env: &Environment, root: &Path) -> Result<PlatformTable, ConfigError> {
+    let file = env.path("SCENE_PLATFORMS_FILE").or_else(|| {
+        let default = root.join("scene-platforms.toml");
+        default.is_file().then_some(default)
+    });
+    match file {
+        Some(f) => PlatformTable::with_file(&f).map_err(|e| ConfigError(e.to_string())),
+        None => Ok(PlatformTable::builtin()),
+    }
+}
+
+/// The platform named by `--platform`, else `SCENE_PLATFORM`, else
+/// `a2a3sim`, with `SCENE_CC` / `SCENE_LD` applied to its toolchain and
+/// `PATH` as its tool search path.
+pub fn resolve_platform(
+    env: &Environment,
+    root: &Path,
+    flag: Option<&str>,
+) -> Result<Platform, ConfigError> {
+    let name = match flag {
+        Some(f) => f.to_owned(),
+        None => env
+            .text("SCENE_PLATFORM")?
+            .unwrap_or_else(|| "a2a3sim".to_owned()),
+    };
+    let table = platform_table(env, root)?;
+    let mut platform = table
+        .get(&name)
+        .map_err(|e| ConfigError(e.to_string()))?
+        .clone();
+    let toolchain = platform.toolchain_mut();
+    toolchain.search_path = env.os("PATH").cloned();
+    if let Some(cc) = env.path("SCENE_CC") {
+        toolchain.compiler = cc;
+    }
+    if let Some(ld) = env.path("SCENE_LD") {
+        toolchain.linker = ld;
+    }
+    Ok(platform)
+}
+
+/// The kernel cache directory: `--cache-dir`, else `SCENE_CACHE_DIR`, else
+/// `<root>/target/scene-cache`.
+pub fn cache_dir(env: &Environment, flag: Option<&Path>, root: &Path) -> PathBuf {
+    flag.filter(|d| !d.as_os_str().is_empty())
+        .map(Path::to_path_buf)
+        .or_else(|| env.path("SCENE_CACHE_DIR"))
+        .unwrap_or_else(|| root.join("target").join("scene-cache"))
+}
+
+/// A positive count (`--compile-workers`, `SCENE_GOLDEN_THREADS`, ...).
+pub(crate) fn parse_count(s: &str) -> Result<NonZeroUsize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) => NonZeroUsize::new(n).ok_or_else(|| "must be at least 1".to_string()),
+        Err(_) => Err(format!("`{s}` is not a number")),
+    }
+}
+
+/// A positive count from a variable.
+fn count_var(env: &Environment, name: &str) -> Result<Option<NonZeroUsize>, ConfigError> {
+    env.text(name)?
+        .map(|v| parse_count(&v).map_err(|e| ConfigError(format!("{name}: {e}"))))
+        .transpose()
+}
+
+/// The cards: `--device`, else `SCENE_DEVICES`, else `TASK_DEVICE`, else `0`.
+/// `--device`, else `SCENE_DEVICES`, else `TASK_DEVICE`, else card `0`.
+fn devices(env: &Environment, flag: Option<&DeviceList>) -> Result<DeviceList, ConfigError> {
+    if let Some(d) = flag {
+        return Ok(d.clone());
+    }
+    DeviceList::resolve(
+        None,
+        env.text("SCENE_DEVICES")?.as_deref(),
+        env.text("TASK_DEVICE")?.as_deref(),
+    )
+    .map_err(|e| ConfigError(e.to_string()))
+}
+
+/// Command line + environment -> the one configuration of a run.
+pub fn resolve(
+    layout: &Layout,
+    env: &Environment,
+    cache_dir_flag: Option<&Path>,
+    flags: &Flags,
+) -> Result<RunConfig, ConfigError> {
+    let platform = resolve_platform(env, &layout.root, flags.platform.as_deref())?;
+    let mut config = RunConfig::new(layout.root.clone(), platform);
+    config.cache_dir = Some(cache_dir(env, cache_dir_flag, &layout.root));
+    if let Some(n) = flags
+        .compile_workers
+        .or(count_var(env, "SCENE_COMPILE_WORKERS")?)
+    {
+        config.compile_workers = n;
+    }
+    if let Some(n) = flags
+        .golden_threads
+        .or(count_var(env, "SCENE_GOLDEN_THREADS")?)
+    {
+        config.golden_threads = n.get();
+    }
+    if let Some(d) = env.path("SCENE_FAILURE_DUMP_DIR") {
+        config.dumps.failures = d;
+    }
+    config.dumps.every_case = flags
+        .dump
+        .as_ref()
+        .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone()));
+    if flags.uses_cards {
+        config.devices = devices(env, flags.devices.as_ref())?;
+        config.lock_dir = scene_device::resolve_lock_dir(
+            env.path("SCENE_LOCK_DIR").as_deref(),
+            env.text("USER")?.as_deref(),
+        );
+        config.runtime_lib = flags
+            .runtime
+            .clone()
+            .or_else(|| env.path("SCENE_RUNTIME_LIB"));
+        config.runtime_options = env.text("SCENE_RUNTIME_OPTIONS")?.unwrap_or_default();
+        config.lock_timeout = flags.lock_timeout;
+        if let Some(t) = flags.case_timeout {
+            config.case_timeout = (!t.is_zero()).then_some(t);
+        }
+        config.verbose = flags.verbose;
+        config.hold_card = flags.hold_card;
+    }
+    Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Environment {
+        Environment::from_lookup(|name| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| OsString::from(v))
+        })
+    }
+
+    fn layout() -> Layout {
+        Layout {
+            root: PathBuf::from("/ws"),
+            scenes_dir: PathBuf::from("/ws/tests/scenes"),
+        }
+    }
+
+    fn cards() -> Flags {
+        Flags {
+            uses_cards: true,
+            ..Flags::default()
+        }
+    }
+
+    #[test]
+    fn empty_values_are_unset() {
+        let e = env(&[("SCENE_FAILURE_DUMP_DIR", ""), ("SCENE_PLATFORM", "")]);
+        let c = resolve(&layout(), &e, None, &cards()).unwrap();
+        assert_eq!(c.dumps.failures, PathBuf::from("/ws/target/scene-dumps"));
+        assert_eq!(c.platform.name(), "a2a3sim");
+    }
+
+    #[test]
+    fn flags_win_over_variables() {
+        let e = env(&[
+            ("SCENE_PLATFORM", "a5sim"),
+            ("SCENE_COMPILE_WORKERS", "3"),
+            ("SCENE_DEVICES", "4-5"),
+            ("SCENE_CACHE_DIR", "/env-cache"),
+        ]);
+        let c = resolve(&layout(), &e, None, &cards()).unwrap();
+        assert_eq!(c.platform.name(), "a5sim");
+        assert_eq!(c.compile_workers.get(), 3);
+        assert_eq!(c.devices.ids(), [4, 5]);
+        assert_eq!(c.cache_dir.as_deref(), Some(Path::new("/env-cache")));
+        let flags = Flags {
+            platform: Some("a2a3sim".into()),
+            compile_workers: NonZeroUsize::new(1),
+            devices: Some("7".parse().unwrap()),
+            ..cards()
+        };
+        let c = resolve(&layout(), &e, Some(Path::new("/flag-cache")), &flags).unwrap();
+        assert_eq!(c.platform.name(), "a2a3sim");
+        assert_eq!(c.compile_workers.get(), 1);
+        assert_eq!(c.devices.ids(), [7]);
+        assert_eq!(c.cache_dir.as_deref(), Some(Path::new("/flag-cache")));
+    }
+
+    #[test]
+    fn scene_devices_wins_over_task_device() {
+        let e = env(&[("SCENE_DEVICES", "1"), ("TASK_DEVICE", "2")]);
+        assert_eq!(
+            resolve(&layout(), &e, None, &cards())
+                .unwrap()
+                .devices
+                .ids(),
+            [1]
+        );
+        let e = env(&[("TASK_DEVICE", "2,3")]);
+        assert_eq!(
+            resolve(&layout(), &e, None, &cards())
+                .unwrap()
+                .devices
+                .ids(),
+            [2, 3]
+        );
+    }
+
+    #[test]
+    fn bad_values_name_their_variable() {
+        for (name, value) in [
+            ("SCENE_COMPILE_WORKERS", "many"),
+            ("SCENE_GOLDEN_THREADS", "0"),
+            ("SCENE_DEVICES", "x"),
+            ("SCENE_PLATFORM", "a9"),
+        ] {
+            let e = env(&[(name, value)]);
+            let err = resolve(&layout(), &e, None, &cards())
+                .unwrap_err()
+                .to_string();
+            let named = err.contains(name) || err.contains(value);
+            assert!(named, "{name}={value}: {err}");
+        }
+    }
+
+    #[test]
+    fn commands_without_cards_ignore_card_variables() {
+        let e = env(&[("SCENE_DEVICES", "not a list"), ("TASK_DEVICE", "x")]);
+        assert!(resolve(&layout(), &e, None, &Flags::default()).is_ok());
+        assert!(resolve(&layout(), &e, None, &cards()).is_err());
+    }
+
+    #[test]
+    fn toolchain_overrides_apply() {
+        let e = env(&[("SCENE_CC", "/opt/cc"), ("SCENE_LD", "/opt/ld")]);
+        let p = resolve_platform(&e, Path::new("/nonexistent-ws"), None).unwrap();
+        assert_eq!(p.toolchain().compiler, PathBuf::from("/opt/cc"));
+        assert_eq!(p.toolchain().linker, PathBuf::from("/opt/ld"));
+    }
+}

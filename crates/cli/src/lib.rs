@@ -1,0 +1,71 @@
+//! The `scene` command line and the `cargo test -p scenes` target: the
+//! entry points of the harness.
+//!
+//! This crate is the front end of `scene-harness`, as `cargo-nextest` is of
+//! `nextest-runner`: it parses flags (clap), reads the environment once
+//! ([`env`]), resolves both into one `RunConfig`, calls the engine, and
+//! prints (progress bars, case lines, summaries). No stage logic lives
+//! here. The scenes package's binary and test target are three-line `main`s
+//! that pass their [`Layout`] and golden registry to [`main`] and
+//! [`testing::main`].
+//!
+//! Exit codes: 0 = everything selected passed, 1 = something failed,
+//! 2 = usage error (bad flag, bad value, bad environment variable).
+
+mod args;
+mod cache_cmd;
+mod compile_cmd;
+pub mod env;
+mod output;
+mod precompile_cmd;
+mod prologue;
+mod run_cmd;
+pub mod testing;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use scene_harness::GoldenRegistry;
+
+use crate::args::{Cli, Command};
+use crate::env::Environment;
+
+/// Where the scenes package lives; given by the binary at compile time.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    /// Workspace root (compilers run here).
+    pub root: PathBuf,
+    /// Directory holding `<scene>/scene.toml`.
+    pub scenes_dir: PathBuf,
+}
+
+/// Runs the CLI with the process arguments and environment.
+pub fn main(layout: Layout, registry: GoldenRegistry) -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    let env = Environment::capture();
+    let layout = Layout {
+        scenes_dir: cli
+            .scenes_dir
+            .clone()
+            .or_else(|| env.path("SCENE_SCENES_DIR"))
+            .unwrap_or(layout.scenes_dir),
+        ..layout
+    };
+    let cache_dir = cli.cache_dir.as_deref();
+    match cli.command {
+        Command::Cache(args) => {
+            cache_cmd::run(&env::cache_dir(&env, cache_dir, &layout.root), &args)
+        }
+        Command::List(args) => run_cmd::list(&layout, &env, &args),
+        Command::Run(args) => run_cmd::run(&layout, &env, cache_dir, registry, &args),
+        Command::Compile(args) => compile_cmd::run(&layout, &env, cache_dir, &args),
+        Command::Precompile(args) => precompile_cmd::run(&layout, &env, cache_dir, registry, &args),
+    }
+}

@@ -1,0 +1,111 @@
+//! `scene precompile`: pass 1 of a two-pass run. The CPU stages of every
+//! selected case (compile, fixtures, goldens), exactly as `scene run` runs
+//! them ([`CpuStages`]), stored as a bundle that `scene run --from`
+//! executes with nothing but cards.
+//!
+//! It never builds a `Session`: a session owns a card pool, and pass 1 must
+//! run on machines with no card, never touch a card lock and never load the
+//! runtime library.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use scene_harness::bundle::BundleWriter;
+use scene_harness::{CpuStages, GoldenRegistry};
+
+use crate::Layout;
+use crate::args::{PrecompileArgs, cpu_flags};
+use crate::env::Environment;
+use crate::prologue::{Prologue, prologue};
+
+/// Runs `scene precompile`. Exit 0 when every selected case was stored,
+/// 1 when any failed (the others are still stored), 2 when no bundle could
+/// be written at all.
+pub(crate) fn run(
+    layout: &Layout,
+    env: &Environment,
+    cache_dir: Option<&Path>,
+    registry: GoldenRegistry,
+    args: &PrecompileArgs,
+) -> ExitCode {
+    let started = Instant::now();
+    let flags = cpu_flags(&args.selection, args.compile_workers);
+    let Prologue {
+        cases,
+        load_errors,
+        config,
+    } = match prologue(layout, env, cache_dir, &args.selection, &flags) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    // Checked before compiling: a bad `--out` should fail in a second.
+    let mut writer = match BundleWriter::create(&args.out, config.platform.name()) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("error: --out: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let cpu = match CpuStages::new(config, registry) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+
+    // One plan for every scene, on one worker budget.
+    let compiled = cpu.compile(&cases);
+    let mut failed = load_errors;
+    for c in &cases {
+        let stored = match cpu.prepare(c, &compiled) {
+            Ok(p) => writer
+                .add_slot(c, &p.callable, &p.inputs, &p.scalars, &p.golden)
+                .map_err(|e| format!("storing: {e}")),
+            Err(report) => Err(failure_text(&report)),
+        };
+        match stored {
+            Ok(()) => {
+                if !args.quiet {
+                    println!("ok {}", c.id());
+                }
+            }
+            Err(e) => {
+                failed += 1;
+                println!("FAIL {}", c.id());
+                for line in e.lines() {
+                    println!("    {line}");
+                }
+            }
+        }
+    }
+    let slots = writer.slots();
+    let path = match writer.commit() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: writing the bundle: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    println!(
+        "precompiled {} cases into {}: {slots} stored, {failed} failed in {:.2} s",
+        cases.len(),
+        path.display(),
+        started.elapsed().as_secs_f64()
+    );
+    ExitCode::from(if failed == 0 { 0 } else { 1 })
+}
+
+/// A failed preparation as precompile words it: `compile: ...`,
+/// `fixtures: ...`, or the golden's own message.
+fn failure_text(report: &scene_harness::CaseReport) -> String {
+    use scene_harness::report::FailureStage;
+    let message = report.message.as_deref().unwrap_or("failed");
+    match report.failure_stage {
+        Some(stage @ (FailureStage::Compile | FailureStage::Fixtures)) => {
+            format!("{stage}: {message}")
+        }
+        _ => message.to_string(),
+    }
+}

@@ -1,0 +1,122 @@
+//! `scene list` and `scene run`.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+use scene_harness::bundle::Bundle;
+use scene_harness::report::RunReport;
+use scene_harness::{GoldenRegistry, Session, select_cases};
+
+use crate::Layout;
+use crate::args::{ListArgs, RunArgs};
+use crate::env::{Environment, resolve_platform};
+use crate::output::CaseLines;
+use crate::prologue::{Prologue, load_scenes, prologue};
+
+/// `scene list`: one `scene::case` a line; exit 1 if a scene did not load.
+pub(crate) fn list(layout: &Layout, env: &Environment, args: &ListArgs) -> ExitCode {
+    let sel = &args.selection;
+    let platform = match resolve_platform(env, &layout.root, sel.platform.as_deref()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let (scenes, errors) = match load_scenes(&layout.scenes_dir) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    for e in &errors {
+        eprintln!("error: {e}");
+    }
+    let mut out = std::io::stdout().lock();
+    for c in select_cases(
+        &scenes,
+        sel.filter.as_deref(),
+        platform.scenes(),
+        sel.include_manual,
+    ) {
+        if writeln!(out, "{}", c.id()).is_err() {
+            break;
+        }
+    }
+    ExitCode::from(if errors.is_empty() { 0 } else { 1 })
+}
+
+/// `scene run`: exit 0 when every selected case passed.
+pub(crate) fn run(
+    layout: &Layout,
+    env: &Environment,
+    cache_dir: Option<&Path>,
+    registry: GoldenRegistry,
+    args: &RunArgs,
+) -> ExitCode {
+    let Prologue {
+        cases,
+        load_errors,
+        config,
+    } = match prologue(layout, env, cache_dir, &args.selection, &args.flags()) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    // Opened before anything runs: an unusable bundle (not one, or a newer
+    // schema) is a bad `--from` value, not a reason to rebuild everything.
+    let bundle = match args.from.as_deref().map(Bundle::open) {
+        None => None,
+        Some(Ok(b)) => Some(b),
+        Some(Err(e)) => {
+            eprintln!("error: --from: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let session = match Session::new(config, registry) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let session = match bundle {
+        Some(b) => session.with_bundle(b),
+        None => session,
+    };
+    let lines = CaseLines::new(args.quiet);
+    let mut report = session.run(&cases, &mut |r| lines.print(r));
+    report.totals.failed += load_errors;
+    if let Err(code) = write_reports(&report, args) {
+        return code;
+    }
+    let t = &report.totals;
+    println!(
+        "cards: {:.3} card-s held for {:.3} s of device work; {:.3} s queued",
+        t.card_seconds_held, t.device_seconds, t.queueing_seconds
+    );
+    println!("{}", report.summary_line());
+    ExitCode::from(if report.all_passed() { 0 } else { 1 })
+}
+
+/// `--report-json` and `--junit`.
+fn write_reports(report: &RunReport, args: &RunArgs) -> Result<(), ExitCode> {
+    let json = args.report_json.as_ref().map(|path| {
+        let bytes = serde_json::to_vec_pretty(report).map_err(|e| e.to_string());
+        (path, bytes)
+    });
+    let junit = args
+        .junit
+        .as_ref()
+        .map(|path| (path, Ok(report.to_junit().into_bytes())));
+    for (path, bytes) in json.into_iter().chain(junit) {
+        if let Err(e) =
+            bytes.and_then(|b| scene_util::write_atomically(path, &b).map_err(|e| e.to_string()))
+        {
+            eprintln!("error: writing {}: {e}", path.display());
+            return Err(ExitCode::from(1));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,192 @@
+//! The C headers in `include/` and the Rust ABI of `scene-abi` say the same
+//! thing: every integer `#define` of the headers has a Rust constant of the
+//! same name and value (and the other way round), and every struct has the
+//! same size and field offsets as compiled by the host C compiler.
+
+use std::collections::BTreeMap;
+use std::mem::{offset_of, size_of};
+use std::process::Command;
+
+use scene_device::abi::*;
+use scene_device::include_dir;
+
+const HEADERS: [&str; 3] = ["scene_runtime.h", "scene_kernel.h", "scene_orch.h"];
+
+/// Every Rust constant of the ABI, by its C name.
+fn rust_constants() -> BTreeMap<&'static str, i64> {
+    BTreeMap::from([
+        (
+            "SCENE_RUNTIME_ABI_VERSION",
+            i64::from(SCENE_RUNTIME_ABI_VERSION),
+        ),
+        (
+            "SCENE_KERNEL_ABI_VERSION",
+            i64::from(SCENE_KERNEL_ABI_VERSION),
+        ),
+        ("SCENE_ORCH_ABI_VERSION", i64::from(SCENE_ORCH_ABI_VERSION)),
+        ("SCENE_MAX_ARGS", SCENE_MAX_ARGS as i64),
+        ("SCENE_MAX_FUNC_IDS", i64::from(SCENE_MAX_FUNC_IDS)),
+        ("SCENE_RT_OK", i64::from(SCENE_RT_OK)),
+        ("SCENE_RT_E_INVALID", i64::from(SCENE_RT_E_INVALID)),
+        ("SCENE_RT_E_ABI", i64::from(SCENE_RT_E_ABI)),
+        ("SCENE_RT_E_NO_DEVICE", i64::from(SCENE_RT_E_NO_DEVICE)),
+        ("SCENE_RT_E_OOM", i64::from(SCENE_RT_E_OOM)),
+        (
+            "SCENE_RT_E_OUT_OF_BOUNDS",
+            i64::from(SCENE_RT_E_OUT_OF_BOUNDS),
+        ),
+        ("SCENE_RT_E_FUNC_ID", i64::from(SCENE_RT_E_FUNC_ID)),
+        ("SCENE_RT_E_CORE_TYPE", i64::from(SCENE_RT_E_CORE_TYPE)),
+        ("SCENE_RT_E_LOAD", i64::from(SCENE_RT_E_LOAD)),
+        ("SCENE_RT_E_ORCH", i64::from(SCENE_RT_E_ORCH)),
+        ("SCENE_RT_E_TIMEOUT", i64::from(SCENE_RT_E_TIMEOUT)),
+        (
+            "SCENE_RT_E_DEVICE_FATAL",
+            i64::from(SCENE_RT_E_DEVICE_FATAL),
+        ),
+        ("SCENE_CORE_AIC", i64::from(SCENE_CORE_AIC)),
+        ("SCENE_CORE_AIV", i64::from(SCENE_CORE_AIV)),
+        ("SCENE_DIR_IN", i64::from(SCENE_DIR_IN)),
+        ("SCENE_DIR_OUT", i64::from(SCENE_DIR_OUT)),
+        ("SCENE_DIR_INOUT", i64::from(SCENE_DIR_INOUT)),
+        ("SCENE_DIR_SCALAR", i64::from(SCENE_DIR_SCALAR)),
+    ])
+}
+
+/// `#define NAME <integer>` lines of `text` (a trailing comment allowed);
+/// include guards and function-like macros have no integer value and are
+/// skipped.
+fn integer_defines(text: &str) -> Vec<(String, i64)> {
+    text.lines()
+        .filter_map(|line| {
+            let rest = line.trim().strip_prefix("#define")?;
+            let mut words = rest.split_whitespace();
+            let name = words.next()?;
+            let value = words.next()?.parse::<i64>().ok()?;
+            match words.next() {
+                None => {}
+                Some(w) if w.starts_with("/*") || w.starts_with("//") => {}
+                Some(_) => return None,
+            }
+            Some((name.to_owned(), value))
+        })
+        .collect()
+}
+
+#[test]
+fn define_parser_reads_values_and_skips_the_rest() {
+    let text = "#define A 1\n#define B -100 /* x */\n#define GUARD_H\n#define F(x) (x)\n#define C 2 + 3\n  #define D 7\n";
+    assert_eq!(
+        integer_defines(text),
+        [("A".into(), 1), ("B".into(), -100), ("D".into(), 7)]
+    );
+}
+
+#[test]
+fn header_defines_match_the_rust_constants() {
+    let mut in_headers = BTreeMap::new();
+    for h in HEADERS {
+        let text = std::fs::read_to_string(include_dir().join(h)).unwrap();
+        for (name, value) in integer_defines(&text) {
+            assert!(
+                in_headers.insert(name.clone(), value).is_none(),
+                "{name} is defined twice in the headers"
+            );
+        }
+    }
+    let rust: BTreeMap<String, i64> = rust_constants()
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+    assert!(
+        in_headers.len() >= 20,
+        "parsed too few defines: {in_headers:?}"
+    );
+    assert_eq!(
+        in_headers, rust,
+        "headers (left) and scene-abi (right) disagree"
+    );
+}
+
+/// `(struct, field or "", value)`: sizes (field "") and field offsets.
+type Layout = Vec<(String, String, usize)>;
+
+fn rust_layout() -> Layout {
+    macro_rules! layout {
+        ($($ty:ident { $($field:ident),* })*) => {
+            vec![$(
+                (stringify!($ty).to_owned(), String::new(), size_of::<$ty>()),
+                $((stringify!($ty).to_owned(), stringify!($field).to_owned(), offset_of!($ty, $field)),)*
+            )*]
+        };
+    }
+    layout! {
+        SceneIncoreDesc { func_id, core_type, image, image_len }
+        SceneCallableDesc { orch_so, orch_so_len, orch_symbol, incores, num_incores }
+        SceneRunArg { direction, reserved, value, size }
+        SceneOrchArg { direction, reserved, value, size }
+        SceneKernelArgs { abi_version, block_idx, block_num, num_args, args, arg_sizes }
+        SceneOrchOps { abi_version, alloc, submit, fail }
+        SceneOrchCtx { ops, runtime }
+    }
+}
+
+/// The same table, as the host C compiler lays the header structs out.
+fn c_layout(dir: &std::path::Path) -> Layout {
+    let mut prog = String::from(
+        "#include <stdio.h>\n#include <stddef.h>\n#include \"scene_kernel.h\"\n#include \"scene_orch.h\"\nint main(void) {\n",
+    );
+    for (ty, field, _) in rust_layout() {
+        if field.is_empty() {
+            prog.push_str(&format!("    printf(\"{ty} - %zu\\n\", sizeof({ty}));\n"));
+        } else {
+            prog.push_str(&format!(
+                "    printf(\"{ty} {field} %zu\\n\", offsetof({ty}, {field}));\n"
+            ));
+        }
+    }
+    prog.push_str("    return 0;\n}\n");
+    let src = dir.join("layout.c");
+    let exe = dir.join("layout");
+    std::fs::write(&src, prog).unwrap();
+    let out = Command::new("cc")
+        .arg("-I")
+        .arg(include_dir())
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("running the host C compiler `cc`");
+    assert!(
+        out.status.success(),
+        "cc failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(&exe).output().unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let w: Vec<&str> = l.split(' ').collect();
+            let field = if w[1] == "-" { "" } else { w[1] };
+            (w[0].to_owned(), field.to_owned(), w[2].parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn header_structs_match_the_rust_layouts() {
+    let dir = tempfile::tempdir().unwrap();
+    let rust = rust_layout();
+    let c = c_layout(dir.path());
+    assert_eq!(rust.len(), c.len());
+    for (r, c) in rust.iter().zip(&c) {
+        assert_eq!(r, c, "Rust (left) and C (right) layouts differ");
+    }
+    // The table covers what it claims: a size and an offset per struct.
+    assert!(
+        rust.iter()
+            .any(|(t, f, _)| t == "SceneKernelArgs" && f == "arg_sizes")
+    );
+}

@@ -1,0 +1,447 @@
+//! Precompiled bundles: the output of `scene precompile`, the input of
+//! `scene run --from`.
+//!
+//! A bundle lets a machine without cards do all the CPU work (compile,
+//! fixtures, goldens) and a machine with cards spend them on device work
+//! only. Layout:
+//!
+//! ```text
+//! DIR/
+//!     bundle.json                         the manifest (below)
+//!     slots/<nnnn>-<scene>--<case>/
+//!         callable/orch.so                orchestration shared object
+//!         callable/incore-<func_id>-<core>.bin   incore `.text` images
+//!         inputs/<tensor>.npy             every tensor in signature order
+//!         golden/<tensor>.npy             expected outputs
+//! ```
+//!
+//! The manifest records the schema, the platform and runtime ABI, and per
+//! slot (`"scene::case"`): its directory, the blake3 digest of every file,
+//! the orchestration symbol, func ids and core types, dtypes and shapes, the
+//! scalar arguments, the tolerances, and the key that produced it.
+//!
+//! Trust model: the manifest is data from disk, so nothing it names is
+//! opened before it is checked. Names must be relative, made of normal
+//! components only, and must resolve (symlinks included) inside the bundle;
+//! every file must match its digest. A slot failing any check is reported
+//! with the reason and its case is rebuilt from source; other slots are
+//! unaffected. A bundle of a newer schema is refused as a whole, since its
+//! meaning is unknown.
+//!
+//! A bundle is written into a sibling temp directory and renamed into place
+//! at the end, so `DIR` is either a complete bundle or not one at all.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use scene_golden::{DType, Tensor, Tolerance};
+use scene_kernels::ChipCallable;
+use serde::{Deserialize, Serialize};
+
+use crate::golden::GoldenOutputs;
+use crate::scene::{Case, Scene, TensorSpec};
+
+mod read;
+mod write;
+
+pub use read::Bundle;
+pub use write::BundleWriter;
+
+/// The manifest schema this harness writes and reads.
+pub const SCHEMA: u32 = 1;
+
+/// File name of the manifest inside a bundle directory.
+pub const MANIFEST_FILE: &str = "bundle.json";
+
+/// The runtime ABI every slot is built against.
+pub const RUNTIME_ABI: i32 = scene_device::abi::SCENE_RUNTIME_ABI_VERSION;
+
+/// Errors about a bundle as a whole: it cannot be opened or written.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    #[error(
+        "{}: not a scene bundle (no {MANIFEST_FILE}); make one with `scene precompile --out DIR`",
+        path.display()
+    )]
+    NotABundle { path: PathBuf },
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{}: malformed bundle manifest: {message}", path.display())]
+    Malformed { path: PathBuf, message: String },
+    #[error(
+        "{}: bundle schema {found} is newer than this scene understands (schema {SCHEMA}); \
+         run it with a newer scene, or rebuild it with this one's `scene precompile`",
+        path.display()
+    )]
+    NewerSchema { path: PathBuf, found: u64 },
+    #[error(
+        "{}: bundle schema {found} is older than this scene understands (schema {SCHEMA}); \
+         rebuild it with `scene precompile`",
+        path.display()
+    )]
+    OlderSchema { path: PathBuf, found: u64 },
+    #[error(
+        "refusing to write a bundle to {}: it exists and is not a scene bundle \
+         (no {MANIFEST_FILE}); choose an empty or new directory",
+        path.display()
+    )]
+    NotReplaceable { path: PathBuf },
+    #[error("slot `{slot}` is added twice")]
+    DuplicateSlot { slot: String },
+}
+
+/// Why one slot cannot be used; its case is rebuilt instead.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SlotProblem {
+    #[error("is missing from the bundle")]
+    Missing,
+    #[error("was built for platform `{found}`, but this run is for `{expected}`")]
+    Platform { found: String, expected: String },
+    #[error("was built for runtime ABI {found}, but this harness speaks ABI {expected}")]
+    Abi { found: i32, expected: i32 },
+    #[error("names `{name}`, which is refused: {why}")]
+    Escape { name: String, why: &'static str },
+    #[error("file `{file}` failed its digest check (manifest blake3 {expected}, file {found})")]
+    Digest {
+        file: String,
+        expected: String,
+        found: String,
+    },
+    #[error("file `{file}` is unreadable: {message}")]
+    Unreadable { file: String, message: String },
+    #[error("is malformed: {0}")]
+    Malformed(String),
+    #[error(
+        "was built from a different definition of this case (key {found}, expected {expected})"
+    )]
+    Stale { found: String, expected: String },
+}
+
+/// The manifest, `bundle.json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Manifest {
+    pub schema: u32,
+    pub platform: String,
+    pub runtime_abi: i32,
+    /// Unix seconds.
+    pub created_at: f64,
+    /// `scene <version>` that wrote it.
+    pub producer: String,
+    /// Hash of the kernel crate's compile logic, for humans diagnosing a
+    /// mismatch; not checked (the slot key covers the bytes themselves).
+    pub compile_logic: String,
+    /// By `scene::case`.
+    pub slots: BTreeMap<String, SlotManifest>,
+}
+
+/// One case of a bundle.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SlotManifest {
+    /// Relative to the bundle directory.
+    pub dir: String,
+    /// [`slot_key`] of the stored callable and the case definition.
+    pub key: String,
+    pub platform: String,
+    pub runtime_abi: i32,
+    pub callable: CallableEntry,
+    /// Every tensor of the signature, in order (what is uploaded).
+    pub inputs: Vec<TensorEntry>,
+    /// Expected value of every output tensor.
+    pub golden: Vec<TensorEntry>,
+    /// Raw bits of the scalar arguments, in order.
+    pub scalars: Vec<u64>,
+    /// Per output tensor.
+    pub tolerances: BTreeMap<String, Tolerance>,
+    /// blake3 (hex) of every file, by path relative to `dir`.
+    pub files: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CallableEntry {
+    pub label: String,
+    /// Relative to the slot directory.
+    pub orch: String,
+    pub orch_symbol: String,
+    pub incores: Vec<IncoreEntry>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct IncoreEntry {
+    pub name: String,
+    pub func_id: u32,
+    pub core: String,
+    pub file: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TensorEntry {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    pub file: String,
+}
+
+/// What a valid slot gives the pipeline in place of compile, fixtures and
+/// golden.
+#[derive(Debug)]
+pub struct SlotData {
+    pub callable: Arc<ChipCallable>,
+    pub inputs: Vec<(String, Tensor)>,
+    pub scalars: Vec<u64>,
+    pub golden: GoldenOutputs,
+}
+
+/// The identity of a slot: the callable's bytes plus everything that
+/// decides the case's fixtures, scalars, golden and verdict. A bundle slot is
+/// used only when the key recomputed from its stored callable and the
+/// current scene definition equals the recorded one, so an edited
+/// `scene.toml` (shapes, seeds, params, tolerances) never runs against stale
+/// data.
+pub fn slot_key(
+    callable: &ChipCallable,
+    scene: &Scene,
+    case: &Case,
+    scalars: &[u64],
+    platform: &str,
+) -> String {
+    let mut h = scene_util::FieldHasher::new("scene-bundle-slot");
+    let mut field = |tag: &str, bytes: &[u8]| {
+        h.field(tag, bytes);
+    };
+    field("schema", &SCHEMA.to_le_bytes());
+    field("platform", platform.as_bytes());
+    field("runtime_abi", &RUNTIME_ABI.to_le_bytes());
+    field("orch_so", &callable.orch_so);
+    field("orch_symbol", callable.orch_symbol.as_bytes());
+    for k in &callable.incores {
+        field(
+            "incore",
+            format!("{}:{}:{}", k.name, k.func_id, k.core).as_bytes(),
+        );
+        field("text", &k.text);
+    }
+    field("scene", scene.name.as_bytes());
+    field("case", case.name.as_bytes());
+    field("params", &canonical(&case.params));
+    field("case_seed", &case.seed.to_le_bytes());
+    field("golden", scene.golden.as_bytes());
+    for t in &scene.tensors {
+        field("tensor", &canonical(&tensor_identity(t)));
+        if t.direction.is_output() {
+            field("tolerance", &canonical(&scene.tolerance_for(t)));
+        }
+    }
+    field("scalars", &canonical(&scalars));
+    h.finalize().to_hex().to_string()
+}
+
+/// A value's canonical bytes: JSON, with maps in key order (every map here
+/// is a `BTreeMap`), so the key depends on values, never on how a type
+/// happens to print itself with `Debug`.
+fn canonical<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+/// Everything about a tensor argument that decides its fixture and its
+/// comparison, as a canonical value.
+fn tensor_identity(t: &TensorSpec) -> serde_json::Value {
+    use scene_golden::Init;
+    let init = match &t.init {
+        Init::Const { value } => serde_json::json!({ "kind": "const", "value": value }),
+        Init::Uniform { low, high } => {
+            serde_json::json!({ "kind": "uniform", "low": low, "high": high })
+        }
+        Init::Normal { mean, std } => {
+            serde_json::json!({ "kind": "normal", "mean": mean, "std": std })
+        }
+        Init::Arange { start, step } => {
+            serde_json::json!({ "kind": "arange", "start": start, "step": step })
+        }
+        Init::Zeros => serde_json::json!({ "kind": "zeros" }),
+        Init::Randint { low, high } => {
+            serde_json::json!({ "kind": "randint", "low": low, "high": high })
+        }
+    };
+    serde_json::json!({
+        "name": t.name,
+        "dtype": t.dtype.to_string(),
+        "shape": t.shape.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "init": init,
+        "seed": t.seed,
+        "direction": t.direction.to_string(),
+        "rtol": t.rtol,
+        "atol": t.atol,
+    })
+}
+
+/// Checks a manifest name before anything is opened: relative, and made of
+/// normal components only (no root, no `..`, no `.`, not empty).
+pub fn check_name(name: &str) -> Result<&Path, SlotProblem> {
+    let escape = |why| SlotProblem::Escape {
+        name: name.to_string(),
+        why,
+    };
+    if name.is_empty() {
+        return Err(escape("empty path"));
+    }
+    if name.contains('\0') {
+        return Err(escape("NUL in path"));
+    }
+    let path = Path::new(name);
+    if path.is_absolute() || path.has_root() {
+        return Err(escape("absolute path"));
+    }
+    // `Path::components` drops interior `.` and empty segments; the raw
+    // segments are checked too, so a name has exactly one spelling.
+    for seg in name.split('/') {
+        match seg {
+            "" => return Err(escape("empty path component")),
+            "." => return Err(escape("`.` component")),
+            ".." => return Err(escape("`..` component")),
+            _ => {}
+        }
+    }
+    for c in path.components() {
+        match c {
+            Component::Normal(_) => {}
+            Component::ParentDir => return Err(escape("`..` component")),
+            Component::CurDir => return Err(escape("`.` component")),
+            Component::RootDir | Component::Prefix(_) => return Err(escape("absolute path")),
+        }
+    }
+    Ok(path)
+}
+
+/// A file-name-safe rendering of a scene, case or tensor name.
+pub(crate) fn safe_component(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() || s.starts_with('.') {
+        format!("_{s}")
+    } else {
+        s
+    }
+}
+
+/// `<tensor>.npy` when the name is safe as is, else a positional name that
+/// cannot collide.
+pub(crate) fn tensor_file(index: usize, name: &str) -> String {
+    if safe_component(name) == name {
+        format!("{name}.npy")
+    } else {
+        format!("{index:02}-{}.npy", safe_component(name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked_before_use() {
+        assert!(check_name("callable/orch.so").is_ok());
+        assert!(check_name("slots/0000-a--b").is_ok());
+        for bad in [
+            "",
+            "/etc/passwd",
+            "../x",
+            "a/../../x",
+            "a/./b",
+            "./a",
+            "a//b",
+            "a/",
+            "a\0b",
+        ] {
+            assert!(
+                matches!(check_name(bad), Err(SlotProblem::Escape { .. })),
+                "`{bad:?}` accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn tensor_files_never_collide() {
+        assert_eq!(tensor_file(0, "x"), "x.npy");
+        assert_ne!(tensor_file(0, "a.b/c"), tensor_file(1, "a.b_c"));
+        assert_eq!(safe_component(".."), "_..");
+        assert_eq!(safe_component("a/b"), "a_b");
+    }
+
+    #[test]
+    fn writer_refuses_to_replace_a_non_bundle() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dest = tmp.path().join("precious");
+        std::fs::create_dir(&dest).unwrap();
+        std::fs::write(dest.join("notes.txt"), "keep me").unwrap();
+        let err = BundleWriter::create(&dest, "a2a3sim").unwrap_err();
+        assert!(matches!(err, BundleError::NotReplaceable { .. }), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(dest.join("notes.txt")).unwrap(),
+            "keep me"
+        );
+        let file = tmp.path().join("file");
+        std::fs::write(&file, "x").unwrap();
+        assert!(BundleWriter::create(&file, "a2a3sim").is_err());
+    }
+
+    #[test]
+    fn an_uncommitted_bundle_leaves_nothing_behind() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dest = tmp.path().join("b");
+        let w = BundleWriter::create(&dest, "a2a3sim").unwrap();
+        drop(w);
+        assert!(!dest.exists());
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn commit_replaces_a_previous_bundle_and_schema_is_checked() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dest = tmp.path().join("b");
+        BundleWriter::create(&dest, "a2a3sim")
+            .unwrap()
+            .commit()
+            .unwrap();
+        let b = Bundle::open(&dest).unwrap();
+        assert_eq!(b.manifest().schema, SCHEMA);
+        assert_eq!(b.manifest().runtime_abi, RUNTIME_ABI);
+        BundleWriter::create(&dest, "a5sim")
+            .unwrap()
+            .commit()
+            .unwrap();
+        assert_eq!(Bundle::open(&dest).unwrap().manifest().platform, "a5sim");
+        // Only the bundle remains: no temp or old siblings.
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 1);
+
+        let path = dest.join(MANIFEST_FILE);
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, text.replace("\"schema\": 1", "\"schema\": 99")).unwrap();
+        let err = Bundle::open(&dest).unwrap_err();
+        assert!(
+            matches!(err, BundleError::NewerSchema { found: 99, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("newer"), "{err}");
+
+        let empty = tmp.path().join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        assert!(matches!(
+            Bundle::open(&empty).unwrap_err(),
+            BundleError::NotABundle { .. }
+        ));
+    }
+}

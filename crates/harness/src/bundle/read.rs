@@ -1,0 +1,265 @@
+//! Reading a bundle: every name and digest checked before use.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use scene_golden::{Tensor, npy};
+use scene_kernels::{ChipCallable, CoreType, IncoreImage};
+
+use super::{
+    BundleError, MANIFEST_FILE, Manifest, RUNTIME_ABI, SCHEMA, SlotData, SlotManifest, SlotProblem,
+    TensorEntry, check_name, slot_key,
+};
+use crate::golden::GoldenOutputs;
+use crate::prepare::missing_golden_output;
+use crate::scene::Scene;
+use crate::select::SelectedCase;
+
+/// An opened bundle: its manifest, checked for schema, and its directory.
+#[derive(Debug)]
+pub struct Bundle {
+    /// Canonical, so resolved file paths can be checked against it.
+    root: PathBuf,
+    manifest: Manifest,
+}
+
+impl Bundle {
+    /// Opens `dir`: reads `bundle.json`, refuses other schemas. Slots are
+    /// checked when loaded ([`Bundle::load_case`]).
+    pub fn open(dir: &Path) -> Result<Bundle, BundleError> {
+        let io_err = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| BundleError::Io { path, source }
+        };
+        let root = dir.canonicalize().map_err(io_err(dir))?;
+        let manifest_path = root.join(MANIFEST_FILE);
+        let text = match std::fs::read(&manifest_path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(BundleError::NotABundle {
+                    path: dir.to_path_buf(),
+                });
+            }
+            Err(e) => return Err(io_err(&manifest_path)(e)),
+        };
+        let malformed = |message: String| BundleError::Malformed {
+            path: manifest_path.clone(),
+            message,
+        };
+        // The schema first, alone: a newer manifest may not parse as ours,
+        // and its reader deserves "newer schema", not a field error.
+        let value: serde_json::Value =
+            serde_json::from_slice(&text).map_err(|e| malformed(e.to_string()))?;
+        let Some(schema) = value.get("schema").and_then(serde_json::Value::as_u64) else {
+            return Err(malformed("no numeric `schema` field".into()));
+        };
+        if schema > u64::from(SCHEMA) {
+            return Err(BundleError::NewerSchema {
+                path: dir.to_path_buf(),
+                found: schema,
+            });
+        }
+        if schema < u64::from(SCHEMA) {
+            return Err(BundleError::OlderSchema {
+                path: dir.to_path_buf(),
+                found: schema,
+            });
+        }
+        let manifest: Manifest =
+            serde_json::from_value(value).map_err(|e| malformed(e.to_string()))?;
+        Ok(Bundle { root, manifest })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// The slot of `sel`, checked (names, platform, ABI, digests, key) and
+    /// loaded, or why it cannot be used.
+    pub fn load_case(&self, sel: &SelectedCase, platform: &str) -> Result<SlotData, SlotProblem> {
+        let slot = self
+            .manifest
+            .slots
+            .get(&sel.id())
+            .ok_or(SlotProblem::Missing)?;
+        check_target(slot, platform)?;
+        // Every name is checked before any file is opened.
+        let dir = check_names(slot)?;
+        let reader = SlotReader {
+            root: &self.root,
+            dir: &self.root.join(dir),
+            slot,
+        };
+        let callable = reader.callable()?;
+        let key = slot_key(&callable, &sel.scene, sel.case(), &slot.scalars, platform);
+        if key != slot.key {
+            return Err(SlotProblem::Stale {
+                found: slot.key.clone(),
+                expected: key,
+            });
+        }
+        let (inputs, golden) = reader.tensors(&sel.scene)?;
+        Ok(SlotData {
+            callable: Arc::new(callable),
+            inputs,
+            scalars: slot.scalars.clone(),
+            golden,
+        })
+    }
+}
+
+/// The slot was built for this platform and runtime ABI.
+fn check_target(slot: &SlotManifest, platform: &str) -> Result<(), SlotProblem> {
+    if slot.platform != platform {
+        return Err(SlotProblem::Platform {
+            found: slot.platform.clone(),
+            expected: platform.to_string(),
+        });
+    }
+    if slot.runtime_abi != RUNTIME_ABI {
+        return Err(SlotProblem::Abi {
+            found: slot.runtime_abi,
+            expected: RUNTIME_ABI,
+        });
+    }
+    Ok(())
+}
+
+/// Checks the slot directory and every file name the slot uses (each must
+/// also have a digest); returns the directory.
+fn check_names(slot: &SlotManifest) -> Result<&Path, SlotProblem> {
+    let dir = check_name(&slot.dir)?;
+    for name in slot.files.keys() {
+        check_name(name)?;
+    }
+    let referenced = std::iter::once(&slot.callable.orch)
+        .chain(slot.callable.incores.iter().map(|k| &k.file))
+        .chain(slot.inputs.iter().map(|t| &t.file))
+        .chain(slot.golden.iter().map(|t| &t.file));
+    for name in referenced {
+        check_name(name)?;
+        if !slot.files.contains_key(name) {
+            return Err(SlotProblem::Malformed(format!(
+                "`{name}` is used but has no digest in `files`"
+            )));
+        }
+    }
+    Ok(dir)
+}
+
+/// Reads files of one slot, each confined to the bundle and digest-checked.
+struct SlotReader<'a> {
+    root: &'a Path,
+    dir: &'a Path,
+    slot: &'a SlotManifest,
+}
+
+impl SlotReader<'_> {
+    /// The stored callable, incores ordered by func_id.
+    fn callable(&self) -> Result<ChipCallable, SlotProblem> {
+        let slot = self.slot;
+        let mut incores = Vec::with_capacity(slot.callable.incores.len());
+        for k in &slot.callable.incores {
+            let core: CoreType =
+                k.core
+                    .parse()
+                    .map_err(|e: scene_kernels::ParseCoreTypeError| {
+                        SlotProblem::Malformed(e.to_string())
+                    })?;
+            incores.push(IncoreImage {
+                name: k.name.clone(),
+                func_id: k.func_id,
+                core,
+                text: self.read(&k.file)?,
+            });
+        }
+        // Devices look kernels up by func_id with a binary search.
+        incores.sort_by_key(|k| k.func_id);
+        Ok(ChipCallable {
+            label: slot.callable.label.clone(),
+            orch_so: self.read(&slot.callable.orch)?,
+            orch_symbol: slot.callable.orch_symbol.clone(),
+            incores,
+        })
+    }
+
+    /// The stored inputs (matched to the scene's tensors by position) and
+    /// goldens (covering every output).
+    fn tensors(
+        &self,
+        scene: &Scene,
+    ) -> Result<(Vec<(String, Tensor)>, GoldenOutputs), SlotProblem> {
+        let slot = self.slot;
+        let names: Vec<&str> = slot.inputs.iter().map(|t| t.name.as_str()).collect();
+        let expected: Vec<&str> = scene.tensors.iter().map(|t| t.name.as_str()).collect();
+        if names != expected {
+            return Err(SlotProblem::Malformed(format!(
+                "inputs are {names:?}, the scene's tensors are {expected:?}"
+            )));
+        }
+        let inputs = slot
+            .inputs
+            .iter()
+            .map(|t| Ok((t.name.clone(), self.tensor(t)?)))
+            .collect::<Result<Vec<_>, SlotProblem>>()?;
+        let mut golden = GoldenOutputs::new();
+        for t in &slot.golden {
+            golden = golden.with(&t.name, self.tensor(t)?);
+        }
+        if let Some(name) = missing_golden_output(scene, &golden) {
+            return Err(SlotProblem::Malformed(format!(
+                "no golden for output tensor `{name}`"
+            )));
+        }
+        Ok((inputs, golden))
+    }
+
+    /// The bytes of `name` (already [`check_name`]d and listed in `files`).
+    fn read(&self, name: &str) -> Result<Vec<u8>, SlotProblem> {
+        let unreadable = |e: io::Error| SlotProblem::Unreadable {
+            file: name.to_string(),
+            message: e.to_string(),
+        };
+        // Resolving symlinks reads no file contents; a name that resolves
+        // outside the bundle is refused before it is opened.
+        let resolved = self.dir.join(name).canonicalize().map_err(unreadable)?;
+        if !resolved.starts_with(self.root) {
+            return Err(SlotProblem::Escape {
+                name: name.to_string(),
+                why: "a symlink resolves outside the bundle",
+            });
+        }
+        let bytes = std::fs::read(&resolved).map_err(unreadable)?;
+        let found = blake3::hash(&bytes).to_hex().to_string();
+        let expected = self.slot.files.get(name).cloned().unwrap_or_default();
+        if found != expected {
+            return Err(SlotProblem::Digest {
+                file: name.to_string(),
+                expected,
+                found,
+            });
+        }
+        Ok(bytes)
+    }
+
+    fn tensor(&self, entry: &TensorEntry) -> Result<Tensor, SlotProblem> {
+        let bytes = self.read(&entry.file)?;
+        // The dtype comes from the manifest: bf16 is stored as `<u2` bits.
+        let t = npy::from_npy_bytes_as(&bytes, entry.dtype)
+            .map_err(|e| SlotProblem::Malformed(format!("tensor file `{}`: {e}", entry.file)))?;
+        if t.shape() != entry.shape.as_slice() {
+            return Err(SlotProblem::Malformed(format!(
+                "tensor file `{}` has shape {:?}, the manifest says {:?}",
+                entry.file,
+                t.shape(),
+                entry.shape
+            )));
+        }
+        Ok(t)
+    }
+}

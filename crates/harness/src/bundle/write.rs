@@ -1,0 +1,238 @@
+//! Writing a bundle: into a temp sibling, renamed into place at the end.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use scene_golden::{Tensor, npy};
+use scene_kernels::ChipCallable;
+
+use super::{
+    BundleError, CallableEntry, IncoreEntry, MANIFEST_FILE, Manifest, RUNTIME_ABI, SCHEMA,
+    SlotManifest, TensorEntry, safe_component, slot_key, tensor_file,
+};
+use crate::golden::GoldenOutputs;
+use crate::select::SelectedCase;
+
+/// Writes a bundle into a temp sibling of its destination, then renames it
+/// into place ([`BundleWriter::commit`]). Dropped uncommitted, it removes the
+/// temp directory and leaves the destination untouched.
+#[derive(Debug)]
+pub struct BundleWriter {
+    dest: PathBuf,
+    tmp: PathBuf,
+    manifest: Manifest,
+    committed: bool,
+}
+
+impl BundleWriter {
+    /// Starts a bundle for `platform` to be placed at `dest`. Refuses a
+    /// `dest` that exists and is anything but an empty directory or a
+    /// bundle, so a typo in `--out` never replaces someone's data.
+    pub fn create(dest: &Path, platform: &str) -> Result<BundleWriter, BundleError> {
+        let io_err = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| BundleError::Io { path, source }
+        };
+        let dest = std::path::absolute(dest).map_err(io_err(dest))?;
+        check_replaceable(&dest)?;
+        let (Some(parent), Some(name)) = (dest.parent(), dest.file_name()) else {
+            return Err(BundleError::NotReplaceable { path: dest });
+        };
+        std::fs::create_dir_all(parent).map_err(io_err(parent))?;
+        let mut tmp_name = name.to_os_string();
+        tmp_name.push(format!(".tmp-{}", std::process::id()));
+        let tmp = parent.join(tmp_name);
+        // Left over from a crashed run of a process with our pid: ours by name.
+        remove_if_exists(&tmp)?;
+        std::fs::create_dir(&tmp).map_err(io_err(&tmp))?;
+        Ok(BundleWriter {
+            dest,
+            tmp,
+            manifest: Manifest {
+                schema: SCHEMA,
+                platform: platform.to_string(),
+                runtime_abi: RUNTIME_ABI,
+                created_at: crate::report::unix_seconds(std::time::SystemTime::now()),
+                producer: format!("scene {}", env!("CARGO_PKG_VERSION")),
+                compile_logic: scene_kernels::COMPILE_LOGIC_TOKEN.to_string(),
+                slots: BTreeMap::new(),
+            },
+            committed: false,
+        })
+    }
+
+    /// Stores one case.
+    pub fn add_slot(
+        &mut self,
+        sel: &SelectedCase,
+        callable: &ChipCallable,
+        inputs: &[(String, Tensor)],
+        scalars: &[u64],
+        golden: &GoldenOutputs,
+    ) -> Result<(), BundleError> {
+        let id = sel.id();
+        if self.manifest.slots.contains_key(&id) {
+            return Err(BundleError::DuplicateSlot { slot: id });
+        }
+        let scene = &sel.scene;
+        let case = sel.case();
+        let dir = format!(
+            "slots/{:04}-{}--{}",
+            self.manifest.slots.len(),
+            safe_component(&scene.name),
+            safe_component(&case.name)
+        );
+        let slot_dir = self.tmp.join(&dir);
+        let mut files = BTreeMap::new();
+        let mut put = |name: String, bytes: &[u8]| -> Result<String, BundleError> {
+            let path = slot_dir.join(&name);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|source| BundleError::Io {
+                    path: parent.to_path_buf(),
+                    source,
+                })?;
+            }
+            std::fs::write(&path, bytes).map_err(|source| BundleError::Io {
+                path: path.clone(),
+                source,
+            })?;
+            files.insert(name.clone(), blake3::hash(bytes).to_hex().to_string());
+            Ok(name)
+        };
+
+        let orch = put("callable/orch.so".to_string(), &callable.orch_so)?;
+        let mut incores = Vec::with_capacity(callable.incores.len());
+        for k in &callable.incores {
+            let file = put(
+                format!("callable/incore-{}-{}.bin", k.func_id, k.core),
+                &k.text,
+            )?;
+            incores.push(IncoreEntry {
+                name: k.name.clone(),
+                func_id: k.func_id,
+                core: k.core.to_string(),
+                file,
+            });
+        }
+        let mut tensors = |group: &str, list: &[(String, Tensor)]| {
+            list.iter()
+                .enumerate()
+                .map(|(i, (name, t))| {
+                    let file = put(
+                        format!("{group}/{}", tensor_file(i, name)),
+                        &npy::to_npy_bytes(t),
+                    )?;
+                    Ok(TensorEntry {
+                        name: name.clone(),
+                        dtype: t.dtype(),
+                        shape: t.shape().to_vec(),
+                        file,
+                    })
+                })
+                .collect::<Result<Vec<_>, BundleError>>()
+        };
+        let inputs = tensors("inputs", inputs)?;
+        let golden = tensors("golden", &golden.0)?;
+        let tolerances = scene
+            .tensors
+            .iter()
+            .filter(|t| t.direction.is_output())
+            .map(|t| (t.name.clone(), scene.tolerance_for(t)))
+            .collect();
+        let slot = SlotManifest {
+            dir,
+            key: slot_key(callable, scene, case, scalars, &self.manifest.platform),
+            platform: self.manifest.platform.clone(),
+            runtime_abi: RUNTIME_ABI,
+            callable: CallableEntry {
+                label: callable.label.clone(),
+                orch,
+                orch_symbol: callable.orch_symbol.clone(),
+                incores,
+            },
+            inputs,
+            golden,
+            scalars: scalars.to_vec(),
+            tolerances,
+            files,
+        };
+        self.manifest.slots.insert(id, slot);
+        Ok(())
+    }
+
+    pub fn slots(&self) -> usize {
+        self.manifest.slots.len()
+    }
+
+    /// Writes the manifest and moves the bundle into place. Returns the
+    /// bundle's path.
+    pub fn commit(mut self) -> Result<PathBuf, BundleError> {
+        let manifest_path = self.tmp.join(MANIFEST_FILE);
+        let mut text =
+            serde_json::to_vec_pretty(&self.manifest).map_err(|e| BundleError::Malformed {
+                path: manifest_path.clone(),
+                message: e.to_string(),
+            })?;
+        text.push(b'\n');
+        std::fs::write(&manifest_path, text).map_err(|source| BundleError::Io {
+            path: manifest_path.clone(),
+            source,
+        })?;
+        // Checked again: someone may have put data there since `create`.
+        check_replaceable(&self.dest)?;
+        scene_util::replace_dir(&self.tmp, &self.dest).map_err(|source| BundleError::Io {
+            path: self.dest.clone(),
+            source,
+        })?;
+        self.committed = true;
+        Ok(self.dest.clone())
+    }
+}
+
+impl Drop for BundleWriter {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_dir_all(&self.tmp);
+        }
+    }
+}
+
+/// `dest` may be replaced if it does not exist, is an empty directory, or
+/// is a bundle (holds a manifest).
+fn check_replaceable(dest: &Path) -> Result<(), BundleError> {
+    let refuse = || BundleError::NotReplaceable {
+        path: dest.to_path_buf(),
+    };
+    let meta = match std::fs::symlink_metadata(dest) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(BundleError::Io {
+                path: dest.to_path_buf(),
+                source,
+            });
+        }
+    };
+    if !meta.is_dir() {
+        return Err(refuse());
+    }
+    if dest.join(MANIFEST_FILE).is_file() {
+        return Ok(());
+    }
+    let mut entries = std::fs::read_dir(dest).map_err(|source| BundleError::Io {
+        path: dest.to_path_buf(),
+        source,
+    })?;
+    if entries.next().is_some() {
+        return Err(refuse());
+    }
+    Ok(())
+}
+
+fn remove_if_exists(path: &Path) -> Result<(), BundleError> {
+    scene_util::remove_dir_if_exists(path).map_err(|source| BundleError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}

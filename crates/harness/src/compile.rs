@@ -1,0 +1,213 @@
+//! The compile stage: a scene's callable as a `scene-kernels` spec, one
+//! builder per run, and the compiled callables of every selected scene.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use scene_kernels::{
+    BuildOptions, BuildOutput, Builder, CacheConfig, CallableSpec, ChipCallable, IncoreUnit,
+    OrchUnit, plan_outline,
+};
+
+use crate::config::RunConfig;
+use crate::scene::Scene;
+
+/// The compile spec of a scene's callable, paths relative to `root`.
+pub fn callable_spec(scene: &Scene, root: &Path, abi_include_dir: &Path) -> CallableSpec {
+    let rel = |p: &Path| scene.relative_to(root, p);
+    let abi_inc = abi_include_dir
+        .strip_prefix(root)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|_| abi_include_dir.to_path_buf());
+    // Only the declared dirs and the ABI headers: no implicit per-scene dir,
+    // so a kernel shared by several scenes is one unit with one cache key.
+    let includes = |dirs: &[std::path::PathBuf]| {
+        let mut v: Vec<std::path::PathBuf> = dirs.iter().map(|d| rel(d)).collect();
+        v.push(abi_inc.clone());
+        v
+    };
+    let o = &scene.orchestration;
+    CallableSpec {
+        label: scene.name.clone(),
+        orchestration: OrchUnit {
+            name: "orchestration".to_string(),
+            source: rel(&o.source),
+            function: o.function.clone(),
+            include_dirs: includes(&o.include_dirs),
+            defines: o.defines.clone(),
+        },
+        incores: scene
+            .incores
+            .iter()
+            .map(|k| IncoreUnit {
+                name: k.name.clone(),
+                func_id: k.func_id,
+                core: k.core,
+                source: rel(&k.source),
+                include_dirs: includes(&k.include_dirs),
+                defines: k.defines.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// The builder a run compiles with (the platform's toolchain, the worker
+/// budget, the kernel cache). `scene compile` and `scene precompile` use
+/// it too: same units, same keys as `scene run`, but no card pool.
+pub fn compile_builder(config: &RunConfig) -> Result<Builder, scene_kernels::BuildSetupError> {
+    Builder::new(
+        config.root.clone(),
+        config.platform.toolchain().clone(),
+        BuildOptions {
+            workers: config.compile_workers,
+            work_dir: None,
+            cache: config.cache_dir.clone().map(CacheConfig::new),
+        },
+    )
+}
+
+/// Outcome of the compile stage for the scenes of a run.
+#[derive(Debug, Default)]
+pub struct CompiledScenes {
+    pub callables: BTreeMap<String, Result<Arc<ChipCallable>, String>>,
+    /// Seconds of compiler work for each scene's callable: a unit shared by
+    /// several scenes counts for each of them (each would have needed it).
+    pub compile_s: BTreeMap<String, f64>,
+}
+
+/// The specs of `scenes`, in order.
+pub fn scene_specs(config: &RunConfig, scenes: &[Arc<Scene>]) -> Vec<CallableSpec> {
+    scenes
+        .iter()
+        .map(|s| callable_spec(s, &config.root, &config.abi_include_dir))
+        .collect()
+}
+
+/// Compiles the callables of `scenes` as one plan on `builder`.
+pub fn compile_scenes(
+    builder: &Builder,
+    config: &RunConfig,
+    scenes: &[Arc<Scene>],
+) -> CompiledScenes {
+    let specs = scene_specs(config, scenes);
+    let out = builder.build_all(&specs);
+    let compile_s = unit_seconds_per_callable(&specs, &out);
+    let mut compiled = CompiledScenes::default();
+    for ((scene, result), seconds) in scenes.iter().zip(out.callables).zip(compile_s) {
+        compiled
+            .callables
+            .insert(scene.name.clone(), result.map_err(|e| e.to_string()));
+        compiled.compile_s.insert(scene.name.clone(), seconds);
+    }
+    compiled
+}
+
+/// For each spec, the summed duration of every unit it uses (the builder
+/// reports each distinct unit once, in plan order).
+pub fn unit_seconds_per_callable(specs: &[CallableSpec], out: &BuildOutput) -> Vec<f64> {
+    let outline = plan_outline(specs);
+    let seconds_of = |index: usize| -> f64 {
+        if out.units.len() == outline.units.len() {
+            return out.units[index].duration.as_secs_f64();
+        }
+        // A builder that reported fewer units: match by display name.
+        let name = &outline.units[index].display;
+        out.units
+            .iter()
+            .find(|u| &u.unit == name)
+            .map_or(0.0, |u| u.duration.as_secs_f64())
+    };
+    outline
+        .callables
+        .iter()
+        .map(|units| {
+            units
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .map(|&i| seconds_of(i))
+                .sum()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    use scene_kernels::{CoreType, UnitKind, UnitOutcome, UnitReport};
+
+    use super::*;
+
+    fn spec(label: &str, kernels: &[&str]) -> CallableSpec {
+        CallableSpec {
+            label: label.to_string(),
+            orchestration: OrchUnit {
+                name: "orchestration".to_string(),
+                source: PathBuf::from(format!("{label}/orch.c")),
+                function: "orch".to_string(),
+                include_dirs: vec![],
+                defines: vec![],
+            },
+            incores: kernels
+                .iter()
+                .enumerate()
+                .map(|(i, k)| IncoreUnit {
+                    name: k.to_string(),
+                    func_id: i as u32,
+                    core: CoreType::Aiv,
+                    source: PathBuf::from(format!("common/{k}.c")),
+                    include_dirs: vec![],
+                    defines: vec![],
+                })
+                .collect(),
+        }
+    }
+
+    /// A unit shared by two scenes counts for both: each would have needed
+    /// it compiled (before, only the first scene in the plan was charged).
+    #[test]
+    fn shared_units_count_for_every_scene_that_uses_them() {
+        let specs = [spec("a", &["mul"]), spec("b", &["mul"])];
+        let outline = plan_outline(&specs);
+        assert_eq!(outline.units.len(), 3, "orch a, orch b, one shared mul");
+        let out = BuildOutput {
+            callables: vec![],
+            units: outline
+                .units
+                .iter()
+                .enumerate()
+                .map(|(i, u)| UnitReport {
+                    unit: u.display.clone(),
+                    kind: UnitKind::Orchestration,
+                    outcome: UnitOutcome::Compiled,
+                    duration: Duration::from_secs(1 + i as u64 * 10),
+                    key: None,
+                    miss: None,
+                })
+                .collect(),
+        };
+        let seconds = unit_seconds_per_callable(&specs, &out);
+        let shared: f64 = outline.callables[0]
+            .as_ref()
+            .unwrap()
+            .iter()
+            .copied()
+            .filter(|i| outline.callables[1].as_ref().unwrap().contains(i))
+            .map(|i| out.units[i].duration.as_secs_f64())
+            .sum();
+        assert!(shared > 0.0);
+        let own = |c: usize| -> f64 {
+            outline.callables[c]
+                .as_ref()
+                .unwrap()
+                .iter()
+                .map(|&i| out.units[i].duration.as_secs_f64())
+                .sum()
+        };
+        assert_eq!(seconds, vec![own(0), own(1)]);
+        assert!(seconds[0] > shared && seconds[1] > shared, "{seconds:?}");
+    }
+}

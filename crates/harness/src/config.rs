@@ -1,0 +1,96 @@
+//! The one resolved configuration of a run.
+//!
+//! The entry points (the `scene` CLI and the `cargo test` target, in
+//! `scene-cli`) read the command line and the environment once and build a
+//! [`RunConfig`]; everything below takes its values from here. Nothing in
+//! this crate reads an environment variable, so a library user (a bench, a
+//! test, another front end) configures a run completely by value.
+
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use scene_device::DeviceList;
+
+use crate::platform::Platform;
+
+/// Default `--case-timeout`: generous for the simulator, finite so a hung
+/// kernel never holds a card forever.
+pub const DEFAULT_CASE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Everything a run is configured with.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// Workspace root: compilers run here, with paths relative to it.
+    pub root: PathBuf,
+    /// The platform entry to build and run for (toolchain, runtime, and
+    /// which scenes' cases it selects).
+    pub platform: Platform,
+    /// Bound on live compiler/linker processes for the whole run.
+    pub compile_workers: NonZeroUsize,
+    pub devices: DeviceList,
+    /// Directory of the card lock files.
+    pub lock_dir: PathBuf,
+    /// Runtime library to load; `None` = the platform's (the built sim
+    /// runtime for the sim platforms).
+    pub runtime_lib: Option<PathBuf>,
+    pub lock_timeout: Option<Duration>,
+    /// Thread cap for goldens and comparisons.
+    pub golden_threads: usize,
+    /// Header directory of the runtime ABI (scene_kernel.h, scene_orch.h).
+    pub abi_include_dir: PathBuf,
+    /// Deadline of one device run; a run past it is stopped and its card
+    /// retired (a hung kernel cannot be trusted to stop).
+    pub case_timeout: Option<Duration>,
+    /// Extra `key=value;...` options for the runtime's `open`, e.g. `aiv=4`
+    /// or test-only fault knobs.
+    pub runtime_options: String,
+    /// Where (and when) case tensors are dumped.
+    pub dumps: DumpPolicy,
+    /// Narrate card acquisition and release on stderr.
+    pub verbose: bool,
+    /// Persistent kernel cache; `None` compiles without one.
+    pub cache_dir: Option<PathBuf>,
+    /// `--hold-card`: the one-pass shape (card(s) taken before compiling,
+    /// held until the run ends), kept to measure what two passes save.
+    pub hold_card: bool,
+}
+
+/// When a case's tensors are written as `.npy` files.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DumpPolicy {
+    /// `--dump DIR`: every case, passing or not, under `DIR/<scene>/<case>/`.
+    pub every_case: Option<PathBuf>,
+    /// Where a failing case is dumped when `every_case` is unset.
+    pub failures: PathBuf,
+}
+
+impl RunConfig {
+    /// A configuration with the harness defaults for a workspace at `root`:
+    /// card `0`, the default lock directory, the kernel cache under
+    /// `<root>/target/scene-cache`, failure dumps under
+    /// `<root>/target/scene-dumps`, compile workers = available parallelism.
+    pub fn new(root: PathBuf, platform: Platform) -> Self {
+        let target = root.join("target");
+        Self {
+            platform,
+            compile_workers: std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN),
+            devices: DeviceList::resolve(None, None, None).expect("the default card list is valid"),
+            lock_dir: scene_device::default_lock_dir(None),
+            runtime_lib: None,
+            lock_timeout: None,
+            golden_threads: scene_golden::reference::default_thread_cap(),
+            abi_include_dir: scene_device::include_dir(),
+            case_timeout: Some(DEFAULT_CASE_TIMEOUT),
+            runtime_options: String::new(),
+            dumps: DumpPolicy {
+                every_case: None,
+                failures: target.join("scene-dumps"),
+            },
+            verbose: false,
+            cache_dir: Some(target.join("scene-cache")),
+            hold_card: false,
+            root,
+        }
+    }
+}

@@ -1,0 +1,287 @@
+//! The CPU stages of a case: fixtures, scalar arguments and the golden.
+//!
+//! [`CpuStages`] owns what these need (the builder, the golden registry,
+//! the golden thread pool) and nothing that touches a card, so `scene run`
+//! and `scene precompile` share it: pass 1 of a two-pass run is exactly
+//! the CPU half of a one-pass run.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use scene_golden::{FixtureSeed, Tensor, make_fixture};
+use scene_kernels::{Builder, ChipCallable};
+
+use crate::compile::{CompiledScenes, compile_builder, compile_scenes};
+use crate::config::RunConfig;
+use crate::golden::{GoldenCtx, GoldenOutputs, GoldenRegistry};
+use crate::report::{CaseReport, FailureStage};
+use crate::scene::{Case, ParamValue, Scene};
+use crate::select::{SelectedCase, distinct_scenes};
+use crate::shape::eval_shape;
+
+/// Why the CPU stages could not be set up at all.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("toolchain: {0}")]
+    Toolchain(#[from] scene_kernels::BuildSetupError),
+    #[error("golden thread pool: {0}")]
+    GoldenPool(String),
+    #[error("card pool: {0}")]
+    CardPool(#[from] scene_device::DeviceError),
+}
+
+/// A case between its CPU stages and its device stage: everything the card
+/// needs, and what the comparison will judge against.
+#[derive(Debug)]
+pub struct Prepared {
+    pub sel: SelectedCase,
+    pub callable: Arc<ChipCallable>,
+    /// Every tensor argument, in signature order.
+    pub inputs: Vec<(String, Tensor)>,
+    /// Raw bits of the scalar arguments, in signature order.
+    pub scalars: Vec<u64>,
+    pub golden: GoldenOutputs,
+    /// Phases so far (compile, fixtures, golden).
+    pub report: CaseReport,
+    pub started: Instant,
+}
+
+/// Compile, fixtures and goldens: the stages that never need a card.
+pub struct CpuStages {
+    config: RunConfig,
+    builder: Builder,
+    registry: GoldenRegistry,
+    golden_pool: rayon::ThreadPool,
+}
+
+impl std::fmt::Debug for CpuStages {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuStages")
+            .field("platform", &self.config.platform.name())
+            .field("registry", &self.registry)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CpuStages {
+    pub fn new(config: RunConfig, registry: GoldenRegistry) -> Result<Self, SetupError> {
+        let builder = compile_builder(&config)?;
+        let golden_pool = scene_golden::reference::try_golden_pool(config.golden_threads)
+            .map_err(|e| SetupError::GoldenPool(e.to_string()))?;
+        Ok(Self {
+            config,
+            builder,
+            registry,
+            golden_pool,
+        })
+    }
+
+    pub fn config(&self) -> &RunConfig {
+        &self.config
+    }
+
+    pub fn builder(&self) -> &Builder {
+        &self.builder
+    }
+
+    /// Replaces the builder (e.g. one with a progress observer).
+    pub fn with_builder(mut self, builder: Builder) -> Self {
+        self.builder = builder;
+        self
+    }
+
+    pub fn golden_pool(&self) -> &rayon::ThreadPool {
+        &self.golden_pool
+    }
+
+    /// Compiles the callables of every scene used by `cases` as one plan.
+    pub fn compile(&self, cases: &[SelectedCase]) -> CompiledScenes {
+        compile_scenes(&self.builder, &self.config, &distinct_scenes(cases))
+    }
+
+    /// Looks up the case's callable, builds its fixtures and computes its
+    /// golden. `Err` is a finished (failed) report.
+    pub fn prepare(
+        &self,
+        sel: &SelectedCase,
+        compiled: &CompiledScenes,
+    ) -> Result<Prepared, Box<CaseReport>> {
+        let started = Instant::now();
+        let scene = &sel.scene;
+        let case = sel.case();
+        let mut report = CaseReport::new(&scene.name, &case.name);
+        report.phases.compile_s = compiled.compile_s.get(&scene.name).copied().unwrap_or(0.0);
+        let fail = |mut report: CaseReport, stage, msg: String| {
+            report.fail(stage, msg);
+            report.wall_s = started.elapsed().as_secs_f64();
+            Box::new(report)
+        };
+        let callable = match compiled.callables.get(&scene.name) {
+            Some(Ok(c)) => Arc::clone(c),
+            Some(Err(e)) => return Err(fail(report, FailureStage::Compile, e.clone())),
+            None => {
+                return Err(fail(
+                    report,
+                    FailureStage::Compile,
+                    "scene was not part of the compile plan".into(),
+                ));
+            }
+        };
+
+        let t = Instant::now();
+        let fixtures = build_fixtures(scene, case).and_then(|inputs| {
+            let scalars = scalar_bits(scene, case)?;
+            Ok((inputs, scalars))
+        });
+        let (inputs, scalars) = match fixtures {
+            Ok(f) => f,
+            Err(e) => return Err(fail(report, FailureStage::Fixtures, e)),
+        };
+        report.phases.fixtures_s = t.elapsed().as_secs_f64();
+
+        let t = Instant::now();
+        let golden = match self.golden(scene, case, &inputs) {
+            Ok(g) => g,
+            Err(msg) => return Err(fail(report, FailureStage::Golden, msg)),
+        };
+        report.phases.golden_s = t.elapsed().as_secs_f64();
+        Ok(Prepared {
+            sel: sel.clone(),
+            callable,
+            inputs,
+            scalars,
+            golden,
+            report,
+            started,
+        })
+    }
+
+    /// The case's golden, checked to cover every output tensor.
+    fn golden(
+        &self,
+        scene: &Scene,
+        case: &Case,
+        inputs: &[(String, Tensor)],
+    ) -> Result<GoldenOutputs, String> {
+        let golden = compute_golden(
+            &self.registry,
+            &self.golden_pool,
+            self.config.golden_threads,
+            scene,
+            case,
+            inputs,
+        )?;
+        match missing_golden_output(scene, &golden) {
+            Some(name) => Err(missing_golden_message(scene, name)),
+            None => Ok(golden),
+        }
+    }
+}
+
+/// The first output tensor of `scene` that `golden` has no value for.
+pub fn missing_golden_output<'s>(scene: &'s Scene, golden: &GoldenOutputs) -> Option<&'s str> {
+    scene
+        .tensors
+        .iter()
+        .filter(|t| t.direction.is_output())
+        .find(|t| golden.get(&t.name).is_none())
+        .map(|t| t.name.as_str())
+}
+
+/// What a case whose golden lacks output `name` fails with.
+pub fn missing_golden_message(scene: &Scene, name: &str) -> String {
+    format!(
+        "golden `{}` returned no value for output tensor `{name}`",
+        scene.golden
+    )
+}
+
+/// The golden of one case: the registered function `scene.golden` on
+/// `inputs`, run on `pool`.
+pub fn compute_golden(
+    registry: &GoldenRegistry,
+    pool: &rayon::ThreadPool,
+    threads: usize,
+    scene: &Scene,
+    case: &Case,
+    inputs: &[(String, Tensor)],
+) -> Result<GoldenOutputs, String> {
+    let Some(golden_fn) = registry.get(&scene.golden) else {
+        return Err(format!(
+            "{}: golden `{}` is not registered (registered: {})",
+            scene.manifest.display(),
+            scene.golden,
+            registry.names().collect::<Vec<_>>().join(", ")
+        ));
+    };
+    let scalars = scalar_values(scene, case)?;
+    let ctx = GoldenCtx::new(&scene.name, &case.name, &case.params, inputs, threads)
+        .with_scalars(&scalars);
+    pool.install(|| golden_fn(&ctx))
+        .map_err(|e| format!("golden `{}`: {e}", scene.golden))
+}
+
+/// The case's input fixtures, one per tensor in signature order.
+pub fn build_fixtures(scene: &Scene, case: &Case) -> Result<Vec<(String, Tensor)>, String> {
+    scene
+        .tensors
+        .iter()
+        .map(|t| {
+            let shape = eval_shape(&t.shape, &case.params)
+                .map_err(|e| format!("tensor `{}`: {e}", t.name))?;
+            let seed = FixtureSeed {
+                scene: &scene.name,
+                case: &case.name,
+                tensor: &t.name,
+                seed: t.seed ^ case.seed.rotate_left(32),
+            };
+            Ok((
+                t.name.clone(),
+                make_fixture(t.dtype, &shape, &t.init, &seed),
+            ))
+        })
+        .collect()
+}
+
+/// The case's scalar arguments as numbers, by name, in signature order.
+pub fn scalar_values(scene: &Scene, case: &Case) -> Result<Vec<(String, f64)>, String> {
+    scene
+        .scalars
+        .iter()
+        .map(|s| {
+            let v = match &s.value {
+                ParamValue::Int(i) => *i as f64,
+                ParamValue::Float(f) => *f,
+                ParamValue::Param(p) => *case
+                    .params
+                    .get(p)
+                    .ok_or_else(|| format!("scalar `{}`: param `{p}` not bound", s.name))?
+                    as f64,
+            };
+            Ok((s.name.clone(), v))
+        })
+        .collect()
+}
+
+/// Raw bits of the case's scalar arguments, as the orchestration receives them.
+pub fn scalar_bits(scene: &Scene, case: &Case) -> Result<Vec<u64>, String> {
+    use scene_golden::DType;
+    scene
+        .scalars
+        .iter()
+        .zip(scalar_values(scene, case)?)
+        .map(|(s, (_, v))| {
+            Ok(match s.dtype {
+                DType::F32 => u64::from((v as f32).to_bits()),
+                DType::F64 => v.to_bits(),
+                DType::F16 | DType::BF16 | DType::Bool => {
+                    return Err(format!(
+                        "scalar `{}`: dtype {} is not supported for scalars",
+                        s.name, s.dtype
+                    ));
+                }
+                _ => (v as i64) as u64,
+            })
+        })
+        .collect()
+}

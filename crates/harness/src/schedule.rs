@@ -1,0 +1,414 @@
+//! The order of stages across the cases of a run: the product.
+//!
+//! A [`Session`] is the CPU stages plus the device stage (plus, for
+//! `run --from`, a bundle that stands in for the CPU stages). Everything
+//! that needs no card (compiling, fixtures, goldens) is finished before a
+//! card is requested; the card lock covers upload, run and download only;
+//! the comparison and the dump run after the card is released. Within a
+//! run, one thread prepares cases while one device worker per healthy card
+//! runs prepared ones, so cards never wait on the CPU when prepared work
+//! exists.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, mpsc};
+use std::time::Instant;
+
+use scene_device::{AcquireOptions, CardLease};
+
+use crate::bundle::{Bundle, SlotData};
+use crate::compare::compare_outputs;
+use crate::compile::CompiledScenes;
+use crate::config::RunConfig;
+use crate::device::{DeviceStage, DeviceWork};
+use crate::golden::GoldenRegistry;
+use crate::prepare::{CpuStages, Prepared, SetupError};
+use crate::report::{CaseReport, FailureStage, LockInterval, RunReport, unix_seconds};
+use crate::select::SelectedCase;
+
+/// A configured harness: the CPU stages, the device stage and, optionally,
+/// a bundle of precompiled cases.
+#[derive(Debug)]
+pub struct Session {
+    cpu: CpuStages,
+    device: DeviceStage,
+    /// `run --from DIR`: precompiled cases, used instead of compiling.
+    bundle: Option<Bundle>,
+}
+
+impl Session {
+    pub fn new(config: RunConfig, registry: GoldenRegistry) -> Result<Self, SetupError> {
+        let device = DeviceStage::new(&config)?;
+        let cpu = CpuStages::new(config, registry)?;
+        Ok(Self {
+            cpu,
+            device,
+            bundle: None,
+        })
+    }
+
+    pub fn config(&self) -> &RunConfig {
+        self.cpu.config()
+    }
+
+    pub fn cpu(&self) -> &CpuStages {
+        &self.cpu
+    }
+
+    /// Replaces the CPU stages (e.g. with a builder that reports progress).
+    pub fn map_cpu(mut self, f: impl FnOnce(CpuStages) -> CpuStages) -> Self {
+        self.cpu = f(self.cpu);
+        self
+    }
+
+    /// Runs cases from `bundle` where its slots are valid (see
+    /// [`crate::bundle`]); other cases are compiled as usual.
+    pub fn with_bundle(mut self, bundle: Bundle) -> Self {
+        self.bundle = Some(bundle);
+        self
+    }
+
+    /// Compiles the callables of every scene used by `cases` as one plan.
+    pub fn compile(&self, cases: &[SelectedCase]) -> CompiledScenes {
+        self.cpu.compile(cases)
+    }
+
+    /// Runs one case whose scene is in `compiled`, stage after stage.
+    pub fn run_case(&self, sel: &SelectedCase, compiled: &CompiledScenes) -> CaseReport {
+        match self.cpu.prepare(sel, compiled) {
+            Ok(p) => self.finish(p, None),
+            Err(r) => *r,
+        }
+    }
+
+    /// Compiles then runs `cases`, calling `on_case` (on this thread) as each
+    /// finishes. Returns the reports in selection order.
+    pub fn run(&self, cases: &[SelectedCase], on_case: &mut dyn FnMut(&CaseReport)) -> RunReport {
+        if self.config().hold_card {
+            return self.run_holding_card(cases, on_case);
+        }
+        let start = Instant::now();
+        let mut reports: Vec<Option<CaseReport>> = vec![None; cases.len()];
+        let pool_size = self.config().devices.len();
+        let runnable = fail_oversized(
+            cases,
+            pool_size,
+            &format!(
+                "the pool has {pool_size} (--device {})",
+                self.config().devices
+            ),
+            &mut reports,
+            on_case,
+        );
+        let (slots, to_compile) = self.slots_from_bundle(cases, &runnable);
+        let compiled = self.compile(&to_compile);
+        self.pipelined(cases, &runnable, slots, &compiled, &mut reports, on_case);
+        self.run_report(reports, start)
+    }
+
+    /// One preparing thread feeding one device worker per healthy card.
+    fn pipelined(
+        &self,
+        cases: &[SelectedCase],
+        runnable: &[usize],
+        mut slots: HashMap<usize, SlotData>,
+        compiled: &CompiledScenes,
+        reports: &mut [Option<CaseReport>],
+        on_case: &mut dyn FnMut(&CaseReport),
+    ) {
+        let workers = self
+            .device
+            .pool()
+            .healthy()
+            .len()
+            .clamp(1, runnable.len().max(1));
+        let (work_tx, work_rx) = mpsc::sync_channel::<(usize, Prepared)>(workers);
+        let work_rx = Mutex::new(work_rx);
+        let (done_tx, done_rx) = mpsc::channel::<(usize, CaseReport)>();
+        std::thread::scope(|s| {
+            let prep_done = done_tx.clone();
+            s.spawn(move || {
+                for &i in runnable {
+                    match self.prepare_one(&cases[i], slots.remove(&i), compiled) {
+                        Ok(p) => {
+                            if work_tx.send((i, p)).is_err() {
+                                break;
+                            }
+                        }
+                        Err(r) => {
+                            let _ = prep_done.send((i, *r));
+                        }
+                    }
+                }
+            });
+            for _ in 0..workers {
+                let done = done_tx.clone();
+                let work_rx = &work_rx;
+                s.spawn(move || {
+                    loop {
+                        let next = work_rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                        let Ok((i, p)) = next else { break };
+                        if done.send((i, self.finish(p, None))).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+            drop(done_tx);
+            for (i, r) in done_rx {
+                on_case(&r);
+                reports[i] = Some(r);
+            }
+        });
+    }
+
+    /// `--hold-card`: the one-pass shape of the old harness, kept for
+    /// comparison with two passes. The card(s) are taken before compiling
+    /// and held until the last case is done; cases run one after another.
+    /// Each case's `lock_held_s` (and `lock`) is its share of the hold: from
+    /// the previous case's end (or the acquisition) to its own end, so the
+    /// run's `card_seconds_held` is the whole hold, not just device work.
+    fn run_holding_card(
+        &self,
+        cases: &[SelectedCase],
+        on_case: &mut dyn FnMut(&CaseReport),
+    ) -> RunReport {
+        let start = Instant::now();
+        let pool = self.device.pool();
+        let need = cases
+            .iter()
+            .map(|c| c.scene.devices)
+            .max()
+            .unwrap_or(1)
+            .clamp(1, pool.healthy().len().max(1));
+        let acquired = pool.acquire(
+            need,
+            "scene run --hold-card",
+            AcquireOptions {
+                timeout: self.config().lock_timeout,
+                on_wait: None,
+            },
+        );
+        let lease = match acquired {
+            Ok(l) => l,
+            Err(e) => {
+                let reports = cases
+                    .iter()
+                    .map(|sel| {
+                        let mut r = CaseReport::new(&sel.scene.name, &sel.case().name);
+                        r.fail(
+                            FailureStage::Device,
+                            format!("acquiring {need} card(s) for --hold-card: {e}"),
+                        );
+                        on_case(&r);
+                        Some(r)
+                    })
+                    .collect();
+                return self.run_report(reports, start);
+            }
+        };
+        let wait_s = start.elapsed().as_secs_f64();
+        let cards = lease.cards().to_vec();
+        let mut hold = HoldShares::new(unix_seconds(lease.acquired_at()));
+        let mut reports: Vec<Option<CaseReport>> = vec![None; cases.len()];
+        let runnable = fail_oversized(
+            cases,
+            cards.len(),
+            &format!("--hold-card holds {cards:?}"),
+            &mut reports,
+            on_case,
+        );
+        let (mut slots, to_compile) = self.slots_from_bundle(cases, &runnable);
+        let compiled = self.compile(&to_compile);
+        let mut lease = Some(lease);
+        for (n, &i) in runnable.iter().enumerate() {
+            let mut r = match self.prepare_one(&cases[i], slots.remove(&i), &compiled) {
+                Ok(p) => self.finish(p, lease.as_ref()),
+                Err(r) => *r,
+            };
+            // Released before the last share is charged, so the hold ends
+            // where the last case does.
+            if n + 1 == runnable.len()
+                && let Some(l) = lease.take()
+            {
+                l.release();
+            }
+            hold.charge(&mut r, &cards);
+            if n == 0 {
+                r.phases.lock_wait_s += wait_s;
+            }
+            on_case(&r);
+            reports[i] = Some(r);
+        }
+        if let Some(l) = lease.take() {
+            l.release();
+        }
+        self.run_report(reports, start)
+    }
+
+    fn run_report(&self, reports: Vec<Option<CaseReport>>, start: Instant) -> RunReport {
+        RunReport::new(
+            self.config().platform.name(),
+            reports.into_iter().flatten().collect(),
+            start.elapsed().as_secs_f64(),
+        )
+    }
+
+    /// Splits `runnable` into cases a bundle slot serves and cases to
+    /// compile. A slot that cannot be used is reported with the reason and
+    /// its case alone is rebuilt; the others still run from the bundle.
+    fn slots_from_bundle(
+        &self,
+        cases: &[SelectedCase],
+        runnable: &[usize],
+    ) -> (HashMap<usize, SlotData>, Vec<SelectedCase>) {
+        let mut slots = HashMap::new();
+        let mut to_compile = Vec::new();
+        for &i in runnable {
+            let sel = &cases[i];
+            let Some(bundle) = &self.bundle else {
+                to_compile.push(sel.clone());
+                continue;
+            };
+            match bundle.load_case(sel, self.config().platform.name()) {
+                Ok(slot) => {
+                    slots.insert(i, slot);
+                }
+                Err(problem) => {
+                    eprintln!(
+                        "warning: {}: bundle slot {problem}; rebuilding this case",
+                        sel.id()
+                    );
+                    to_compile.push(sel.clone());
+                }
+            }
+        }
+        (slots, to_compile)
+    }
+
+    /// The CPU stages of one case, or its bundle slot when it has one (then
+    /// compile, fixtures and golden phases stay at zero).
+    fn prepare_one(
+        &self,
+        sel: &SelectedCase,
+        slot: Option<SlotData>,
+        compiled: &CompiledScenes,
+    ) -> Result<Prepared, Box<CaseReport>> {
+        match slot {
+            Some(slot) => Ok(Prepared {
+                sel: sel.clone(),
+                callable: slot.callable,
+                inputs: slot.inputs,
+                scalars: slot.scalars,
+                golden: slot.golden,
+                report: CaseReport::new(&sel.scene.name, &sel.case().name),
+                started: Instant::now(),
+            }),
+            None => self.cpu.prepare(sel, compiled),
+        }
+    }
+
+    /// The device stage, then (card released) the comparison, the verdict
+    /// and the dump sink.
+    fn finish(&self, p: Prepared, held: Option<&CardLease>) -> CaseReport {
+        let Prepared {
+            sel,
+            callable,
+            inputs,
+            scalars,
+            golden,
+            mut report,
+            started,
+        } = p;
+        let work = DeviceWork {
+            sel: &sel,
+            callable: &callable,
+            inputs: &inputs,
+            scalars: &scalars,
+        };
+        let device = self.device.run(work, &mut report, held);
+        let Some(outputs) = device.outputs else {
+            report.fail(FailureStage::Device, device.notes.join("\n"));
+            report.wall_s = started.elapsed().as_secs_f64();
+            return report;
+        };
+
+        let t = Instant::now();
+        let problems = compare_outputs(self.cpu.golden_pool(), &sel.scene, &outputs, &golden);
+        report.phases.compare_s = t.elapsed().as_secs_f64();
+        let failure = (!problems.is_empty()).then(|| problems.join("\n"));
+        let dump_note = crate::dump::sink(
+            &self.config().dumps,
+            self.config().platform.name(),
+            (&sel.scene, sel.case()),
+            &inputs,
+            &outputs,
+            &golden,
+            failure.as_deref(),
+        );
+        let mut lines: Vec<String> = failure.iter().cloned().collect();
+        lines.extend(dump_note);
+        lines.extend(device.notes);
+        match failure {
+            Some(_) => report.fail(FailureStage::Compare, lines.join("\n")),
+            None if !lines.is_empty() => report.message = Some(lines.join("\n")),
+            None => {}
+        }
+        report.wall_s = started.elapsed().as_secs_f64();
+        report
+    }
+}
+
+/// `--hold-card` accounting: each case is charged the hold from the
+/// previous case's end to its own.
+struct HoldShares {
+    mark: Instant,
+    mark_unix: f64,
+}
+
+impl HoldShares {
+    fn new(acquired_at: f64) -> Self {
+        Self {
+            mark: Instant::now(),
+            mark_unix: acquired_at,
+        }
+    }
+
+    fn charge(&mut self, r: &mut CaseReport, cards: &[u32]) {
+        let now = Instant::now();
+        let now_unix = unix_seconds(std::time::SystemTime::now());
+        r.phases.lock_held_s = now.duration_since(self.mark).as_secs_f64();
+        r.devices = cards.to_vec();
+        r.lock = Some(LockInterval {
+            acquired_at: self.mark_unix,
+            released_at: now_unix,
+        });
+        (self.mark, self.mark_unix) = (now, now_unix);
+    }
+}
+
+/// Fails, at selection, every case needing more than `capacity` cards
+/// (waiting could never succeed), saying why (`the pool has ...`); returns
+/// the indices of the others.
+fn fail_oversized(
+    cases: &[SelectedCase],
+    capacity: usize,
+    why: &str,
+    reports: &mut [Option<CaseReport>],
+    on_case: &mut dyn FnMut(&CaseReport),
+) -> Vec<usize> {
+    let mut runnable = Vec::with_capacity(cases.len());
+    for (i, sel) in cases.iter().enumerate() {
+        if sel.scene.devices > capacity {
+            let mut r = CaseReport::new(&sel.scene.name, &sel.case().name);
+            r.fail(
+                FailureStage::Device,
+                format!("needs {} cards but {why}", sel.scene.devices),
+            );
+            on_case(&r);
+            reports[i] = Some(r);
+        } else {
+            runnable.push(i);
+        }
+    }
+    runnable
+}

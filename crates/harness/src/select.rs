@@ -1,0 +1,67 @@
+//! Which cases a run covers: `scene::case` ids filtered by text, platform
+//! and the `manual` flag.
+
+use std::sync::Arc;
+
+use crate::scene::{Case, Scene};
+
+/// One selected `scene::case`.
+#[derive(Clone, Debug)]
+pub struct SelectedCase {
+    pub scene: Arc<Scene>,
+    pub case: usize,
+}
+
+impl SelectedCase {
+    pub fn case(&self) -> &Case {
+        &self.scene.cases[self.case]
+    }
+    pub fn id(&self) -> String {
+        format!("{}::{}", self.scene.name, self.case().name)
+    }
+}
+
+/// Cases of `scenes` enabled on `platform` (a scene platform name, as
+/// scene.toml spells it) whose `scene::case` contains `filter`; `manual`
+/// cases only when asked or named exactly.
+pub fn select_cases(
+    scenes: &[Arc<Scene>],
+    filter: Option<&str>,
+    platform: &str,
+    include_manual: bool,
+) -> Vec<SelectedCase> {
+    let mut out = Vec::new();
+    for scene in scenes {
+        for (i, case) in scene.cases.iter().enumerate() {
+            let sel = SelectedCase {
+                scene: Arc::clone(scene),
+                case: i,
+            };
+            let id = sel.id();
+            if let Some(f) = filter
+                && !id.contains(f)
+            {
+                continue;
+            }
+            if !scene.case_enabled_on(case, platform) {
+                continue;
+            }
+            if case.manual && !include_manual && filter != Some(id.as_str()) {
+                continue;
+            }
+            out.push(sel);
+        }
+    }
+    out
+}
+
+/// The scenes of `cases`, each once, in selection order.
+pub fn distinct_scenes(cases: &[SelectedCase]) -> Vec<Arc<Scene>> {
+    let mut scenes: Vec<Arc<Scene>> = Vec::new();
+    for c in cases {
+        if !scenes.iter().any(|s| s.name == c.scene.name) {
+            scenes.push(Arc::clone(&c.scene));
+        }
+    }
+    scenes
+}

@@ -1,0 +1,202 @@
+//! Small file-system and hashing primitives shared by the harness crates,
+//! each defined once: atomic file writes, atomic directory replacement,
+//! the "plain file name" check, and length-prefixed hashing.
+//!
+//! They live in their own crate because both `scene-kernels` (the cache)
+//! and `scene-harness` (reports, bundles, dumps) need exactly the same
+//! guarantees, and neither may depend on the other's domain.
+
+use std::io::{self, Write};
+use std::path::{Component, Path};
+
+/// Writes `bytes` to `path` through a temp file in the same directory and a
+/// rename, creating the directory if needed: a reader sees the old file,
+/// or the whole new one, never a part.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Puts the fully written directory `new` at `dest`, replacing whatever
+/// directory is there: the old one is renamed aside (`rename(2)` cannot
+/// replace a non-empty directory), the new one renamed in, the old one
+/// removed. If the second rename fails the old directory is put back, so
+/// `dest` is never left empty by a failure here. Another process swapping
+/// the same `dest` concurrently can slip in between; then the move is
+/// retried and the last one wins.
+pub fn replace_dir(new: &Path, dest: &Path) -> io::Result<()> {
+    let mut aside = dest.as_os_str().to_os_string();
+    aside.push(format!(".old-{}", std::process::id()));
+    let aside = std::path::PathBuf::from(aside);
+    for attempt in 1..=3 {
+        remove_dir_if_exists(&aside)?;
+        let moved_old = match std::fs::rename(dest, &aside) {
+            Ok(()) => true,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+            Err(e) => return Err(e),
+        };
+        match std::fs::rename(new, dest) {
+            Ok(()) => {
+                if moved_old {
+                    remove_dir_if_exists(&aside)?;
+                }
+                return Ok(());
+            }
+            Err(_) if attempt < 3 && dest.exists() && !moved_old => continue,
+            Err(e) => {
+                if moved_old {
+                    let _ = std::fs::rename(&aside, dest);
+                }
+                return Err(e);
+            }
+        }
+    }
+    Err(io::Error::other(format!(
+        "{}: replaced by another process three times in a row",
+        dest.display()
+    )))
+}
+
+/// Removes a directory tree; a missing one is not an error.
+pub fn remove_dir_if_exists(path: &Path) -> io::Result<()> {
+    match std::fs::remove_dir_all(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Why a name cannot be used as a file name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    #[error("empty name")]
+    Empty,
+    #[error("`{0}` is a special directory name")]
+    Special(String),
+    #[error("`{0}` contains a path separator or NUL")]
+    Separator(String),
+}
+
+/// `name` if it is one plain path component: not empty, not `.` or `..`, no
+/// `/`, `\` or NUL. Scene, case and tensor names become file names in
+/// dumps and bundles through this check only.
+pub fn check_file_name(name: &str) -> Result<&str, NameError> {
+    if name.is_empty() {
+        return Err(NameError::Empty);
+    }
+    if name == "." || name == ".." {
+        return Err(NameError::Special(name.to_string()));
+    }
+    if name.contains(['/', '\\', '\0'])
+        || !matches!(
+            Path::new(name).components().collect::<Vec<_>>()[..],
+            [Component::Normal(_)]
+        )
+    {
+        return Err(NameError::Separator(name.to_string()));
+    }
+    Ok(name)
+}
+
+/// blake3 over named, length-prefixed fields, so that no two different
+/// field lists hash alike (`("ab", "c")` and `("a", "bc")` differ), with a
+/// domain first so hashes of different kinds never collide.
+#[derive(Debug, Clone)]
+pub struct FieldHasher(blake3::Hasher);
+
+impl FieldHasher {
+    pub fn new(domain: &str) -> Self {
+        let mut h = FieldHasher(blake3::Hasher::new());
+        h.field("domain", domain.as_bytes());
+        h
+    }
+
+    pub fn field(&mut self, tag: &str, bytes: &[u8]) -> &mut Self {
+        for part in [tag.as_bytes(), bytes] {
+            self.0.update(&(part.len() as u64).to_le_bytes());
+            self.0.update(part);
+        }
+        self
+    }
+
+    pub fn finalize(&self) -> blake3::Hash {
+        self.0.finalize()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_whole_files_and_creates_dirs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("a/b/report.json");
+        write_atomically(&p, b"one").unwrap();
+        write_atomically(&p, b"two").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        let names: Vec<_> = std::fs::read_dir(p.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["report.json"], "no temp file left behind");
+    }
+
+    #[test]
+    fn replace_dir_swaps_and_keeps_the_old_on_failure() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dest = tmp.path().join("dest");
+        let new = tmp.path().join("new");
+        std::fs::create_dir_all(&new).unwrap();
+        std::fs::write(new.join("f"), "1").unwrap();
+        replace_dir(&new, &dest).unwrap();
+        assert_eq!(std::fs::read_to_string(dest.join("f")).unwrap(), "1");
+        std::fs::create_dir_all(&new).unwrap();
+        std::fs::write(new.join("f"), "2").unwrap();
+        replace_dir(&new, &dest).unwrap();
+        assert_eq!(std::fs::read_to_string(dest.join("f")).unwrap(), "2");
+        // `new` is missing: the failure leaves the old directory in place.
+        assert!(replace_dir(&tmp.path().join("missing"), &dest).is_err());
+        assert_eq!(std::fs::read_to_string(dest.join("f")).unwrap(), "2");
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn file_names_are_single_plain_components() {
+        for ok in ["small", "case-1.x", "a b", "ü"] {
+            assert_eq!(check_file_name(ok), Ok(ok));
+        }
+        assert_eq!(check_file_name(""), Err(NameError::Empty));
+        for bad in [".", ".."] {
+            assert!(matches!(check_file_name(bad), Err(NameError::Special(_))));
+        }
+        for bad in ["a/b", "a\\b", "a\0b", "/abs", "x/"] {
+            assert!(
+                matches!(check_file_name(bad), Err(NameError::Separator(_))),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn field_boundaries_and_domains_matter() {
+        let h = |domain: &str, fields: &[(&str, &str)]| {
+            let mut h = FieldHasher::new(domain);
+            for (t, v) in fields {
+                h.field(t, v.as_bytes());
+            }
+            h.finalize()
+        };
+        assert_ne!(h("d", &[("a", "bc")]), h("d", &[("ab", "c")]));
+        assert_ne!(h("d", &[("a", "b"), ("c", "")]), h("d", &[("a", "bc")]));
+        assert_ne!(h("d", &[("a", "b")]), h("e", &[("a", "b")]));
+        assert_eq!(h("d", &[("a", "b")]), h("d", &[("a", "b")]));
+    }
+}

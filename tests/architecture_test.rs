@@ -1,0 +1,300 @@
+//! The architecture's rules, checked on the sources themselves
+//! (ARCHITECTURE.md lists them):
+//!
+//! - each crate depends only on the crates below it (no compiler knowledge
+//!   in the device crate, no device knowledge in the kernels crate, no
+//!   command line in the engine);
+//! - no module import cycle inside any crate;
+//! - no environment variable read below the entry points (`scene-cli`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+/// `package -> its normal (non-dev) dependencies`, from `cargo metadata`.
+fn dependencies() -> BTreeMap<String, BTreeSet<String>> {
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(workspace())
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata is JSON");
+    let mut deps = BTreeMap::new();
+    for p in meta["packages"].as_array().expect("packages") {
+        let names = p["dependencies"]
+            .as_array()
+            .expect("dependencies")
+            .iter()
+            .filter(|d| d["kind"].is_null())
+            .filter_map(|d| d["name"].as_str().map(str::to_owned))
+            .collect();
+        deps.insert(p["name"].as_str().expect("name").to_owned(), names);
+    }
+    deps
+}
+
+#[test]
+fn crates_depend_only_downwards() {
+    let deps = dependencies();
+    let forbidden: &[(&str, &[&str])] = &[
+        (
+            "scene-util",
+            &[
+                "scene-kernels",
+                "scene-device",
+                "scene-golden",
+                "scene-harness",
+            ],
+        ),
+        (
+            "scene-abi",
+            &[
+                "scene-device",
+                "scene-kernels",
+                "scene-sim-runtime",
+                "scene-harness",
+            ],
+        ),
+        (
+            "scene-kernels",
+            &[
+                "scene-device",
+                "scene-abi",
+                "scene-sim-runtime",
+                "scene-golden",
+                "scene-harness",
+                "scene-cli",
+            ],
+        ),
+        (
+            "scene-golden",
+            &[
+                "scene-kernels",
+                "scene-device",
+                "scene-sim-runtime",
+                "scene-harness",
+                "scene-cli",
+            ],
+        ),
+        (
+            "scene-device",
+            &[
+                "scene-kernels",
+                "scene-golden",
+                "scene-sim-runtime",
+                "scene-harness",
+                "scene-cli",
+            ],
+        ),
+        (
+            "scene-sim-runtime",
+            &[
+                "scene-device",
+                "scene-kernels",
+                "scene-golden",
+                "scene-harness",
+                "scene-cli",
+            ],
+        ),
+        // The engine has no command line, no terminal and no test runner.
+        (
+            "scene-harness",
+            &["scene-cli", "clap", "indicatif", "libtest-mimic", "anyhow"],
+        ),
+    ];
+    for (krate, banned) in forbidden {
+        let have = deps
+            .get(*krate)
+            .unwrap_or_else(|| panic!("{krate} is in the workspace"));
+        for b in *banned {
+            assert!(
+                !have.contains(*b),
+                "{krate} must not depend on {b} (has {have:?})"
+            );
+        }
+    }
+}
+
+/// Source files of a crate with their top-level module names.
+fn modules(src: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).expect("src is readable") {
+            let p = e.expect("dir entry").path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            if p.extension().is_none_or(|x| x != "rs") {
+                continue;
+            }
+            let rel = p.strip_prefix(src).expect("under src");
+            let first = rel.components().next().expect("non-empty");
+            let top = Path::new(first.as_os_str())
+                .file_stem()
+                .expect("stem")
+                .to_string_lossy()
+                .into_owned();
+            if top == "lib" || top == "main" {
+                continue;
+            }
+            let text = std::fs::read_to_string(&p).expect("readable source");
+            out.push((top, text));
+        }
+    }
+    out
+}
+
+/// Code before the file's test module: tests may import anything.
+fn non_test(text: &str) -> &str {
+    text.split("#[cfg(test)]").next().unwrap_or(text)
+}
+
+fn src_dirs() -> Vec<(String, PathBuf)> {
+    let crates = workspace().join("crates");
+    let mut dirs: Vec<_> = std::fs::read_dir(&crates)
+        .expect("crates/ is readable")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.join("src").is_dir())
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                p.join("src"),
+            )
+        })
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// `module -> modules it imports through crate::`.
+fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (module, text) in modules(src) {
+        let edges = graph.entry(module.clone()).or_default();
+        // Code only: a doc link to another module is not an import.
+        let code: String = non_test(&text)
+            .lines()
+            .map(|l| l.split("//").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n");
+        for piece in code.split("crate::").skip(1) {
+            let target: String = piece
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if !target.is_empty() && target != module {
+                edges.insert(target);
+            }
+        }
+    }
+    graph
+}
+
+fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = path.iter().position(|n| n == node) {
+            let mut cycle = path[i..].to_vec();
+            cycle.push(node.to_owned());
+            return Some(cycle);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_owned());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(c) = visit(next, graph, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(node.to_owned());
+        None
+    }
+    let mut done = BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|n| visit(n, graph, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn cycle_finder_finds_cycles() {
+    let g = |edges: &[(&str, &str)]| {
+        let mut m: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (a, b) in edges {
+            m.entry((*a).into()).or_default().insert((*b).into());
+            m.entry((*b).into()).or_default();
+        }
+        m
+    };
+    assert_eq!(find_cycle(&g(&[("a", "b"), ("b", "c")])), None);
+    let c = find_cycle(&g(&[("a", "b"), ("b", "c"), ("c", "a")])).expect("cycle");
+    assert_eq!(c.first(), c.last());
+    assert_eq!(c.len(), 4);
+}
+
+#[test]
+fn no_module_import_cycles() {
+    let mut cycles = Vec::new();
+    for (name, src) in src_dirs() {
+        if let Some(c) = find_cycle(&module_graph(&src)) {
+            cycles.push(format!("{name}: {}", c.join(" -> ")));
+        }
+    }
+    assert!(
+        cycles.is_empty(),
+        "module import cycles:\n{}",
+        cycles.join("\n")
+    );
+}
+
+#[test]
+fn no_environment_reads_below_the_entry_points() {
+    let mut reads = Vec::new();
+    for (name, src) in src_dirs() {
+        if name == "cli" {
+            continue; // the entry points: env.rs reads the environment once
+        }
+        for (module, text) in modules(&src) {
+            for (i, line) in non_test(&text).lines().enumerate() {
+                let code = line.split("//").next().unwrap_or("");
+                if code.contains("env::var") || code.contains("var_os(") {
+                    reads.push(format!(
+                        "crates/{name} ({module}) line {}: {}",
+                        i + 1,
+                        line.trim()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        reads.is_empty(),
+        "environment reads below the entry points:\n{}",
+        reads.join("\n")
+    );
+}
