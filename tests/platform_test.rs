@@ -108,6 +108,31 @@ fn a_platform_whose_tool_is_missing_says_which() {
         line[0].contains("`no-such-compiler-xyz`") && line[0].contains("not found"),
         "{stderr}"
     );
+    // The line names the platform entry and which tool it is.
+    assert!(
+        line[0].contains("platform `broken`: compiler `no-such-compiler-xyz` not found"),
+        "{stderr}"
+    );
+
+    // Same for the linker, in an entry that does not say `extends`.
+    std::fs::write(
+        &table_path,
+        "[platforms.nold]\nscenes = \"a2a3sim\"\nld = \"no-such-linker-xyz\"\n",
+    )
+    .unwrap();
+    let out = env
+        .scene(&["compile", "--platform", "nold", "vector_example"])
+        .env("SCENE_PLATFORMS_FILE", &table_path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    let line: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(line.len(), 1, "{stderr}");
+    assert!(
+        line[0].contains("platform `nold`: linker `no-such-linker-xyz` not found"),
+        "{stderr}"
+    );
 
     // A malformed entry is a usage error naming the file and the field.
     std::fs::write(&table_path, "[platforms.x]\nextends = \"a9\"\n").unwrap();
@@ -122,4 +147,29 @@ fn a_platform_whose_tool_is_missing_says_which() {
         stderr.contains("platforms.toml") && stderr.contains("platforms.x.extends"),
         "{stderr}"
     );
+}
+
+#[test]
+fn an_entry_runtime_is_the_library_a_run_loads() {
+    let env = TestEnv::new();
+    let table_path = env.dir.path().join("platforms.toml");
+    std::fs::write(
+        &table_path,
+        "[platforms.vendor]\nextends = \"a2a3sim\"\nruntime = \"lib/no-such-runtime.so\"\n",
+    )
+    .unwrap();
+    let out = env
+        .scene(&["run", "--platform", "vendor", "vector_example"])
+        .env("SCENE_PLATFORMS_FILE", &table_path)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The entry's library (relative to the file) is what the run tried to load.
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    let expected = env.dir.path().join("lib/no-such-runtime.so");
+    assert!(text.contains(&expected.display().to_string()), "{text}");
 }

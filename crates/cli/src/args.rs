@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use scene_device::DeviceList;
+use scene_harness::platform::PlatformName;
 
 use crate::env::{Flags, parse_count};
 
@@ -47,9 +48,9 @@ pub(crate) enum Command {
 pub(crate) struct Selection {
     /// Only cases whose `scene::case` contains this text.
     pub(crate) filter: Option<String>,
-    /// Platform to select and run for [env: SCENE_PLATFORM] [default: a2a3sim] [possible values: a2a3sim, a5sim].
+    /// Platform to select and run for [env: SCENE_PLATFORM] [default: a2a3sim] [built in: a2a3sim, a5sim; more in scene-platforms.toml].
     #[arg(long, value_name = "PLATFORM")]
-    pub(crate) platform: Option<String>,
+    pub(crate) platform: Option<PlatformName>,
     /// Include cases marked `manual = true`.
     #[arg(long)]
     pub(crate) include_manual: bool,

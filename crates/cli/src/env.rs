@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use scene_device::DeviceList;
-use scene_harness::platform::PlatformTable;
+use scene_harness::platform::{PlatformName, PlatformTable};
 use scene_harness::{Platform, RunConfig};
 
 use crate::Layout;
@@ -93,7 +93,7 @@ pub struct ConfigError(pub String);
 /// What the command line says about a run; `None` = not given.
 #[derive(Clone, Debug, Default)]
 pub struct Flags {
-    pub platform: Option<String>,
+    pub platform: Option<PlatformName>,
     pub compile_workers: Option<NonZeroUsize>,
     pub devices: Option<DeviceList>,
     pub golden_threads: Option<NonZeroUsize>,
@@ -113,14 +113,8 @@ pub struct Flags {
 /// The platform table: the built-ins plus `SCENE_PLATFORMS_FILE`, else
 /// `<root>/scene-platforms.toml` when it exists.
 pub fn platform_table(env: &Environment, root: &Path) -> Result<PlatformTable, ConfigError> {
-    let file = env.path("SCENE_PLATFORMS_FILE").or_else(|| {
-        let default = root.join("scene-platforms.toml");
-        default.is_file().then_some(default)
-    });
-    match file {
-        Some(f) => PlatformTable::with_file(&f).map_err(|e| ConfigError(e.to_string())),
-        None => Ok(PlatformTable::builtin()),
-    }
+    PlatformTable::load(root, env.path("SCENE_PLATFORMS_FILE").as_deref())
+        .map_err(|e| ConfigError(e.to_string()))
 }
 
 /// The platform named by `--platform`, else `SCENE_PLATFORM`, else
@@ -290,7 +284,7 @@ mod tests {
         assert_eq!(c.devices.ids(), [4, 5]);
         assert_eq!(c.cache_dir.as_deref(), Some(Path::new("/env-cache")));
         let flags = Flags {
-            platform: Some("a2a3sim".into()),
+            platform: Some("a2a3sim".parse().unwrap()),
             compile_workers: NonZeroUsize::new(1),
             devices: Some("7".parse().unwrap()),
             ..cards()

@@ -94,14 +94,14 @@ pub fn trials(layout: Layout, registry: GoldenRegistry, env: &Environment) -> Ve
             Err(e) => trials.push(failing(format!("{}::load", e.scene_name()), e.to_string())),
         }
     }
-    let platform = config.platform.scenes().to_string();
+    let platform = config.platform.scenes();
     let shared = Arc::new(Shared {
         config,
         registry,
         session: OnceLock::new(),
         compiled: Mutex::new(BTreeMap::new()),
     });
-    for sel in select_cases(&loaded, None, &platform, true) {
+    for sel in select_cases(&loaded, None, platform, true) {
         let manual = sel.case().manual;
         let shared = Arc::clone(&shared);
         let id = sel.id();

@@ -6,7 +6,7 @@
 //! once more on a healthy card; a timeout retires the card too (the hung
 //! kernel keeps running) but is not retried (it would hang again).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -58,7 +58,10 @@ impl DeviceStage {
         let pool = CardPool::new(config.devices.clone(), config.lock_dir.clone())?;
         Ok(Self {
             pool,
-            runtime_lib: config.runtime_lib.clone(),
+            runtime_lib: config
+                .runtime_lib
+                .clone()
+                .or_else(|| config.platform.runtime().map(Path::to_path_buf)),
             runtime_path: Mutex::new(None),
             open_options: open_options(config),
             lock_timeout: config.lock_timeout,

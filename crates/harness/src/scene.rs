@@ -376,12 +376,12 @@ impl Validator<'_> {
             return Err(self.err(field, "must name at least one platform"));
         }
         for p in list {
-            if !crate::platform::builtin_names().contains(&p.as_str()) {
+            if p.parse::<crate::platform::BuiltinPlatform>().is_err() {
                 return Err(self.err(
                     field,
                     format!(
                         "unknown platform `{p}` (known: {})",
-                        crate::platform::builtin_names().join(", ")
+                        crate::platform::BuiltinPlatform::known()
                     ),
                 ));
             }

@@ -27,7 +27,7 @@ impl SelectedCase {
 pub fn select_cases(
     scenes: &[Arc<Scene>],
     filter: Option<&str>,
-    platform: &str,
+    platform: crate::platform::BuiltinPlatform,
     include_manual: bool,
 ) -> Vec<SelectedCase> {
     let mut out = Vec::new();
@@ -43,7 +43,7 @@ pub fn select_cases(
             {
                 continue;
             }
-            if !scene.case_enabled_on(case, platform) {
+            if !scene.case_enabled_on(case, platform.as_str()) {
                 continue;
             }
             if case.manual && !include_manual && filter != Some(id.as_str()) {

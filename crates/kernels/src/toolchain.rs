@@ -87,8 +87,60 @@ pub fn macho_builtins_source() -> String {
     format!("{BUILTINS_SOURCE}{MACHO_EXTRA_BUILTINS}")
 }
 
-/// Platforms this crate knows how to build for.
-pub const PLATFORMS: &[&str] = &["a2a3sim", "a5sim"];
+/// The platforms this crate has a built-in toolchain for: the names
+/// `scene.toml` lists in `platforms`, and what every other platform entry
+/// (a table row in the harness) runs the scenes of. One list, one type: the
+/// scene validator, the toolchain table and the harness table all parse
+/// names through [`BuiltinPlatform::from_str`](std::str::FromStr).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BuiltinPlatform {
+    A2a3Sim,
+    A5Sim,
+}
+
+impl BuiltinPlatform {
+    /// Every built-in platform, in the order help texts list them.
+    pub const ALL: [BuiltinPlatform; 2] = [BuiltinPlatform::A2a3Sim, BuiltinPlatform::A5Sim];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BuiltinPlatform::A2a3Sim => "a2a3sim",
+            BuiltinPlatform::A5Sim => "a5sim",
+        }
+    }
+
+    /// `a2a3sim, a5sim`: for "known platforms" messages.
+    pub fn known() -> String {
+        Self::ALL.map(Self::as_str).join(", ")
+    }
+
+    /// The define that tells a kernel which platform it was built for.
+    fn define(self) -> &'static str {
+        match self {
+            BuiltinPlatform::A2a3Sim => "-DSCENE_PLATFORM_A2A3=1",
+            BuiltinPlatform::A5Sim => "-DSCENE_PLATFORM_A5=1",
+        }
+    }
+}
+
+impl fmt::Display for BuiltinPlatform {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for BuiltinPlatform {
+    type Err = ToolchainError;
+
+    fn from_str(name: &str) -> Result<Self, ToolchainError> {
+        Self::ALL
+            .into_iter()
+            .find(|p| p.as_str() == name)
+            .ok_or_else(|| ToolchainError::UnknownPlatform {
+                name: name.to_owned(),
+            })
+    }
+}
 
 /// How the incore image is taken out of the linked file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -110,6 +162,19 @@ impl Extraction {
     }
 }
 
+impl std::str::FromStr for Extraction {
+    type Err = String;
+
+    /// `elf`, `macho` (or `mach-o`, as [`Display`](fmt::Display) writes it).
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "elf" => Ok(Extraction::Elf),
+            "macho" | "mach-o" => Ok(Extraction::MachO),
+            other => Err(format!("unknown extraction `{other}` (one of: elf, macho)")),
+        }
+    }
+}
+
 impl fmt::Display for Extraction {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -122,12 +187,17 @@ impl fmt::Display for Extraction {
 /// Errors choosing or checking a toolchain.
 #[derive(Debug, thiserror::Error)]
 pub enum ToolchainError {
-    #[error("unknown platform `{name}` (known platforms: {})", PLATFORMS.join(", "))]
+    #[error(
+        "unknown platform `{name}` (known platforms: {})",
+        BuiltinPlatform::known()
+    )]
     UnknownPlatform { name: String },
-    #[error("{role} `{}` not found (set {env} to override)", path.display())]
+    /// One line naming the platform entry and the tool, so a table entry
+    /// whose toolchain is not installed says which one before anything runs.
+    #[error("platform `{platform}`: {role} `{}` not found", path.display())]
     ToolNotFound {
+        platform: String,
         role: &'static str,
-        env: &'static str,
         path: PathBuf,
     },
 }
@@ -139,8 +209,15 @@ pub enum ToolchainError {
 /// never reused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Toolchain {
+    /// The platform entry this toolchain belongs to (`a2a3sim`, or a table
+    /// entry's name such as `a2a3sim-clang`).
     pub platform: String,
+    /// C compiler for incores, builtins and the orchestration.
     pub compiler: PathBuf,
+    /// C++ compiler. Data only for now (part of the toolchain description,
+    /// set by platform entries); `.cpp` kernels will be compiled with it,
+    /// and only then does it enter the unit key and [`Toolchain::check`].
+    pub cxx: PathBuf,
     pub linker: PathBuf,
     /// Flags for every incore compile (kernels and builtins).
     pub incore_flags: Vec<String>,
@@ -165,18 +242,19 @@ fn strings(items: &[&str]) -> Vec<String> {
 }
 
 impl Toolchain {
-    /// The built-in table entry for `platform`.
+    /// The built-in table entry for `platform`, for the host's object
+    /// format.
     pub fn builtin(platform: &str) -> Result<Self, ToolchainError> {
-        let platform_define = match platform {
-            "a2a3sim" => "-DSCENE_PLATFORM_A2A3=1",
-            "a5sim" => "-DSCENE_PLATFORM_A5=1",
-            other => {
-                return Err(ToolchainError::UnknownPlatform {
-                    name: other.to_owned(),
-                });
-            }
-        };
-        let extraction = Extraction::host();
+        let platform: BuiltinPlatform = platform.parse()?;
+        Ok(Self::builtin_for(platform, Extraction::host()))
+    }
+
+    /// The built-in toolchain of `platform` producing `extraction` images:
+    /// the flags, link script and builtins that depend on the object format
+    /// follow it, so a platform entry that only switches the format gets a
+    /// consistent toolchain.
+    pub fn builtin_for(platform: BuiltinPlatform, extraction: Extraction) -> Self {
+        let platform_define = platform.define();
         let mut incore_flags = strings(&[
             "-O2",
             "-ffreestanding",
@@ -230,9 +308,10 @@ impl Toolchain {
             Extraction::MachO => MACHO_ORDER_FILE,
         };
 
-        Ok(Toolchain {
-            platform: platform.to_owned(),
+        Toolchain {
+            platform: platform.as_str().to_owned(),
             compiler: PathBuf::from("cc"),
+            cxx: PathBuf::from("c++"),
             linker: PathBuf::from("ld"),
             incore_flags,
             aic_flags: strings(&["-DSCENE_CORE_AIC=1"]),
@@ -250,7 +329,7 @@ impl Toolchain {
             builtins_source,
             extraction,
             search_path: None,
-        })
+        }
     }
 
     pub fn with_compiler(mut self, compiler: impl Into<PathBuf>) -> Self {
@@ -260,6 +339,11 @@ impl Toolchain {
 
     pub fn with_linker(mut self, linker: impl Into<PathBuf>) -> Self {
         self.linker = linker.into();
+        self
+    }
+
+    pub fn with_cxx(mut self, cxx: impl Into<PathBuf>) -> Self {
+        self.cxx = cxx.into();
         self
     }
 
@@ -282,21 +366,17 @@ impl Toolchain {
         }
     }
 
-    /// Fails early, naming the path, if the compiler or linker cannot be found.
+    /// Fails early, naming the platform and the tool, if the compiler or
+    /// the linker cannot be found (bare names on [`Toolchain::search_path`]).
     pub fn check(&self) -> Result<(), ToolchainError> {
-        if self.resolve(&self.compiler).is_none() {
-            return Err(ToolchainError::ToolNotFound {
-                role: "compiler",
-                env: "SCENE_CC",
-                path: self.compiler.clone(),
-            });
-        }
-        if self.resolve(&self.linker).is_none() {
-            return Err(ToolchainError::ToolNotFound {
-                role: "linker",
-                env: "SCENE_LD",
-                path: self.linker.clone(),
-            });
+        for (role, tool) in [("compiler", &self.compiler), ("linker", &self.linker)] {
+            if self.resolve(tool).is_none() {
+                return Err(ToolchainError::ToolNotFound {
+                    platform: self.platform.clone(),
+                    role,
+                    path: tool.clone(),
+                });
+            }
         }
         Ok(())
     }
@@ -348,6 +428,70 @@ mod tests {
         let msg = tc.check().expect_err("missing").to_string();
         assert!(msg.contains("/definitely/not/here/cc"), "{msg}");
         assert!(msg.contains("compiler"), "{msg}");
+    }
+
+    #[test]
+    fn missing_tool_is_one_line_naming_platform_and_tool() {
+        let mut tc = Toolchain::builtin("a2a3sim")
+            .expect("a2a3sim")
+            .with_compiler("/bin/sh")
+            .with_linker("no-such-linker-scene-xyz")
+            .with_search_path(Some("/usr/bin:/bin".into()));
+        tc.platform = "a2a3sim-clang".to_owned();
+        let msg = tc.check().expect_err("missing").to_string();
+        assert_eq!(
+            msg,
+            "platform `a2a3sim-clang`: linker `no-such-linker-scene-xyz` not found"
+        );
+        // Bare names are found on the search path given, not the process's.
+        let found = tc.clone().with_linker("sh").check();
+        assert!(found.is_ok(), "{found:?}");
+        let none = tc.with_linker("sh").with_search_path(None).check();
+        assert!(none.is_err());
+    }
+
+    #[test]
+    fn cxx_defaults_to_cpp_and_is_data() {
+        let tc = Toolchain::builtin("a2a3sim").expect("a2a3sim");
+        assert_eq!(tc.cxx, PathBuf::from("c++"));
+        // Not used to build anything yet, so a missing one is no error.
+        let tc = tc
+            .with_compiler("/bin/sh")
+            .with_linker("/bin/sh")
+            .with_cxx("/definitely/not/here/c++");
+        assert!(tc.check().is_ok());
+    }
+
+    #[test]
+    fn builtin_platform_names_round_trip() {
+        for p in BuiltinPlatform::ALL {
+            assert_eq!(p.to_string().parse::<BuiltinPlatform>().expect("parses"), p);
+        }
+        assert_eq!(BuiltinPlatform::known(), "a2a3sim, a5sim");
+        let e = "a9"
+            .parse::<BuiltinPlatform>()
+            .expect_err("unknown")
+            .to_string();
+        assert!(e.contains("`a9`") && e.contains("a2a3sim, a5sim"), "{e}");
+    }
+
+    #[test]
+    fn extraction_mode_is_data() {
+        assert_eq!("elf".parse::<Extraction>(), Ok(Extraction::Elf));
+        assert_eq!("macho".parse::<Extraction>(), Ok(Extraction::MachO));
+        assert_eq!("mach-o".parse::<Extraction>(), Ok(Extraction::MachO));
+        assert!("coff".parse::<Extraction>().is_err());
+        // The format-dependent parts follow the mode, whatever the host.
+        let elf = Toolchain::builtin_for(BuiltinPlatform::A2a3Sim, Extraction::Elf);
+        let macho = Toolchain::builtin_for(BuiltinPlatform::A2a3Sim, Extraction::MachO);
+        assert_eq!(elf.link_script, KERNEL_LINK_SCRIPT);
+        assert_eq!(macho.link_script, MACHO_ORDER_FILE);
+        assert!(elf.link_flags.iter().any(|f| f == "kernel_entry"));
+        assert!(macho.link_flags.iter().any(|f| f == "_kernel_entry"));
+        assert!(macho.builtins_source.contains("__bzero"));
+        assert!(!macho.incore_flags.iter().any(|f| f == "-fno-plt"));
+        assert_eq!(elf.extraction, Extraction::Elf);
+        assert_eq!(macho.extraction, Extraction::MachO);
     }
 
     #[test]
