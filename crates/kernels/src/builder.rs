@@ -524,48 +524,9 @@ impl Builder {
             CoreType::Aiv => &self.builtins[1],
         };
         let dir = self.link_script.parent().unwrap_or(&self.root);
-        slot.get_or_init(|| self.cached_builtins(core, dir).map_err(Arc::new))
+        slot.get_or_init(|| compile::compile_builtins(&self.toolchain, core, dir).map_err(Arc::new))
             .clone()
             .map_err(CompileError::Shared)
-    }
-
-    /// The builtins object for `core` in `dir`: from the persistent cache
-    /// when it holds it (verified like every entry), else compiled and
-    /// published, so a cold process with a warm cache compiles nothing.
-    fn cached_builtins(&self, core: CoreType, dir: &Path) -> Result<PathBuf, CompileError> {
-        let Some(cache) = &self.cache else {
-            return compile::compile_builtins(&self.toolchain, core, dir);
-        };
-        let inputs = self
-            .keys
-            .builtins_inputs(self.schema, &self.toolchain, core);
-        let key = inputs.key();
-        let display = format!("builtins/{core}");
-        let guard = cache.lock(&key);
-        if guard.is_some() {
-            match cache.lookup(&key) {
-                Lookup::Hit { artifact, manifest } => {
-                    let out = dir.join(compile::builtins_object_name(core));
-                    if std::fs::write(&out, &artifact).is_ok() {
-                        cache.hit(&key, &manifest);
-                        return Ok(out);
-                    }
-                }
-                Lookup::Damaged(damage) => cache.remove_damaged(&key, &display, &damage),
-                Lookup::Miss => {}
-            }
-        }
-        let started = Instant::now();
-        let out = compile::compile_builtins(&self.toolchain, core, dir)?;
-        let seconds = started.elapsed().as_secs_f64();
-        cache.count_compile(seconds);
-        if guard.is_some()
-            && let Ok(bytes) = std::fs::read(&out)
-            && cache.publish(&key, &bytes, &inputs, &display, seconds)
-        {
-            self.published.store(true, Ordering::Relaxed);
-        }
-        Ok(out)
     }
 }
 

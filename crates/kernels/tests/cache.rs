@@ -152,11 +152,8 @@ fn second_builder_is_served_from_disk_without_starting_the_compiler() {
     let stats = cache::stats(cache_dir.path(), 10).expect("stats");
     assert_eq!(stats.by_kind.get("callable"), Some(&1));
     assert_eq!(stats.by_kind.get("incore"), Some(&2));
-    // The builtins object (one core type here) is a cached unit too.
-    assert_eq!(stats.by_kind.get("builtins"), Some(&1));
     assert_eq!(stats.runs.len(), 2, "one stats line per builder");
-    // Three units and the builtins object compiled.
-    assert_eq!((stats.runs[0].compiles, stats.runs[0].hits), (4, 0));
+    assert_eq!((stats.runs[0].compiles, stats.runs[0].hits), (3, 0));
     // Three units from build_all, the same three again from lookup_cached.
     assert_eq!((stats.runs[1].compiles, stats.runs[1].hits), (0, 6));
     assert!(stats.runs[1].saved_s > 0.0);
@@ -328,49 +325,6 @@ fn a_hit_refreshes_the_entry_mtime() {
     let out = b.build_all(std::slice::from_ref(&spec));
     assert_eq!(out.count(UnitOutcome::Cached), 3);
     let listed = disk.list().expect("list");
-    assert_eq!(
-        listed.len(),
-        5,
-        "three units, the builtins and the callable"
-    );
-    // Every entry this build used was refreshed; the builtins object was
-    // not needed (no unit had to be linked).
-    let used: Vec<_> = listed.iter().filter(|e| e.last_used > old).collect();
-    assert_eq!(used.len(), 4, "{listed:?}");
-}
-
-/// The builtins object is cached like any unit: a second builder (a new
-/// process, in effect) with the same cache links a changed kernel without
-/// compiling the builtins again.
-#[test]
-fn builtins_compile_once_per_cache_not_per_process() {
-    let root = Root::new();
-    let cache_dir = tempfile::tempdir().expect("cache");
-    let cc = LoggingCc::new();
-    let spec = scene(&root);
-    let (b, _) = cached_builder(&root, &cc.path, CacheConfig::new(cache_dir.path()));
-    assert!(b.build_all(std::slice::from_ref(&spec)).callables[0].is_ok());
-    drop(b);
-    let builtins_compiles = |lines: &[String]| {
-        lines
-            .iter()
-            .filter(|l| l.contains("scene_builtins.c"))
-            .count()
-    };
-    assert_eq!(builtins_compiles(&cc.lines()), 1, "{:?}", cc.lines());
-    cc.reset();
-    // A new kernel source forces a compile and a link in the second builder.
-    let k = spec.incores[0].source.clone();
-    let path = root.path().join(&k);
-    let text = std::fs::read_to_string(&path).expect("kernel");
-    std::fs::write(&path, format!("{text}\n/* edited */\n")).expect("edit");
-    let (b, _) = cached_builder(&root, &cc.path, CacheConfig::new(cache_dir.path()));
-    let out = b.build_all(std::slice::from_ref(&spec));
-    assert!(out.callables[0].is_ok(), "{:?}", out.callables[0]);
-    assert_eq!(out.count(UnitOutcome::Compiled), 1, "{:?}", out.units);
-    assert_eq!(builtins_compiles(&cc.lines()), 0, "{:?}", cc.lines());
-    assert!(
-        cc.lines().iter().any(|l| l.contains(" -c ")),
-        "the edited kernel compiled"
-    );
+    assert_eq!(listed.len(), 4, "three units and the callable");
+    assert!(listed.iter().all(|e| e.last_used > old), "{listed:?}");
 }
