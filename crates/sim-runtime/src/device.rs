@@ -11,9 +11,10 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use crate::crash::{self, Activity};
 use crate::error::{RtError, RtResult};
 use crate::image::{ExecImage, OrchLib};
-use crate::memory::{Allocator, Arena};
+use crate::memory::{Allocator, Arena, DEVICE_BASE, Place, page_size};
 use crate::options::Options;
 use scene_abi::*;
 
@@ -56,14 +57,21 @@ pub struct IncoreSpec<'a> {
     pub image: &'a [u8],
 }
 
+/// Stack of an emulated core thread (kernels) and the orchestration thread.
+const USER_STACK_BYTES: usize = 8 << 20;
+
 #[derive(Debug)]
 struct Task {
+    func_id: u32,
     core: usize,
     image: Arc<ExecImage>,
     block_num: u32,
     next_block: u32,
     blocks_done: u32,
     args: Box<SceneKernelArgs>,
+    /// Arena offsets of the data of every buffer the task gets, for the
+    /// canary check after each block.
+    buffers: Vec<u64>,
     pending: usize,
     dependents: Vec<usize>,
     done: bool,
@@ -96,7 +104,11 @@ struct Sched {
 #[derive(Debug)]
 struct Shared {
     arena: Arena,
-    mem: Mutex<Allocator>,
+    /// Shared with the crash handler (which only ever `try_lock`s it).
+    mem: Arc<Mutex<Allocator>>,
+    /// `(device address, size)` of the current run's tensor arguments, for
+    /// naming buffers in messages (also read by the crash handler).
+    run_args: Arc<Mutex<Vec<(u64, u64)>>>,
     sched: Mutex<Sched>,
     work_cv: [Condvar; 2],
     done_cv: Condvar,
@@ -105,6 +117,47 @@ struct Shared {
 impl Shared {
     fn sched(&self) -> MutexGuard<'_, Sched> {
         lock(&self.sched)
+    }
+
+    /// Allocates `size` bytes between guards: exposes the data pages and
+    /// fills the canaries around the data.
+    fn alloc(&self, size: u64) -> RtResult<u64> {
+        let mut mem = lock(&self.mem);
+        let block = mem.alloc(size)?;
+        if let Err(e) = self.arena.expose(block.pages, block.pages_len) {
+            let _ = mem.free(DEVICE_BASE + block.data);
+            return Err(e);
+        }
+        for (start, end) in block.canaries() {
+            self.arena.fill_canary(start, end);
+        }
+        Ok(DEVICE_BASE + block.data)
+    }
+
+    /// Frees an allocation; its pages turn inaccessible again.
+    fn free(&self, addr: u64) -> RtResult<()> {
+        let block = lock(&self.mem).free(addr)?;
+        self.arena.hide(block.pages, block.pages_len);
+        Ok(())
+    }
+
+    /// The first damaged canary byte around the buffers whose data starts
+    /// at `buffers` (arena offsets), described for a message.
+    fn damaged_canary(&self, buffers: &[u64]) -> Option<String> {
+        let mem = lock(&self.mem);
+        for &data in buffers {
+            let Place::Data { block, .. } = mem.place(data) else {
+                continue;
+            };
+            for (start, end) in block.canaries() {
+                if let Some(off) = self.arena.first_damaged(start, end) {
+                    let mut msg = String::new();
+                    crash::describe_place(&mut msg, mem.place(off), &lock(&self.run_args));
+                    return Some(msg);
+                }
+            }
+        }
+        None
     }
 
     /// Marks one block of `tid` finished and releases dependents.
@@ -130,8 +183,10 @@ impl Shared {
     }
 }
 
-/// Emulated core thread: runs blocks of ready tasks of one core type.
+/// Emulated core thread: runs blocks of ready tasks of one core type, and
+/// checks the canaries around the task's buffers after each block.
 fn core_thread(shared: Arc<Shared>, core: usize) {
+    let _guard = crash::enter_thread(USER_STACK_BYTES);
     let mut s = shared.sched();
     loop {
         if s.shutdown {
@@ -152,9 +207,28 @@ fn core_thread(shared: Arc<Shared>, core: usize) {
             sched.ready[core].pop_front();
         }
         let image = Arc::clone(&t.image);
+        let func_id = t.func_id;
+        let buffers = t.buffers.clone();
         drop(s);
-        image.call(&args);
+        let activity = Activity::Kernel {
+            func_id,
+            core: core_name(core as u32),
+            block: args.block_idx,
+            blocks: args.block_num,
+        };
+        crash::running(activity, || image.call(&args));
+        let damage = shared.damaged_canary(&buffers);
         s = shared.sched();
+        if let Some(place) = damage
+            && s.error.is_none()
+        {
+            s.error = Some(RtError::OutOfBounds(format!(
+                "kernel func_id {func_id} ({} core, block {} of {}) wrote outside its buffers: {place}",
+                core_name(core as u32),
+                args.block_idx,
+                args.block_num
+            )));
+        }
         shared.complete_block(&mut s, tid);
     }
 }
@@ -192,8 +266,26 @@ impl Device {
             )));
         }
         let arena = Arena::new(opts.arena_bytes)?;
+        let mem = Arc::new(Mutex::new(Allocator::new(
+            arena.len(),
+            opts.arena_bytes,
+            page_size(),
+        )));
+        let run_args = Arc::new(Mutex::new(Vec::new()));
+        if let Some(path) = &opts.crash_report {
+            crash::install(
+                path,
+                crash::MemoryView {
+                    mem: Arc::clone(&mem),
+                    run_args: Arc::clone(&run_args),
+                    arena_base: arena.base_addr(),
+                    arena_len: arena.len(),
+                },
+            )?;
+        }
         let shared = Arc::new(Shared {
-            mem: Mutex::new(Allocator::new(arena.len())),
+            mem,
+            run_args,
             arena,
             sched: Mutex::new(Sched::default()),
             work_cv: [Condvar::new(), Condvar::new()],
@@ -216,6 +308,7 @@ impl Device {
                 let shared = Arc::clone(&dev.shared);
                 let h = std::thread::Builder::new()
                     .name(format!("scene-dev{id}-{}{i}", core_name(core)))
+                    .stack_size(USER_STACK_BYTES)
                     .spawn(move || core_thread(shared, core as usize))
                     .map_err(|e| RtError::Invalid(format!("cannot start a core thread: {e}")))?;
                 lock(&dev.workers).push(h);
@@ -242,12 +335,12 @@ impl Device {
 
     pub fn malloc(&self, size: u64) -> RtResult<u64> {
         self.check_alive()?;
-        lock(&self.shared.mem).alloc(size)
+        self.shared.alloc(size)
     }
 
     pub fn free(&self, addr: u64) -> RtResult<()> {
         self.check_alive()?;
-        lock(&self.shared.mem).free(addr)
+        self.shared.free(addr)
     }
 
     /// Checks that `[addr, addr+size)` lies in one live allocation.
@@ -348,6 +441,11 @@ impl Device {
         let run_no = self.count_run()?;
         let callable = self.callable(handle)?;
         self.check_run_args(args)?;
+        *lock(&self.shared.run_args) = args
+            .iter()
+            .filter(|a| a.direction != SCENE_DIR_SCALAR)
+            .map(|a| (a.value, a.size))
+            .collect();
         *self.shared.sched() = Sched::default();
         let deadline = self.opts.timeout.map(|t| Instant::now() + t);
         let orch_thread = self.start_orchestration(&callable, args)?;
@@ -420,6 +518,7 @@ impl Device {
         let args = args.to_vec();
         let h = std::thread::Builder::new()
             .name(format!("scene-dev{}-orch", self.id))
+            .stack_size(USER_STACK_BYTES)
             .spawn(move || orch_thread(ctx, args))
             .map_err(|e| RtError::Invalid(format!("cannot start the orchestration thread: {e}")))?;
         Ok(Some(h))
@@ -505,9 +604,8 @@ impl Device {
 
     /// Frees what the orchestration allocated with `alloc` during the run.
     fn free_intermediates(&self, addrs: &[u64]) {
-        let mut mem = lock(&self.shared.mem);
         for &a in addrs {
-            let _ = mem.free(a);
+            let _ = self.shared.free(a);
         }
     }
 }
@@ -569,6 +667,7 @@ static OPS: SceneOrchOps = SceneOrchOps {
 };
 
 fn orch_thread(ctx: Arc<RunCtx>, args: Vec<SceneRunArg>) {
+    let _guard = crash::enter_thread(USER_STACK_BYTES);
     let mut c = SceneOrchCtx {
         ops: &OPS,
         runtime: Arc::as_ptr(&ctx).cast_mut().cast::<c_void>(),
@@ -578,7 +677,9 @@ fn orch_thread(ctx: Arc<RunCtx>, args: Vec<SceneRunArg>) {
     // SAFETY: `entry` was resolved from the orchestration library, which
     // `ctx.callable._orch` keeps loaded; `c` and `args` outlive the call, and
     // `c.runtime` points at `ctx`, which this thread owns until after the call.
-    let rc = unsafe { (ctx.callable.entry)(&mut c, args.as_ptr(), nargs) };
+    let rc = crash::running(Activity::Orchestration, || unsafe {
+        (ctx.callable.entry)(&mut c, args.as_ptr(), nargs)
+    });
     let mut s = ctx.shared.sched();
     s.orch_rc = Some(rc);
     ctx.shared.done_cv.notify_all();
@@ -605,7 +706,7 @@ fn record(rc: &RunCtx, e: RtError) -> i32 {
 
 extern "C" fn op_alloc(ctx: *mut SceneOrchCtx, size: u64) -> u64 {
     let Some(rc) = run_ctx(ctx) else { return 0 };
-    let r = lock(&rc.shared.mem).alloc(size);
+    let r = rc.shared.alloc(size);
     match r {
         Ok(a) => {
             rc.shared.sched().intermediates.push(a);
@@ -678,8 +779,21 @@ fn submit(rc: &RunCtx, func_id: u32, block_num: u32, args: &[SceneOrchArg]) -> R
         return Err(e.clone());
     }
     let inc = runnable_incore(rc, func_id, block_num)?;
-    let (kargs, accesses) = kernel_args(rc, func_id, block_num, args)?;
-    enqueue(rc, inc, block_num, kargs, &accesses)
+    let (kargs, accesses, buffers) = kernel_args(rc, func_id, block_num, args)?;
+    let task = Task {
+        func_id,
+        core: inc.core as usize,
+        image: Arc::clone(&inc.image),
+        block_num,
+        next_block: 0,
+        blocks_done: 0,
+        args: kargs,
+        buffers,
+        pending: 0,
+        dependents: Vec::new(),
+        done: false,
+    };
+    enqueue(rc, task, &accesses)
 }
 
 /// The incore a task for `func_id` runs, if this device can run it.
@@ -712,13 +826,14 @@ fn runnable_incore(rc: &RunCtx, func_id: u32, block_num: u32) -> RtResult<&Incor
 type ArenaAccess = (u64, u64, bool);
 
 /// The kernel's view of a task's arguments (device addresses become host
-/// pointers into the arena), and the arena ranges the task reads and writes.
+/// pointers into the arena), the arena ranges the task reads and writes,
+/// and the data offsets of the buffers those ranges lie in.
 fn kernel_args(
     rc: &RunCtx,
     func_id: u32,
     block_num: u32,
     args: &[SceneOrchArg],
-) -> RtResult<(Box<SceneKernelArgs>, Vec<ArenaAccess>)> {
+) -> RtResult<(Box<SceneKernelArgs>, Vec<ArenaAccess>, Vec<u64>)> {
     let mut kargs = Box::new(SceneKernelArgs {
         abi_version: SCENE_KERNEL_ABI_VERSION,
         block_idx: 0,
@@ -728,6 +843,7 @@ fn kernel_args(
         arg_sizes: [0; SCENE_MAX_ARGS],
     });
     let mut accesses = Vec::with_capacity(args.len());
+    let mut buffers = Vec::with_capacity(args.len());
     let mem = lock(&rc.shared.mem);
     for (i, a) in args.iter().enumerate() {
         match a.direction {
@@ -740,6 +856,11 @@ fn kernel_args(
                 )?;
                 kargs.args[i] = rc.shared.arena.host_ptr(off) as u64;
                 kargs.arg_sizes[i] = a.size;
+                if let Place::Data { block, .. } = mem.place(off)
+                    && !buffers.contains(&block.data)
+                {
+                    buffers.push(block.data);
+                }
                 if a.size > 0 {
                     accesses.push((off, off + a.size, a.direction != SCENE_DIR_IN));
                 }
@@ -751,19 +872,13 @@ fn kernel_args(
             }
         }
     }
-    Ok((kargs, accesses))
+    Ok((kargs, accesses, buffers))
 }
 
 /// Adds the task to the graph: it depends on every unfinished task whose
 /// accesses overlap its own with a write on either side (RAW, WAR, WAW),
 /// and is ready at once if there is none.
-fn enqueue(
-    rc: &RunCtx,
-    inc: &Incore,
-    block_num: u32,
-    kargs: Box<SceneKernelArgs>,
-    accesses: &[ArenaAccess],
-) -> RtResult<()> {
+fn enqueue(rc: &RunCtx, mut task: Task, accesses: &[ArenaAccess]) -> RtResult<()> {
     let mut s = rc.shared.sched();
     if s.shutdown {
         return Err(RtError::Timeout(
@@ -786,17 +901,9 @@ fn enqueue(
     for &d in &deps {
         sched.tasks[d].dependents.push(tid);
     }
-    sched.tasks.push(Task {
-        core: inc.core as usize,
-        image: Arc::clone(&inc.image),
-        block_num,
-        next_block: 0,
-        blocks_done: 0,
-        args: kargs,
-        pending: deps.len(),
-        dependents: Vec::new(),
-        done: false,
-    });
+    let core = task.core;
+    task.pending = deps.len();
+    sched.tasks.push(task);
     sched
         .accesses
         .extend(accesses.iter().map(|&(start, end, write)| Access {
@@ -806,7 +913,6 @@ fn enqueue(
             write,
         }));
     if deps.is_empty() {
-        let core = inc.core as usize;
         sched.ready[core].push_back(tid);
         rc.shared.work_cv[core].notify_all();
     }

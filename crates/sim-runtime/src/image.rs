@@ -29,13 +29,6 @@ unsafe impl Send for ExecImage {}
 // SAFETY: as for `Send`: immutable after construction.
 unsafe impl Sync for ExecImage {}
 
-fn page_size() -> usize {
-    #[allow(unsafe_code)]
-    // SAFETY: sysconf has no preconditions.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(p).ok().filter(|&p| p > 0).unwrap_or(4096)
-}
-
 impl ExecImage {
     /// Maps `bytes` read+write, copies them, then flips the mapping to read+execute.
     #[allow(unsafe_code)]
@@ -43,7 +36,7 @@ impl ExecImage {
         if bytes.is_empty() {
             return Err(RtError::Load("incore image is empty".into()));
         }
-        let ps = page_size();
+        let ps = crate::memory::page_size() as usize;
         let map_len = bytes.len().div_ceil(ps) * ps;
         // SAFETY: fresh anonymous private mapping at a kernel-chosen address; checked below.
         let p = unsafe {

@@ -42,6 +42,7 @@
 //! `memory` (the arena mapping). An implementation of a C ABI that runs
 //! machine code cannot do without it.
 
+mod crash;
 mod device;
 pub mod error;
 mod image;
