@@ -105,6 +105,9 @@ pub(crate) struct RunArgs {
     /// One-pass mode, for comparison: take the card(s) before compiling and hold them until the run ends.
     #[arg(long)]
     pub(crate) hold_card: bool,
+    /// Run device sessions in this process instead of a supervised worker (for debuggers); a crashing kernel then ends the whole run.
+    #[arg(long)]
+    pub(crate) in_process: bool,
 }
 
 impl RunArgs {
@@ -120,6 +123,7 @@ impl RunArgs {
             dump: self.dump.clone(),
             verbose: self.verbose,
             hold_card: self.hold_card,
+            in_process: self.in_process,
             uses_cards: true,
         }
     }

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use scene_device::DeviceList;
+use scene_device::worker::WorkerCommand;
 use scene_harness::platform::{PlatformName, PlatformTable};
 use scene_harness::{Platform, RunConfig};
 
@@ -104,6 +105,8 @@ pub struct Flags {
     pub dump: Option<PathBuf>,
     pub verbose: bool,
     pub hold_card: bool,
+    /// `--in-process`: no device worker process.
+    pub in_process: bool,
     /// Whether the command uses cards at all (`run`): only then are the
     /// card variables read, so a bad `SCENE_DEVICES` cannot break
     /// `scene compile`.
@@ -231,6 +234,15 @@ pub fn resolve(
         }
         config.verbose = flags.verbose;
         config.hold_card = flags.hold_card;
+        if !flags.in_process {
+            // This executable serves as its own device worker (see
+            // `serve_device_worker`, called first thing by every entry point).
+            config.device_worker = Some(WorkerCommand::current_exe().map_err(|e| {
+                ConfigError(format!(
+                    "cannot find this executable to start device workers: {e} (--in-process runs without them)"
+                ))
+            })?);
+        }
     }
     Ok(config)
 }

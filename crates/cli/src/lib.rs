@@ -41,7 +41,20 @@ pub struct Layout {
 }
 
 /// Runs the CLI with the process arguments and environment.
+/// When this process was started as a device worker (the supervising
+/// harness set [`scene_device::worker::WORKER_ENV`] to a job directory),
+/// serves that job and returns the exit code; else `None`. Every entry
+/// point calls this first, so the running executable can be its own worker.
+pub fn serve_device_worker() -> Option<ExitCode> {
+    let dir = std::env::var_os(scene_device::worker::WORKER_ENV).filter(|d| !d.is_empty())?;
+    let code = scene_device::worker::serve(std::path::Path::new(&dir));
+    Some(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+}
+
 pub fn main(layout: Layout, registry: GoldenRegistry) -> ExitCode {
+    if let Some(code) = serve_device_worker() {
+        return code;
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

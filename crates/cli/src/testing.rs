@@ -112,6 +112,9 @@ pub fn trials(layout: Layout, registry: GoldenRegistry, env: &Environment) -> Ve
 
 /// `main` of the test target.
 pub fn main(layout: Layout, registry: GoldenRegistry) -> ExitCode {
+    if let Some(code) = crate::serve_device_worker() {
+        return code;
+    }
     let args = Arguments::from_args();
     let env = Environment::capture();
     libtest_mimic::run(&args, trials(layout, registry, &env)).exit_code()

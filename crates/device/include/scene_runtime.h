@@ -111,6 +111,15 @@ int32_t scene_rt_run(SceneDevice *dev, uint32_t handle, const SceneRunArg *args,
 /* Message of the last error on this thread ("" if none). Never NULL. */
 const char *scene_rt_last_error(void);
 
+/* Optional. Called by the harness's device worker (a process that exists
+ * to run one device session) before scene_rt_open: from now on, a fatal
+ * signal raised while user code runs, or exit() called by user code, is
+ * described in the file at `path` as key=value lines (signal=, who=kernel|
+ * orchestration|runtime, func_id=, core=, block=, blocks=, address=,
+ * fault=, arg=, exit=called) before the process ends. A runtime without
+ * this symbol still works; crashes are then reported by exit status only. */
+int32_t scene_rt_crash_report(const char *path);
+
 #ifdef __cplusplus
 }
 #endif

@@ -13,6 +13,10 @@
 //!   `libscene_sim_runtime.so` or a vendor runtime wrapped to the ABI) once a
 //!   card is held, checks its ABI version, and wraps it in the safe
 //!   [`DeviceSession`] API.
+//! - [`DeviceJob`] is one session's work as data (open, register, upload,
+//!   run, download, close); [`run_session`] runs it here, and [`worker`]
+//!   runs it in a supervised worker process, so a kernel that crashes ends
+//!   the worker and fails one case instead of the harness.
 //!
 //! What this crate deliberately does not know: compilers, kernels, scene
 //! files, goldens or reports. It moves bytes and handles; callers decide what
@@ -22,15 +26,22 @@
 pub use scene_abi as abi;
 
 mod error;
+mod held;
 mod holder;
+mod job;
 mod list;
 mod lock;
 mod runtime;
+pub mod worker;
 
 use std::path::PathBuf;
 
 pub use error::{DeviceError, RuntimeError};
+pub use held::{HeldCard, SupervisedCard};
 pub use holder::HolderInfo;
+pub use job::{
+    DeviceJob, JobArg, SessionError, SessionOutput, TensorArg, name_run_args, run_session,
+};
 pub use list::DeviceList;
 pub use lock::{
     AcquireOptions, CardLease, CardPool, WaitStatus, default_lock_dir, resolve_lock_dir,

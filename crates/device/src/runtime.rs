@@ -14,7 +14,7 @@ use scene_abi::{
 };
 
 use crate::error::RuntimeError;
-use crate::lock::CardLease;
+use crate::held::HeldCard;
 
 /// File name of the simulator runtime built by `scene-sim-runtime`.
 #[cfg(target_os = "macos")]
@@ -71,6 +71,9 @@ struct Api {
     unregister_callable: unsafe extern "C" fn(Dev, u32) -> i32,
     run: unsafe extern "C" fn(Dev, u32, *const SceneRunArg, u32) -> i32,
     last_error: unsafe extern "C" fn() -> *const c_char,
+    /// Optional (`scene_rt_crash_report`): runtimes without it give no
+    /// crash context.
+    crash_report: Option<unsafe extern "C" fn(*const c_char) -> i32>,
 }
 
 // ---- public types ------------------------------------------------------------
@@ -171,8 +174,9 @@ pub struct CallableHandle(pub u32);
 
 /// A loaded device runtime.
 ///
-/// Taking a [`CardLease`] in [`Runtime::load`] makes "a runtime is loaded
-/// only while a card is held" a type-level fact.
+/// Taking a [`HeldCard`] (a [`crate::CardLease`], or the card a supervising
+/// process holds for a device worker) in [`Runtime::load`] makes "a runtime
+/// is loaded only while a card is held" a type-level fact.
 #[derive(Debug)]
 pub struct Runtime {
     api: Api,
@@ -185,7 +189,7 @@ pub struct Runtime {
 impl Runtime {
     /// Loads the runtime at `path`, resolves every `scene_rt_*` symbol and
     /// checks the ABI version.
-    pub fn load(_lease: &CardLease, path: &Path) -> Result<Runtime, RuntimeError> {
+    pub fn load(_card: &dyn HeldCard, path: &Path) -> Result<Runtime, RuntimeError> {
         // SAFETY: loading a shared object runs its initialisers; the path names
         // a device runtime chosen by the user (SCENE_RUNTIME_LIB or the build),
         // which is trusted native code by design.
@@ -221,6 +225,11 @@ impl Runtime {
             unregister_callable: sym!("scene_rt_unregister_callable"),
             run: sym!("scene_rt_run"),
             last_error: sym!("scene_rt_last_error"),
+            // SAFETY: as for `sym!`: declared in scene_runtime.h with this
+            // signature; absent in runtimes that do not offer it.
+            crash_report: unsafe { lib.get(b"scene_rt_crash_report\0") }
+                .ok()
+                .map(|s| *s),
         };
         // SAFETY: `scene_rt_abi_version` takes no arguments and has no preconditions.
         let found = unsafe { (api.abi_version)() };
@@ -271,6 +280,24 @@ impl Runtime {
                 message: self.last_error(),
             })
         }
+    }
+
+    /// Asks the runtime to describe a fatal signal, or an `exit()` from user
+    /// code, in the file at `path` (see `scene_rt_crash_report`). `Ok(false)`
+    /// when the runtime does not offer it. Only for a process that exists
+    /// to run one device session: the runtime takes over its fatal signals.
+    pub fn enable_crash_report(&self, path: &Path) -> Result<bool, RuntimeError> {
+        let Some(f) = self.api.crash_report else {
+            return Ok(false);
+        };
+        let c = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| {
+            RuntimeError::InvalidArgument(format!("{} contains NUL", path.display()))
+        })?;
+        // SAFETY: `c` is NUL-terminated and outlives the call, which copies
+        // what it needs (scene_runtime.h).
+        let status = unsafe { f(c.as_ptr()) };
+        self.check("scene_rt_crash_report", status)?;
+        Ok(true)
     }
 
     /// Opens device `device_id` with a `key=value;...` options string.

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use scene_device::DeviceList;
+use scene_device::worker::WorkerCommand;
 
 use crate::platform::Platform;
 
@@ -54,6 +55,10 @@ pub struct RunConfig {
     /// `--hold-card`: the one-pass shape (card(s) taken before compiling,
     /// held until the run ends), kept to measure what two passes save.
     pub hold_card: bool,
+    /// How to start the supervised worker process that runs each device
+    /// session, so a crashing kernel fails its case instead of the run.
+    /// `None` runs sessions in this process (library users, debugging).
+    pub device_worker: Option<WorkerCommand>,
 }
 
 /// When a case's tensors are written as `.npy` files.
@@ -90,6 +95,7 @@ impl RunConfig {
             verbose: false,
             cache_dir: Some(target.join("scene-cache")),
             hold_card: false,
+            device_worker: None,
             root,
         }
     }

@@ -5,22 +5,35 @@
 //! unusable retires it for the rest of the process and the case is tried
 //! once more on a healthy card; a timeout retires the card too (the hung
 //! kernel keeps running) but is not retried (it would hang again).
+//!
+//! With a worker command configured (the CLI always sets one), the session
+//! runs in a supervised worker process: the job is written out before the
+//! card is taken, the worker loads the runtime and runs it while the card
+//! is held, and the outputs are read back after the release. A kernel or
+//! orchestration that crashes the worker fails its case, worded from the
+//! runtime's crash report; the run goes on.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use scene_device::worker::{PreparedJob, WorkerCommand, WorkerError};
 use scene_device::{
-    AcquireOptions, CallableImage, CardLease, CardPool, DeviceSession, Direction, IncoreImageRef,
-    RunArg, Runtime, RuntimeError, WaitStatus,
+    AcquireOptions, CallableImage, CardLease, CardPool, DeviceJob, Direction, IncoreImageRef,
+    JobArg, Runtime, TensorArg, WaitStatus,
 };
 use scene_golden::Tensor;
 use scene_kernels::ChipCallable;
 
 use crate::config::RunConfig;
 use crate::report::{CaseReport, LockInterval, unix_seconds};
-use crate::scene::{ArgDirection, Scene};
+use crate::scene::ArgDirection;
 use crate::select::SelectedCase;
+
+/// How long past `--case-timeout` a worker may run before the supervisor
+/// stops it: the runtime's own deadline fires first and reports which
+/// tasks were stuck; this catches runtimes (or crashes) that never return.
+const WORKER_GRACE: Duration = Duration::from_secs(10);
 
 /// What the card needs for one case.
 #[derive(Clone, Copy, Debug)]
@@ -51,6 +64,11 @@ pub struct DeviceStage {
     open_options: String,
     lock_timeout: Option<Duration>,
     verbose: bool,
+    /// Run sessions in a supervised worker process (`None`: in this one).
+    worker: Option<WorkerCommand>,
+    /// When the supervisor stops a worker that ignored the runtime's own
+    /// deadline.
+    worker_deadline: Option<Duration>,
 }
 
 impl DeviceStage {
@@ -66,6 +84,8 @@ impl DeviceStage {
             open_options: open_options(config),
             lock_timeout: config.lock_timeout,
             verbose: config.verbose,
+            worker: config.device_worker.clone(),
+            worker_deadline: config.case_timeout.map(|t| t.saturating_add(WORKER_GRACE)),
         })
     }
 
@@ -108,7 +128,8 @@ impl DeviceStage {
         outcome
     }
 
-    /// One attempt: acquire, run the session, release, account.
+    /// One attempt: write the job out, acquire, run the session, release,
+    /// account, then read the outputs back.
     fn attempt(
         &self,
         work: DeviceWork<'_>,
@@ -116,6 +137,16 @@ impl DeviceStage {
         held: Option<&CardLease>,
     ) -> Result<Vec<Tensor>, DeviceFailure> {
         let runtime_path = self.runtime_path().map_err(DeviceFailure::plain)?;
+        let job = device_job(work, &self.open_options);
+        // Everything that is not device work happens before the card is
+        // taken: the worker's job files are written here.
+        let prepared = match &self.worker {
+            Some(_) => Some(
+                scene_device::worker::prepare(&job, &runtime_path)
+                    .map_err(|e| DeviceFailure::plain(e.to_string()))?,
+            ),
+            None => None,
+        };
         let wait_start = Instant::now();
         // Under `--hold-card` the run already holds the card(s), and flock
         // would not let this process take them a second time.
@@ -139,7 +170,11 @@ impl DeviceStage {
             );
         }
 
-        let (result, device_time) = self.session(lease, &runtime_path, work);
+        let job = DeviceJob {
+            card: lease.cards()[0],
+            ..job
+        };
+        let (result, device_time) = self.session(lease, &runtime_path, &job, prepared.as_ref());
 
         // A held lease is released, and its hold accounted, by the run.
         if let Some(lease) = acquired {
@@ -154,7 +189,16 @@ impl DeviceStage {
             });
         }
         report.phases.device_s += device_time.as_secs_f64();
-        result.map_err(|e| self.classify(e, &report.devices))
+        let done = result.map_err(|e| self.classify(e, &report.devices))?;
+        report.phases.session_s += done.session.as_secs_f64();
+        let outputs = match (done.outputs, &prepared) {
+            (Some(outputs), _) => outputs,
+            (None, Some(prepared)) => prepared
+                .outputs()
+                .map_err(|e| DeviceFailure::plain(e.to_string()))?,
+            (None, None) => return Err(DeviceFailure::plain("the session returned no outputs")),
+        };
+        output_tensors(work, outputs).map_err(DeviceFailure::plain)
     }
 
     /// Waits for the scene's cards, narrating long waits.
@@ -187,47 +231,37 @@ impl DeviceStage {
             .map_err(|e| DeviceFailure::plain(format!("acquiring {cards} card(s): {e}")))
     }
 
-    /// Load the runtime, open the card, run, close. Returns the outcome and
-    /// the device time: the whole device session, since opening the card is
-    /// device work too (a real runtime initialises the card there).
+    /// The session on a held card: in a supervised worker when one is
+    /// configured (the job was written out before the card was taken),
+    /// else in this process. Returns the outcome and the device time: the
+    /// worker's whole life, or the session from open to close in-process
+    /// (opening the card is device work too: a real runtime initialises
+    /// the card there).
     fn session(
         &self,
         lease: &CardLease,
-        runtime_path: &std::path::Path,
-        work: DeviceWork<'_>,
-    ) -> (Result<Vec<Tensor>, SessionError>, Duration) {
+        runtime_path: &Path,
+        job: &DeviceJob<'_>,
+        prepared: Option<&PreparedJob>,
+    ) -> (Result<SessionDone, SessionError>, Duration) {
+        if let (Some(prepared), Some(worker)) = (prepared, &self.worker) {
+            let run = prepared.run(lease, worker, self.worker_deadline);
+            let done = run.result.map(|session| SessionDone {
+                outputs: None,
+                session,
+            });
+            return (done.map_err(SessionError::from), run.elapsed);
+        }
         let runtime = match Runtime::load(lease, runtime_path) {
             Ok(r) => r,
             Err(e) => return (Err(SessionError::from(e.to_string())), Duration::ZERO),
         };
-        let card = lease.cards()[0];
-        let device_start = Instant::now();
-        let device = match runtime.open(card, &self.open_options) {
-            Ok(d) => d,
-            Err(e) => {
-                return (
-                    Err(SessionError::from(format!("opening card {card}: {e}"))),
-                    device_start.elapsed(),
-                );
-            }
-        };
-        let image = CallableImage {
-            orch_so: &work.callable.orch_so,
-            orch_symbol: &work.callable.orch_symbol,
-            incores: work
-                .callable
-                .incores
-                .iter()
-                .map(|k| IncoreImageRef {
-                    func_id: k.func_id,
-                    core_type: k.core.as_abi(),
-                    image: &k.text,
-                })
-                .collect(),
-        };
-        let outcome = run_on_device(&device, &image, &work.sel.scene, work.inputs, work.scalars);
-        drop(device);
-        (outcome, device_start.elapsed())
+        let started = Instant::now();
+        let out = scene_device::run_session(&runtime, job).map(|o| SessionDone {
+            outputs: Some(o.outputs),
+            session: o.session,
+        });
+        (out.map_err(SessionError::from), started.elapsed())
     }
 
     /// Retires the cards of a fatal failure and words the failure.
@@ -309,96 +343,113 @@ impl From<String> for SessionError {
     }
 }
 
-fn session_error(what: String, e: RuntimeError) -> SessionError {
-    let timed_out = e.status() == Some(scene_device::abi::SCENE_RT_E_TIMEOUT);
-    SessionError {
-        message: if timed_out {
-            format!("{what}: case timeout: the device run did not finish in time ({e})")
-        } else {
-            format!("{what}: {e}")
-        },
-        // A timed-out device keeps running the hung kernel: unusable too.
-        fatal: e.is_device_fatal() || timed_out,
-        retryable: e.is_device_fatal(),
-    }
-}
-
-/// Upload, register, run, download, free: everything that happens on the card.
-fn run_on_device(
-    device: &DeviceSession<'_>,
-    image: &CallableImage<'_>,
-    scene: &Scene,
-    inputs: &[(String, Tensor)],
-    scalars: &[u64],
-) -> Result<Vec<Tensor>, SessionError> {
-    let handle = device
-        .register(image)
-        .map_err(|e| session_error("registering the callable".into(), e))?;
-    let (mut args, addrs) = upload(device, scene, inputs)?;
-    args.extend(scalars.iter().map(|&s| RunArg::Scalar(s)));
-    device
-        .run(handle, &args)
-        .map_err(|e| session_error("run".into(), e))?;
-    let outputs = download(device, scene, inputs, &addrs)?;
-    for addr in addrs {
-        device
-            .free(addr)
-            .map_err(|e| session_error("freeing device memory".into(), e))?;
-    }
-    let _ = device.unregister(handle);
-    Ok(outputs)
-}
-
-/// Allocates every tensor argument and uploads those the kernels read.
-fn upload(
-    device: &DeviceSession<'_>,
-    scene: &Scene,
-    inputs: &[(String, Tensor)],
-) -> Result<(Vec<RunArg>, Vec<u64>), SessionError> {
-    let mut args = Vec::with_capacity(inputs.len());
-    let mut addrs = Vec::with_capacity(inputs.len());
-    for ((name, tensor), spec) in inputs.iter().zip(&scene.tensors) {
-        let size = tensor.bytes().len() as u64;
-        let addr = device
-            .malloc(size)
-            .map_err(|e| session_error(format!("allocating tensor `{name}` ({size} bytes)"), e))?
-            .addr;
-        addrs.push(addr);
-        if spec.direction != ArgDirection::Out {
-            device
-                .copy_to(addr, tensor.bytes())
-                .map_err(|e| session_error(format!("uploading tensor `{name}`"), e))?;
+impl From<scene_device::SessionError> for SessionError {
+    fn from(e: scene_device::SessionError) -> Self {
+        let timed_out = e.is_timeout();
+        SessionError {
+            message: if timed_out {
+                format!(
+                    "{}: case timeout: the device run did not finish in time ({})",
+                    e.what, e.message
+                )
+            } else {
+                e.to_string()
+            },
+            // A timed-out device keeps running the hung kernel: unusable too.
+            fatal: e.device_fatal || timed_out,
+            retryable: e.device_fatal,
         }
-        let direction = match spec.direction {
-            ArgDirection::In => Direction::In,
-            ArgDirection::Out => Direction::Out,
-            _ => Direction::InOut,
-        };
-        args.push(RunArg::Tensor {
-            direction,
-            addr,
-            size,
+    }
+}
+
+impl From<WorkerError> for SessionError {
+    fn from(e: WorkerError) -> Self {
+        match e {
+            WorkerError::Session(e) => e.into(),
+            // The worker ran past every deadline: what the card is doing
+            // is unknown, so it is not used again.
+            WorkerError::TimedOut(_) => SessionError {
+                message: e.to_string(),
+                fatal: true,
+                retryable: false,
+            },
+            // User code crashed the worker: a failure of this case. The
+            // card's state lived in the worker and went with it, so the
+            // card is not retired, and a retry would crash again.
+            WorkerError::Crashed(_) | WorkerError::Setup(_) => SessionError::from(e.to_string()),
+        }
+    }
+}
+
+/// What a session that ran to the end returned.
+struct SessionDone {
+    /// The outputs, when the session ran in this process; a worker's are
+    /// read from its job after the card is released.
+    outputs: Option<Vec<Vec<u8>>>,
+    /// From opening the card to closing it.
+    session: Duration,
+}
+
+/// The case's device work as a job: the callable and every argument in
+/// signature order (tensors, then scalars).
+fn device_job<'a>(work: DeviceWork<'a>, options: &'a str) -> DeviceJob<'a> {
+    let callable = CallableImage {
+        orch_so: &work.callable.orch_so,
+        orch_symbol: &work.callable.orch_symbol,
+        incores: work
+            .callable
+            .incores
+            .iter()
+            .map(|k| IncoreImageRef {
+                func_id: k.func_id,
+                core_type: k.core.as_abi(),
+                image: &k.text,
+            })
+            .collect(),
+    };
+    let tensors = work
+        .inputs
+        .iter()
+        .zip(&work.sel.scene.tensors)
+        .map(|((name, tensor), spec)| {
+            JobArg::Tensor(TensorArg {
+                name,
+                direction: match spec.direction {
+                    ArgDirection::In => Direction::In,
+                    ArgDirection::Out => Direction::Out,
+                    _ => Direction::InOut,
+                },
+                size: tensor.bytes().len() as u64,
+                input: (spec.direction != ArgDirection::Out).then(|| tensor.bytes()),
+            })
         });
+    let scalars = work.scalars.iter().map(|&s| JobArg::Scalar(s));
+    DeviceJob {
+        card: 0,
+        options,
+        callable,
+        args: tensors.chain(scalars).collect(),
     }
-    Ok((args, addrs))
 }
 
-/// Reads back every output tensor, in declaration order.
-fn download(
-    device: &DeviceSession<'_>,
-    scene: &Scene,
-    inputs: &[(String, Tensor)],
-    addrs: &[u64],
-) -> Result<Vec<Tensor>, SessionError> {
-    let mut outputs = Vec::new();
-    for (((name, tensor), spec), &addr) in inputs.iter().zip(&scene.tensors).zip(addrs) {
-        if spec.direction.is_output() {
-            let mut out = Tensor::zeros(tensor.dtype(), tensor.shape());
-            device
-                .copy_from(addr, out.bytes_mut())
-                .map_err(|e| session_error(format!("downloading tensor `{name}`"), e))?;
-            outputs.push(out);
-        }
+/// The downloaded bytes as tensors shaped like the outputs they fill, in
+/// declaration order.
+fn output_tensors(work: DeviceWork<'_>, outputs: Vec<Vec<u8>>) -> Result<Vec<Tensor>, String> {
+    let specs = work
+        .inputs
+        .iter()
+        .zip(&work.sel.scene.tensors)
+        .filter(|(_, spec)| spec.direction.is_output());
+    let mut tensors = Vec::new();
+    let mut bytes = outputs.into_iter();
+    for ((name, like), _) in specs {
+        let b = bytes
+            .next()
+            .ok_or_else(|| format!("the device returned no data for tensor `{name}`"))?;
+        tensors.push(
+            Tensor::from_bytes(like.dtype(), like.shape(), b)
+                .map_err(|e| format!("downloaded tensor `{name}`: {e}"))?,
+        );
     }
-    Ok(outputs)
+    Ok(tensors)
 }

@@ -50,6 +50,10 @@ pub struct Phases {
     /// The device session: open the card, upload (tensors and the
     /// callable's images), run, download, close.
     pub device_s: f64,
+    /// The part of `device_s` from opening the card to closing it, as the
+    /// session measured it; the rest is the worker process's start, runtime
+    /// load and exit.
+    pub session_s: f64,
     pub compare_s: f64,
 }
 

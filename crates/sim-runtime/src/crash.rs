@@ -1,7 +1,8 @@
 //! Crash reports: what was running when user code took the process down.
 //!
 //! The harness runs a device session in a supervised worker process and
-//! opens the device with `crash_report=<path>`. Then this module
+//! calls `scene_rt_crash_report(path)` before opening the device. Then
+//! this module
 //! - records, per thread, what it is running ([`Activity`]: a kernel block
 //!   or the orchestration) in a thread-local cell;
 //! - installs handlers for the signals user code raises (`SIGSEGV`,
@@ -14,7 +15,7 @@
 //!   orchestration is reported too (the worker itself never exits from
 //!   those threads).
 //!
-//! Without `crash_report` nothing is installed: a runtime loaded into a
+//! Without that call nothing is installed: a runtime loaded into a
 //! host process must not take over its signals.
 //!
 //! Handlers are async-signal-safe: no allocation, no blocking locks
@@ -49,8 +50,9 @@ pub enum Activity {
 
 thread_local! {
     static ACTIVITY: Cell<Activity> = const { Cell::new(Activity::Idle) };
-    /// `(low, high)` host addresses of this thread's stack, if known.
-    static STACK: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+    /// `(low, high, size)`: host addresses around this thread's stack (a
+    /// little above where it started) and its size, if known.
+    static STACK: Cell<(usize, usize, usize)> = const { Cell::new((0, 0, 0)) };
 }
 
 /// Sets this thread's activity for the duration of `f`.
@@ -86,53 +88,57 @@ const SIGNALS: [i32; 7] = [
     libc::SIGSYS,
 ];
 
-/// Opens the report file and installs the handlers (once per process; a
-/// second device reuses them and points them at its memory).
+/// Opens the report file and installs the handlers (once per process).
 #[allow(unsafe_code)]
-pub fn install(path: &str, memory: MemoryView) -> RtResult<()> {
-    let invalid = |why: String| RtError::Invalid(format!("option `crash_report`: {why}"));
-    if REPORT_FD.load(Ordering::SeqCst) < 0 {
-        let c = CString::new(path).map_err(|_| invalid("path contains NUL".into()))?;
-        // SAFETY: `c` is a valid NUL-terminated path; the result is checked.
-        let fd = unsafe {
-            libc::open(
-                c.as_ptr(),
-                libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
-                0o600,
-            )
+pub fn install(path: &str) -> RtResult<()> {
+    let invalid = |why: String| RtError::Invalid(format!("crash report: {why}"));
+    if REPORT_FD.load(Ordering::SeqCst) >= 0 {
+        return Err(invalid("already enabled in this process".into()));
+    }
+    let c = CString::new(path).map_err(|_| invalid("path contains NUL".into()))?;
+    // SAFETY: `c` is a valid NUL-terminated path; the result is checked.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+            0o600,
+        )
+    };
+    if fd < 0 {
+        return Err(invalid(format!(
+            "cannot open `{path}`: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    REPORT_FD.store(fd, Ordering::SeqCst);
+    for sig in SIGNALS {
+        // SAFETY: a zeroed sigaction is a valid value to fill in; the
+        // handler has the SA_SIGINFO signature and is async-signal-safe.
+        let rc = unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as *const () as usize;
+            sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESETHAND;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut())
         };
-        if fd < 0 {
+        if rc != 0 {
             return Err(invalid(format!(
-                "cannot open `{path}`: {}",
+                "cannot install a handler for signal {sig}: {}",
                 std::io::Error::last_os_error()
             )));
         }
-        REPORT_FD.store(fd, Ordering::SeqCst);
-        for sig in SIGNALS {
-            // SAFETY: a zeroed sigaction is a valid value to fill in; the
-            // handler has the SA_SIGINFO signature and is async-signal-safe.
-            let rc = unsafe {
-                let mut sa: libc::sigaction = std::mem::zeroed();
-                sa.sa_sigaction = on_signal as *const () as usize;
-                sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESETHAND;
-                libc::sigemptyset(&mut sa.sa_mask);
-                libc::sigaction(sig, &sa, std::ptr::null_mut())
-            };
-            if rc != 0 {
-                return Err(invalid(format!(
-                    "cannot install a handler for signal {sig}: {}",
-                    std::io::Error::last_os_error()
-                )));
-            }
-        }
-        // SAFETY: `on_exit` is an `extern "C" fn()` that only reads
-        // thread-locals and writes to a file descriptor.
-        unsafe { libc::atexit(on_exit) };
     }
+    // SAFETY: `on_exit` is an `extern "C" fn()` that only reads
+    // thread-locals and writes to a file descriptor.
+    unsafe { libc::atexit(on_exit) };
+    Ok(())
+}
+
+/// Points the handlers at the memory of a newly opened device.
+pub fn watch(memory: MemoryView) {
     let old = MEMORY.swap(Box::into_raw(Box::new(memory)), Ordering::SeqCst);
     // The previous view is leaked, not freed: a handler may be reading it.
     let _ = old;
-    Ok(())
 }
 
 /// Whether crash reporting is on (then threads want an alternate stack).
@@ -154,7 +160,7 @@ const ALTSTACK_BYTES: usize = 64 * 1024;
 pub fn enter_thread(stack_bytes: usize) -> ThreadGuard {
     let here = 0u8;
     let high = std::ptr::from_ref(&here) as usize;
-    STACK.with(|s| s.set((high.saturating_sub(stack_bytes), high + 4096)));
+    STACK.with(|s| s.set((high.saturating_sub(stack_bytes), high + 4096, stack_bytes)));
     if !active() {
         return ThreadGuard { altstack: None };
     }
@@ -322,12 +328,12 @@ fn write_fault(w: &mut StackWriter, sig: i32, info: *const libc::siginfo_t) {
         }
         return;
     }
-    let (low, high) = STACK.with(Cell::get);
+    let (low, high, size) = STACK.with(Cell::get);
     if low != 0 && addr + 64 * 1024 >= low && addr < high {
         let _ = writeln!(
             w,
             "fault=stack overflow (the thread's stack is {} KiB)",
-            (high - low) >> 10
+            size >> 10
         );
     } else if addr < 4096 {
         let _ = writeln!(w, "fault=NULL pointer dereference");

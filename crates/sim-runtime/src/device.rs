@@ -272,16 +272,13 @@ impl Device {
             page_size(),
         )));
         let run_args = Arc::new(Mutex::new(Vec::new()));
-        if let Some(path) = &opts.crash_report {
-            crash::install(
-                path,
-                crash::MemoryView {
-                    mem: Arc::clone(&mem),
-                    run_args: Arc::clone(&run_args),
-                    arena_base: arena.base_addr(),
-                    arena_len: arena.len(),
-                },
-            )?;
+        if crash::active() {
+            crash::watch(crash::MemoryView {
+                mem: Arc::clone(&mem),
+                run_args: Arc::clone(&run_args),
+                arena_base: arena.base_addr(),
+                arena_len: arena.len(),
+            });
         }
         let shared = Arc::new(Shared {
             mem,
@@ -441,10 +438,14 @@ impl Device {
         let run_no = self.count_run()?;
         let callable = self.callable(handle)?;
         self.check_run_args(args)?;
+        // Indexed like the arguments, so messages say `run argument N`;
+        // scalars cover no bytes.
         *lock(&self.shared.run_args) = args
             .iter()
-            .filter(|a| a.direction != SCENE_DIR_SCALAR)
-            .map(|a| (a.value, a.size))
+            .map(|a| match a.direction {
+                SCENE_DIR_SCALAR => (0, 0),
+                _ => (a.value, a.size),
+            })
             .collect();
         *self.shared.sched() = Sched::default();
         let deadline = self.opts.timeout.map(|t| Instant::now() + t);

@@ -18,10 +18,18 @@
 //! - a run past `timeout_ms` returns `SCENE_RT_E_TIMEOUT` and the device turns
 //!   fatal: threads stuck in a hung kernel cannot be killed and are detached.
 //!
+//! - every buffer sits between guard pages, with canary bytes filling its
+//!   pages around the data: a kernel writing outside its buffers faults at
+//!   once or is caught after its block, naming the kernel, the buffer and
+//!   the offset (`memory.rs`); freed pages are inaccessible;
+//! - `scene_rt_crash_report(path)` (optional ABI) makes a fatal signal or an
+//!   `exit()` from user code leave a report naming what was running
+//!   (`crash.rs`); the harness calls it in its device worker process.
+//!
 //! What it deliberately does not do: compile anything, know about scene
-//! files, goldens or cards, or isolate kernels. A kernel that faults (e.g. a
-//! segfault from a wild pointer) kills the whole process — the simulator has
-//! no memory protection between the arena and the host.
+//! files, goldens or cards, or isolate kernels from each other: a kernel
+//! that faults kills the process it runs in, which is why the harness runs
+//! device sessions in a worker process.
 //!
 //! Options understood by `scene_rt_open` (`key=value;...`): `platform=a2a3sim|a5sim`
 //! (default a2a3sim), `aic=N`, `aiv=N` (core threads per type, default 2; 0 =
@@ -36,10 +44,11 @@
 //! open devices), so a closed or bogus handle is an error, not a crash.
 //!
 //! The workspace denies `unsafe_code`; this crate allows it item by item,
-//! each block with a `// SAFETY:` comment, in four modules only: here (the
+//! each block with a `// SAFETY:` comment, in five modules only: here (the
 //! `no_mangle` C exports and reading their pointer arguments), `device`
-//! (calling the orchestration), `image` (executable mappings, `dlopen`) and
-//! `memory` (the arena mapping). An implementation of a C ABI that runs
+//! (calling the orchestration), `image` (executable mappings, `dlopen`),
+//! `memory` (the arena mapping and page protection) and `crash` (signal
+//! handlers, alternate stacks, `atexit`). An implementation of a C ABI that runs
 //! machine code cannot do without it.
 
 mod crash;
@@ -167,6 +176,18 @@ pub extern "C" fn scene_rt_abi_version() -> i32 {
 #[unsafe(no_mangle)]
 pub extern "C" fn scene_rt_last_error() -> *const c_char {
     LAST_ERROR.with(|e| e.borrow().as_ptr())
+}
+
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
+#[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
+#[unsafe(no_mangle)]
+pub extern "C" fn scene_rt_crash_report(path: *const c_char) -> i32 {
+    ffi("scene_rt_crash_report", || {
+        crash::install(cstr(path, "path")?)
+    })
 }
 
 // SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is

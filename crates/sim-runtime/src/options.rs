@@ -41,9 +41,6 @@ pub struct Options {
     pub arena_bytes: u64,
     pub timeout: Option<Duration>,
     pub faults: Faults,
-    /// `crash_report=<path>`: install crash handlers that describe a fatal
-    /// signal or an `exit()` from user code in this file (worker processes only).
-    pub crash_report: Option<String>,
 }
 
 pub const DEFAULT_CORES: u32 = 2;
@@ -60,7 +57,6 @@ impl Default for Options {
             arena_bytes: DEFAULT_ARENA_MB << 20,
             timeout: None,
             faults: Faults::default(),
-            crash_report: None,
         }
     }
 }
@@ -126,12 +122,6 @@ impl Options {
                 "timeout_ms" => {
                     let n = parse_num(key, value)?;
                     o.timeout = (n > 0).then(|| Duration::from_millis(n));
-                }
-                "crash_report" => {
-                    if value.is_empty() {
-                        return Err(RtError::Invalid("option `crash_report`: empty path".into()));
-                    }
-                    o.crash_report = Some(value.to_owned());
                 }
                 "fault_device" => {
                     let n = parse_num(key, value)?;

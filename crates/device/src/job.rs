@@ -1,0 +1,210 @@
+//! One device session's work as data: open a card, register a callable,
+//! upload the inputs, run, download the outputs, free, close.
+//!
+//! The same [`DeviceJob`] runs in this process ([`run_session`]) or in a
+//! supervised worker process (`crate::worker`); either way the steps, their
+//! order and their error messages are these.
+
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::RuntimeError;
+use crate::runtime::{CallableImage, DeviceSession, Direction, RunArg, Runtime};
+
+/// A tensor argument of a run.
+#[derive(Debug, Clone)]
+pub struct TensorArg<'a> {
+    /// Names the tensor in messages.
+    pub name: &'a str,
+    pub direction: Direction,
+    /// Bytes to allocate on the device.
+    pub size: u64,
+    /// Bytes to upload first (`In` and `InOut` tensors).
+    pub input: Option<&'a [u8]>,
+}
+
+/// One argument of a run, in orchestration-signature order.
+#[derive(Debug, Clone)]
+pub enum JobArg<'a> {
+    Tensor(TensorArg<'a>),
+    Scalar(u64),
+}
+
+/// Everything one device session needs.
+#[derive(Debug, Clone)]
+pub struct DeviceJob<'a> {
+    /// The card to open (the first of the held ones; a worker takes it
+    /// from its supervisor's lease instead).
+    pub card: u32,
+    /// The runtime's `key=value;...` open options.
+    pub options: &'a str,
+    pub callable: CallableImage<'a>,
+    pub args: Vec<JobArg<'a>>,
+}
+
+impl DeviceJob<'_> {
+    /// Names of the arguments by position (`None` for scalars), for naming
+    /// `run argument N` in runtime messages.
+    pub fn arg_names(&self) -> Vec<Option<String>> {
+        self.args
+            .iter()
+            .map(|a| match a {
+                JobArg::Tensor(t) => Some(t.name.to_owned()),
+                JobArg::Scalar(_) => None,
+            })
+            .collect()
+    }
+}
+
+/// What a finished session produced.
+#[derive(Debug, Clone, Default)]
+pub struct SessionOutput {
+    /// One buffer per `Out`/`InOut` tensor, in argument order.
+    pub outputs: Vec<Vec<u8>>,
+    /// From opening the card to closing it.
+    pub session: Duration,
+}
+
+/// A runtime call of the session failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{what}: {message}")]
+pub struct SessionError {
+    /// The step: `opening card 0`, `uploading tensor `a``, `run`, ...
+    pub what: String,
+    /// The runtime's `SCENE_RT_E_*` status, when a call returned one.
+    pub status: Option<i32>,
+    pub message: String,
+    /// The runtime says the device is unusable.
+    pub device_fatal: bool,
+}
+
+impl SessionError {
+    fn new(what: impl Into<String>, e: RuntimeError, names: &[Option<String>]) -> Self {
+        SessionError {
+            what: what.into(),
+            status: e.status(),
+            device_fatal: e.is_device_fatal(),
+            message: name_run_args(&e.to_string(), names),
+        }
+    }
+
+    pub fn is_timeout(&self) -> bool {
+        self.status == Some(scene_abi::SCENE_RT_E_TIMEOUT)
+    }
+}
+
+/// Rewrites `run argument N` in a runtime message as `tensor `x` (run
+/// argument N)`, so a message names what the user wrote.
+pub fn name_run_args(message: &str, names: &[Option<String>]) -> String {
+    const TOKEN: &str = "run argument ";
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find(TOKEN) {
+        let after = &rest[at + TOKEN.len()..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        let name = after[..digits]
+            .parse::<usize>()
+            .ok()
+            .and_then(|i| names.get(i).cloned().flatten());
+        out.push_str(&rest[..at]);
+        match name {
+            Some(name) => out.push_str(&format!("tensor `{name}` ({TOKEN}{})", &after[..digits])),
+            None => out.push_str(&rest[at..at + TOKEN.len() + digits]),
+        }
+        rest = &after[digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Runs `job` on a loaded runtime: open, register, upload, run, download,
+/// free, close.
+pub fn run_session(runtime: &Runtime, job: &DeviceJob<'_>) -> Result<SessionOutput, SessionError> {
+    let names = job.arg_names();
+    let started = Instant::now();
+    let device = runtime
+        .open(job.card, job.options)
+        .map_err(|e| SessionError::new(format!("opening card {}", job.card), e, &names))?;
+    let outputs = on_device(&device, job, &names);
+    drop(device);
+    Ok(SessionOutput {
+        outputs: outputs?,
+        session: started.elapsed(),
+    })
+}
+
+fn on_device(
+    device: &DeviceSession<'_>,
+    job: &DeviceJob<'_>,
+    names: &[Option<String>],
+) -> Result<Vec<Vec<u8>>, SessionError> {
+    let err = |what: String| move |e| SessionError::new(what, e, names);
+    let handle = device
+        .register(&job.callable)
+        .map_err(err("registering the callable".into()))?;
+    let mut args = Vec::with_capacity(job.args.len());
+    let mut buffers = Vec::new();
+    for a in &job.args {
+        match a {
+            JobArg::Scalar(v) => args.push(RunArg::Scalar(*v)),
+            JobArg::Tensor(t) => {
+                let addr = device
+                    .malloc(t.size)
+                    .map_err(err(format!(
+                        "allocating tensor `{}` ({} bytes)",
+                        t.name, t.size
+                    )))?
+                    .addr;
+                buffers.push((t, addr));
+                if let Some(bytes) = t.input {
+                    device
+                        .copy_to(addr, bytes)
+                        .map_err(err(format!("uploading tensor `{}`", t.name)))?;
+                }
+                args.push(RunArg::Tensor {
+                    direction: t.direction,
+                    addr,
+                    size: t.size,
+                });
+            }
+        }
+    }
+    device.run(handle, &args).map_err(err("run".into()))?;
+    let mut outputs = Vec::new();
+    for &(t, addr) in &buffers {
+        if t.direction != Direction::In {
+            let mut out = vec![0; t.size as usize];
+            device
+                .copy_from(addr, &mut out)
+                .map_err(err(format!("downloading tensor `{}`", t.name)))?;
+            outputs.push(out);
+        }
+    }
+    for &(_, addr) in &buffers {
+        device
+            .free(addr)
+            .map_err(err("freeing device memory".into()))?;
+    }
+    let _ = device.unregister(handle);
+    Ok(outputs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_arguments_are_named() {
+        let names = vec![Some("a".into()), None, Some("c".into())];
+        assert_eq!(
+            name_run_args(
+                "wrote past run argument 2 (256 bytes); run argument 1; run argument 12",
+                &names
+            ),
+            "wrote past tensor `c` (run argument 2) (256 bytes); run argument 1; run argument 12"
+        );
+        assert_eq!(name_run_args("nothing here", &names), "nothing here");
+        assert_eq!(name_run_args("run argument ", &names), "run argument ");
+    }
+}

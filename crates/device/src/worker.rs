@@ -1,0 +1,665 @@
+//! Device sessions in a supervised worker process.
+//!
+//! User code (kernels, the orchestration) runs inside the runtime, and user
+//! code can crash: a NULL dereference, an integer division by zero, a trap,
+//! a stack overflow, `abort()`, `exit(0)`. In the harness process any of
+//! those would end the whole run. So the supervisor (the harness, holding
+//! the card) starts a worker process per session and only the worker loads
+//! the runtime:
+//!
+//! ```text
+//! supervisor                               worker (same executable, WORKER_ENV set)
+//! prepare: job.json + data file
+//! acquire the card
+//! spawn, stdin = pipe ───────────────────► serve(): load runtime (SupervisedCard),
+//!                                            crash report on, run_session,
+//!                                            outputs into the data file,
+//! wait (deadline)          ◄──────────────── result.json, exit 0
+//! release the card
+//! read result / crash report / outputs
+//! ```
+//!
+//! The job directory lives in shared memory (`/dev/shm` where it exists):
+//! inputs are written once by the supervisor and read once by the worker,
+//! outputs the other way, with no serialisation of tensor bytes.
+//!
+//! A worker that dies without a result is a *case* failure, worded from
+//! the runtime's crash report (`scene_rt_crash_report`: signal, which kernel
+//! or the orchestration, the faulting buffer) and the exit status. The
+//! worker watches its stdin: when the supervisor dies or gives up (deadline),
+//! the pipe closes and the worker aborts at once, hung kernels and all.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::unix::fs::FileExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::held::{HeldCard, SupervisedCard};
+use crate::job::{self, DeviceJob, JobArg, SessionError, SessionOutput, TensorArg};
+use crate::runtime::{CallableImage, Direction, IncoreImageRef, Runtime};
+
+/// The environment variable that turns an executable into a device worker:
+/// its value is the job directory. Entry points check it first thing.
+pub const WORKER_ENV: &str = "SCENE_DEVICE_WORKER";
+
+/// Version of the job files; supervisor and worker are the same executable,
+/// so a mismatch means a stale worker binary.
+const JOB_VERSION: u32 = 1;
+
+/// How long a worker may take to stop after its stdin closed.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// How to start a worker: the program (normally the running executable)
+/// and its arguments; [`WORKER_ENV`] is added.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerCommand {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+}
+
+impl WorkerCommand {
+    /// The running executable, with no arguments.
+    pub fn current_exe() -> std::io::Result<WorkerCommand> {
+        Ok(WorkerCommand {
+            program: std::env::current_exe()?,
+            args: Vec::new(),
+        })
+    }
+}
+
+/// Why a supervised session produced no outputs.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum WorkerError {
+    /// A runtime call failed; the worker reported it and exited normally.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// The worker died by a signal or exited without a result.
+    #[error("{0}")]
+    Crashed(CrashReport),
+    /// The worker ran past the deadline and was stopped.
+    #[error(
+        "case timeout: the device worker did not finish within {:.1} s and was stopped",
+        .0.as_secs_f64()
+    )]
+    TimedOut(Duration),
+    /// The job could not be handed over (files, spawn).
+    #[error("device worker: {0}")]
+    Setup(String),
+}
+
+/// What the supervisor knows about a worker that ended without a result.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CrashReport {
+    /// `SIGSEGV`, ... (from the report, else from the exit status).
+    pub signal: Option<String>,
+    pub exit_code: Option<i32>,
+    /// `kernel func_id 3 (aiv core, block 0 of 4)` or `the orchestration`.
+    pub running: Option<String>,
+    /// What the runtime found out about the fault.
+    pub fault: Option<String>,
+    /// Whether user code called `exit()`.
+    pub exit_called: bool,
+}
+
+impl std::fmt::Display for CrashReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let during = self
+            .running
+            .as_deref()
+            .map(|r| format!(" while {r} was running"))
+            .unwrap_or_default();
+        match (&self.signal, self.exit_code) {
+            _ if self.exit_called => write!(
+                f,
+                "{} called exit({}): the device worker ended before the run finished",
+                self.running.as_deref().unwrap_or("user code"),
+                self.exit_code
+                    .map_or_else(|| "?".to_owned(), |c| c.to_string())
+            )?,
+            (Some(sig), _) => write!(f, "the device worker was killed by {sig}{during}")?,
+            (None, Some(code)) => write!(
+                f,
+                "the device worker exited with status {code} before reporting a result{during}"
+            )?,
+            (None, None) => write!(f, "the device worker ended without a result{during}")?,
+        }
+        if let Some(fault) = &self.fault {
+            write!(f, ": {fault}")?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct Span {
+    off: u64,
+    len: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct JobIncore {
+    func_id: u32,
+    core_type: u32,
+    image: Span,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+enum FileArg {
+    Tensor {
+        name: String,
+        direction: String,
+        size: u64,
+        input: Option<Span>,
+        output: Option<Span>,
+    },
+    Scalar {
+        value: u64,
+    },
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct JobFile {
+    version: u32,
+    runtime: PathBuf,
+    options: String,
+    orch_symbol: String,
+    orch: Span,
+    incores: Vec<JobIncore>,
+    args: Vec<FileArg>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ResultFile {
+    /// Seconds from opening the card to closing it.
+    session_s: f64,
+    error: Option<SessionError>,
+}
+
+const JOB: &str = "job.json";
+/// The held cards, written when the worker starts (the job is written
+/// before the card is known).
+const CARDS: &str = "cards.json";
+const DATA: &str = "data";
+const RESULT: &str = "result.json";
+const CRASH: &str = "crash.txt";
+
+fn direction_name(d: Direction) -> &'static str {
+    match d {
+        Direction::In => "in",
+        Direction::Out => "out",
+        Direction::InOut => "inout",
+    }
+}
+
+fn parse_direction(s: &str) -> Option<Direction> {
+    match s {
+        "in" => Some(Direction::In),
+        "out" => Some(Direction::Out),
+        "inout" => Some(Direction::InOut),
+        _ => None,
+    }
+}
+
+/// Where job directories go: shared memory if the system has it.
+fn job_parent() -> PathBuf {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    }
+}
+
+/// A job written out for a worker, before any card is held.
+#[derive(Debug)]
+pub struct PreparedJob {
+    dir: tempfile::TempDir,
+    outputs: Vec<Span>,
+    names: Vec<Option<String>>,
+}
+
+/// The outcome of one supervised session.
+#[derive(Debug)]
+pub struct WorkerRun {
+    pub result: Result<Duration, WorkerError>,
+    /// The worker's whole life: start, runtime load, session, exit.
+    pub elapsed: Duration,
+}
+
+fn setup<E: std::fmt::Display>(what: &str, path: &Path) -> impl FnOnce(E) -> WorkerError {
+    let msg = format!("{what} `{}`", path.display());
+    move |e| WorkerError::Setup(format!("{msg}: {e}"))
+}
+
+/// Writes `job` (callable, inputs, room for outputs) into a fresh job
+/// directory. Done before acquiring the card: none of it is device work.
+pub fn prepare(job: &DeviceJob<'_>, runtime: &Path) -> Result<PreparedJob, WorkerError> {
+    let parent = job_parent();
+    let dir = tempfile::Builder::new()
+        .prefix("scene-job-")
+        .tempdir_in(&parent)
+        .map_err(setup("cannot create a job directory in", &parent))?;
+    let data_path = dir.path().join(DATA);
+    let mut data = std::io::BufWriter::new(
+        File::create(&data_path).map_err(setup("cannot create", &data_path))?,
+    );
+    let mut at = 0u64;
+    let mut put = |bytes: &[u8]| -> Result<Span, WorkerError> {
+        data.write_all(bytes)
+            .map_err(setup("cannot write", &data_path))?;
+        let span = Span {
+            off: at,
+            len: bytes.len() as u64,
+        };
+        at += span.len;
+        Ok(span)
+    };
+    let orch = put(job.callable.orch_so)?;
+    let mut incores = Vec::with_capacity(job.callable.incores.len());
+    for k in &job.callable.incores {
+        incores.push(JobIncore {
+            func_id: k.func_id,
+            core_type: k.core_type,
+            image: put(k.image)?,
+        });
+    }
+    let mut args = Vec::with_capacity(job.args.len());
+    let mut pending_outputs = Vec::new();
+    for (i, a) in job.args.iter().enumerate() {
+        args.push(match a {
+            JobArg::Scalar(value) => FileArg::Scalar { value: *value },
+            JobArg::Tensor(t) => {
+                let input = t.input.map(&mut put).transpose()?;
+                if t.direction != Direction::In {
+                    pending_outputs.push((i, t.size));
+                }
+                FileArg::Tensor {
+                    name: t.name.to_owned(),
+                    direction: direction_name(t.direction).to_owned(),
+                    size: t.size,
+                    input,
+                    output: None,
+                }
+            }
+        });
+    }
+    let mut file = data
+        .into_inner()
+        .map_err(|e| WorkerError::Setup(format!("cannot write `{}`: {e}", data_path.display())))?;
+    // Output room is a hole at the end of the file: no bytes written now.
+    let mut outputs = Vec::with_capacity(pending_outputs.len());
+    for (i, size) in pending_outputs {
+        let span = Span { off: at, len: size };
+        at += size;
+        if let Some(FileArg::Tensor { output, .. }) = args.get_mut(i) {
+            *output = Some(span);
+        }
+        outputs.push(span);
+    }
+    file.set_len(at).map_err(setup("cannot size", &data_path))?;
+    file.flush().map_err(setup("cannot write", &data_path))?;
+    let spec = JobFile {
+        version: JOB_VERSION,
+        runtime: runtime.to_path_buf(),
+        options: job.options.to_owned(),
+        orch_symbol: job.callable.orch_symbol.to_owned(),
+        orch,
+        incores,
+        args,
+    };
+    let job_path = dir.path().join(JOB);
+    let text = serde_json::to_vec(&spec).map_err(|e| WorkerError::Setup(e.to_string()))?;
+    std::fs::write(&job_path, text).map_err(setup("cannot write", &job_path))?;
+    Ok(PreparedJob {
+        dir,
+        outputs,
+        names: job.arg_names(),
+    })
+}
+
+impl PreparedJob {
+    /// Starts a worker on the prepared job for the first of the held
+    /// `cards` and waits for it, at most `deadline` (then the worker is
+    /// stopped).
+    pub fn run(
+        &self,
+        cards: &dyn HeldCard,
+        worker: &WorkerCommand,
+        deadline: Option<Duration>,
+    ) -> WorkerRun {
+        let started = Instant::now();
+        let path = self.dir.path().join(CARDS);
+        let result = serde_json::to_vec(cards.held_cards())
+            .map_err(|e| WorkerError::Setup(e.to_string()))
+            .and_then(|text| std::fs::write(&path, text).map_err(setup("cannot write", &path)))
+            .and_then(|()| self.supervise(worker, deadline));
+        WorkerRun {
+            result,
+            elapsed: started.elapsed(),
+        }
+    }
+
+    fn supervise(
+        &self,
+        worker: &WorkerCommand,
+        deadline: Option<Duration>,
+    ) -> Result<Duration, WorkerError> {
+        let mut child = Command::new(&worker.program)
+            .args(&worker.args)
+            .env(WORKER_ENV, self.dir.path())
+            .stdin(Stdio::piped())
+            .spawn()
+            .map_err(setup("cannot start the device worker", &worker.program))?;
+        // Held open while the worker runs: closing it tells the worker to stop.
+        let stdin = child.stdin.take();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait());
+        });
+        let waited = match deadline {
+            Some(d) => rx.recv_timeout(d),
+            None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+        };
+        let status = match waited {
+            Ok(status) => status,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                drop(stdin);
+                return match rx.recv_timeout(STOP_GRACE) {
+                    Ok(_) => Err(WorkerError::TimedOut(deadline.unwrap_or_default())),
+                    Err(_) => Err(WorkerError::Setup(format!(
+                        "the device worker did not stop within {} s of its deadline",
+                        STOP_GRACE.as_secs()
+                    ))),
+                };
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(WorkerError::Setup("lost the device worker's status".into()));
+            }
+        };
+        drop(stdin);
+        let status = status
+            .map_err(|e| WorkerError::Setup(format!("waiting for the device worker: {e}")))?;
+        self.verdict(status)
+    }
+
+    /// The worker's result file, else what its crash report and exit
+    /// status say.
+    fn verdict(&self, status: ExitStatus) -> Result<Duration, WorkerError> {
+        let result = std::fs::read(self.dir.path().join(RESULT))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<ResultFile>(&b).ok());
+        if let Some(r) = result
+            && status.success()
+        {
+            return match r.error {
+                Some(e) => Err(WorkerError::Session(e)),
+                None => Ok(Duration::from_secs_f64(r.session_s.max(0.0))),
+            };
+        }
+        let report = std::fs::read_to_string(self.dir.path().join(CRASH)).unwrap_or_default();
+        Err(WorkerError::Crashed(crash_report(
+            &report,
+            status,
+            &self.names,
+        )))
+    }
+
+    /// The output tensors' bytes, in argument order. Read after the card
+    /// is released.
+    pub fn outputs(&self) -> Result<Vec<Vec<u8>>, WorkerError> {
+        let path = self.dir.path().join(DATA);
+        let file = File::open(&path).map_err(setup("cannot open", &path))?;
+        self.outputs
+            .iter()
+            .map(|s| {
+                let mut buf = vec![0; s.len as usize];
+                file.read_exact_at(&mut buf, s.off)
+                    .map_err(setup("cannot read outputs from", &path))?;
+                Ok(buf)
+            })
+            .collect()
+    }
+}
+
+/// Parses the runtime's `key=value` crash report and words it.
+fn crash_report(text: &str, status: ExitStatus, names: &[Option<String>]) -> CrashReport {
+    let get = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+            .map(str::to_owned)
+    };
+    let running = match get("who").as_deref() {
+        Some("kernel") => Some(format!(
+            "kernel func_id {} ({} core, block {} of {})",
+            get("func_id").unwrap_or_default(),
+            get("core").unwrap_or_default(),
+            get("block").unwrap_or_default(),
+            get("blocks").unwrap_or_default()
+        )),
+        Some("orchestration") => Some("the orchestration".to_owned()),
+        Some(_) => Some("the runtime (no kernel or orchestration)".to_owned()),
+        None => None,
+    };
+    let fault = get("fault").map(|f| {
+        let f = job::name_run_args(&f, names);
+        match get("address") {
+            Some(a) if !f.contains(&a) => format!("{f} (address {a})"),
+            _ => f,
+        }
+    });
+    let signal = status.signal().map(signal_name).or_else(|| get("signal"));
+    CrashReport {
+        signal,
+        exit_code: status.code(),
+        running,
+        fault,
+        exit_called: get("exit").is_some() && status.signal().is_none(),
+    }
+}
+
+fn signal_name(sig: i32) -> String {
+    let name = match sig {
+        libc::SIGSEGV => "SIGSEGV (segmentation fault)",
+        libc::SIGBUS => "SIGBUS (bus error)",
+        libc::SIGFPE => "SIGFPE (arithmetic exception, e.g. integer division by zero)",
+        libc::SIGILL => "SIGILL (illegal instruction, e.g. a trap)",
+        libc::SIGTRAP => "SIGTRAP (trap)",
+        libc::SIGABRT => "SIGABRT (abort)",
+        libc::SIGSYS => "SIGSYS (bad system call)",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGTERM => "SIGTERM",
+        _ => return format!("signal {sig}"),
+    };
+    name.to_owned()
+}
+
+/// The worker side: runs the job in `dir` and exits. Returns the process
+/// exit code (0 once a result is written, whatever the session's outcome).
+pub fn serve(dir: &Path) -> i32 {
+    // The supervisor holds the write end of stdin; when it dies or gives
+    // up, reading returns and this process ends at once.
+    std::thread::spawn(|| {
+        let mut sink = [0u8; 64];
+        let mut stdin = std::io::stdin();
+        while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+        std::process::abort();
+    });
+    match serve_job(dir) {
+        Ok(()) => 0,
+        Err(msg) => {
+            eprintln!("scene device worker: {msg}");
+            3
+        }
+    }
+}
+
+fn serve_job(dir: &Path) -> Result<(), String> {
+    let read = |name: &str| {
+        let p = dir.join(name);
+        std::fs::read(&p).map_err(|e| format!("cannot read `{}`: {e}", p.display()))
+    };
+    let spec: JobFile =
+        serde_json::from_slice(&read(JOB)?).map_err(|e| format!("malformed job file: {e}"))?;
+    let cards: Vec<u32> =
+        serde_json::from_slice(&read(CARDS)?).map_err(|e| format!("malformed card list: {e}"))?;
+    let card = *cards.first().ok_or("the supervisor holds no card")?;
+    if spec.version != JOB_VERSION {
+        return Err(format!(
+            "job version {} but this worker speaks {JOB_VERSION}",
+            spec.version
+        ));
+    }
+    let data_path = dir.join(DATA);
+    let data = File::options()
+        .read(true)
+        .write(true)
+        .open(&data_path)
+        .map_err(|e| format!("cannot open `{}`: {e}", data_path.display()))?;
+    let load = |s: Span| -> Result<Vec<u8>, String> {
+        let mut buf = vec![0; s.len as usize];
+        data.read_exact_at(&mut buf, s.off)
+            .map_err(|e| format!("cannot read the job data: {e}"))?;
+        Ok(buf)
+    };
+    let orch = load(spec.orch)?;
+    let images = spec
+        .incores
+        .iter()
+        .map(|k| load(k.image))
+        .collect::<Result<Vec<_>, _>>()?;
+    let inputs = spec
+        .args
+        .iter()
+        .map(|a| match a {
+            FileArg::Tensor { input: Some(s), .. } => load(*s).map(Some),
+            _ => Ok(None),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut args = Vec::with_capacity(spec.args.len());
+    for (a, input) in spec.args.iter().zip(&inputs) {
+        args.push(match a {
+            FileArg::Scalar { value } => JobArg::Scalar(*value),
+            FileArg::Tensor {
+                name,
+                direction,
+                size,
+                ..
+            } => JobArg::Tensor(TensorArg {
+                name,
+                direction: parse_direction(direction)
+                    .ok_or_else(|| format!("unknown direction `{direction}`"))?,
+                size: *size,
+                input: input.as_deref(),
+            }),
+        });
+    }
+    let job = DeviceJob {
+        card,
+        options: &spec.options,
+        callable: CallableImage {
+            orch_so: &orch,
+            orch_symbol: &spec.orch_symbol,
+            incores: spec
+                .incores
+                .iter()
+                .zip(&images)
+                .map(|(k, image)| IncoreImageRef {
+                    func_id: k.func_id,
+                    core_type: k.core_type,
+                    image,
+                })
+                .collect(),
+        },
+        args,
+    };
+    let held = SupervisedCard::new(cards);
+    let outcome = Runtime::load(&held, &spec.runtime)
+        .map_err(|e| SessionError {
+            what: "loading the device runtime".into(),
+            status: None,
+            message: e.to_string(),
+            device_fatal: false,
+        })
+        .and_then(|rt| {
+            // A runtime without crash reports still runs; crashes are then
+            // described by the exit status alone.
+            let _ = rt.enable_crash_report(&dir.join(CRASH));
+            let out = job::run_session(&rt, &job);
+            // The runtime stays loaded until the process exits: unloading
+            // it while detached threads of a timed-out run still execute
+            // its code would crash the worker.
+            std::mem::forget(rt);
+            out
+        });
+    let result = match outcome {
+        Ok(SessionOutput { outputs, session }) => {
+            let spans = spec.args.iter().filter_map(|a| match a {
+                FileArg::Tensor { output, .. } => *output,
+                FileArg::Scalar { .. } => None,
+            });
+            for (bytes, span) in outputs.iter().zip(spans) {
+                data.write_all_at(bytes, span.off)
+                    .map_err(|e| format!("cannot write outputs: {e}"))?;
+            }
+            ResultFile {
+                session_s: session.as_secs_f64(),
+                error: None,
+            }
+        }
+        Err(e) => ResultFile {
+            session_s: 0.0,
+            error: Some(e),
+        },
+    };
+    let text = serde_json::to_vec(&result).map_err(|e| e.to_string())?;
+    // Written aside and renamed in: the supervisor never reads half a result.
+    let path = dir.join(RESULT);
+    scene_util::write_atomically(&path, &text)
+        .map_err(|e| format!("cannot write `{}`: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crash_reports_are_worded_from_report_and_status() {
+        let names = vec![Some("a".to_owned()), Some("c".to_owned())];
+        let text = "signal=SIGSEGV\nwho=kernel\nfunc_id=3\ncore=aiv\nblock=0\nblocks=2\naddress=0x7f00\nfault=write or read outside a buffer: run argument 1 (256 bytes at 0x10) at offset 256, past its end\narg=1\n";
+        let r = crash_report(text, ExitStatus::from_raw(libc::SIGSEGV), &names);
+        let msg = r.to_string();
+        assert!(
+            msg.starts_with("the device worker was killed by SIGSEGV"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("while kernel func_id 3 (aiv core, block 0 of 2) was running"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains(
+                "tensor `c` (run argument 1) (256 bytes at 0x10) at offset 256, past its end"
+            ),
+            "{msg}"
+        );
+        let exit = crash_report(
+            "exit=called\nwho=orchestration\n",
+            ExitStatus::from_raw(0),
+            &names,
+        );
+        assert_eq!(
+            exit.to_string(),
+            "the orchestration called exit(0): the device worker ended before the run finished"
+        );
+        let bare = crash_report("", ExitStatus::from_raw(libc::SIGKILL), &names);
+        assert_eq!(bare.to_string(), "the device worker was killed by SIGKILL");
+    }
+}
