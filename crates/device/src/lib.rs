@@ -33,7 +33,8 @@ pub use error::{DeviceError, RuntimeError};
 pub use holder::HolderInfo;
 pub use list::DeviceList;
 pub use lock::{
-    AcquireOptions, CardLease, CardPool, WaitStatus, default_lock_dir, resolve_lock_dir,
+    AcquireOptions, CardLease, CardPool, DEFAULT_LOCK_DIR, LOCK_DIR_MODE, LOCK_FILE_MODE,
+    WaitStatus, default_lock_dir, resolve_lock_dir,
 };
 pub use runtime::{
     CallableHandle, CallableImage, DeviceBuffer, DeviceSession, Direction, IncoreImageRef,
