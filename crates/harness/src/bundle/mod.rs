@@ -449,6 +449,62 @@ mod tests {
         }
     }
 
+    fn slot(files: &[(&str, &str)]) -> SlotManifest {
+        SlotManifest {
+            dir: "slots/0000-s--a".into(),
+            key: "k".into(),
+            platform: "a2a3sim".into(),
+            runtime_abi: RUNTIME_ABI,
+            callable: CallableEntry {
+                label: "s".into(),
+                orch: "callable/orch.so".into(),
+                orch_symbol: "orch".into(),
+                incores: Vec::new(),
+            },
+            inputs: vec![TensorEntry {
+                name: "a".into(),
+                dtype: DType::F32,
+                shape: vec![4],
+                file: "inputs/a.npy".into(),
+                direction: Some("in".into()),
+            }],
+            golden: Vec::new(),
+            scalars: Vec::new(),
+            tolerances: BTreeMap::new(),
+            files: files
+                .iter()
+                .map(|(n, d)| (n.to_string(), d.to_string()))
+                .collect(),
+            sizes: files.iter().map(|(n, _)| (n.to_string(), 16)).collect(),
+            binding: None,
+        }
+    }
+
+    /// The binding ties a slot's name to its data: the same records under
+    /// another name, or another file digest, size or tensor record under
+    /// the same name, hash differently.
+    #[test]
+    fn binding_ties_the_name_to_the_data() {
+        let a = slot(&[("inputs/a.npy", "d1")]);
+        let base = slot_binding("s::a", &a);
+        assert_eq!(base, slot_binding("s::a", &a.clone()));
+        assert_ne!(base, slot_binding("s::b", &a));
+        assert_ne!(base, slot_binding("s::a", &slot(&[("inputs/a.npy", "d2")])));
+        let mut sized = a.clone();
+        sized.sizes.insert("inputs/a.npy".into(), 17);
+        assert_ne!(base, slot_binding("s::a", &sized));
+        let mut reshaped = a.clone();
+        reshaped.inputs[0].shape = vec![5];
+        assert_ne!(base, slot_binding("s::a", &reshaped));
+        let mut redirected = a.clone();
+        redirected.inputs[0].direction = Some("out".into());
+        assert_ne!(base, slot_binding("s::a", &redirected));
+        // The binding is not part of what it hashes.
+        let mut bound = a.clone();
+        bound.binding = Some(base.clone());
+        assert_eq!(base, slot_binding("s::a", &bound));
+    }
+
     #[test]
     fn tensor_files_never_collide() {
         assert_eq!(tensor_file(0, "x"), "x.npy");
