@@ -571,3 +571,209 @@ fn hold_card_holds_the_card_for_the_whole_run() {
     assert!((held - sum).abs() < 1e-9);
     assert!(held > device, "held {held} s for {device} s of device work");
 }
+
+/// Warnings of `out`'s stderr about `id`.
+fn warnings_for<'a>(stderr: &'a str, id: &str) -> Vec<&'a str> {
+    let prefix = format!("warning: {id}: bundle slot ");
+    stderr.lines().filter(|l| l.starts_with(&prefix)).collect()
+}
+
+/// Slots whose records and files were moved between cases are each
+/// internally consistent (every file matches its digest, every key is the
+/// one its case recomputes), yet none passes under another case's name:
+/// all are rebuilt and pass. `twin` has the same shapes as `small` (only
+/// its seed differs), so only the binding can tell their data apart;
+/// `odd` has other shapes, so its records no longer describe the case.
+#[test]
+fn slots_swapped_between_cases_are_rebuilt_not_passed_under_the_wrong_name() {
+    let env = TestEnv::with_scenes(&[]);
+    let dir = copy_scene(&env, "vector_example", "vector_example");
+    let toml = dir.join("scene.toml");
+    let t = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(
+        &toml,
+        format!("{t}\n[[cases]]\nname = \"twin\"\nparams = {{ N = 16384 }}\nseed = 7\n"),
+    )
+    .unwrap();
+    let bundle = precompile(&env, None);
+    let mut m = read_manifest(&bundle);
+    let data_fields = ["dir", "files", "sizes", "inputs", "golden"];
+    let slots = m["slots"].as_object_mut().unwrap();
+    for f in data_fields {
+        assert!(
+            slots["vector_example::small"].get(f).is_some(),
+            "no `{f}` in the slot record"
+        );
+    }
+    let small = slots["vector_example::small"].clone();
+    let twin = slots["vector_example::twin"].clone();
+    assert_eq!(small["inputs"][0]["shape"], twin["inputs"][0]["shape"]);
+    assert_ne!(small["files"], twin["files"], "twin's data must differ");
+    for f in data_fields {
+        slots.get_mut("vector_example::small").unwrap()[f] = twin[f].clone();
+        slots.get_mut("vector_example::twin").unwrap()[f] = small[f].clone();
+        // odd: case small's slot directory and records copied over its own.
+        slots.get_mut("vector_example::odd").unwrap()[f] = small[f].clone();
+    }
+    write_manifest(&bundle, &m);
+
+    let (out, report) = run_from(&env, &bundle, None, false);
+    assert!(out.status.success(), "{}", show(&out));
+    let stderr = text(&out.stderr);
+    for id in ["vector_example::small", "vector_example::twin"] {
+        let w = warnings_for(&stderr, id);
+        assert_eq!(w.len(), 1, "{id}: {}", show(&out));
+        assert!(
+            w[0].contains("holds records that were not written for this case")
+                && w[0].ends_with("; rebuilding this case"),
+            "{}",
+            w[0]
+        );
+    }
+    let w = warnings_for(&stderr, "vector_example::odd");
+    assert_eq!(
+        w,
+        [
+            "warning: vector_example::odd: bundle slot does not match this case: \
+             tensor `a` is recorded as f32[16384], the case has f32[12347]; rebuilding this case"
+        ],
+        "{}",
+        show(&out)
+    );
+    for id in [
+        "vector_example::small",
+        "vector_example::twin",
+        "vector_example::odd",
+    ] {
+        let c = case(&report, id);
+        assert_eq!(c["status"], "passed", "{c}");
+        assert!(phase(c, "golden_s") > 0.0, "{id} was not rebuilt: {c}");
+        assert!(phase(c, "fixtures_s") > 0.0, "{id} was not rebuilt: {c}");
+    }
+}
+
+/// A bundle built for another platform is refused once, with the flag to
+/// use, before any work: one error line, exit 2, no case run.
+#[test]
+fn bundle_for_another_platform_is_refused_once() {
+    let env = TestEnv::new();
+    let bundle = precompile(&env, Some("vector_example"));
+    let mut m = read_manifest(&bundle);
+    m["platform"] = "a5sim".into();
+    for slot in m["slots"].as_object_mut().unwrap().values_mut() {
+        slot["platform"] = "a5sim".into();
+    }
+    write_manifest(&bundle, &m);
+    let (out, report) = run_from(&env, &bundle, None, true);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        stderr.lines().collect::<Vec<_>>(),
+        [format!(
+            "error: --from: bundle {} was built for a5sim, but this run is for a2a3sim; \
+             run with --platform a5sim",
+            bundle.display()
+        )],
+        "{}",
+        show(&out)
+    );
+    assert!(!text(&out.stdout).contains("PASS"), "{}", show(&out));
+    assert!(report.is_null(), "a report was written: {report}");
+    assert!(!env.lock_dir.exists(), "a card lock was touched");
+}
+
+/// `scene run --from` with stdout and stderr in files, waited for with a
+/// deadline: a run that hangs is killed and fails the test.
+fn run_from_bounded(env: &TestEnv, bundle: &Path, filter: &str) -> (Output, Value) {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let report = env.dir.path().join("report.json");
+    let out_path = env.dir.path().join("stdout.txt");
+    let err_path = env.dir.path().join("stderr.txt");
+    let mut child = env
+        .scene(&[
+            "run",
+            "--from",
+            bundle.to_str().unwrap(),
+            "--report-json",
+            report.to_str().unwrap(),
+            filter,
+        ])
+        .env("SCENE_CACHE_DIR", env.dir.path().join("pass2-cache"))
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "scene run --from did not finish in 240 s; stderr:\n{}",
+                std::fs::read_to_string(&err_path).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let out = Output {
+        status,
+        stdout: std::fs::read(&out_path).unwrap(),
+        stderr: std::fs::read(&err_path).unwrap(),
+    };
+    let json = if report.exists() {
+        read_report(&report)
+    } else {
+        Value::Null
+    };
+    (out, json)
+}
+
+/// Bundle files that are not files: a symlink to `/dev/zero` (read, it
+/// would grow the process without bound) and a FIFO (read, it would hang
+/// it) are damage like any other: the run finishes and both cases pass
+/// after a rebuild.
+#[test]
+fn bundle_files_that_are_not_files_are_rebuilt_without_hanging() {
+    let env = TestEnv::new();
+    let bundle = precompile(&env, Some("vector_example"));
+    let golden = slot_dir(&bundle, "vector_example::small").join("golden/f.npy");
+    std::fs::remove_file(&golden).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &golden).unwrap();
+    let input = slot_dir(&bundle, "vector_example::odd").join("inputs/a.npy");
+    std::fs::remove_file(&input).unwrap();
+    let status = std::process::Command::new("mkfifo")
+        .arg(&input)
+        .status()
+        .unwrap();
+    assert!(status.success(), "mkfifo failed");
+
+    let (out, report) = run_from_bounded(&env, &bundle, "vector_example");
+    assert!(out.status.success(), "{}", show(&out));
+    let stderr = text(&out.stderr);
+    let small = warnings_for(&stderr, "vector_example::small");
+    assert_eq!(small.len(), 1, "{}", show(&out));
+    assert!(
+        small[0].contains("names `golden/f.npy`, which is refused"),
+        "{}",
+        small[0]
+    );
+    let odd = warnings_for(&stderr, "vector_example::odd");
+    assert_eq!(odd.len(), 1, "{}", show(&out));
+    assert!(
+        odd[0].contains("file `inputs/a.npy` is unreadable")
+            && odd[0].contains("is a FIFO, not a regular file")
+            && odd[0].ends_with("; rebuilding this case"),
+        "{}",
+        odd[0]
+    );
+    for id in ["vector_example::small", "vector_example::odd"] {
+        let c = case(&report, id);
+        assert_eq!(c["status"], "passed", "{c}");
+        assert!(phase(c, "golden_s") > 0.0, "{id} was not rebuilt: {c}");
+    }
+}

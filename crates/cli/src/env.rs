@@ -37,8 +37,6 @@ pub const VARIABLES: &[&str] = &[
     "SCENE_FAILURE_DUMP_DIR",
     // Where bare tool names (`cc`, `ld`) are found.
     "PATH",
-    // Only where /proc is missing, to name the per-user lock directory.
-    "USER",
 ];
 
 /// The values of [`VARIABLES`] at one moment; empty values are `None`.
@@ -219,10 +217,7 @@ pub fn resolve(
         .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone()));
     if flags.uses_cards {
         config.devices = devices(env, flags.devices.as_ref())?;
-        config.lock_dir = scene_device::resolve_lock_dir(
-            env.path("SCENE_LOCK_DIR").as_deref(),
-            env.text("USER")?.as_deref(),
-        );
+        config.lock_dir = scene_device::resolve_lock_dir(env.path("SCENE_LOCK_DIR").as_deref());
         config.runtime_lib = flags
             .runtime
             .clone()

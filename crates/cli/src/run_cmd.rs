@@ -64,9 +64,12 @@ pub(crate) fn run(
         Ok(p) => p,
         Err(code) => return code,
     };
-    // Opened before anything runs: an unusable bundle (not one, or a newer
-    // schema) is a bad `--from` value, not a reason to rebuild everything.
-    let bundle = match args.from.as_deref().map(Bundle::open) {
+    // Opened before anything runs: an unusable bundle (not one, a newer
+    // schema, another platform) is a bad `--from` value, not a reason to
+    // rebuild everything.
+    let platform = config.platform.name().to_string();
+    let open = |dir: &Path| Bundle::open(dir).and_then(|b| b.check_platform(&platform).map(|()| b));
+    let bundle = match args.from.as_deref().map(open) {
         None => None,
         Some(Ok(b)) => Some(b),
         Some(Err(e)) => {

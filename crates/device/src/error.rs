@@ -17,6 +17,12 @@ pub enum DeviceError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "card lock directory {} is not usable: {reason}; it must be a directory every user of \
+         the cards can create files in (mode 1777, like /tmp), or set SCENE_LOCK_DIR to one",
+        dir.display()
+    )]
+    LockDirUnusable { dir: PathBuf, reason: String },
     #[error("cannot lease {requested} card(s) from a pool of {available}")]
     TooManyCards { requested: usize, available: usize },
     #[error(

@@ -44,7 +44,8 @@ pub use job::{
 };
 pub use list::DeviceList;
 pub use lock::{
-    AcquireOptions, CardLease, CardPool, WaitStatus, default_lock_dir, resolve_lock_dir,
+    AcquireOptions, CardLease, CardPool, DEFAULT_LOCK_DIR, LOCK_DIR_MODE, LOCK_FILE_MODE,
+    WaitStatus, default_lock_dir, resolve_lock_dir,
 };
 pub use runtime::{
     CallableHandle, CallableImage, DeviceBuffer, DeviceSession, Direction, IncoreImageRef,

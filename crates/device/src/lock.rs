@@ -6,6 +6,12 @@
 //! `kill -9`. The holder writes `pid`, `holder` and `acquired` into the file
 //! so that waiters can say whom they wait for.
 //!
+//! Cards are machine-wide, so the lock directory is too: by default one
+//! directory for every user of the machine ([`DEFAULT_LOCK_DIR`]), created
+//! sticky and world-writable like `/tmp` (mode 1777), with lock and ticket
+//! files world-readable and -writable (0666, whatever the umask), so a
+//! user can wait on and take a card another user released.
+//!
 //! Multi-card leases are taken with `try_lock` only, in ascending card order,
 //! releasing everything on a shortfall and retrying with backoff: no process
 //! ever blocks while holding a card, so leases cannot deadlock.
@@ -67,29 +73,59 @@ impl fmt::Debug for AcquireOptions<'_> {
     }
 }
 
+/// The default card lock directory: one path for every user and process of
+/// the machine (not under `TMPDIR`, which differs between users), because
+/// a card is one card whoever holds it.
+pub const DEFAULT_LOCK_DIR: &str = "/tmp/scene-cards";
+
+/// Mode of a lock directory the pool creates: sticky and world-writable,
+/// like `/tmp` (everyone may add files, only owners may remove them).
+pub const LOCK_DIR_MODE: u32 = 0o1777;
+
+/// Mode of lock and ticket files: every user may open and `flock` them.
+pub const LOCK_FILE_MODE: u32 = 0o666;
+
 /// The lock directory to use: `lock_dir` (the `SCENE_LOCK_DIR` variable) if
-/// given and non-empty, else [`default_lock_dir`]`(user)`.
-pub fn resolve_lock_dir(lock_dir: Option<&Path>, user: Option<&str>) -> PathBuf {
+/// given and non-empty, else [`default_lock_dir`].
+pub fn resolve_lock_dir(lock_dir: Option<&Path>) -> PathBuf {
     match lock_dir.filter(|d| !d.as_os_str().is_empty()) {
         Some(d) => d.to_path_buf(),
-        None => default_lock_dir(user),
+        None => default_lock_dir(),
     }
 }
 
-/// `<temp dir>/scene-locks-<uid>`: one directory per user, so that users of
-/// a shared machine never contend for (or cannot open) each other's lock
-/// files. The uid is the owner of `/proc/self`; where that cannot be read,
-/// `user` (the `USER` variable) names the directory, else `unknown`.
-pub fn default_lock_dir(user: Option<&str>) -> PathBuf {
-    std::env::temp_dir().join(format!("scene-locks-{}", current_uid(user)))
+/// [`DEFAULT_LOCK_DIR`]: the same for every user, so two users never hold
+/// one card at once.
+pub fn default_lock_dir() -> PathBuf {
+    PathBuf::from(DEFAULT_LOCK_DIR)
 }
 
-/// The real uid, read without libc: `/proc/self` is owned by the process's uid.
-fn current_uid(user: Option<&str>) -> String {
-    use std::os::unix::fs::MetadataExt;
-    match std::fs::metadata("/proc/self") {
-        Ok(m) => m.uid().to_string(),
-        Err(_) => user.unwrap_or("unknown").to_owned(),
+/// Creates `dir` (its parents as usual) with [`LOCK_DIR_MODE`], whatever
+/// the umask; an existing directory is left as it is.
+fn create_shared_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    match std::fs::DirBuilder::new().mode(LOCK_DIR_MODE).create(dir) {
+        Ok(()) => std::fs::set_permissions(dir, std::fs::Permissions::from_mode(LOCK_DIR_MODE)),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Makes a file this process just created [`LOCK_FILE_MODE`] (the umask
+/// narrowed it at creation).
+fn share_file(file: &File) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    file.set_permissions(std::fs::Permissions::from_mode(LOCK_FILE_MODE))
+}
+
+/// Why `dir` cannot serve as the lock directory, for the error message.
+fn unusable(dir: &Path, reason: impl fmt::Display) -> DeviceError {
+    DeviceError::LockDirUnusable {
+        dir: dir.to_path_buf(),
+        reason: reason.to_string(),
     }
 }
 
@@ -125,14 +161,30 @@ fn io_err<'p>(
 }
 
 impl CardPool {
-    /// A pool over `devices` with lock files in `lock_dir` (created if missing).
+    /// A pool over `devices` with lock files in `lock_dir`, created if
+    /// missing with [`LOCK_DIR_MODE`]. Every card's lock file is opened
+    /// (created [`LOCK_FILE_MODE`] if missing) here, so a directory this
+    /// user cannot use is one clear error naming it, before any work.
     pub fn new(devices: DeviceList, lock_dir: PathBuf) -> Result<CardPool, DeviceError> {
-        std::fs::create_dir_all(&lock_dir).map_err(io_err("creating lock directory", &lock_dir))?;
-        Ok(CardPool {
+        create_shared_dir(&lock_dir).map_err(|e| unusable(&lock_dir, e))?;
+        let meta = std::fs::metadata(&lock_dir).map_err(|e| unusable(&lock_dir, e))?;
+        if !meta.is_dir() {
+            return Err(unusable(&lock_dir, "it is not a directory"));
+        }
+        let pool = CardPool {
             devices,
             lock_dir,
             retired: Arc::default(),
-        })
+        };
+        for card in pool.devices.iter() {
+            pool.open_lock(card).map_err(|e| match e {
+                DeviceError::Io { source, path, .. } => {
+                    unusable(&pool.lock_dir, format!("{}: {source}", path.display()))
+                }
+                other => other,
+            })?;
+        }
+        Ok(pool)
     }
 
     /// Takes `card` out of service for the rest of the process (its device
@@ -172,15 +224,32 @@ impl CardPool {
             .and_then(|t| HolderInfo::parse(&t))
     }
 
+    /// Opens `card`'s lock file read-write. A missing one is created under
+    /// a private name, made [`LOCK_FILE_MODE`] and linked into place, so no
+    /// other user ever sees it with the creator's umask.
     fn open_lock(&self, card: u32) -> Result<File, DeviceError> {
         let path = self.lock_path(card);
-        OpenOptions::new()
-            .read(true)
+        let open = || OpenOptions::new().read(true).write(true).open(&path);
+        match open() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            other => return other.map_err(io_err("opening lock file", &path)),
+        }
+        let fresh = self
+            .lock_dir
+            .join(format!(".card-{card}.lock.{}", unique_suffix()));
+        let created = OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(io_err("opening lock file", &path))
+            .create_new(true)
+            .open(&fresh)
+            .and_then(|f| share_file(&f));
+        let linked = created.and_then(|()| match std::fs::hard_link(&fresh, &path) {
+            // Another process linked its own first: use that one.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            other => other,
+        });
+        let _ = std::fs::remove_file(&fresh);
+        linked.map_err(io_err("creating lock file", &path))?;
+        open().map_err(io_err("opening lock file", &path))
     }
 
     /// One non-blocking attempt: `Ok(Ok(lease))`, or `Ok(Err(first busy card))`.
@@ -413,7 +482,7 @@ impl WaitingLine {
     fn join(&self, cards: &[u32]) -> Result<Ticket, DeviceError> {
         use std::sync::atomic::{AtomicU64, Ordering};
         static SEQ: AtomicU64 = AtomicU64::new(0);
-        std::fs::create_dir_all(&self.dir).map_err(io_err("creating waiting line", &self.dir))?;
+        create_shared_dir(&self.dir).map_err(io_err("creating waiting line", &self.dir))?;
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
@@ -429,6 +498,8 @@ impl WaitingLine {
             .create_new(true)
             .open(&hidden)
             .map_err(io_err("creating ticket", &hidden))?;
+        // Other users' waiters open it to see whether it is still locked.
+        share_file(&file).map_err(io_err("creating ticket", &hidden))?;
         file.lock().map_err(io_err("locking ticket", &hidden))?;
         let list: Vec<String> = cards.iter().map(u32::to_string).collect();
         file.write_all(list.join(",").as_bytes())
@@ -481,6 +552,17 @@ impl WaitingLine {
         }
         ahead
     }
+}
+
+/// `<pid>-<seq>`: unique among this machine's live processes and threads.
+fn unique_suffix() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 fn jitter_seed() -> u64 {

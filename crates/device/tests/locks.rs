@@ -341,18 +341,19 @@ fn device_list_env_resolution() {
     );
 }
 
+/// Cards are machine-wide: the default lock directory is one fixed path,
+/// whoever the user and whatever their `TMPDIR`.
 #[test]
-fn default_lock_dir_is_per_user() {
+fn default_lock_dir_is_machine_wide() {
     if child_mode().is_some() {
         return;
     }
-    let d = default_lock_dir(Some("someone"));
-    assert!(d.starts_with(std::env::temp_dir()));
-    let name = d.file_name().unwrap().to_string_lossy().into_owned();
-    assert!(
-        name.starts_with("scene-locks-") && name.len() > "scene-locks-".len(),
-        "{name}"
+    assert_eq!(default_lock_dir(), Path::new("/tmp/scene-cards"));
+    assert_eq!(
+        default_lock_dir(),
+        Path::new(scene_device::DEFAULT_LOCK_DIR)
     );
+    assert_eq!(resolve_lock_dir(None), default_lock_dir());
 }
 
 #[test]
@@ -361,12 +362,9 @@ fn lock_dir_variable_wins_unless_empty() {
         return;
     }
     let d = tempfile::tempdir().unwrap();
-    assert_eq!(resolve_lock_dir(Some(d.path()), Some("someone")), d.path());
-    assert_eq!(
-        resolve_lock_dir(Some(Path::new("")), Some("someone")),
-        default_lock_dir(Some("someone"))
-    );
-    assert_eq!(resolve_lock_dir(None, None), default_lock_dir(None));
+    assert_eq!(resolve_lock_dir(Some(d.path())), d.path());
+    assert_eq!(resolve_lock_dir(Some(Path::new(""))), default_lock_dir());
+    assert_eq!(resolve_lock_dir(None), default_lock_dir());
 }
 
 /// Child mode `churn`: take card 0, keep it for 50 ms (a case's device
@@ -474,4 +472,96 @@ fn dead_waiters_tickets_are_skipped() {
         0,
         "stale ticket not removed"
     );
+}
+
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+/// A lock directory the pool creates is sticky and world-writable like
+/// `/tmp`, and its lock and ticket files are world-readable and -writable
+/// whatever the umask, so another user can flock them; a directory that
+/// exists already keeps its mode.
+#[test]
+fn created_lock_dir_and_files_are_usable_by_every_user() {
+    if child_mode().is_some() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("shared/cards");
+    let p = pool(&dir, "0-1");
+    assert_eq!(mode(&dir), 0o1777);
+    for card in 0..2 {
+        assert_eq!(mode(&p.lock_path(card)), 0o666, "card {card}");
+    }
+    // Nothing but the lock files: the private names they were created
+    // under are gone.
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["card-0.lock", "card-1.lock"]);
+
+    // A waiter's ticket is shared too: seen from inside the wait.
+    let held = p
+        .try_acquire(2, "holder")
+        .unwrap()
+        .expect("both cards free");
+    let mut ticket_modes = Vec::new();
+    let mut on_wait = |_: &WaitStatus| {
+        for e in std::fs::read_dir(dir.join("queue")).unwrap() {
+            ticket_modes.push(mode(&e.unwrap().path()));
+        }
+    };
+    let err = p
+        .acquire(
+            1,
+            "waiter",
+            AcquireOptions {
+                timeout: Some(Duration::from_millis(50)),
+                on_wait: Some(&mut on_wait),
+            },
+        )
+        .unwrap_err();
+    assert!(matches!(err, DeviceError::LockTimeout { .. }), "{err}");
+    assert!(!ticket_modes.is_empty(), "no ticket seen while waiting");
+    assert!(ticket_modes.iter().all(|&m| m == 0o666), "{ticket_modes:?}");
+    assert_eq!(mode(&dir.join("queue")), 0o1777);
+    drop(held);
+
+    let existing = tmp.path().join("existing");
+    std::fs::create_dir(&existing).unwrap();
+    std::fs::set_permissions(
+        &existing,
+        std::os::unix::fs::PermissionsExt::from_mode(0o750),
+    )
+    .unwrap();
+    pool(&existing, "0");
+    assert_eq!(mode(&existing), 0o750, "an existing dir's mode was changed");
+}
+
+/// A lock directory that cannot be used is one error naming it and the
+/// variable that chooses another.
+#[test]
+fn unusable_lock_dir_is_one_clear_error() {
+    if child_mode().is_some() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("not-a-dir");
+    std::fs::write(&file, "x").unwrap();
+    for dir in [file.clone(), file.join("cards")] {
+        let err = CardPool::new("0".parse().unwrap(), dir.clone()).unwrap_err();
+        assert!(matches!(err, DeviceError::LockDirUnusable { .. }), "{err}");
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with(&format!(
+                "card lock directory {} is not usable: ",
+                dir.display()
+            )) && msg.contains("SCENE_LOCK_DIR"),
+            "{msg}"
+        );
+    }
 }

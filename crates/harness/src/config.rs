@@ -81,7 +81,7 @@ impl RunConfig {
             platform,
             compile_workers: std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN),
             devices: DeviceList::resolve(None, None, None).expect("the default card list is valid"),
-            lock_dir: scene_device::default_lock_dir(None),
+            lock_dir: scene_device::default_lock_dir(),
             runtime_lib: None,
             lock_timeout: None,
             golden_threads: scene_golden::reference::default_thread_cap(),

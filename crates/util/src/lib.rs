@@ -1,6 +1,7 @@
 //! Small file-system and hashing primitives shared by the harness crates,
 //! each defined once: atomic file writes, atomic directory replacement,
-//! the "plain file name" check, and length-prefixed hashing.
+//! reading a file that must be a regular file of a known size, the "plain
+//! file name" check, and length-prefixed hashing.
 //!
 //! They live in their own crate because both `scene-kernels` (the cache)
 //! and `scene-harness` (reports, bundles, dumps) need exactly the same
@@ -71,6 +72,149 @@ pub fn remove_dir_if_exists(path: &Path) -> io::Result<()> {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),
     }
+}
+
+/// Why [`read_regular_file`] refused or failed to read a file.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: std::path::PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{}: is a symlink, not a regular file", path.display())]
+    Symlink { path: std::path::PathBuf },
+    #[error("{}: is a {kind}, not a regular file", path.display())]
+    NotRegular {
+        path: std::path::PathBuf,
+        kind: &'static str,
+    },
+    #[error("{}: is {found} bytes, {expected} recorded", path.display())]
+    SizeMismatch {
+        path: std::path::PathBuf,
+        expected: u64,
+        found: u64,
+    },
+    #[error("{}: is {found} bytes, more than the limit of {max}", path.display())]
+    TooLarge {
+        path: std::path::PathBuf,
+        found: u64,
+        max: u64,
+    },
+}
+
+impl ReadError {
+    /// The file does not exist (as opposed to existing and being refused).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, ReadError::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
+    }
+}
+
+/// What a non-regular file is, for messages.
+fn file_kind(t: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "directory"
+    } else if t.is_symlink() {
+        "symlink"
+    } else if t.is_fifo() {
+        "FIFO"
+    } else if t.is_char_device() {
+        "character device"
+    } else if t.is_block_device() {
+        "block device"
+    } else if t.is_socket() {
+        "socket"
+    } else {
+        "special file"
+    }
+}
+
+/// The contents of `path`, which must be a regular file (not a symlink,
+/// FIFO, device, socket or directory) of `expected_len` bytes when given,
+/// and at most `max_len` bytes in any case.
+///
+/// Files that are data from disk (bundles, the kernel cache) go through
+/// here, so that a symlink to `/dev/zero` cannot grow the process without
+/// bound and a FIFO cannot hang it: the path is checked with `lstat`
+/// first (a device is never even opened), then opened with `O_NOFOLLOW |
+/// O_NONBLOCK` (a symlink swapped in meanwhile fails the open, a FIFO
+/// does not wait for a writer), checked again with `fstat` on the open
+/// file, and its size compared before a byte is read. At most the checked
+/// size is read; a file that changes size meanwhile is a mismatch.
+pub fn read_regular_file(
+    path: &Path,
+    expected_len: Option<u64>,
+    max_len: u64,
+) -> Result<Vec<u8>, ReadError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let p = || path.to_path_buf();
+    let io_err = |source| ReadError::Io { path: p(), source };
+    let refuse = |t: std::fs::FileType| {
+        if t.is_symlink() {
+            ReadError::Symlink { path: p() }
+        } else {
+            ReadError::NotRegular {
+                path: p(),
+                kind: file_kind(t),
+            }
+        }
+    };
+    let lmeta = std::fs::symlink_metadata(path).map_err(io_err)?;
+    if !lmeta.file_type().is_file() {
+        return Err(refuse(lmeta.file_type()));
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                ReadError::Symlink { path: p() }
+            } else {
+                io_err(e)
+            }
+        })?;
+    let meta = file.metadata().map_err(io_err)?;
+    if !meta.file_type().is_file() {
+        return Err(refuse(meta.file_type()));
+    }
+    let len = meta.len();
+    if let Some(expected) = expected_len.filter(|&e| e != len) {
+        return Err(ReadError::SizeMismatch {
+            path: p(),
+            expected,
+            found: len,
+        });
+    }
+    if len > max_len {
+        return Err(ReadError::TooLarge {
+            path: p(),
+            found: len,
+            max: max_len,
+        });
+    }
+    let cap = usize::try_from(len).map_err(|_| ReadError::TooLarge {
+        path: p(),
+        found: len,
+        max: max_len,
+    })?;
+    let mut bytes = Vec::with_capacity(cap);
+    // One byte more than checked, to notice a file that grew meanwhile.
+    (&mut file)
+        .take(len.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(io_err)?;
+    if bytes.len() as u64 != len {
+        return Err(ReadError::SizeMismatch {
+            path: p(),
+            expected: len,
+            found: bytes.len() as u64,
+        });
+    }
+    Ok(bytes)
 }
 
 /// Why a name cannot be used as a file name.
@@ -166,6 +310,99 @@ mod tests {
         assert!(replace_dir(&tmp.path().join("missing"), &dest).is_err());
         assert_eq!(std::fs::read_to_string(dest.join("f")).unwrap(), "2");
         assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn regular_files_of_the_recorded_size_are_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let f = tmp.path().join("f");
+        std::fs::write(&f, b"12345").unwrap();
+        assert_eq!(read_regular_file(&f, Some(5), 5).unwrap(), b"12345");
+        assert_eq!(read_regular_file(&f, None, 100).unwrap(), b"12345");
+        let empty = tmp.path().join("empty");
+        std::fs::write(&empty, b"").unwrap();
+        assert_eq!(read_regular_file(&empty, Some(0), 0).unwrap(), b"");
+        let err = read_regular_file(&f, Some(4), 100).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ReadError::SizeMismatch {
+                    expected: 4,
+                    found: 5,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let err = read_regular_file(&f, None, 4).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ReadError::TooLarge {
+                    found: 5,
+                    max: 4,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let err = read_regular_file(&tmp.path().join("missing"), None, 4).unwrap_err();
+        assert!(err.is_not_found(), "{err}");
+    }
+
+    #[test]
+    fn symlinks_are_refused_even_to_regular_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let f = tmp.path().join("f");
+        std::fs::write(&f, b"data").unwrap();
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&f, &link).unwrap();
+        let err = read_regular_file(&link, Some(4), 100).unwrap_err();
+        assert!(matches!(err, ReadError::Symlink { .. }), "{err}");
+        let zero = tmp.path().join("zero");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        let err = read_regular_file(&zero, None, u64::MAX).unwrap_err();
+        assert!(matches!(err, ReadError::Symlink { .. }), "{err}");
+        assert!(err.to_string().contains("is a symlink"), "{err}");
+    }
+
+    #[test]
+    fn fifos_devices_and_directories_are_refused_without_blocking() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fifo = tmp.path().join("fifo");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        // No writer ever opens it: a plain read would block for good.
+        let err = read_regular_file(&fifo, None, u64::MAX).unwrap_err();
+        assert!(
+            matches!(err, ReadError::NotRegular { kind: "FIFO", .. }),
+            "{err}"
+        );
+        let err = read_regular_file(Path::new("/dev/null"), Some(0), u64::MAX).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ReadError::NotRegular {
+                    kind: "character device",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let err = read_regular_file(tmp.path(), None, u64::MAX).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ReadError::NotRegular {
+                    kind: "directory",
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 
     #[test]

@@ -18,15 +18,24 @@
 //! The manifest records the schema, the platform and runtime ABI, and per
 //! slot (`"scene::case"`): its directory, the blake3 digest of every file,
 //! the orchestration symbol, func ids and core types, dtypes and shapes, the
-//! scalar arguments, the tolerances, and the key that produced it.
+//! scalar arguments, the tolerances, the size of every file, the direction
+//! of every tensor, the key that produced it, and a binding that ties the
+//! slot's name to its data.
 //!
 //! Trust model: the manifest is data from disk, so nothing it names is
 //! opened before it is checked. Names must be relative, made of normal
 //! components only, and must resolve (symlinks included) inside the bundle;
-//! every file must match its digest. A slot failing any check is reported
-//! with the reason and its case is rebuilt from source; other slots are
-//! unaffected. A bundle of a newer schema is refused as a whole, since its
-//! meaning is unknown.
+//! every file must be a regular file (no FIFO, device or directory) of the
+//! recorded size, read through [`scene_util::read_regular_file`], and must
+//! match its digest. A slot must also be the case it claims to be: its
+//! tensors' names, directions, dtypes and shapes must be those of the
+//! current `scene.toml` case, and its binding (a hash over its name, key,
+//! file digests and tensor records) must match, so slots whose files and
+//! records were swapped between cases are refused even though each is
+//! internally consistent. A slot failing any check is reported with the
+//! reason and its case is rebuilt from source; other slots are unaffected.
+//! A bundle of a newer schema, or built for another platform, is refused as
+//! a whole.
 //!
 //! A bundle is written into a sibling temp directory and renamed into place
 //! at the end, so `DIR` is either a complete bundle or not one at all.
@@ -94,7 +103,27 @@ pub enum BundleError {
     NotReplaceable { path: PathBuf },
     #[error("slot `{slot}` is added twice")]
     DuplicateSlot { slot: String },
+    #[error("{source}")]
+    Unreadable {
+        #[source]
+        source: scene_util::ReadError,
+    },
+    #[error(
+        "bundle {} was built for {found}, but this run is for {expected}; run with --platform {found}",
+        path.display()
+    )]
+    Platform {
+        path: PathBuf,
+        found: String,
+        expected: String,
+    },
 }
+
+/// The largest manifest read (it is JSON text; a bigger one is damage).
+pub const MAX_MANIFEST_LEN: u64 = 256 << 20;
+
+/// The largest slot file read.
+pub const MAX_SLOT_FILE_LEN: u64 = 16 << 30;
 
 /// Why one slot cannot be used; its case is rebuilt instead.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -121,6 +150,12 @@ pub enum SlotProblem {
         "was built from a different definition of this case (key {found}, expected {expected})"
     )]
     Stale { found: String, expected: String },
+    #[error("does not match this case: {0}")]
+    WrongCase(String),
+    #[error(
+        "holds records that were not written for this case (binding {found}, recomputed {expected})"
+    )]
+    Unbound { found: String, expected: String },
 }
 
 /// The manifest, `bundle.json`.
@@ -160,6 +195,15 @@ pub struct SlotManifest {
     pub tolerances: BTreeMap<String, Tolerance>,
     /// blake3 (hex) of every file, by path relative to `dir`.
     pub files: BTreeMap<String, String>,
+    /// Size in bytes of every file, by path relative to `dir` (absent in
+    /// bundles written before it was recorded: then only the size limit
+    /// applies).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sizes: BTreeMap<String, u64>,
+    /// [`slot_binding`] of this slot when it was written (absent in bundles
+    /// written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -185,6 +229,10 @@ pub struct TensorEntry {
     pub dtype: DType,
     pub shape: Vec<usize>,
     pub file: String,
+    /// The tensor's direction in the signature (`in`, `out`, `inout`);
+    /// absent in bundles written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<String>,
 }
 
 /// What a valid slot gives the pipeline in place of compile, fixtures and
@@ -238,6 +286,34 @@ pub fn slot_key(
         }
     }
     field("scalars", &canonical(&scalars));
+    h.finalize().to_hex().to_string()
+}
+
+/// What ties a slot's name to its data: a hash over the slot id
+/// (`scene::case`), its key (which covers the callable bytes and the case
+/// definition), every file's digest and size, and its tensor and callable
+/// records. The key alone is recomputed from the stored callable and the
+/// current `scene.toml`, so it cannot tell two cases of one scene apart by
+/// their inputs and goldens; the binding can: records (and files) moved
+/// from another slot, each internally consistent, no longer hash to it.
+pub fn slot_binding(id: &str, slot: &SlotManifest) -> String {
+    let mut h = scene_util::FieldHasher::new("scene-bundle-binding");
+    h.field("schema", &SCHEMA.to_le_bytes());
+    h.field("id", id.as_bytes());
+    h.field("key", slot.key.as_bytes());
+    h.field("platform", slot.platform.as_bytes());
+    h.field("runtime_abi", &slot.runtime_abi.to_le_bytes());
+    for (name, digest) in &slot.files {
+        h.field("file", name.as_bytes());
+        h.field("digest", digest.as_bytes());
+        let size = slot.sizes.get(name).map(|s| s.to_le_bytes());
+        h.field("size", size.as_ref().map_or(&[][..], |s| &s[..]));
+    }
+    h.field("callable", &canonical(&slot.callable));
+    h.field("inputs", &canonical(&slot.inputs));
+    h.field("golden", &canonical(&slot.golden));
+    h.field("scalars", &canonical(&slot.scalars));
+    h.field("tolerances", &canonical(&slot.tolerances));
     h.finalize().to_hex().to_string()
 }
 
@@ -371,6 +447,62 @@ mod tests {
                 "`{bad:?}` accepted"
             );
         }
+    }
+
+    fn slot(files: &[(&str, &str)]) -> SlotManifest {
+        SlotManifest {
+            dir: "slots/0000-s--a".into(),
+            key: "k".into(),
+            platform: "a2a3sim".into(),
+            runtime_abi: RUNTIME_ABI,
+            callable: CallableEntry {
+                label: "s".into(),
+                orch: "callable/orch.so".into(),
+                orch_symbol: "orch".into(),
+                incores: Vec::new(),
+            },
+            inputs: vec![TensorEntry {
+                name: "a".into(),
+                dtype: DType::F32,
+                shape: vec![4],
+                file: "inputs/a.npy".into(),
+                direction: Some("in".into()),
+            }],
+            golden: Vec::new(),
+            scalars: Vec::new(),
+            tolerances: BTreeMap::new(),
+            files: files
+                .iter()
+                .map(|(n, d)| (n.to_string(), d.to_string()))
+                .collect(),
+            sizes: files.iter().map(|(n, _)| (n.to_string(), 16)).collect(),
+            binding: None,
+        }
+    }
+
+    /// The binding ties a slot's name to its data: the same records under
+    /// another name, or another file digest, size or tensor record under
+    /// the same name, hash differently.
+    #[test]
+    fn binding_ties_the_name_to_the_data() {
+        let a = slot(&[("inputs/a.npy", "d1")]);
+        let base = slot_binding("s::a", &a);
+        assert_eq!(base, slot_binding("s::a", &a.clone()));
+        assert_ne!(base, slot_binding("s::b", &a));
+        assert_ne!(base, slot_binding("s::a", &slot(&[("inputs/a.npy", "d2")])));
+        let mut sized = a.clone();
+        sized.sizes.insert("inputs/a.npy".into(), 17);
+        assert_ne!(base, slot_binding("s::a", &sized));
+        let mut reshaped = a.clone();
+        reshaped.inputs[0].shape = vec![5];
+        assert_ne!(base, slot_binding("s::a", &reshaped));
+        let mut redirected = a.clone();
+        redirected.inputs[0].direction = Some("out".into());
+        assert_ne!(base, slot_binding("s::a", &redirected));
+        // The binding is not part of what it hashes.
+        let mut bound = a.clone();
+        bound.binding = Some(base.clone());
+        assert_eq!(base, slot_binding("s::a", &bound));
     }
 
     #[test]

@@ -8,17 +8,20 @@ use scene_golden::{Tensor, npy};
 use scene_kernels::{ChipCallable, CoreType, IncoreImage};
 
 use super::{
-    BundleError, MANIFEST_FILE, Manifest, RUNTIME_ABI, SCHEMA, SlotData, SlotManifest, SlotProblem,
-    TensorEntry, check_name, slot_key,
+    BundleError, MANIFEST_FILE, MAX_MANIFEST_LEN, MAX_SLOT_FILE_LEN, Manifest, RUNTIME_ABI, SCHEMA,
+    SlotData, SlotManifest, SlotProblem, TensorEntry, check_name, slot_binding, slot_key,
 };
 use crate::golden::GoldenOutputs;
 use crate::prepare::missing_golden_output;
-use crate::scene::Scene;
+use crate::scene::{Case, Scene, TensorSpec};
 use crate::select::SelectedCase;
+use crate::shape::eval_shape;
 
 /// An opened bundle: its manifest, checked for schema, and its directory.
 #[derive(Debug)]
 pub struct Bundle {
+    /// As given, for messages.
+    path: PathBuf,
     /// Canonical, so resolved file paths can be checked against it.
     root: PathBuf,
     manifest: Manifest,
@@ -34,14 +37,16 @@ impl Bundle {
         };
         let root = dir.canonicalize().map_err(io_err(dir))?;
         let manifest_path = root.join(MANIFEST_FILE);
-        let text = match std::fs::read(&manifest_path) {
+        // A regular file: a FIFO or a symlink to a device here would hang
+        // or exhaust the process before any check.
+        let text = match scene_util::read_regular_file(&manifest_path, None, MAX_MANIFEST_LEN) {
             Ok(t) => t,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            Err(e) if e.is_not_found() => {
                 return Err(BundleError::NotABundle {
                     path: dir.to_path_buf(),
                 });
             }
-            Err(e) => return Err(io_err(&manifest_path)(e)),
+            Err(source) => return Err(BundleError::Unreadable { source }),
         };
         let malformed = |message: String| BundleError::Malformed {
             path: manifest_path.clone(),
@@ -68,7 +73,25 @@ impl Bundle {
         }
         let manifest: Manifest =
             serde_json::from_value(value).map_err(|e| malformed(e.to_string()))?;
-        Ok(Bundle { root, manifest })
+        Ok(Bundle {
+            path: dir.to_path_buf(),
+            root,
+            manifest,
+        })
+    }
+
+    /// Refuses the bundle as a whole when it was built for another
+    /// platform: every slot would be rebuilt, which is a wrong `--platform`
+    /// (or `--from`), not damage. Checked once, before any work.
+    pub fn check_platform(&self, platform: &str) -> Result<(), BundleError> {
+        if self.manifest.platform == platform {
+            return Ok(());
+        }
+        Err(BundleError::Platform {
+            path: self.path.clone(),
+            found: self.manifest.platform.clone(),
+            expected: platform.to_string(),
+        })
     }
 
     pub fn root(&self) -> &Path {
@@ -90,6 +113,18 @@ impl Bundle {
         check_target(slot, platform)?;
         // Every name is checked before any file is opened.
         let dir = check_names(slot)?;
+        // The slot is the case it claims to be: its records describe this
+        // case's tensors, and they were written under this slot's name.
+        check_case(slot, &sel.scene, sel.case())?;
+        if let Some(found) = &slot.binding {
+            let expected = slot_binding(&sel.id(), slot);
+            if *found != expected {
+                return Err(SlotProblem::Unbound {
+                    found: found.clone(),
+                    expected,
+                });
+            }
+        }
         let reader = SlotReader {
             root: &self.root,
             dir: &self.root.join(dir),
@@ -126,6 +161,57 @@ fn check_target(slot: &SlotManifest, platform: &str) -> Result<(), SlotProblem> 
             found: slot.runtime_abi,
             expected: RUNTIME_ABI,
         });
+    }
+    Ok(())
+}
+
+/// The slot's tensor records against the current `scene.toml` case: every
+/// signature tensor in order with its name, direction, dtype and shape (the
+/// case's params bound), and a golden for outputs only, of the same dtype
+/// and shape.
+fn check_case(slot: &SlotManifest, scene: &Scene, case: &Case) -> Result<(), SlotProblem> {
+    let names: Vec<&str> = slot.inputs.iter().map(|t| t.name.as_str()).collect();
+    let expected: Vec<&str> = scene.tensors.iter().map(|t| t.name.as_str()).collect();
+    if names != expected {
+        return Err(SlotProblem::WrongCase(format!(
+            "its tensors are {names:?}, the case's are {expected:?}"
+        )));
+    }
+    let same = |entry: &TensorEntry, spec: &TensorSpec, what: &str| {
+        let shape = eval_shape(&spec.shape, &case.params)
+            .map_err(|e| SlotProblem::WrongCase(format!("tensor `{}`: {e}", spec.name)))?;
+        if entry.dtype != spec.dtype || entry.shape != shape {
+            return Err(SlotProblem::WrongCase(format!(
+                "{what} `{}` is recorded as {}{:?}, the case has {}{shape:?}",
+                spec.name, entry.dtype, entry.shape, spec.dtype
+            )));
+        }
+        Ok(())
+    };
+    for (entry, spec) in slot.inputs.iter().zip(&scene.tensors) {
+        let direction = spec.direction.to_string();
+        if let Some(found) = entry.direction.as_deref().filter(|d| *d != direction) {
+            return Err(SlotProblem::WrongCase(format!(
+                "tensor `{}` is recorded as `{found}`, the case has `{direction}`",
+                spec.name
+            )));
+        }
+        same(entry, spec, "tensor")?;
+    }
+    for entry in &slot.golden {
+        let Some(spec) = scene.tensors.iter().find(|t| t.name == entry.name) else {
+            return Err(SlotProblem::WrongCase(format!(
+                "it has a golden for `{}`, which is not a tensor of the case",
+                entry.name
+            )));
+        };
+        if !spec.direction.is_output() {
+            return Err(SlotProblem::WrongCase(format!(
+                "it has a golden for `{}`, which is not an output of the case",
+                entry.name
+            )));
+        }
+        same(entry, spec, "golden")?;
     }
     Ok(())
 }
@@ -194,14 +280,8 @@ impl SlotReader<'_> {
         &self,
         scene: &Scene,
     ) -> Result<(Vec<(String, Tensor)>, GoldenOutputs), SlotProblem> {
+        // `check_case` matched them to the scene's tensors already.
         let slot = self.slot;
-        let names: Vec<&str> = slot.inputs.iter().map(|t| t.name.as_str()).collect();
-        let expected: Vec<&str> = scene.tensors.iter().map(|t| t.name.as_str()).collect();
-        if names != expected {
-            return Err(SlotProblem::Malformed(format!(
-                "inputs are {names:?}, the scene's tensors are {expected:?}"
-            )));
-        }
         let inputs = slot
             .inputs
             .iter()
@@ -234,7 +314,14 @@ impl SlotReader<'_> {
                 why: "a symlink resolves outside the bundle",
             });
         }
-        let bytes = std::fs::read(&resolved).map_err(unreadable)?;
+        // A regular file of the recorded size: a FIFO, a device or a
+        // directory here is damage, refused before a byte is read.
+        let expected_len = self.slot.sizes.get(name).copied();
+        let bytes = scene_util::read_regular_file(&resolved, expected_len, MAX_SLOT_FILE_LEN)
+            .map_err(|e| SlotProblem::Unreadable {
+                file: name.to_string(),
+                message: e.to_string(),
+            })?;
         let found = blake3::hash(&bytes).to_hex().to_string();
         let expected = self.slot.files.get(name).cloned().unwrap_or_default();
         if found != expected {

@@ -9,7 +9,7 @@ use scene_kernels::ChipCallable;
 
 use super::{
     BundleError, CallableEntry, IncoreEntry, MANIFEST_FILE, Manifest, RUNTIME_ABI, SCHEMA,
-    SlotManifest, TensorEntry, safe_component, slot_key, tensor_file,
+    SlotManifest, TensorEntry, safe_component, slot_binding, slot_key, tensor_file,
 };
 use crate::golden::GoldenOutputs;
 use crate::select::SelectedCase;
@@ -85,6 +85,7 @@ impl BundleWriter {
         );
         let slot_dir = self.tmp.join(&dir);
         let mut files = BTreeMap::new();
+        let mut sizes = BTreeMap::new();
         let mut put = |name: String, bytes: &[u8]| -> Result<String, BundleError> {
             let path = slot_dir.join(&name);
             if let Some(parent) = path.parent() {
@@ -98,6 +99,7 @@ impl BundleWriter {
                 source,
             })?;
             files.insert(name.clone(), blake3::hash(bytes).to_hex().to_string());
+            sizes.insert(name.clone(), bytes.len() as u64);
             Ok(name)
         };
 
@@ -123,11 +125,17 @@ impl BundleWriter {
                         format!("{group}/{}", tensor_file(i, name)),
                         &npy::to_npy_bytes(t),
                     )?;
+                    let direction = scene
+                        .tensors
+                        .iter()
+                        .find(|spec| spec.name == *name)
+                        .map(|spec| spec.direction.to_string());
                     Ok(TensorEntry {
                         name: name.clone(),
                         dtype: t.dtype(),
                         shape: t.shape().to_vec(),
                         file,
+                        direction,
                     })
                 })
                 .collect::<Result<Vec<_>, BundleError>>()
@@ -140,7 +148,7 @@ impl BundleWriter {
             .filter(|t| t.direction.is_output())
             .map(|t| (t.name.clone(), scene.tolerance_for(t)))
             .collect();
-        let slot = SlotManifest {
+        let mut slot = SlotManifest {
             dir,
             key: slot_key(callable, scene, case, scalars, &self.manifest.platform),
             platform: self.manifest.platform.clone(),
@@ -156,7 +164,10 @@ impl BundleWriter {
             scalars: scalars.to_vec(),
             tolerances,
             files,
+            sizes,
+            binding: None,
         };
+        slot.binding = Some(slot_binding(&id, &slot));
         self.manifest.slots.insert(id, slot);
         Ok(())
     }
