@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use scene_device::DeviceList;
 use scene_harness::platform::PlatformName;
 
-use crate::env::{Flags, parse_count};
+use crate::env::{Flags, NoTests, parse_count};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -66,6 +66,9 @@ pub(crate) struct ListArgs {
 pub(crate) struct RunArgs {
     #[command(flatten)]
     pub(crate) selection: Selection,
+    /// When the selection matches no case: fail (exit 4), warn, or pass [possible values: fail, warn, pass] [env: SCENE_NO_TESTS] [default: fail].
+    #[arg(long, value_name = "WHAT", value_parser = parse_no_tests)]
+    pub(crate) no_tests: Option<NoTests>,
     /// Cards to use: `0`, `0-7`, `0,2,5`, `0,2-4,7` [default: SCENE_DEVICES, else TASK_DEVICE, else 0].
     #[arg(long, value_name = "LIST", value_parser = parse_device_list)]
     pub(crate) device: Option<DeviceList>,
@@ -129,6 +132,9 @@ impl RunArgs {
 pub(crate) struct CompileArgs {
     #[command(flatten)]
     pub(crate) selection: Selection,
+    /// When the selection matches no case: fail (exit 4), warn, or pass [possible values: fail, warn, pass] [env: SCENE_NO_TESTS] [default: fail].
+    #[arg(long, value_name = "WHAT", value_parser = parse_no_tests)]
+    pub(crate) no_tests: Option<NoTests>,
     /// Bound on live compiler/linker processes across all selected scenes [env: SCENE_COMPILE_WORKERS] [default: available parallelism].
     #[arg(long, value_name = "N", value_parser = parse_count)]
     pub(crate) compile_workers: Option<NonZeroUsize>,
@@ -144,6 +150,9 @@ pub(crate) struct CompileArgs {
 pub(crate) struct PrecompileArgs {
     #[command(flatten)]
     pub(crate) selection: Selection,
+    /// When the selection matches no case: fail (exit 4), warn, or pass [possible values: fail, warn, pass] [env: SCENE_NO_TESTS] [default: fail].
+    #[arg(long, value_name = "WHAT", value_parser = parse_no_tests)]
+    pub(crate) no_tests: Option<NoTests>,
     /// Bundle directory to write (replaced atomically if it is a bundle already).
     #[arg(long, value_name = "DIR")]
     pub(crate) out: PathBuf,
@@ -193,6 +202,10 @@ pub(crate) enum CacheCommand {
     },
     /// Remove every entry.
     Clear,
+}
+
+fn parse_no_tests(s: &str) -> Result<NoTests, String> {
+    s.parse()
 }
 
 fn parse_device_list(s: &str) -> Result<DeviceList, String> {

@@ -34,6 +34,8 @@ pub const VARIABLES: &[&str] = &[
     "SCENE_CACHE_DIR",
     "SCENE_SCENES_DIR",
     "SCENE_FAILURE_DUMP_DIR",
+    "SCENE_NO_TESTS",
+    "SCENE_MAX_CASE_BYTES",
     // Where bare tool names (`cc`, `ld`) are found.
     "PATH",
     // Only where /proc is missing, to name the per-user lock directory.
@@ -89,6 +91,48 @@ impl Environment {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct ConfigError(pub String);
+
+/// What to do when a selection matches no case (`--no-tests`,
+/// `SCENE_NO_TESTS`), as in cargo-nextest: by default it is an error, so a
+/// typo in a filter or a platform no scene supports cannot pass green.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NoTests {
+    /// An error: exit [`crate::EXIT_NO_TESTS`] (the `cargo test` target: a
+    /// failing trial).
+    #[default]
+    Fail,
+    /// A warning on stderr; the run passes.
+    Warn,
+    /// Silently passes.
+    Pass,
+}
+
+impl std::str::FromStr for NoTests {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "fail" => Ok(Self::Fail),
+            "warn" => Ok(Self::Warn),
+            "pass" => Ok(Self::Pass),
+            _ => Err(format!("`{s}` is not one of fail, warn, pass")),
+        }
+    }
+}
+
+/// `--no-tests`, else `SCENE_NO_TESTS`, else [`NoTests::Fail`].
+pub fn no_tests(env: &Environment, flag: Option<NoTests>) -> Result<NoTests, ConfigError> {
+    if let Some(f) = flag {
+        return Ok(f);
+    }
+    env.text("SCENE_NO_TESTS")?
+        .map(|v| {
+            v.parse::<NoTests>()
+                .map_err(|e| ConfigError(format!("SCENE_NO_TESTS: {e}")))
+        })
+        .transpose()
+        .map(Option::unwrap_or_default)
+}
 
 /// What the command line says about a run; `None` = not given.
 #[derive(Clone, Debug, Default)]

@@ -10,7 +10,9 @@
 //! [`testing::main`].
 //!
 //! Exit codes: 0 = everything selected passed, 1 = something failed,
-//! 2 = usage error (bad flag, bad value, bad environment variable).
+//! 2 = usage error (bad flag, bad value, bad environment variable),
+//! 4 = the selection matched no case (`--no-tests=fail`, the default; the
+//! same code as cargo-nextest's).
 
 mod args;
 mod cache_cmd;
@@ -30,6 +32,10 @@ use scene_harness::GoldenRegistry;
 
 use crate::args::{Cli, Command};
 use crate::env::Environment;
+
+/// Exit status when the selection matches no case and `--no-tests` (or
+/// `SCENE_NO_TESTS`) is `fail`, as in cargo-nextest.
+pub const EXIT_NO_TESTS: u8 = 4;
 
 /// Where the scenes package lives; given by the binary at compile time.
 #[derive(Clone, Debug)]

@@ -35,7 +35,14 @@ pub(crate) fn run(
         cases,
         load_errors,
         config,
-    } = match prologue(layout, env, cache_dir, &args.selection, &flags) {
+    } = match prologue(
+        layout,
+        env,
+        cache_dir,
+        &args.selection,
+        &flags,
+        args.no_tests,
+    ) {
         Ok(p) => p,
         Err(code) => return code,
     };
@@ -57,7 +64,13 @@ pub(crate) fn run(
 
     // One plan for every scene, on one worker budget.
     let compiled = cpu.compile(&cases);
-    let mut failed = load_errors;
+    let mut failed = load_errors.len();
+    for e in &load_errors {
+        println!("FAIL {}::load", e.scene);
+        for line in e.message.lines() {
+            println!("    {line}");
+        }
+    }
     for c in &cases {
         let stored = match cpu.prepare(c, &compiled) {
             Ok(p) => writer

@@ -18,6 +18,8 @@ pub enum CaseStatus {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureStage {
+    /// The scene's `scene.toml` did not load (the entry is `<scene>::load`).
+    Load,
     Compile,
     Fixtures,
     Golden,
@@ -28,6 +30,7 @@ pub enum FailureStage {
 impl std::fmt::Display for FailureStage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
+            FailureStage::Load => "load",
             FailureStage::Compile => "compile",
             FailureStage::Fixtures => "fixtures",
             FailureStage::Golden => "golden",
@@ -94,6 +97,14 @@ impl CaseReport {
         }
     }
 
+    /// The entry of a scene whose `scene.toml` did not load: `<scene>::load`,
+    /// failed in the `load` stage with the loader's message.
+    pub fn load_failure(scene: &str, message: impl Into<String>) -> Self {
+        let mut r = Self::new(scene, "load");
+        r.fail(FailureStage::Load, message);
+        r
+    }
+
     pub fn fail(&mut self, stage: FailureStage, message: impl Into<String>) {
         self.status = CaseStatus::Failed;
         self.failure_stage = Some(stage);
@@ -152,6 +163,16 @@ impl RunReport {
             cases,
             totals: t,
         }
+    }
+
+    /// The report with `first` (e.g. scenes that did not load) ahead of its
+    /// cases, totals recomputed: entries and totals always agree.
+    pub fn with_cases_before(self, mut first: Vec<CaseReport>) -> Self {
+        if first.is_empty() {
+            return self;
+        }
+        first.extend(self.cases);
+        Self::new(&self.platform, first, self.totals.wall_s)
     }
 
     /// The closing line every runner parses: `N passed, M failed[, K skipped]`.
@@ -263,6 +284,26 @@ mod tests {
         );
         assert!(x.contains("<testcase classname=\"s\" name=\"ok\""), "{x}");
         assert_eq!(r.summary_line(), "1 passed, 1 failed");
+    }
+
+    #[test]
+    fn load_failures_are_entries_and_count() {
+        let r = RunReport::new("a2a3sim", vec![CaseReport::new("s", "ok")], 2.0);
+        let r = r.with_cases_before(vec![CaseReport::load_failure(
+            "bad",
+            "bad/scene.toml: oops",
+        )]);
+        assert_eq!(r.cases.len(), 2);
+        assert_eq!(r.cases[0].name, "bad::load");
+        assert_eq!(r.cases[0].failure_stage, Some(FailureStage::Load));
+        assert_eq!((r.totals.passed, r.totals.failed), (1, 1));
+        assert_eq!(r.totals.wall_s, 2.0);
+        let x = r.to_junit();
+        assert!(x.contains("tests=\"2\" failures=\"1\""), "{x}");
+        assert!(
+            x.contains("type=\"load\" message=\"bad/scene.toml: oops\""),
+            "{x}"
+        );
     }
 
     #[test]
