@@ -181,3 +181,80 @@ fn a_malformed_scene_is_a_failed_report_entry() {
     );
     assert!(xml.contains("incores[2].func_id"), "{xml}");
 }
+
+// ---------------------------------------------------------------------------
+// Validation at load and before allocating.
+
+/// A case whose tensors would need more memory than the bound fails alone,
+/// before anything is allocated, with the bytes and the bound; by default
+/// the bound is a fraction of physical memory, `--max-case-bytes` /
+/// `SCENE_MAX_CASE_BYTES` change it (0 = none) and the flag wins.
+#[test]
+fn a_case_above_max_case_bytes_fails_before_allocating() {
+    let env = TestEnv::with_scenes(&[]);
+    let dir = copy_scene(&env, "vector_example", "vec_huge");
+    let toml = dir.join("scene.toml");
+    let mut t = std::fs::read_to_string(&toml).unwrap();
+    // 3 f32 tensors of 2^50 elements: 12 PiB, more than any machine has.
+    t.push_str("\n[[cases]]\nname = \"huge\"\nparams = { N = 1125899906842624 }\n");
+    std::fs::write(&toml, t).unwrap();
+    let json = env.dir.path().join("report.json");
+
+    let out = env
+        .scene(&["run", "--report-json", json.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("FAIL vec_huge::huge"), "{}", text(&out));
+    assert!(
+        stdout.contains("the case's tensors need 13510798882111488 bytes, more than the bound of"),
+        "{}",
+        text(&out)
+    );
+    assert!(stdout.contains("PASS vec_huge::small"), "{}", text(&out));
+    let report = read_report(&json);
+    let huge = report["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "vec_huge::huge")
+        .unwrap()
+        .clone();
+    assert_eq!(huge["failure_stage"], "fixtures", "{huge:#}");
+
+    // 16384 f32 * 3 = 196608 bytes: above a 1K bound, given either way.
+    let needle = "need 196608 bytes, more than the bound of 1024 bytes";
+    let out = env
+        .scene(&["run", "vec_huge::small", "--max-case-bytes", "1K"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(needle),
+        "{}",
+        text(&out)
+    );
+    let out = env
+        .scene(&["run", "vec_huge::small"])
+        .env("SCENE_MAX_CASE_BYTES", "1K")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(needle),
+        "{}",
+        text(&out)
+    );
+    let out = env
+        .scene(&["run", "vec_huge::small", "--max-case-bytes", "0"])
+        .env("SCENE_MAX_CASE_BYTES", "1K")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "the flag wins: {}", text(&out));
+    let out = env
+        .scene(&["run", "vec_huge::small", "--max-case-bytes", "lots"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}

@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use scene_device::DeviceList;
 use scene_harness::platform::PlatformName;
 
-use crate::env::{Flags, NoTests, parse_count};
+use crate::env::{Flags, NoTests, parse_bytes, parse_count};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -102,6 +102,9 @@ pub(crate) struct RunArgs {
     /// Narrate card acquisition and release on stderr.
     #[arg(short, long)]
     pub(crate) verbose: bool,
+    /// Fail a case whose tensors need more than BYTES (suffixes K, M, G, T; 0 = no bound) before allocating them [env: SCENE_MAX_CASE_BYTES] [default: a quarter of physical memory].
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub(crate) max_case_bytes: Option<u64>,
     /// Run from a bundle made by `scene precompile`: no compiler, no goldens; an unusable slot is rebuilt.
     #[arg(long, value_name = "DIR")]
     pub(crate) from: Option<PathBuf>,
@@ -123,6 +126,7 @@ impl RunArgs {
             dump: self.dump.clone(),
             verbose: self.verbose,
             hold_card: self.hold_card,
+            max_case_bytes: self.max_case_bytes,
             uses_cards: true,
         }
     }
@@ -162,6 +166,9 @@ pub(crate) struct PrecompileArgs {
     /// Print only failures and the summary.
     #[arg(short, long)]
     pub(crate) quiet: bool,
+    /// Fail a case whose tensors need more than BYTES (suffixes K, M, G, T; 0 = no bound) before allocating them [env: SCENE_MAX_CASE_BYTES] [default: a quarter of physical memory].
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub(crate) max_case_bytes: Option<u64>,
 }
 
 /// Flags of the commands that never touch a card.
@@ -232,30 +239,6 @@ fn parse_days(s: &str) -> Result<Duration, String> {
         return Err(format!("`{s}` is not a non-negative number of days"));
     }
     Ok(Duration::from_secs_f64(days * 86400.0))
-}
-
-fn parse_bytes(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (digits, shift) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let shift = match c.to_ascii_uppercase() {
-                'K' => 10,
-                'M' => 20,
-                'G' => 30,
-                'T' => 40,
-                'B' => 0,
-                _ => return Err(format!("`{s}`: unknown size suffix `{c}`")),
-            };
-            (&t[..i], shift)
-        }
-        _ => (t, 0),
-    };
-    let n: u64 = digits
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}` is not a number of bytes"))?;
-    n.checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("`{s}` is too large"))
 }
 
 #[cfg(test)]

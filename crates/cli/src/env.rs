@@ -148,6 +148,8 @@ pub struct Flags {
     pub dump: Option<PathBuf>,
     pub verbose: bool,
     pub hold_card: bool,
+    /// `--max-case-bytes`; `Some(0)` = no bound.
+    pub max_case_bytes: Option<u64>,
     /// Whether the command uses cards at all (`run`): only then are the
     /// card variables read, so a bad `SCENE_DEVICES` cannot break
     /// `scene compile`.
@@ -208,11 +210,72 @@ pub(crate) fn parse_count(s: &str) -> Result<NonZeroUsize, String> {
     }
 }
 
+/// A number of bytes, with an optional suffix K, M, G, T (powers of 1024)
+/// or B (`--max-size`, `--max-case-bytes`, `SCENE_MAX_CASE_BYTES`).
+pub(crate) fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (digits, shift) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let shift = match c.to_ascii_uppercase() {
+                'K' => 10,
+                'M' => 20,
+                'G' => 30,
+                'T' => 40,
+                'B' => 0,
+                _ => return Err(format!("`{s}`: unknown size suffix `{c}`")),
+            };
+            (&t[..i], shift)
+        }
+        _ => (t, 0),
+    };
+    let n: u64 = digits
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of bytes"))?;
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("`{s}` is too large"))
+}
+
 /// A positive count from a variable.
 fn count_var(env: &Environment, name: &str) -> Result<Option<NonZeroUsize>, ConfigError> {
     env.text(name)?
         .map(|v| parse_count(&v).map_err(|e| ConfigError(format!("{name}: {e}"))))
         .transpose()
+}
+
+/// Fraction of physical memory one case's tensors may take by default.
+pub const DEFAULT_CASE_MEMORY_FRACTION: u64 = 4;
+
+/// `--max-case-bytes`, else `SCENE_MAX_CASE_BYTES`, else a quarter of
+/// physical memory (no bound where that cannot be read); `0` = no bound.
+fn max_case_bytes(env: &Environment, flag: Option<u64>) -> Result<Option<u64>, ConfigError> {
+    let given = match flag {
+        Some(b) => Some(b),
+        None => env
+            .text("SCENE_MAX_CASE_BYTES")?
+            .map(|v| parse_bytes(&v).map_err(|e| ConfigError(format!("SCENE_MAX_CASE_BYTES: {e}"))))
+            .transpose()?,
+    };
+    Ok(match given {
+        Some(0) => None,
+        Some(b) => Some(b),
+        None => physical_memory().map(|m| m / DEFAULT_CASE_MEMORY_FRACTION),
+    })
+}
+
+/// Total physical memory in bytes (`MemTotal` of `/proc/meminfo`); `None`
+/// where that is not available.
+fn physical_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line
+        .trim_start_matches("MemTotal:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    kib.checked_mul(1024)
 }
 
 /// The cards: `--device`, else `SCENE_DEVICES`, else `TASK_DEVICE`, else `0`.
@@ -251,6 +314,7 @@ pub fn resolve(
     {
         config.golden_threads = n.get();
     }
+    config.max_case_bytes = max_case_bytes(env, flags.max_case_bytes)?;
     if let Some(d) = env.path("SCENE_FAILURE_DUMP_DIR") {
         config.dumps.failures = d;
     }
@@ -382,6 +446,27 @@ mod tests {
         let e = env(&[("SCENE_DEVICES", "not a list"), ("TASK_DEVICE", "x")]);
         assert!(resolve(&layout(), &e, None, &Flags::default()).is_ok());
         assert!(resolve(&layout(), &e, None, &cards()).is_err());
+    }
+
+    #[test]
+    fn max_case_bytes_flag_variable_and_default() {
+        let none = env(&[]);
+        let c = resolve(&layout(), &none, None, &Flags::default()).unwrap();
+        if let Some(m) = physical_memory() {
+            assert_eq!(c.max_case_bytes, Some(m / DEFAULT_CASE_MEMORY_FRACTION));
+        }
+        let e = env(&[("SCENE_MAX_CASE_BYTES", "2M")]);
+        let c = resolve(&layout(), &e, None, &Flags::default()).unwrap();
+        assert_eq!(c.max_case_bytes, Some(2 << 20));
+        let flags = Flags {
+            max_case_bytes: Some(0),
+            ..Flags::default()
+        };
+        let c = resolve(&layout(), &e, None, &flags).unwrap();
+        assert_eq!(c.max_case_bytes, None, "flag wins; 0 = no bound");
+        let e = env(&[("SCENE_MAX_CASE_BYTES", "lots")]);
+        let err = resolve(&layout(), &e, None, &Flags::default()).unwrap_err();
+        assert!(err.to_string().contains("SCENE_MAX_CASE_BYTES"), "{err}");
     }
 
     #[test]

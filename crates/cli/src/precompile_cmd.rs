@@ -16,7 +16,7 @@ use scene_harness::{CpuStages, GoldenRegistry};
 
 use crate::Layout;
 use crate::args::{PrecompileArgs, cpu_flags};
-use crate::env::Environment;
+use crate::env::{Environment, Flags};
 use crate::prologue::{Prologue, prologue};
 
 /// Runs `scene precompile`. Exit 0 when every selected case was stored,
@@ -30,7 +30,10 @@ pub(crate) fn run(
     args: &PrecompileArgs,
 ) -> ExitCode {
     let started = Instant::now();
-    let flags = cpu_flags(&args.selection, args.compile_workers);
+    let flags = Flags {
+        max_case_bytes: args.max_case_bytes,
+        ..cpu_flags(&args.selection, args.compile_workers)
+    };
     let Prologue {
         cases,
         load_errors,

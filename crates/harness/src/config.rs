@@ -54,6 +54,11 @@ pub struct RunConfig {
     /// `--hold-card`: the one-pass shape (card(s) taken before compiling,
     /// held until the run ends), kept to measure what two passes save.
     pub hold_card: bool,
+    /// Bound on the bytes of one case's tensors (inputs and outputs, each
+    /// counted once): a case above it fails before anything is allocated.
+    /// `None` = no bound. The entry points default it to a fraction of
+    /// physical memory.
+    pub max_case_bytes: Option<u64>,
 }
 
 /// When a case's tensors are written as `.npy` files.
@@ -90,6 +95,7 @@ impl RunConfig {
             verbose: false,
             cache_dir: Some(target.join("scene-cache")),
             hold_card: false,
+            max_case_bytes: None,
             root,
         }
     }

@@ -128,6 +128,21 @@ impl CpuStages {
             }
         };
 
+        // Before allocating: a case too large for this machine fails alone,
+        // with a message, instead of aborting the process.
+        if let Some(bound) = self.config.max_case_bytes {
+            let bytes = case_bytes(scene, case);
+            if bytes.is_none_or(|b| b > bound) {
+                return Err(fail(
+                    report,
+                    FailureStage::Fixtures,
+                    format!(
+                        "the case's tensors need {} bytes, more than the bound of {bound} bytes per case",
+                        bytes.map_or_else(|| "more than 2^64".to_string(), |b| b.to_string())
+                    ),
+                ));
+            }
+        }
         let t = Instant::now();
         let fixtures = build_fixtures(scene, case).and_then(|inputs| {
             let scalars = scalar_bits(scene, case)?;
@@ -221,6 +236,22 @@ pub fn compute_golden(
         .map_err(|e| format!("golden `{}`: {e}", scene.golden))
 }
 
+/// Bytes of the case's tensors (each tensor once, inputs and outputs);
+/// `None` when the sum does not fit a `u64`. A shape that does not
+/// evaluate counts as 0 here: building its fixture reports the error.
+pub fn case_bytes(scene: &Scene, case: &Case) -> Option<u64> {
+    scene.tensors.iter().try_fold(0u64, |total, t| {
+        let Ok(shape) = eval_shape(&t.shape, &case.params) else {
+            return Some(total);
+        };
+        let elements = shape
+            .iter()
+            .try_fold(1u64, |n, &d| n.checked_mul(u64::try_from(d).ok()?))?;
+        let bytes = elements.checked_mul(u64::try_from(t.dtype.size_of()).ok()?)?;
+        total.checked_add(bytes)
+    })
+}
+
 /// The case's input fixtures, one per tensor in signature order.
 pub fn build_fixtures(scene: &Scene, case: &Case) -> Result<Vec<(String, Tensor)>, String> {
     scene
@@ -264,24 +295,107 @@ pub fn scalar_values(scene: &Scene, case: &Case) -> Result<Vec<(String, f64)>, S
 }
 
 /// Raw bits of the case's scalar arguments, as the orchestration receives them.
+///
+/// Integers never pass through `f64`: an `i64` above 2^53 reaches the
+/// device exactly as written (validation at load checked the range).
 pub fn scalar_bits(scene: &Scene, case: &Case) -> Result<Vec<u64>, String> {
     use scene_golden::DType;
     scene
         .scalars
         .iter()
-        .zip(scalar_values(scene, case)?)
-        .map(|(s, (_, v))| {
-            Ok(match s.dtype {
-                DType::F32 => u64::from((v as f32).to_bits()),
-                DType::F64 => v.to_bits(),
-                DType::F16 | DType::BF16 | DType::Bool => {
+        .map(|s| {
+            let value = match &s.value {
+                ParamValue::Param(p) => ParamValue::Int(
+                    *case
+                        .params
+                        .get(p)
+                        .ok_or_else(|| format!("scalar `{}`: param `{p}` not bound", s.name))?,
+                ),
+                v => v.clone(),
+            };
+            Ok(match (s.dtype, value) {
+                (DType::F32, ParamValue::Int(i)) => u64::from((i as f32).to_bits()),
+                (DType::F32, ParamValue::Float(f)) => u64::from((f as f32).to_bits()),
+                (DType::F64, ParamValue::Int(i)) => (i as f64).to_bits(),
+                (DType::F64, ParamValue::Float(f)) => f.to_bits(),
+                (DType::F16 | DType::BF16 | DType::Bool, _) => {
                     return Err(format!(
                         "scalar `{}`: dtype {} is not supported for scalars",
                         s.name, s.dtype
                     ));
                 }
-                _ => (v as i64) as u64,
+                (dtype, ParamValue::Int(i)) => match crate::scene::int_range(dtype) {
+                    Some((lo, hi)) if (lo..=hi).contains(&i) => i as u64,
+                    _ => {
+                        return Err(format!(
+                            "scalar `{}`: {i} is out of range for {dtype}",
+                            s.name
+                        ));
+                    }
+                },
+                (dtype, _) => {
+                    return Err(format!(
+                        "scalar `{}`: an integer scalar ({dtype}) needs an integer value",
+                        s.name
+                    ));
+                }
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scene::ScalarSpec;
+
+    /// An `i64` above 2^53 reaches the device bit for bit.
+    #[test]
+    fn integer_scalars_are_exact() {
+        let big = (1i64 << 53) + 1;
+        let case = Case {
+            name: "c".into(),
+            params: [("N".to_string(), big + 2)].into_iter().collect(),
+            platforms: None,
+            manual: false,
+            seed: 0,
+        };
+        let scalar = |name: &str, dtype, value| ScalarSpec {
+            name: name.into(),
+            dtype,
+            value,
+        };
+        let scalars = vec![
+            scalar("a", scene_golden::DType::I64, ParamValue::Int(big)),
+            scalar("b", scene_golden::DType::I64, ParamValue::Param("N".into())),
+            scalar("c", scene_golden::DType::I32, ParamValue::Int(-1)),
+            scalar("d", scene_golden::DType::F32, ParamValue::Float(0.5)),
+        ];
+        let scene = Scene {
+            name: "s".into(),
+            dir: "/s".into(),
+            manifest: "/s/scene.toml".into(),
+            level: 2,
+            platforms: vec![],
+            golden: "g".into(),
+            tolerance: Default::default(),
+            devices: 1,
+            orchestration: crate::scene::Orchestration {
+                source: "o.c".into(),
+                function: "o".into(),
+                signature: vec![],
+                include_dirs: vec![],
+                defines: vec![],
+            },
+            incores: vec![],
+            tensors: vec![],
+            scalars,
+            cases: vec![],
+        };
+        let bits = scalar_bits(&scene, &case).unwrap();
+        assert_eq!(bits[0], big as u64);
+        assert_eq!(bits[1], (big + 2) as u64);
+        assert_eq!(bits[2], u64::MAX, "i32 -1 is sign-extended as before");
+        assert_eq!(bits[3], u64::from(0.5f32.to_bits()));
+    }
 }
