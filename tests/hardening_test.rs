@@ -258,3 +258,310 @@ fn a_case_above_max_case_bytes_fails_before_allocating() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
 }
+
+// ---------------------------------------------------------------------------
+// Command-line values.
+
+fn assert_usage_error(out: &Output, needles: &[&str]) {
+    assert_eq!(out.status.code(), Some(2), "{}", text(out));
+    let err = stderr(out);
+    for n in needles {
+        assert!(err.contains(n), "missing {n:?}: {}", text(out));
+    }
+    assert!(!err.contains("panicked"), "{}", text(out));
+    assert!(out.stdout.is_empty(), "work started: {}", text(out));
+}
+
+/// Every duration flag refuses negative, NaN, infinite and huge values
+/// with exit 2 and a message (`--case-timeout 1e20` used to panic).
+#[test]
+fn out_of_range_durations_are_usage_errors() {
+    let env = TestEnv::new();
+    for flag in ["--case-timeout", "--lock-timeout"] {
+        for value in ["1e20", "-1", "nan", "inf", "1e400"] {
+            let arg = format!("{flag}={value}");
+            let out = env.scene(&["run", &arg]).output().unwrap();
+            assert_usage_error(&out, &[flag, value]);
+        }
+    }
+    let out = env
+        .scene(&["run", "--case-timeout", "1e20"])
+        .output()
+        .unwrap();
+    assert_usage_error(&out, &["out of range"]);
+    for value in ["1e300", "-2", "nan", "inf"] {
+        let arg = format!("--max-age={value}");
+        let out = env.scene(&["cache", "prune", &arg]).output().unwrap();
+        assert_usage_error(&out, &["--max-age", value]);
+    }
+}
+
+/// Output paths are checked before any work: exit 2 naming the flag and
+/// the path.
+#[test]
+fn unusable_output_paths_fail_before_any_work() {
+    let env = TestEnv::new();
+    let file = env.dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let under_file = file.join("report.json");
+    let missing = env.dir.path().join("missing/report.json");
+    let dir = env.dir.path().to_str().unwrap();
+    let cases = [
+        (
+            "--report-json",
+            under_file.to_str().unwrap(),
+            "is not a directory",
+        ),
+        ("--report-json", missing.to_str().unwrap(), "does not exist"),
+        ("--report-json", dir, "is a directory"),
+        ("--junit", dir, "is a directory"),
+        (
+            "--junit",
+            under_file.to_str().unwrap(),
+            "is not a directory",
+        ),
+        ("--dump", file.to_str().unwrap(), "is not a directory"),
+        ("--dump", under_file.to_str().unwrap(), "is not a directory"),
+    ];
+    for (flag, path, why) in cases {
+        let out = env
+            .scene(&["run", "vector_example", flag, path])
+            .output()
+            .unwrap();
+        assert_usage_error(&out, &[flag, path, why]);
+    }
+    let out = env
+        .scene(&["run", "vector_example", "--report-json="])
+        .output()
+        .unwrap();
+    assert_usage_error(&out, &["--report-json"]);
+}
+
+/// Directories the harness creates (cache, failure dumps, card locks) under
+/// a file: "is not a directory", never a raw `os error`.
+#[test]
+fn directories_under_a_file_are_worded() {
+    let env = TestEnv::new();
+    let file = env.dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let under = file.join("sub");
+    for (cmd, var, value) in [
+        (
+            &["compile", "vector_example"][..],
+            "SCENE_CACHE_DIR",
+            &under,
+        ),
+        (&["cache", "stats"][..], "SCENE_CACHE_DIR", &file),
+        (&["run", "vector_example"][..], "SCENE_LOCK_DIR", &file),
+        (&["run", "vector_example"][..], "SCENE_LOCK_DIR", &under),
+        (
+            &["run", "vector_example"][..],
+            "SCENE_FAILURE_DUMP_DIR",
+            &under,
+        ),
+    ] {
+        let out = env.scene(cmd).env(var, value).output().unwrap();
+        assert_usage_error(&out, &[var, "is not a directory"]);
+        assert!(!stderr(&out).contains("os error"), "{}", text(&out));
+    }
+}
+
+/// Every variable set to the empty string means unset: in particular an
+/// empty `SCENE_FAILURE_DUMP_DIR` dumps to the default place, never into
+/// the current directory.
+#[test]
+fn empty_variables_mean_unset() {
+    let env = TestEnv::with_scenes(&[]);
+    let dir = copy_scene(&env, "vector_example", "vec_empty_vars");
+    let add = dir.join("kernels/add.c");
+    let src = std::fs::read_to_string(&add).unwrap();
+    std::fs::write(&add, src.replace("a[i] + b[i]", "a[i] - b[i]")).unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    let mut cmd = env.scene(&["run", "vec_empty_vars::small"]);
+    cmd.current_dir(cwd.path());
+    for var in [
+        "SCENE_PLATFORM",
+        "SCENE_PLATFORMS_FILE",
+        "SCENE_DEVICES",
+        "TASK_DEVICE",
+        "SCENE_CC",
+        "SCENE_LD",
+        "SCENE_RUNTIME_LIB",
+        "SCENE_RUNTIME_OPTIONS",
+        "SCENE_COMPILE_WORKERS",
+        "SCENE_GOLDEN_THREADS",
+        "SCENE_FAILURE_DUMP_DIR",
+        "SCENE_NO_TESTS",
+        "SCENE_MAX_CASE_BYTES",
+    ] {
+        cmd.env(var, "");
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("FAIL vec_empty_vars::small"),
+        "{}",
+        text(&out)
+    );
+    let dump = stdout
+        .lines()
+        .find_map(|l| l.split("dump written to ").nth(1))
+        .unwrap_or_else(|| panic!("no dump line: {}", text(&out)))
+        .trim()
+        .to_string();
+    let dump = std::path::PathBuf::from(dump);
+    // The default: <workspace>/target/scene-dumps/<scene>/<case>.
+    let scene_dumps = dump.parent().unwrap().to_path_buf();
+    let cleanup = scopeguard(scene_dumps.clone());
+    assert!(
+        dump.ends_with("target/scene-dumps/vec_empty_vars/small"),
+        "{}",
+        dump.display()
+    );
+    assert!(dump.is_absolute() && dump.is_dir(), "{}", dump.display());
+    let in_cwd: Vec<_> = std::fs::read_dir(cwd.path()).unwrap().collect();
+    assert!(
+        in_cwd.is_empty(),
+        "wrote into the current directory: {in_cwd:?}"
+    );
+    drop(cleanup);
+}
+
+/// Removes a directory when dropped (the default dump place is the
+/// workspace's target dir, not a temp dir).
+struct RemoveOnDrop(std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scopeguard(path: std::path::PathBuf) -> RemoveOnDrop {
+    RemoveOnDrop(path)
+}
+
+/// A flag wins over its variable, even over a variable that would be an
+/// error on its own.
+#[test]
+fn flags_win_over_their_variables() {
+    let env = TestEnv::new();
+    let scenes = common::package_scenes_dir();
+    let file = env.dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let out = env
+        .scene(&[
+            "--scenes-dir",
+            scenes.to_str().unwrap(),
+            "list",
+            "vector_example",
+        ])
+        .env("SCENE_SCENES_DIR", env.dir.path().join("nowhere"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("vector_example::small"),
+        "{}",
+        text(&out)
+    );
+    let cache = env.dir.path().join("flag-cache");
+    let out = env
+        .scene(&["--cache-dir", cache.to_str().unwrap(), "cache", "stats"])
+        .env("SCENE_CACHE_DIR", &file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let out = env
+        .scene(&["run", "nothing", "--no-tests=pass", "--golden-threads", "2"])
+        .env("SCENE_GOLDEN_THREADS", "5000")
+        .env("SCENE_NO_TESTS", "fail")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+}
+
+/// `list`, `compile`, `precompile` and `cache` never touch a card, so
+/// malformed card variables do not break them; `run` reports them.
+#[test]
+fn commands_without_cards_ignore_malformed_card_variables() {
+    let env = TestEnv::new();
+    let bundle = env.dir.path().join("bundle");
+    let bundle = bundle.to_str().unwrap();
+    let bad = |args: &[&str]| {
+        let mut c = env.scene(args);
+        c.env("TASK_DEVICE", "garbage")
+            .env("SCENE_DEVICES", "9-1")
+            .env(
+                "SCENE_LOCK_DIR",
+                env.dir.path().join("missing-file-is-fine"),
+            );
+        c.output().unwrap()
+    };
+    for args in [
+        &["list"][..],
+        &["compile", "vector_example::small"][..],
+        &["precompile", "vector_example::small", "--out", bundle][..],
+        &["cache", "stats"][..],
+    ] {
+        let out = bad(args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", text(&out));
+    }
+    let out = bad(&["run", "vector_example::small"]);
+    assert_usage_error(&out, &["9-1"]);
+}
+
+/// `--golden-threads` and `SCENE_GOLDEN_THREADS` have an upper bound.
+#[test]
+fn golden_threads_are_bounded() {
+    let env = TestEnv::new();
+    let out = env
+        .scene(&["run", "--golden-threads", "1025"])
+        .output()
+        .unwrap();
+    assert_usage_error(&out, &["--golden-threads", "at most 1024"]);
+    let out = env
+        .scene(&["run"])
+        .env("SCENE_GOLDEN_THREADS", "100000")
+        .output()
+        .unwrap();
+    assert_usage_error(&out, &["SCENE_GOLDEN_THREADS", "at most 1024"]);
+    let out = env
+        .scene(&[
+            "run",
+            "nothing",
+            "--no-tests=pass",
+            "--golden-threads",
+            "1024",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+}
+
+/// A runtime library that does not load says why (the `dlerror` text), not
+/// only "dlopen failed".
+#[test]
+fn a_failed_dlopen_says_why() {
+    let env = TestEnv::new();
+    let lib = env.dir.path().join("not-a-library.so");
+    std::fs::write(&lib, vec![b'x'; 256]).unwrap();
+    let out = env
+        .scene(&[
+            "run",
+            "vector_example::small",
+            "--runtime",
+            lib.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("cannot load the device runtime"),
+        "{}",
+        text(&out)
+    );
+    assert!(stdout.contains("invalid ELF header"), "{}", text(&out));
+}

@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use scene_device::DeviceList;
 use scene_harness::platform::PlatformName;
 
-use crate::env::{Flags, NoTests, parse_bytes, parse_count};
+use crate::env::{Flags, NoTests, parse_bytes, parse_count, parse_threads};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -75,8 +75,8 @@ pub(crate) struct RunArgs {
     /// Bound on live compiler processes across the whole run [env: SCENE_COMPILE_WORKERS] [default: available parallelism].
     #[arg(long, value_name = "N", value_parser = parse_count)]
     pub(crate) compile_workers: Option<NonZeroUsize>,
-    /// Threads for goldens and comparisons [env: SCENE_GOLDEN_THREADS] [default: available parallelism, at most 8].
-    #[arg(long, value_name = "N", value_parser = parse_count)]
+    /// Threads for goldens and comparisons, at most 1024 [env: SCENE_GOLDEN_THREADS] [default: available parallelism, at most 8].
+    #[arg(long, value_name = "N", value_parser = parse_threads)]
     pub(crate) golden_threads: Option<NonZeroUsize>,
     /// Give up waiting for a busy card after this many seconds.
     #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
@@ -219,26 +219,35 @@ fn parse_device_list(s: &str) -> Result<DeviceList, String> {
     s.parse::<DeviceList>().map_err(|e| e.to_string())
 }
 
-fn parse_seconds(s: &str) -> Result<Duration, String> {
+/// The longest duration a flag accepts, in seconds (about 31 years): far
+/// beyond any useful timeout, and safe to add to any clock reading.
+pub(crate) const MAX_SECONDS: f64 = 1e9;
+
+/// A non-negative, finite number of `unit`s no longer than [`MAX_SECONDS`].
+fn parse_duration(s: &str, unit: &str, unit_seconds: f64) -> Result<Duration, String> {
     let v: f64 = s
         .trim()
         .parse()
-        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+        .map_err(|_| format!("`{s}` is not a number of {unit}"))?;
     if !(v >= 0.0 && v.is_finite()) {
-        return Err(format!("`{s}` is not a non-negative number of seconds"));
+        return Err(format!("`{s}` is not a non-negative number of {unit}"));
     }
-    Ok(Duration::from_secs_f64(v))
+    let seconds = v * unit_seconds;
+    if seconds > MAX_SECONDS {
+        return Err(format!(
+            "`{s}` {unit} is out of range (at most {} {unit})",
+            MAX_SECONDS / unit_seconds
+        ));
+    }
+    Duration::try_from_secs_f64(seconds).map_err(|e| format!("`{s}` {unit}: {e}"))
+}
+
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    parse_duration(s, "seconds", 1.0)
 }
 
 fn parse_days(s: &str) -> Result<Duration, String> {
-    let days: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}` is not a number of days"))?;
-    if !(days >= 0.0 && days.is_finite()) {
-        return Err(format!("`{s}` is not a non-negative number of days"));
-    }
-    Ok(Duration::from_secs_f64(days * 86400.0))
+    parse_duration(s, "days", 86400.0)
 }
 
 #[cfg(test)]
@@ -256,5 +265,28 @@ mod tests {
         assert_eq!(parse_days("1"), Ok(Duration::from_secs(86400)));
         assert!(parse_days("-2").is_err());
         assert!(parse_days("soon").is_err());
+    }
+
+    #[test]
+    fn durations_out_of_range_are_errors_not_panics() {
+        for bad in [
+            "1e20",
+            "-1",
+            "nan",
+            "NaN",
+            "inf",
+            "-inf",
+            "1e9000",
+            "1000000001",
+        ] {
+            let e = parse_seconds(bad).unwrap_err();
+            assert!(e.contains(bad), "{bad}: {e}");
+        }
+        assert!(parse_seconds("1e20").unwrap_err().contains("out of range"));
+        assert_eq!(parse_seconds("1e9"), Ok(Duration::from_secs(1_000_000_000)));
+        assert_eq!(parse_seconds("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_seconds("0.5"), Ok(Duration::from_millis(500)));
+        assert!(parse_days("1e15").unwrap_err().contains("out of range"));
+        assert!(parse_days("11574").is_ok());
     }
 }

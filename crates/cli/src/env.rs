@@ -125,13 +125,7 @@ pub fn no_tests(env: &Environment, flag: Option<NoTests>) -> Result<NoTests, Con
     if let Some(f) = flag {
         return Ok(f);
     }
-    env.text("SCENE_NO_TESTS")?
-        .map(|v| {
-            v.parse::<NoTests>()
-                .map_err(|e| ConfigError(format!("SCENE_NO_TESTS: {e}")))
-        })
-        .transpose()
-        .map(Option::unwrap_or_default)
+    Ok(parsed_var(env, "SCENE_NO_TESTS", str::parse)?.unwrap_or_default())
 }
 
 /// What the command line says about a run; `None` = not given.
@@ -236,10 +230,29 @@ pub(crate) fn parse_bytes(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("`{s}` is too large"))
 }
 
-/// A positive count from a variable.
-fn count_var(env: &Environment, name: &str) -> Result<Option<NonZeroUsize>, ConfigError> {
+/// Most threads `--golden-threads` / `SCENE_GOLDEN_THREADS` may ask for:
+/// more is a typo, not a machine.
+pub const MAX_GOLDEN_THREADS: usize = 1024;
+
+/// A thread count: positive and at most [`MAX_GOLDEN_THREADS`].
+pub(crate) fn parse_threads(s: &str) -> Result<NonZeroUsize, String> {
+    let n = parse_count(s)?;
+    if n.get() > MAX_GOLDEN_THREADS {
+        return Err(format!(
+            "`{s}` is too many threads (at most {MAX_GOLDEN_THREADS})"
+        ));
+    }
+    Ok(n)
+}
+
+/// A value of variable `name` parsed by `parse`; errors name the variable.
+fn parsed_var<T>(
+    env: &Environment,
+    name: &str,
+    parse: fn(&str) -> Result<T, String>,
+) -> Result<Option<T>, ConfigError> {
     env.text(name)?
-        .map(|v| parse_count(&v).map_err(|e| ConfigError(format!("{name}: {e}"))))
+        .map(|v| parse(&v).map_err(|e| ConfigError(format!("{name}: {e}"))))
         .transpose()
 }
 
@@ -251,10 +264,7 @@ pub const DEFAULT_CASE_MEMORY_FRACTION: u64 = 4;
 fn max_case_bytes(env: &Environment, flag: Option<u64>) -> Result<Option<u64>, ConfigError> {
     let given = match flag {
         Some(b) => Some(b),
-        None => env
-            .text("SCENE_MAX_CASE_BYTES")?
-            .map(|v| parse_bytes(&v).map_err(|e| ConfigError(format!("SCENE_MAX_CASE_BYTES: {e}"))))
-            .transpose()?,
+        None => parsed_var(env, "SCENE_MAX_CASE_BYTES", parse_bytes)?,
     };
     Ok(match given {
         Some(0) => None,
@@ -302,16 +312,20 @@ pub fn resolve(
     let platform = resolve_platform(env, &layout.root, flags.platform.as_deref())?;
     let mut config = RunConfig::new(layout.root.clone(), platform);
     config.cache_dir = Some(cache_dir(env, cache_dir_flag, &layout.root));
-    if let Some(n) = flags
-        .compile_workers
-        .or(count_var(env, "SCENE_COMPILE_WORKERS")?)
-    {
+    // A flag wins: its variable is not even parsed (a bad value there
+    // cannot break a run that overrides it).
+    let compile_workers = match flags.compile_workers {
+        Some(n) => Some(n),
+        None => parsed_var(env, "SCENE_COMPILE_WORKERS", parse_count)?,
+    };
+    if let Some(n) = compile_workers {
         config.compile_workers = n;
     }
-    if let Some(n) = flags
-        .golden_threads
-        .or(count_var(env, "SCENE_GOLDEN_THREADS")?)
-    {
+    let golden_threads = match flags.golden_threads {
+        Some(n) => Some(n),
+        None => parsed_var(env, "SCENE_GOLDEN_THREADS", parse_threads)?,
+    };
+    if let Some(n) = golden_threads {
         config.golden_threads = n.get();
     }
     config.max_case_bytes = max_case_bytes(env, flags.max_case_bytes)?;
@@ -331,6 +345,7 @@ pub fn resolve(
         config.runtime_lib = flags
             .runtime
             .clone()
+            .filter(|p| !p.as_os_str().is_empty())
             .or_else(|| env.path("SCENE_RUNTIME_LIB"));
         config.runtime_options = env.text("SCENE_RUNTIME_OPTIONS")?.unwrap_or_default();
         config.lock_timeout = flags.lock_timeout;
@@ -405,6 +420,31 @@ mod tests {
     }
 
     #[test]
+    fn a_flag_wins_over_a_bad_variable() {
+        let e = env(&[
+            ("SCENE_COMPILE_WORKERS", "many"),
+            ("SCENE_GOLDEN_THREADS", "0"),
+            ("SCENE_DEVICES", "x"),
+            ("SCENE_MAX_CASE_BYTES", "lots"),
+            ("SCENE_NO_TESTS", "maybe"),
+        ]);
+        let flags = Flags {
+            compile_workers: NonZeroUsize::new(2),
+            golden_threads: NonZeroUsize::new(3),
+            devices: Some("1".parse().unwrap()),
+            max_case_bytes: Some(10),
+            ..cards()
+        };
+        let c = resolve(&layout(), &e, None, &flags).unwrap();
+        assert_eq!(c.compile_workers.get(), 2);
+        assert_eq!(c.golden_threads, 3);
+        assert_eq!(c.devices.ids(), [1]);
+        assert_eq!(c.max_case_bytes, Some(10));
+        assert_eq!(no_tests(&e, Some(NoTests::Warn)).unwrap(), NoTests::Warn);
+        assert!(no_tests(&e, None).is_err());
+    }
+
+    #[test]
     fn scene_devices_wins_over_task_device() {
         let e = env(&[("SCENE_DEVICES", "1"), ("TASK_DEVICE", "2")]);
         assert_eq!(
@@ -429,6 +469,7 @@ mod tests {
         for (name, value) in [
             ("SCENE_COMPILE_WORKERS", "many"),
             ("SCENE_GOLDEN_THREADS", "0"),
+            ("SCENE_GOLDEN_THREADS", "1025"),
             ("SCENE_DEVICES", "x"),
             ("SCENE_PLATFORM", "a9"),
         ] {

@@ -19,6 +19,7 @@ mod cache_cmd;
 mod compile_cmd;
 pub mod env;
 mod output;
+mod paths;
 mod precompile_cmd;
 mod prologue;
 mod run_cmd;
@@ -60,6 +61,7 @@ pub fn main(layout: Layout, registry: GoldenRegistry) -> ExitCode {
         scenes_dir: cli
             .scenes_dir
             .clone()
+            .filter(|d| !d.as_os_str().is_empty())
             .or_else(|| env.path("SCENE_SCENES_DIR"))
             .unwrap_or(layout.scenes_dir),
         ..layout
@@ -67,7 +69,12 @@ pub fn main(layout: Layout, registry: GoldenRegistry) -> ExitCode {
     let cache_dir = cli.cache_dir.as_deref();
     match cli.command {
         Command::Cache(args) => {
-            cache_cmd::run(&env::cache_dir(&env, cache_dir, &layout.root), &args)
+            let dir = env::cache_dir(&env, cache_dir, &layout.root);
+            if let Err(e) = paths::check_dir("cache dir (--cache-dir, SCENE_CACHE_DIR)", &dir) {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+            cache_cmd::run(&dir, &args)
         }
         Command::List(args) => run_cmd::list(&layout, &env, &args),
         Command::Run(args) => run_cmd::run(&layout, &env, cache_dir, registry, &args),

@@ -56,6 +56,18 @@ pub(crate) fn run(
     registry: GoldenRegistry,
     args: &RunArgs,
 ) -> ExitCode {
+    // Checked before any work: a report that cannot be written fails now.
+    for (flag, path) in [
+        ("--report-json", &args.report_json),
+        ("--junit", &args.junit),
+    ] {
+        if let Some(path) = path
+            && let Err(e) = crate::paths::check_output_file(flag, path)
+        {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    }
     let Prologue {
         cases,
         load_errors,

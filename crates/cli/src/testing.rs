@@ -78,7 +78,9 @@ pub fn trials(layout: Layout, registry: GoldenRegistry, env: &Environment) -> Ve
         uses_cards: true,
         ..Flags::default()
     };
-    let config = match resolve(&layout, env, None, &flags) {
+    let config = match resolve(&layout, env, None, &flags)
+        .and_then(|c| crate::paths::check_config_dirs(&c, true).map(|()| c))
+    {
         Ok(c) => c,
         Err(e) => return vec![failing("scenes::config".into(), e.to_string())],
     };
