@@ -331,6 +331,16 @@ fn unusable_output_paths_fail_before_any_work() {
         assert_usage_error(&out, &[flag, path, why]);
     }
     let out = env
+        .scene(&[
+            "precompile",
+            "vector_example",
+            "--out",
+            under_file.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_usage_error(&out, &["--out", "is not a directory"]);
+    let out = env
         .scene(&["run", "vector_example", "--report-json="])
         .output()
         .unwrap();

@@ -30,6 +30,10 @@ pub(crate) fn run(
     args: &PrecompileArgs,
 ) -> ExitCode {
     let started = Instant::now();
+    if let Err(e) = crate::paths::check_dir("--out", &args.out) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let flags = Flags {
         max_case_bytes: args.max_case_bytes,
         ..cpu_flags(&args.selection, args.compile_workers)
