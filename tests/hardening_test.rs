@@ -356,12 +356,8 @@ fn directories_under_a_file_are_worded() {
     std::fs::write(&file, "").unwrap();
     let under = file.join("sub");
     for (cmd, var, value) in [
-        (
-            &["compile", "vector_example"][..],
-            "SCENE_CACHE_DIR",
-            &under,
-        ),
         (&["cache", "stats"][..], "SCENE_CACHE_DIR", &file),
+        (&["cache", "stats"][..], "SCENE_CACHE_DIR", &under),
         (&["run", "vector_example"][..], "SCENE_LOCK_DIR", &file),
         (&["run", "vector_example"][..], "SCENE_LOCK_DIR", &under),
         (
@@ -374,6 +370,23 @@ fn directories_under_a_file_are_worded() {
         assert_usage_error(&out, &[var, "is not a directory"]);
         assert!(!stderr(&out).contains("os error"), "{}", text(&out));
     }
+    // A cache dir that cannot be used is not fatal for a run: one worded
+    // warning, then no cache.
+    let out = env
+        .scene(&["compile", "vector_example"])
+        .env("SCENE_CACHE_DIR", &under)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let err = stderr(&out);
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "{}", text(&out));
+    assert!(
+        warnings[0].contains(&format!("{} is not a directory", file.display())),
+        "{}",
+        text(&out)
+    );
+    assert!(!err.contains("os error"), "{}", text(&out));
 }
 
 /// Every variable set to the empty string means unset: in particular an

@@ -68,12 +68,20 @@ pub(crate) fn check_dir(what: &str, path: &Path) -> Result<(), ConfigError> {
 
 /// The directories a configuration will create, each checked with
 /// [`check_dir`]; dump and lock directories only for commands that run
-/// cases on cards.
-pub(crate) fn check_config_dirs(config: &RunConfig, uses_cards: bool) -> Result<(), ConfigError> {
-    let mut dirs: Vec<(&str, &PathBuf)> = Vec::new();
-    if let Some(d) = &config.cache_dir {
-        dirs.push(("cache dir (--cache-dir, SCENE_CACHE_DIR)", d));
+/// cases on cards. An unusable cache directory is not an error: the run
+/// compiles without a cache after one worded warning (the cache's own
+/// warning would be a raw `os error`).
+pub(crate) fn check_config_dirs(
+    config: &mut RunConfig,
+    uses_cards: bool,
+) -> Result<(), ConfigError> {
+    if let Some(d) = &config.cache_dir
+        && let Err(e) = check_dir("cache dir (--cache-dir, SCENE_CACHE_DIR)", d)
+    {
+        eprintln!("warning: {e}; compiling without a cache");
+        config.cache_dir = None;
     }
+    let mut dirs: Vec<(&str, &PathBuf)> = Vec::new();
     // Only commands that run cases dump them or lock cards.
     if uses_cards {
         if let Some(d) = &config.dumps.every_case {

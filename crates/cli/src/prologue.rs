@@ -70,8 +70,8 @@ pub(crate) fn prologue(
         eprintln!("error: {e}");
         ExitCode::from(2)
     };
-    let config = resolve(layout, env, cache_dir, flags).map_err(usage)?;
-    crate::paths::check_config_dirs(&config, flags.uses_cards).map_err(usage)?;
+    let mut config = resolve(layout, env, cache_dir, flags).map_err(usage)?;
+    crate::paths::check_config_dirs(&mut config, flags.uses_cards).map_err(usage)?;
     let no_tests = no_tests(env, no_tests_flag).map_err(usage)?;
     let (scenes, load_errors) = load_scenes(&layout.scenes_dir).map_err(|e| {
         eprintln!("error: {e}");

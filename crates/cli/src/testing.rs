@@ -79,7 +79,7 @@ pub fn trials(layout: Layout, registry: GoldenRegistry, env: &Environment) -> Ve
         ..Flags::default()
     };
     let config = match resolve(&layout, env, None, &flags)
-        .and_then(|c| crate::paths::check_config_dirs(&c, true).map(|()| c))
+        .and_then(|mut c| crate::paths::check_config_dirs(&mut c, true).map(|()| c))
     {
         Ok(c) => c,
         Err(e) => return vec![failing("scenes::config".into(), e.to_string())],
