@@ -230,8 +230,10 @@ pub fn compute_golden(
         ));
     };
     let scalars = scalar_values(scene, case)?;
+    let int_scalars = int_scalar_values(scene, case)?;
     let ctx = GoldenCtx::new(&scene.name, &case.name, &case.params, inputs, threads)
-        .with_scalars(&scalars);
+        .with_scalars(&scalars)
+        .with_int_scalars(&int_scalars);
     pool.install(|| golden_fn(&ctx))
         .map_err(|e| format!("golden `{}`: {e}", scene.golden))
 }
@@ -290,6 +292,28 @@ pub fn scalar_values(scene: &Scene, case: &Case) -> Result<Vec<(String, f64)>, S
                     as f64,
             };
             Ok((s.name.clone(), v))
+        })
+        .collect()
+}
+
+/// The case's integer scalar arguments, exactly, by name in signature order.
+pub fn int_scalar_values(scene: &Scene, case: &Case) -> Result<Vec<(String, i64)>, String> {
+    scene
+        .scalars
+        .iter()
+        .filter(|s| crate::scene::int_range(s.dtype).is_some())
+        .filter_map(|s| {
+            let v = match &s.value {
+                ParamValue::Int(i) => Ok(*i),
+                ParamValue::Param(p) => case
+                    .params
+                    .get(p)
+                    .copied()
+                    .ok_or_else(|| format!("scalar `{}`: param `{p}` not bound", s.name)),
+                // Refused at load; not an integer scalar here.
+                ParamValue::Float(_) => return None,
+            };
+            Some(v.map(|v| (s.name.clone(), v)))
         })
         .collect()
 }
@@ -392,6 +416,14 @@ mod tests {
             scalars,
             cases: vec![],
         };
+        let ints = int_scalar_values(&scene, &case).unwrap();
+        let names: Vec<&str> = ints.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c"]);
+        assert_eq!(ints[0].1, big);
+        assert_eq!(ints[1].1, big + 2);
+        let ctx = GoldenCtx::new("s", "c", &case.params, &[], 1).with_int_scalars(&ints);
+        assert_eq!(ctx.scalar_i64("a").unwrap(), big);
+        assert!(ctx.scalar_i64("zz").is_err());
         let bits = scalar_bits(&scene, &case).unwrap();
         assert_eq!(bits[0], big as u64);
         assert_eq!(bits[1], (big + 2) as u64);
