@@ -14,7 +14,7 @@ use scene_kernels::{Builder, ChipCallable};
 use crate::compile::{CompiledScenes, compile_builder, compile_scenes};
 use crate::config::RunConfig;
 use crate::golden::{GoldenCtx, GoldenOutputs, GoldenRegistry};
-use crate::report::{CaseReport, FailureStage};
+use crate::report::{CaseFailure, CaseReport};
 use crate::scene::{Case, ParamValue, Scene};
 use crate::select::{SelectedCase, distinct_scenes};
 use crate::shape::eval_shape;
@@ -111,19 +111,18 @@ impl CpuStages {
         let case = sel.case();
         let mut report = CaseReport::new(&scene.name, &case.name);
         report.phases.compile_s = compiled.compile_s.get(&scene.name).copied().unwrap_or(0.0);
-        let fail = |mut report: CaseReport, stage, msg: String| {
-            report.fail(stage, msg);
+        let fail = |mut report: CaseReport, failure: CaseFailure| {
+            report.fail_with(failure);
             report.wall_s = started.elapsed().as_secs_f64();
             Box::new(report)
         };
         let callable = match compiled.callables.get(&scene.name) {
             Some(Ok(c)) => Arc::clone(c),
-            Some(Err(e)) => return Err(fail(report, FailureStage::Compile, e.clone())),
+            Some(Err(e)) => return Err(fail(report, CaseFailure::Compile(e.clone()))),
             None => {
                 return Err(fail(
                     report,
-                    FailureStage::Compile,
-                    "scene was not part of the compile plan".into(),
+                    CaseFailure::Compile("scene was not part of the compile plan".into()),
                 ));
             }
         };
@@ -133,14 +132,7 @@ impl CpuStages {
         if let Some(bound) = self.config.max_case_bytes {
             let bytes = case_bytes(scene, case);
             if bytes.is_none_or(|b| b > bound) {
-                return Err(fail(
-                    report,
-                    FailureStage::Fixtures,
-                    format!(
-                        "the case's tensors need {} bytes, more than the bound of {bound} bytes per case",
-                        bytes.map_or_else(|| "more than 2^64".to_string(), |b| b.to_string())
-                    ),
-                ));
+                return Err(fail(report, CaseFailure::TooLarge { bytes, bound }));
             }
         }
         let t = Instant::now();
@@ -150,14 +142,14 @@ impl CpuStages {
         });
         let (inputs, scalars) = match fixtures {
             Ok(f) => f,
-            Err(e) => return Err(fail(report, FailureStage::Fixtures, e)),
+            Err(e) => return Err(fail(report, CaseFailure::Fixtures(e))),
         };
         report.phases.fixtures_s = t.elapsed().as_secs_f64();
 
         let t = Instant::now();
         let golden = match self.golden(scene, case, &inputs) {
             Ok(g) => g,
-            Err(msg) => return Err(fail(report, FailureStage::Golden, msg)),
+            Err(msg) => return Err(fail(report, CaseFailure::Golden(msg))),
         };
         report.phases.golden_s = t.elapsed().as_secs_f64();
         Ok(Prepared {
