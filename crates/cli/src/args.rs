@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use scene_device::DeviceList;
 use scene_harness::platform::PlatformName;
 
-use crate::env::{Flags, parse_count};
+use crate::env::{Flags, NoTests, parse_bytes, parse_count, parse_threads};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -66,14 +66,17 @@ pub(crate) struct ListArgs {
 pub(crate) struct RunArgs {
     #[command(flatten)]
     pub(crate) selection: Selection,
+    /// When the selection matches no case: fail (exit 4), warn, or pass [possible values: fail, warn, pass] [env: SCENE_NO_TESTS] [default: fail].
+    #[arg(long, value_name = "WHAT", value_parser = parse_no_tests)]
+    pub(crate) no_tests: Option<NoTests>,
     /// Cards to use: `0`, `0-7`, `0,2,5`, `0,2-4,7` [default: SCENE_DEVICES, else TASK_DEVICE, else 0].
     #[arg(long, value_name = "LIST", value_parser = parse_device_list)]
     pub(crate) device: Option<DeviceList>,
     /// Bound on live compiler processes across the whole run [env: SCENE_COMPILE_WORKERS] [default: available parallelism].
     #[arg(long, value_name = "N", value_parser = parse_count)]
     pub(crate) compile_workers: Option<NonZeroUsize>,
-    /// Threads for goldens and comparisons [env: SCENE_GOLDEN_THREADS] [default: available parallelism, at most 8].
-    #[arg(long, value_name = "N", value_parser = parse_count)]
+    /// Threads for goldens and comparisons, at most 1024 [env: SCENE_GOLDEN_THREADS] [default: available parallelism, at most 8].
+    #[arg(long, value_name = "N", value_parser = parse_threads)]
     pub(crate) golden_threads: Option<NonZeroUsize>,
     /// Give up waiting for a busy card after this many seconds.
     #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
@@ -99,6 +102,9 @@ pub(crate) struct RunArgs {
     /// Narrate card acquisition and release on stderr.
     #[arg(short, long)]
     pub(crate) verbose: bool,
+    /// Fail a case whose tensors need more than BYTES (suffixes K, M, G, T; 0 = no bound) before allocating them [env: SCENE_MAX_CASE_BYTES] [default: a quarter of physical memory].
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub(crate) max_case_bytes: Option<u64>,
     /// Run from a bundle made by `scene precompile`: no compiler, no goldens; an unusable slot is rebuilt.
     #[arg(long, value_name = "DIR")]
     pub(crate) from: Option<PathBuf>,
@@ -124,6 +130,7 @@ impl RunArgs {
             verbose: self.verbose,
             hold_card: self.hold_card,
             in_process: self.in_process,
+            max_case_bytes: self.max_case_bytes,
             uses_cards: true,
         }
     }
@@ -133,6 +140,9 @@ impl RunArgs {
 pub(crate) struct CompileArgs {
     #[command(flatten)]
     pub(crate) selection: Selection,
+    /// When the selection matches no case: fail (exit 4), warn, or pass [possible values: fail, warn, pass] [env: SCENE_NO_TESTS] [default: fail].
+    #[arg(long, value_name = "WHAT", value_parser = parse_no_tests)]
+    pub(crate) no_tests: Option<NoTests>,
     /// Bound on live compiler/linker processes across all selected scenes [env: SCENE_COMPILE_WORKERS] [default: available parallelism].
     #[arg(long, value_name = "N", value_parser = parse_count)]
     pub(crate) compile_workers: Option<NonZeroUsize>,
@@ -148,6 +158,9 @@ pub(crate) struct CompileArgs {
 pub(crate) struct PrecompileArgs {
     #[command(flatten)]
     pub(crate) selection: Selection,
+    /// When the selection matches no case: fail (exit 4), warn, or pass [possible values: fail, warn, pass] [env: SCENE_NO_TESTS] [default: fail].
+    #[arg(long, value_name = "WHAT", value_parser = parse_no_tests)]
+    pub(crate) no_tests: Option<NoTests>,
     /// Bundle directory to write (replaced atomically if it is a bundle already).
     #[arg(long, value_name = "DIR")]
     pub(crate) out: PathBuf,
@@ -157,6 +170,9 @@ pub(crate) struct PrecompileArgs {
     /// Print only failures and the summary.
     #[arg(short, long)]
     pub(crate) quiet: bool,
+    /// Fail a case whose tensors need more than BYTES (suffixes K, M, G, T; 0 = no bound) before allocating them [env: SCENE_MAX_CASE_BYTES] [default: a quarter of physical memory].
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub(crate) max_case_bytes: Option<u64>,
 }
 
 /// Flags of the commands that never touch a card.
@@ -199,54 +215,43 @@ pub(crate) enum CacheCommand {
     Clear,
 }
 
+fn parse_no_tests(s: &str) -> Result<NoTests, String> {
+    s.parse()
+}
+
 fn parse_device_list(s: &str) -> Result<DeviceList, String> {
     s.parse::<DeviceList>().map_err(|e| e.to_string())
 }
 
-fn parse_seconds(s: &str) -> Result<Duration, String> {
+/// The longest duration a flag accepts, in seconds (about 31 years): far
+/// beyond any useful timeout, and safe to add to any clock reading.
+pub(crate) const MAX_SECONDS: f64 = 1e9;
+
+/// A non-negative, finite number of `unit`s no longer than [`MAX_SECONDS`].
+fn parse_duration(s: &str, unit: &str, unit_seconds: f64) -> Result<Duration, String> {
     let v: f64 = s
         .trim()
         .parse()
-        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+        .map_err(|_| format!("`{s}` is not a number of {unit}"))?;
     if !(v >= 0.0 && v.is_finite()) {
-        return Err(format!("`{s}` is not a non-negative number of seconds"));
+        return Err(format!("`{s}` is not a non-negative number of {unit}"));
     }
-    Ok(Duration::from_secs_f64(v))
+    let seconds = v * unit_seconds;
+    if seconds > MAX_SECONDS {
+        return Err(format!(
+            "`{s}` {unit} is out of range (at most {} {unit})",
+            MAX_SECONDS / unit_seconds
+        ));
+    }
+    Duration::try_from_secs_f64(seconds).map_err(|e| format!("`{s}` {unit}: {e}"))
+}
+
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    parse_duration(s, "seconds", 1.0)
 }
 
 fn parse_days(s: &str) -> Result<Duration, String> {
-    let days: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}` is not a number of days"))?;
-    if !(days >= 0.0 && days.is_finite()) {
-        return Err(format!("`{s}` is not a non-negative number of days"));
-    }
-    Ok(Duration::from_secs_f64(days * 86400.0))
-}
-
-fn parse_bytes(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (digits, shift) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let shift = match c.to_ascii_uppercase() {
-                'K' => 10,
-                'M' => 20,
-                'G' => 30,
-                'T' => 40,
-                'B' => 0,
-                _ => return Err(format!("`{s}`: unknown size suffix `{c}`")),
-            };
-            (&t[..i], shift)
-        }
-        _ => (t, 0),
-    };
-    let n: u64 = digits
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}` is not a number of bytes"))?;
-    n.checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("`{s}` is too large"))
+    parse_duration(s, "days", 86400.0)
 }
 
 #[cfg(test)]
@@ -264,5 +269,28 @@ mod tests {
         assert_eq!(parse_days("1"), Ok(Duration::from_secs(86400)));
         assert!(parse_days("-2").is_err());
         assert!(parse_days("soon").is_err());
+    }
+
+    #[test]
+    fn durations_out_of_range_are_errors_not_panics() {
+        for bad in [
+            "1e20",
+            "-1",
+            "nan",
+            "NaN",
+            "inf",
+            "-inf",
+            "1e9000",
+            "1000000001",
+        ] {
+            let e = parse_seconds(bad).unwrap_err();
+            assert!(e.contains(bad), "{bad}: {e}");
+        }
+        assert!(parse_seconds("1e20").unwrap_err().contains("out of range"));
+        assert_eq!(parse_seconds("1e9"), Ok(Duration::from_secs(1_000_000_000)));
+        assert_eq!(parse_seconds("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_seconds("0.5"), Ok(Duration::from_millis(500)));
+        assert!(parse_days("1e15").unwrap_err().contains("out of range"));
+        assert!(parse_days("11574").is_ok());
     }
 }

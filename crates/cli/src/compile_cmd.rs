@@ -218,7 +218,14 @@ pub(crate) fn run(
         cases,
         load_errors,
         config,
-    } = match prologue(layout, env, cache_dir, &args.selection, &flags) {
+    } = match prologue(
+        layout,
+        env,
+        cache_dir,
+        &args.selection,
+        &flags,
+        args.no_tests,
+    ) {
         Ok(p) => p,
         Err(code) => return code,
     };
@@ -266,7 +273,11 @@ pub(crate) fn run(
         }
     }
     // Malformed scenes never became callables but are still failures.
-    for _ in 0..load_errors {
+    for e in &load_errors {
+        println!("FAIL {}", e.scene);
+        for line in e.message.lines() {
+            println!("    {line}");
+        }
         tally.add(CallableOutcome::Failed);
     }
     println!("{}", tally.summary_line(started.elapsed().as_secs_f64()));

@@ -35,6 +35,8 @@ pub const VARIABLES: &[&str] = &[
     "SCENE_CACHE_DIR",
     "SCENE_SCENES_DIR",
     "SCENE_FAILURE_DUMP_DIR",
+    "SCENE_NO_TESTS",
+    "SCENE_MAX_CASE_BYTES",
     // Where bare tool names (`cc`, `ld`) are found.
     "PATH",
 ];
@@ -89,6 +91,42 @@ impl Environment {
 #[error("{0}")]
 pub struct ConfigError(pub String);
 
+/// What to do when a selection matches no case (`--no-tests`,
+/// `SCENE_NO_TESTS`), as in cargo-nextest: by default it is an error, so a
+/// typo in a filter or a platform no scene supports cannot pass green.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NoTests {
+    /// An error: exit [`crate::EXIT_NO_TESTS`] (the `cargo test` target: a
+    /// failing trial).
+    #[default]
+    Fail,
+    /// A warning on stderr; the run passes.
+    Warn,
+    /// Silently passes.
+    Pass,
+}
+
+impl std::str::FromStr for NoTests {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "fail" => Ok(Self::Fail),
+            "warn" => Ok(Self::Warn),
+            "pass" => Ok(Self::Pass),
+            _ => Err(format!("`{s}` is not one of fail, warn, pass")),
+        }
+    }
+}
+
+/// `--no-tests`, else `SCENE_NO_TESTS`, else [`NoTests::Fail`].
+pub fn no_tests(env: &Environment, flag: Option<NoTests>) -> Result<NoTests, ConfigError> {
+    if let Some(f) = flag {
+        return Ok(f);
+    }
+    Ok(parsed_var(env, "SCENE_NO_TESTS", str::parse)?.unwrap_or_default())
+}
+
 /// What the command line says about a run; `None` = not given.
 #[derive(Clone, Debug, Default)]
 pub struct Flags {
@@ -105,6 +143,8 @@ pub struct Flags {
     pub hold_card: bool,
     /// `--in-process`: no device worker process.
     pub in_process: bool,
+    /// `--max-case-bytes`; `Some(0)` = no bound.
+    pub max_case_bytes: Option<u64>,
     /// Whether the command uses cards at all (`run`): only then are the
     /// card variables read, so a bad `SCENE_DEVICES` cannot break
     /// `scene compile`.
@@ -165,11 +205,88 @@ pub(crate) fn parse_count(s: &str) -> Result<NonZeroUsize, String> {
     }
 }
 
-/// A positive count from a variable.
-fn count_var(env: &Environment, name: &str) -> Result<Option<NonZeroUsize>, ConfigError> {
+/// A number of bytes, with an optional suffix K, M, G, T (powers of 1024)
+/// or B (`--max-size`, `--max-case-bytes`, `SCENE_MAX_CASE_BYTES`).
+pub(crate) fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (digits, shift) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let shift = match c.to_ascii_uppercase() {
+                'K' => 10,
+                'M' => 20,
+                'G' => 30,
+                'T' => 40,
+                'B' => 0,
+                _ => return Err(format!("`{s}`: unknown size suffix `{c}`")),
+            };
+            (&t[..i], shift)
+        }
+        _ => (t, 0),
+    };
+    let n: u64 = digits
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of bytes"))?;
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("`{s}` is too large"))
+}
+
+/// Most threads `--golden-threads` / `SCENE_GOLDEN_THREADS` may ask for:
+/// more is a typo, not a machine.
+pub const MAX_GOLDEN_THREADS: usize = 1024;
+
+/// A thread count: positive and at most [`MAX_GOLDEN_THREADS`].
+pub(crate) fn parse_threads(s: &str) -> Result<NonZeroUsize, String> {
+    let n = parse_count(s)?;
+    if n.get() > MAX_GOLDEN_THREADS {
+        return Err(format!(
+            "`{s}` is too many threads (at most {MAX_GOLDEN_THREADS})"
+        ));
+    }
+    Ok(n)
+}
+
+/// A value of variable `name` parsed by `parse`; errors name the variable.
+fn parsed_var<T>(
+    env: &Environment,
+    name: &str,
+    parse: fn(&str) -> Result<T, String>,
+) -> Result<Option<T>, ConfigError> {
     env.text(name)?
-        .map(|v| parse_count(&v).map_err(|e| ConfigError(format!("{name}: {e}"))))
+        .map(|v| parse(&v).map_err(|e| ConfigError(format!("{name}: {e}"))))
         .transpose()
+}
+
+/// Fraction of physical memory one case's tensors may take by default.
+pub const DEFAULT_CASE_MEMORY_FRACTION: u64 = 4;
+
+/// `--max-case-bytes`, else `SCENE_MAX_CASE_BYTES`, else a quarter of
+/// physical memory (no bound where that cannot be read); `0` = no bound.
+fn max_case_bytes(env: &Environment, flag: Option<u64>) -> Result<Option<u64>, ConfigError> {
+    let given = match flag {
+        Some(b) => Some(b),
+        None => parsed_var(env, "SCENE_MAX_CASE_BYTES", parse_bytes)?,
+    };
+    Ok(match given {
+        Some(0) => None,
+        Some(b) => Some(b),
+        None => physical_memory().map(|m| m / DEFAULT_CASE_MEMORY_FRACTION),
+    })
+}
+
+/// Total physical memory in bytes (`MemTotal` of `/proc/meminfo`); `None`
+/// where that is not available.
+fn physical_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line
+        .trim_start_matches("MemTotal:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    kib.checked_mul(1024)
 }
 
 /// The cards: `--device`, else `SCENE_DEVICES`, else `TASK_DEVICE`, else `0`.
@@ -196,18 +313,23 @@ pub fn resolve(
     let platform = resolve_platform(env, &layout.root, flags.platform.as_deref())?;
     let mut config = RunConfig::new(layout.root.clone(), platform);
     config.cache_dir = Some(cache_dir(env, cache_dir_flag, &layout.root));
-    if let Some(n) = flags
-        .compile_workers
-        .or(count_var(env, "SCENE_COMPILE_WORKERS")?)
-    {
+    // A flag wins: its variable is not even parsed (a bad value there
+    // cannot break a run that overrides it).
+    let compile_workers = match flags.compile_workers {
+        Some(n) => Some(n),
+        None => parsed_var(env, "SCENE_COMPILE_WORKERS", parse_count)?,
+    };
+    if let Some(n) = compile_workers {
         config.compile_workers = n;
     }
-    if let Some(n) = flags
-        .golden_threads
-        .or(count_var(env, "SCENE_GOLDEN_THREADS")?)
-    {
+    let golden_threads = match flags.golden_threads {
+        Some(n) => Some(n),
+        None => parsed_var(env, "SCENE_GOLDEN_THREADS", parse_threads)?,
+    };
+    if let Some(n) = golden_threads {
         config.golden_threads = n.get();
     }
+    config.max_case_bytes = max_case_bytes(env, flags.max_case_bytes)?;
     if let Some(d) = env.path("SCENE_FAILURE_DUMP_DIR") {
         config.dumps.failures = d;
     }
@@ -221,6 +343,7 @@ pub fn resolve(
         config.runtime_lib = flags
             .runtime
             .clone()
+            .filter(|p| !p.as_os_str().is_empty())
             .or_else(|| env.path("SCENE_RUNTIME_LIB"));
         config.runtime_options = env.text("SCENE_RUNTIME_OPTIONS")?.unwrap_or_default();
         config.lock_timeout = flags.lock_timeout;
@@ -304,6 +427,31 @@ mod tests {
     }
 
     #[test]
+    fn a_flag_wins_over_a_bad_variable() {
+        let e = env(&[
+            ("SCENE_COMPILE_WORKERS", "many"),
+            ("SCENE_GOLDEN_THREADS", "0"),
+            ("SCENE_DEVICES", "x"),
+            ("SCENE_MAX_CASE_BYTES", "lots"),
+            ("SCENE_NO_TESTS", "maybe"),
+        ]);
+        let flags = Flags {
+            compile_workers: NonZeroUsize::new(2),
+            golden_threads: NonZeroUsize::new(3),
+            devices: Some("1".parse().unwrap()),
+            max_case_bytes: Some(10),
+            ..cards()
+        };
+        let c = resolve(&layout(), &e, None, &flags).unwrap();
+        assert_eq!(c.compile_workers.get(), 2);
+        assert_eq!(c.golden_threads, 3);
+        assert_eq!(c.devices.ids(), [1]);
+        assert_eq!(c.max_case_bytes, Some(10));
+        assert_eq!(no_tests(&e, Some(NoTests::Warn)).unwrap(), NoTests::Warn);
+        assert!(no_tests(&e, None).is_err());
+    }
+
+    #[test]
     fn scene_devices_wins_over_task_device() {
         let e = env(&[("SCENE_DEVICES", "1"), ("TASK_DEVICE", "2")]);
         assert_eq!(
@@ -328,6 +476,7 @@ mod tests {
         for (name, value) in [
             ("SCENE_COMPILE_WORKERS", "many"),
             ("SCENE_GOLDEN_THREADS", "0"),
+            ("SCENE_GOLDEN_THREADS", "1025"),
             ("SCENE_DEVICES", "x"),
             ("SCENE_PLATFORM", "a9"),
         ] {
@@ -345,6 +494,27 @@ mod tests {
         let e = env(&[("SCENE_DEVICES", "not a list"), ("TASK_DEVICE", "x")]);
         assert!(resolve(&layout(), &e, None, &Flags::default()).is_ok());
         assert!(resolve(&layout(), &e, None, &cards()).is_err());
+    }
+
+    #[test]
+    fn max_case_bytes_flag_variable_and_default() {
+        let none = env(&[]);
+        let c = resolve(&layout(), &none, None, &Flags::default()).unwrap();
+        if let Some(m) = physical_memory() {
+            assert_eq!(c.max_case_bytes, Some(m / DEFAULT_CASE_MEMORY_FRACTION));
+        }
+        let e = env(&[("SCENE_MAX_CASE_BYTES", "2M")]);
+        let c = resolve(&layout(), &e, None, &Flags::default()).unwrap();
+        assert_eq!(c.max_case_bytes, Some(2 << 20));
+        let flags = Flags {
+            max_case_bytes: Some(0),
+            ..Flags::default()
+        };
+        let c = resolve(&layout(), &e, None, &flags).unwrap();
+        assert_eq!(c.max_case_bytes, None, "flag wins; 0 = no bound");
+        let e = env(&[("SCENE_MAX_CASE_BYTES", "lots")]);
+        let err = resolve(&layout(), &e, None, &Flags::default()).unwrap_err();
+        assert!(err.to_string().contains("SCENE_MAX_CASE_BYTES"), "{err}");
     }
 
     #[test]

@@ -10,13 +10,16 @@
 //! [`testing::main`].
 //!
 //! Exit codes: 0 = everything selected passed, 1 = something failed,
-//! 2 = usage error (bad flag, bad value, bad environment variable).
+//! 2 = usage error (bad flag, bad value, bad environment variable),
+//! 4 = the selection matched no case (`--no-tests=fail`, the default; the
+//! same code as cargo-nextest's).
 
 mod args;
 mod cache_cmd;
 mod compile_cmd;
 pub mod env;
 mod output;
+mod paths;
 mod precompile_cmd;
 mod prologue;
 mod run_cmd;
@@ -30,6 +33,10 @@ use scene_harness::GoldenRegistry;
 
 use crate::args::{Cli, Command};
 use crate::env::Environment;
+
+/// Exit status when the selection matches no case and `--no-tests` (or
+/// `SCENE_NO_TESTS`) is `fail`, as in cargo-nextest.
+pub const EXIT_NO_TESTS: u8 = 4;
 
 /// Where the scenes package lives; given by the binary at compile time.
 #[derive(Clone, Debug)]
@@ -67,6 +74,7 @@ pub fn main(layout: Layout, registry: GoldenRegistry) -> ExitCode {
         scenes_dir: cli
             .scenes_dir
             .clone()
+            .filter(|d| !d.as_os_str().is_empty())
             .or_else(|| env.path("SCENE_SCENES_DIR"))
             .unwrap_or(layout.scenes_dir),
         ..layout
@@ -74,7 +82,12 @@ pub fn main(layout: Layout, registry: GoldenRegistry) -> ExitCode {
     let cache_dir = cli.cache_dir.as_deref();
     match cli.command {
         Command::Cache(args) => {
-            cache_cmd::run(&env::cache_dir(&env, cache_dir, &layout.root), &args)
+            let dir = env::cache_dir(&env, cache_dir, &layout.root);
+            if let Err(e) = paths::check_dir("cache dir (--cache-dir, SCENE_CACHE_DIR)", &dir) {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+            cache_cmd::run(&dir, &args)
         }
         Command::List(args) => run_cmd::list(&layout, &env, &args),
         Command::Run(args) => run_cmd::run(&layout, &env, cache_dir, registry, &args),

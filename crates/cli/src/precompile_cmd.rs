@@ -16,7 +16,7 @@ use scene_harness::{CpuStages, GoldenRegistry};
 
 use crate::Layout;
 use crate::args::{PrecompileArgs, cpu_flags};
-use crate::env::Environment;
+use crate::env::{Environment, Flags};
 use crate::prologue::{Prologue, prologue};
 
 /// Runs `scene precompile`. Exit 0 when every selected case was stored,
@@ -30,12 +30,26 @@ pub(crate) fn run(
     args: &PrecompileArgs,
 ) -> ExitCode {
     let started = Instant::now();
-    let flags = cpu_flags(&args.selection, args.compile_workers);
+    if let Err(e) = crate::paths::check_dir("--out", &args.out) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
+    let flags = Flags {
+        max_case_bytes: args.max_case_bytes,
+        ..cpu_flags(&args.selection, args.compile_workers)
+    };
     let Prologue {
         cases,
         load_errors,
         config,
-    } = match prologue(layout, env, cache_dir, &args.selection, &flags) {
+    } = match prologue(
+        layout,
+        env,
+        cache_dir,
+        &args.selection,
+        &flags,
+        args.no_tests,
+    ) {
         Ok(p) => p,
         Err(code) => return code,
     };
@@ -57,7 +71,13 @@ pub(crate) fn run(
 
     // One plan for every scene, on one worker budget.
     let compiled = cpu.compile(&cases);
-    let mut failed = load_errors;
+    let mut failed = load_errors.len();
+    for e in &load_errors {
+        println!("FAIL {}::load", e.scene);
+        for line in e.message.lines() {
+            println!("    {line}");
+        }
+    }
     for c in &cases {
         let stored = match cpu.prepare(c, &compiled) {
             Ok(p) => writer

@@ -4,32 +4,52 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use scene_harness::report::CaseReport;
 use scene_harness::scene::discover;
 use scene_harness::{RunConfig, Scene, SelectedCase, select_cases};
 
 use crate::Layout;
 use crate::args::Selection;
-use crate::env::{Environment, Flags, resolve};
+use crate::env::{Environment, Flags, NoTests, no_tests, resolve};
 
-/// The scenes loaded (malformed ones reported on stderr and counted), the
-/// cases selected for the platform (a warning when none), and the run
+/// The scenes loaded (malformed ones reported on stderr and kept as
+/// failures), the cases selected for the platform, and the run
 /// configuration for it.
 pub(crate) struct Prologue {
     pub(crate) cases: Vec<SelectedCase>,
     /// Scenes whose `scene.toml` did not load; each counts as a failure.
-    pub(crate) load_errors: usize,
+    pub(crate) load_errors: Vec<LoadFailure>,
     pub(crate) config: RunConfig,
 }
 
-/// Loads every scene; malformed ones are returned as messages.
-pub(crate) fn load_scenes(dir: &Path) -> Result<(Vec<Arc<Scene>>, Vec<String>), String> {
+/// A scene whose `scene.toml` did not load.
+#[derive(Clone, Debug)]
+pub(crate) struct LoadFailure {
+    /// The scene directory's name.
+    pub(crate) scene: String,
+    /// The loader's message (names the file and the field).
+    pub(crate) message: String,
+}
+
+impl LoadFailure {
+    /// Its report entry: `<scene>::load`, failed in the `load` stage.
+    pub(crate) fn report(&self) -> CaseReport {
+        CaseReport::load_failure(&self.scene, self.message.clone())
+    }
+}
+
+/// Loads every scene; malformed ones are returned as [`LoadFailure`]s.
+pub(crate) fn load_scenes(dir: &Path) -> Result<(Vec<Arc<Scene>>, Vec<LoadFailure>), String> {
     let all = discover(dir).map_err(|e| e.to_string())?;
     let mut scenes = Vec::new();
     let mut errors = Vec::new();
     for s in all {
         match s {
             Ok(s) => scenes.push(Arc::new(s)),
-            Err(e) => errors.push(e.to_string()),
+            Err(e) => errors.push(LoadFailure {
+                scene: e.scene_name(),
+                message: e.to_string(),
+            }),
         }
     }
     Ok((scenes, errors))
@@ -42,19 +62,23 @@ pub(crate) fn prologue(
     cache_dir: Option<&Path>,
     sel: &Selection,
     flags: &Flags,
+    no_tests_flag: Option<NoTests>,
 ) -> Result<Prologue, ExitCode> {
     // The configuration first: a bad flag or variable is a usage error
     // before any scene is read.
-    let config = resolve(layout, env, cache_dir, flags).map_err(|e| {
+    let usage = |e: crate::env::ConfigError| {
         eprintln!("error: {e}");
         ExitCode::from(2)
-    })?;
+    };
+    let mut config = resolve(layout, env, cache_dir, flags).map_err(usage)?;
+    crate::paths::check_config_dirs(&mut config, flags.uses_cards).map_err(usage)?;
+    let no_tests = no_tests(env, no_tests_flag).map_err(usage)?;
     let (scenes, load_errors) = load_scenes(&layout.scenes_dir).map_err(|e| {
         eprintln!("error: {e}");
         ExitCode::from(1)
     })?;
     for e in &load_errors {
-        eprintln!("error: {e}");
+        eprintln!("error: {}", e.message);
     }
     let cases = select_cases(
         &scenes,
@@ -62,16 +86,31 @@ pub(crate) fn prologue(
         config.platform.scenes(),
         sel.include_manual,
     );
-    if cases.is_empty() {
-        eprintln!(
-            "warning: no cases selected on {} (filter: {})",
+    // A scene that did not load already fails the run; an empty selection
+    // with nothing else wrong would otherwise pass having run nothing.
+    if cases.is_empty() && load_errors.is_empty() {
+        let what = format!(
+            "no cases selected on {} (filter: {}{})",
             config.platform,
-            sel.filter.as_deref().unwrap_or("none")
+            sel.filter.as_deref().unwrap_or("none"),
+            if sel.include_manual {
+                ""
+            } else {
+                "; manual cases need --include-manual"
+            }
         );
+        match no_tests {
+            NoTests::Fail => {
+                eprintln!("error: {what}; --no-tests=warn or =pass allows this");
+                return Err(ExitCode::from(crate::EXIT_NO_TESTS));
+            }
+            NoTests::Warn => eprintln!("warning: {what}"),
+            NoTests::Pass => {}
+        }
     }
     Ok(Prologue {
         cases,
-        load_errors: load_errors.len(),
+        load_errors,
         config,
     })
 }

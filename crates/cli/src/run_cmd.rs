@@ -12,7 +12,7 @@ use crate::Layout;
 use crate::args::{ListArgs, RunArgs};
 use crate::env::{Environment, resolve_platform};
 use crate::output::CaseLines;
-use crate::prologue::{Prologue, load_scenes, prologue};
+use crate::prologue::{LoadFailure, Prologue, load_scenes, prologue};
 
 /// `scene list`: one `scene::case` a line; exit 1 if a scene did not load.
 pub(crate) fn list(layout: &Layout, env: &Environment, args: &ListArgs) -> ExitCode {
@@ -32,7 +32,7 @@ pub(crate) fn list(layout: &Layout, env: &Environment, args: &ListArgs) -> ExitC
         }
     };
     for e in &errors {
-        eprintln!("error: {e}");
+        eprintln!("error: {}", e.message);
     }
     let mut out = std::io::stdout().lock();
     for c in select_cases(
@@ -56,11 +56,30 @@ pub(crate) fn run(
     registry: GoldenRegistry,
     args: &RunArgs,
 ) -> ExitCode {
+    // Checked before any work: a report that cannot be written fails now.
+    for (flag, path) in [
+        ("--report-json", &args.report_json),
+        ("--junit", &args.junit),
+    ] {
+        if let Some(path) = path
+            && let Err(e) = crate::paths::check_output_file(flag, path)
+        {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    }
     let Prologue {
         cases,
         load_errors,
         config,
-    } = match prologue(layout, env, cache_dir, &args.selection, &args.flags()) {
+    } = match prologue(
+        layout,
+        env,
+        cache_dir,
+        &args.selection,
+        &args.flags(),
+        args.no_tests,
+    ) {
         Ok(p) => p,
         Err(code) => return code,
     };
@@ -89,8 +108,15 @@ pub(crate) fn run(
         None => session,
     };
     let lines = CaseLines::new(args.quiet);
-    let mut report = session.run(&cases, &mut |r| lines.print(r));
-    report.totals.failed += load_errors;
+    // Scenes that did not load are failed entries of the report (and the
+    // JUnit file), not only lines on stderr: entries and totals agree.
+    let load_reports: Vec<_> = load_errors.iter().map(LoadFailure::report).collect();
+    for r in &load_reports {
+        lines.print(r);
+    }
+    let report = session
+        .run(&cases, &mut |r| lines.print(r))
+        .with_cases_before(load_reports);
     if let Err(code) = write_reports(&report, args) {
         return code;
     }

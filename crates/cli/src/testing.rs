@@ -18,7 +18,7 @@ use scene_harness::scene::discover;
 use scene_harness::{GoldenRegistry, RunConfig, Scene, SelectedCase, Session, select_cases};
 
 use crate::Layout;
-use crate::env::{Environment, Flags, resolve};
+use crate::env::{Environment, Flags, NoTests, no_tests, resolve};
 
 struct Shared {
     config: RunConfig,
@@ -78,7 +78,9 @@ pub fn trials(layout: Layout, registry: GoldenRegistry, env: &Environment) -> Ve
         uses_cards: true,
         ..Flags::default()
     };
-    let config = match resolve(&layout, env, None, &flags) {
+    let config = match resolve(&layout, env, None, &flags)
+        .and_then(|mut c| crate::paths::check_config_dirs(&mut c, true).map(|()| c))
+    {
         Ok(c) => c,
         Err(e) => return vec![failing("scenes::config".into(), e.to_string())],
     };
@@ -94,6 +96,11 @@ pub fn trials(layout: Layout, registry: GoldenRegistry, env: &Environment) -> Ve
             Err(e) => trials.push(failing(format!("{}::load", e.scene_name()), e.to_string())),
         }
     }
+    let no_tests = match no_tests(env, None) {
+        Ok(n) => n,
+        Err(e) => return vec![failing("scenes::config".into(), e.to_string())],
+    };
+    let platform_name = config.platform.to_string();
     let platform = config.platform.scenes();
     let shared = Arc::new(Shared {
         config,
@@ -101,7 +108,24 @@ pub fn trials(layout: Layout, registry: GoldenRegistry, env: &Environment) -> Ve
         session: OnceLock::new(),
         compiled: Mutex::new(BTreeMap::new()),
     });
-    for sel in select_cases(&loaded, None, platform, true) {
+    let selected = select_cases(&loaded, None, platform, true);
+    // No case for the platform (a platform no scene lists, an empty scenes
+    // directory) must not pass green by running nothing.
+    if selected.is_empty() {
+        let what = format!(
+            "no scene case runs on platform {platform_name} (scenes dir {})",
+            layout.scenes_dir.display()
+        );
+        match no_tests {
+            NoTests::Fail => trials.push(failing(
+                NO_SCENES_TRIAL.into(),
+                format!("{what}; set SCENE_NO_TESTS=warn or =pass to allow this"),
+            )),
+            NoTests::Warn => eprintln!("warning: {what}"),
+            NoTests::Pass => {}
+        }
+    }
+    for sel in selected {
         let manual = sel.case().manual;
         let shared = Arc::clone(&shared);
         let id = sel.id();
@@ -109,6 +133,10 @@ pub fn trials(layout: Layout, registry: GoldenRegistry, env: &Environment) -> Ve
     }
     trials
 }
+
+/// The failing trial that stands for an empty selection (`SCENE_NO_TESTS`
+/// unset or `fail`).
+pub const NO_SCENES_TRIAL: &str = "no_scenes_for_platform";
 
 /// `main` of the test target.
 pub fn main(layout: Layout, registry: GoldenRegistry) -> ExitCode {
@@ -118,4 +146,46 @@ pub fn main(layout: Layout, registry: GoldenRegistry) -> ExitCode {
     let args = Arguments::from_args();
     let env = Environment::capture();
     libtest_mimic::run(&args, trials(layout, registry, &env)).exit_code()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Environment {
+        Environment::from_lookup(|name| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| OsString::from(v))
+        })
+    }
+
+    fn names(trials: &[Trial]) -> Vec<String> {
+        trials.iter().map(|t| t.name().to_string()).collect()
+    }
+
+    #[test]
+    fn no_case_for_the_platform_is_a_failing_trial() {
+        let tmp = tempfile::tempdir().unwrap();
+        let layout = Layout {
+            root: tmp.path().to_path_buf(),
+            scenes_dir: tmp.path().to_path_buf(),
+        };
+        let built = trials(layout.clone(), GoldenRegistry::new(), &env(&[]));
+        // `failing` trials fail when run; this one is not ignored.
+        assert_eq!(names(&built), [NO_SCENES_TRIAL]);
+        assert!(!built[0].has_ignored_flag());
+
+        for value in ["pass", "warn"] {
+            let e = env(&[("SCENE_NO_TESTS", value)]);
+            let built = trials(layout.clone(), GoldenRegistry::new(), &e);
+            assert!(built.is_empty(), "{value}: {:?}", names(&built));
+        }
+        let e = env(&[("SCENE_NO_TESTS", "maybe")]);
+        let built = trials(layout, GoldenRegistry::new(), &e);
+        assert_eq!(names(&built), ["scenes::config"]);
+    }
 }

@@ -58,13 +58,13 @@ pub enum RuntimeError {
         name: String,
         searched: Vec<PathBuf>,
     },
-    #[error("cannot load the device runtime {}: {source}", path.display())]
+    #[error("cannot load the device runtime {}: {}", path.display(), with_cause(source))]
     Load {
         path: PathBuf,
         #[source]
         source: libloading::Error,
     },
-    #[error("{} is not a device runtime: missing symbol `{symbol}` ({source})", path.display())]
+    #[error("{} is not a device runtime: missing symbol `{symbol}` ({})", path.display(), with_cause(source))]
     MissingSymbol {
         path: PathBuf,
         symbol: &'static str,
@@ -81,6 +81,15 @@ pub enum RuntimeError {
     },
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+}
+
+/// A loader error with the system's reason: libloading's `Display` says
+/// only "dlopen failed" and keeps `dlerror()`'s text in its source.
+fn with_cause(e: &libloading::Error) -> String {
+    match std::error::Error::source(e) {
+        Some(cause) => format!("{e}: {cause}"),
+        None => e.to_string(),
+    }
 }
 
 fn fmt_paths(p: &[PathBuf]) -> String {

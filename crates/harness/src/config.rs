@@ -59,6 +59,11 @@ pub struct RunConfig {
     /// session, so a crashing kernel fails its case instead of the run.
     /// `None` runs sessions in this process (library users, debugging).
     pub device_worker: Option<WorkerCommand>,
+    /// Bound on the bytes of one case's tensors (inputs and outputs, each
+    /// counted once): a case above it fails before anything is allocated.
+    /// `None` = no bound. The entry points default it to a fraction of
+    /// physical memory.
+    pub max_case_bytes: Option<u64>,
 }
 
 /// When a case's tensors are written as `.npy` files.
@@ -96,6 +101,7 @@ impl RunConfig {
             cache_dir: Some(target.join("scene-cache")),
             hold_card: false,
             device_worker: None,
+            max_case_bytes: None,
             root,
         }
     }

@@ -18,6 +18,9 @@ pub struct GoldenCtx<'a> {
     pub params: &'a BTreeMap<String, i64>,
     pub(crate) tensors: &'a [(String, Tensor)],
     pub(crate) scalars: &'a [(String, f64)],
+    /// The integer scalars again, exactly (an `i64` beyond 2^53 is not an
+    /// `f64`).
+    pub(crate) int_scalars: &'a [(String, i64)],
     /// Upper bound on threads the golden may use (rayon pool size).
     pub threads: usize,
 }
@@ -36,6 +39,7 @@ impl<'a> GoldenCtx<'a> {
             params,
             tensors,
             scalars: &[],
+            int_scalars: &[],
             threads,
         }
     }
@@ -44,6 +48,24 @@ impl<'a> GoldenCtx<'a> {
     pub fn with_scalars(mut self, scalars: &'a [(String, f64)]) -> Self {
         self.scalars = scalars;
         self
+    }
+
+    /// The exact values of the scene's integer `[[scalars]]`.
+    pub fn with_int_scalars(mut self, scalars: &'a [(String, i64)]) -> Self {
+        self.int_scalars = scalars;
+        self
+    }
+
+    /// An integer scalar argument's exact value (what the device receives,
+    /// also beyond 2^53, where [`GoldenCtx::scalar`] rounds).
+    pub fn scalar_i64(&self, name: &str) -> Result<i64, GoldenError> {
+        if let Some((_, v)) = self.int_scalars.iter().find(|(n, _)| n == name) {
+            return Ok(*v);
+        }
+        self.scalar(name)?;
+        Err(GoldenError::Failed(format!(
+            "scalar `{name}` is not an integer scalar"
+        )))
     }
 
     /// A scalar argument's value, as declared in `[[scalars]]`.

@@ -37,7 +37,7 @@ pub use config::{DEFAULT_CASE_TIMEOUT, DumpPolicy, RunConfig};
 pub use golden::{GoldenCtx, GoldenError, GoldenFn, GoldenOutputs, GoldenRegistry};
 pub use platform::Platform;
 pub use prepare::{CpuStages, Prepared, SetupError};
-pub use report::{CaseReport, CaseStatus, RunReport};
+pub use report::{CaseFailure, CaseReport, CaseStatus, RunReport};
 pub use scene::{Scene, SceneError};
 pub use schedule::Session;
 pub use select::{SelectedCase, distinct_scenes, select_cases};

@@ -14,7 +14,7 @@ use scene_kernels::{Builder, ChipCallable};
 use crate::compile::{CompiledScenes, compile_builder, compile_scenes};
 use crate::config::RunConfig;
 use crate::golden::{GoldenCtx, GoldenOutputs, GoldenRegistry};
-use crate::report::{CaseReport, FailureStage};
+use crate::report::{CaseFailure, CaseReport};
 use crate::scene::{Case, ParamValue, Scene};
 use crate::select::{SelectedCase, distinct_scenes};
 use crate::shape::eval_shape;
@@ -111,23 +111,30 @@ impl CpuStages {
         let case = sel.case();
         let mut report = CaseReport::new(&scene.name, &case.name);
         report.phases.compile_s = compiled.compile_s.get(&scene.name).copied().unwrap_or(0.0);
-        let fail = |mut report: CaseReport, stage, msg: String| {
-            report.fail(stage, msg);
+        let fail = |mut report: CaseReport, failure: CaseFailure| {
+            report.fail_with(failure);
             report.wall_s = started.elapsed().as_secs_f64();
             Box::new(report)
         };
         let callable = match compiled.callables.get(&scene.name) {
             Some(Ok(c)) => Arc::clone(c),
-            Some(Err(e)) => return Err(fail(report, FailureStage::Compile, e.clone())),
+            Some(Err(e)) => return Err(fail(report, CaseFailure::Compile(e.clone()))),
             None => {
                 return Err(fail(
                     report,
-                    FailureStage::Compile,
-                    "scene was not part of the compile plan".into(),
+                    CaseFailure::Compile("scene was not part of the compile plan".into()),
                 ));
             }
         };
 
+        // Before allocating: a case too large for this machine fails alone,
+        // with a message, instead of aborting the process.
+        if let Some(bound) = self.config.max_case_bytes {
+            let bytes = case_bytes(scene, case);
+            if bytes.is_none_or(|b| b > bound) {
+                return Err(fail(report, CaseFailure::TooLarge { bytes, bound }));
+            }
+        }
         let t = Instant::now();
         let fixtures = build_fixtures(scene, case).and_then(|inputs| {
             let scalars = scalar_bits(scene, case)?;
@@ -135,14 +142,14 @@ impl CpuStages {
         });
         let (inputs, scalars) = match fixtures {
             Ok(f) => f,
-            Err(e) => return Err(fail(report, FailureStage::Fixtures, e)),
+            Err(e) => return Err(fail(report, CaseFailure::Fixtures(e))),
         };
         report.phases.fixtures_s = t.elapsed().as_secs_f64();
 
         let t = Instant::now();
         let golden = match self.golden(scene, case, &inputs) {
             Ok(g) => g,
-            Err(msg) => return Err(fail(report, FailureStage::Golden, msg)),
+            Err(msg) => return Err(fail(report, CaseFailure::Golden(msg))),
         };
         report.phases.golden_s = t.elapsed().as_secs_f64();
         Ok(Prepared {
@@ -215,10 +222,28 @@ pub fn compute_golden(
         ));
     };
     let scalars = scalar_values(scene, case)?;
+    let int_scalars = int_scalar_values(scene, case)?;
     let ctx = GoldenCtx::new(&scene.name, &case.name, &case.params, inputs, threads)
-        .with_scalars(&scalars);
+        .with_scalars(&scalars)
+        .with_int_scalars(&int_scalars);
     pool.install(|| golden_fn(&ctx))
         .map_err(|e| format!("golden `{}`: {e}", scene.golden))
+}
+
+/// Bytes of the case's tensors (each tensor once, inputs and outputs);
+/// `None` when the sum does not fit a `u64`. A shape that does not
+/// evaluate counts as 0 here: building its fixture reports the error.
+pub fn case_bytes(scene: &Scene, case: &Case) -> Option<u64> {
+    scene.tensors.iter().try_fold(0u64, |total, t| {
+        let Ok(shape) = eval_shape(&t.shape, &case.params) else {
+            return Some(total);
+        };
+        let elements = shape
+            .iter()
+            .try_fold(1u64, |n, &d| n.checked_mul(u64::try_from(d).ok()?))?;
+        let bytes = elements.checked_mul(u64::try_from(t.dtype.size_of()).ok()?)?;
+        total.checked_add(bytes)
+    })
 }
 
 /// The case's input fixtures, one per tensor in signature order.
@@ -263,25 +288,138 @@ pub fn scalar_values(scene: &Scene, case: &Case) -> Result<Vec<(String, f64)>, S
         .collect()
 }
 
+/// The case's integer scalar arguments, exactly, by name in signature order.
+pub fn int_scalar_values(scene: &Scene, case: &Case) -> Result<Vec<(String, i64)>, String> {
+    scene
+        .scalars
+        .iter()
+        .filter(|s| crate::scene::int_range(s.dtype).is_some())
+        .filter_map(|s| {
+            let v = match &s.value {
+                ParamValue::Int(i) => Ok(*i),
+                ParamValue::Param(p) => case
+                    .params
+                    .get(p)
+                    .copied()
+                    .ok_or_else(|| format!("scalar `{}`: param `{p}` not bound", s.name)),
+                // Refused at load; not an integer scalar here.
+                ParamValue::Float(_) => return None,
+            };
+            Some(v.map(|v| (s.name.clone(), v)))
+        })
+        .collect()
+}
+
 /// Raw bits of the case's scalar arguments, as the orchestration receives them.
+///
+/// Integers never pass through `f64`: an `i64` above 2^53 reaches the
+/// device exactly as written (validation at load checked the range).
 pub fn scalar_bits(scene: &Scene, case: &Case) -> Result<Vec<u64>, String> {
     use scene_golden::DType;
     scene
         .scalars
         .iter()
-        .zip(scalar_values(scene, case)?)
-        .map(|(s, (_, v))| {
-            Ok(match s.dtype {
-                DType::F32 => u64::from((v as f32).to_bits()),
-                DType::F64 => v.to_bits(),
-                DType::F16 | DType::BF16 | DType::Bool => {
+        .map(|s| {
+            let value = match &s.value {
+                ParamValue::Param(p) => ParamValue::Int(
+                    *case
+                        .params
+                        .get(p)
+                        .ok_or_else(|| format!("scalar `{}`: param `{p}` not bound", s.name))?,
+                ),
+                v => v.clone(),
+            };
+            Ok(match (s.dtype, value) {
+                (DType::F32, ParamValue::Int(i)) => u64::from((i as f32).to_bits()),
+                (DType::F32, ParamValue::Float(f)) => u64::from((f as f32).to_bits()),
+                (DType::F64, ParamValue::Int(i)) => (i as f64).to_bits(),
+                (DType::F64, ParamValue::Float(f)) => f.to_bits(),
+                (DType::F16 | DType::BF16 | DType::Bool, _) => {
                     return Err(format!(
                         "scalar `{}`: dtype {} is not supported for scalars",
                         s.name, s.dtype
                     ));
                 }
-                _ => (v as i64) as u64,
+                (dtype, ParamValue::Int(i)) => match crate::scene::int_range(dtype) {
+                    Some((lo, hi)) if (lo..=hi).contains(&i) => i as u64,
+                    _ => {
+                        return Err(format!(
+                            "scalar `{}`: {i} is out of range for {dtype}",
+                            s.name
+                        ));
+                    }
+                },
+                (dtype, _) => {
+                    return Err(format!(
+                        "scalar `{}`: an integer scalar ({dtype}) needs an integer value",
+                        s.name
+                    ));
+                }
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scene::ScalarSpec;
+
+    /// An `i64` above 2^53 reaches the device bit for bit.
+    #[test]
+    fn integer_scalars_are_exact() {
+        let big = (1i64 << 53) + 1;
+        let case = Case {
+            name: "c".into(),
+            params: [("N".to_string(), big + 2)].into_iter().collect(),
+            platforms: None,
+            manual: false,
+            seed: 0,
+        };
+        let scalar = |name: &str, dtype, value| ScalarSpec {
+            name: name.into(),
+            dtype,
+            value,
+        };
+        let scalars = vec![
+            scalar("a", scene_golden::DType::I64, ParamValue::Int(big)),
+            scalar("b", scene_golden::DType::I64, ParamValue::Param("N".into())),
+            scalar("c", scene_golden::DType::I32, ParamValue::Int(-1)),
+            scalar("d", scene_golden::DType::F32, ParamValue::Float(0.5)),
+        ];
+        let scene = Scene {
+            name: "s".into(),
+            dir: "/s".into(),
+            manifest: "/s/scene.toml".into(),
+            level: 2,
+            platforms: vec![],
+            golden: "g".into(),
+            tolerance: Default::default(),
+            devices: 1,
+            orchestration: crate::scene::Orchestration {
+                source: "o.c".into(),
+                function: "o".into(),
+                signature: vec![],
+                include_dirs: vec![],
+                defines: vec![],
+            },
+            incores: vec![],
+            tensors: vec![],
+            scalars,
+            cases: vec![],
+        };
+        let ints = int_scalar_values(&scene, &case).unwrap();
+        let names: Vec<&str> = ints.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c"]);
+        assert_eq!(ints[0].1, big);
+        assert_eq!(ints[1].1, big + 2);
+        let ctx = GoldenCtx::new("s", "c", &case.params, &[], 1).with_int_scalars(&ints);
+        assert_eq!(ctx.scalar_i64("a").unwrap(), big);
+        assert!(ctx.scalar_i64("zz").is_err());
+        let bits = scalar_bits(&scene, &case).unwrap();
+        assert_eq!(bits[0], big as u64);
+        assert_eq!(bits[1], (big + 2) as u64);
+        assert_eq!(bits[2], u64::MAX, "i32 -1 is sign-extended as before");
+        assert_eq!(bits[3], u64::from(0.5f32.to_bits()));
+    }
 }

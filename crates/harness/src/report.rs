@@ -18,6 +18,8 @@ pub enum CaseStatus {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureStage {
+    /// The scene's `scene.toml` did not load (the entry is `<scene>::load`).
+    Load,
     Compile,
     Fixtures,
     Golden,
@@ -28,12 +30,66 @@ pub enum FailureStage {
 impl std::fmt::Display for FailureStage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
+            FailureStage::Load => "load",
             FailureStage::Compile => "compile",
             FailureStage::Fixtures => "fixtures",
             FailureStage::Golden => "golden",
             FailureStage::Device => "device",
             FailureStage::Compare => "compare",
         })
+    }
+}
+
+/// Why a case failed, typed. Reports carry its [`FailureStage`] and its
+/// text (`failure_stage`, `message`: the JSON contract); code that needs
+/// more than the text matches on this.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum CaseFailure {
+    /// The scene's `scene.toml` did not load.
+    #[error("{0}")]
+    Load(String),
+    #[error("{0}")]
+    Compile(String),
+    /// The case's tensors need more bytes than the per-case bound; `bytes`
+    /// is `None` when the sum does not even fit a `u64`.
+    #[error(
+        "the case's tensors need {} bytes, more than the bound of {bound} bytes per case",
+        bytes.map_or_else(|| "more than 2^64".to_string(), |b| b.to_string())
+    )]
+    TooLarge { bytes: Option<u64>, bound: u64 },
+    #[error("{0}")]
+    Fixtures(String),
+    #[error("{0}")]
+    Golden(String),
+    #[error("{0}")]
+    Device(String),
+    #[error("{0}")]
+    Compare(String),
+}
+
+impl CaseFailure {
+    /// A failure known only by its stage and text.
+    pub fn from_stage(stage: FailureStage, message: String) -> Self {
+        match stage {
+            FailureStage::Load => Self::Load(message),
+            FailureStage::Compile => Self::Compile(message),
+            FailureStage::Fixtures => Self::Fixtures(message),
+            FailureStage::Golden => Self::Golden(message),
+            FailureStage::Device => Self::Device(message),
+            FailureStage::Compare => Self::Compare(message),
+        }
+    }
+
+    /// The stage the failure is reported under.
+    pub fn stage(&self) -> FailureStage {
+        match self {
+            Self::Load(_) => FailureStage::Load,
+            Self::Compile(_) => FailureStage::Compile,
+            Self::TooLarge { .. } | Self::Fixtures(_) => FailureStage::Fixtures,
+            Self::Golden(_) => FailureStage::Golden,
+            Self::Device(_) => FailureStage::Device,
+            Self::Compare(_) => FailureStage::Compare,
+        }
     }
 }
 
@@ -78,6 +134,10 @@ pub struct CaseReport {
     pub failure_stage: Option<FailureStage>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The failure, typed (`failure_stage` and `message` are its stage and
+    /// text); not serialised.
+    #[serde(skip)]
+    pub failure: Option<CaseFailure>,
     /// Wall time of the case from its first stage to its verdict.
     pub wall_s: f64,
 }
@@ -94,14 +154,32 @@ impl CaseReport {
             lock: None,
             failure_stage: None,
             message: None,
+            failure: None,
             wall_s: 0.0,
         }
     }
 
+    /// The entry of a scene whose `scene.toml` did not load: `<scene>::load`,
+    /// failed in the `load` stage with the loader's message.
+    pub fn load_failure(scene: &str, message: impl Into<String>) -> Self {
+        let mut r = Self::new(scene, "load");
+        r.fail_with(CaseFailure::Load(message.into()));
+        r
+    }
+
+    /// Fails the case in `stage` with `message` (a [`CaseFailure`] of that
+    /// stage).
     pub fn fail(&mut self, stage: FailureStage, message: impl Into<String>) {
+        self.fail_with(CaseFailure::from_stage(stage, message.into()));
+    }
+
+    /// Fails the case with a typed failure; its stage and text become
+    /// `failure_stage` and `message`.
+    pub fn fail_with(&mut self, failure: CaseFailure) {
         self.status = CaseStatus::Failed;
-        self.failure_stage = Some(stage);
-        self.message = Some(message.into());
+        self.failure_stage = Some(failure.stage());
+        self.message = Some(failure.to_string());
+        self.failure = Some(failure);
     }
 }
 
@@ -156,6 +234,16 @@ impl RunReport {
             cases,
             totals: t,
         }
+    }
+
+    /// The report with `first` (e.g. scenes that did not load) ahead of its
+    /// cases, totals recomputed: entries and totals always agree.
+    pub fn with_cases_before(self, mut first: Vec<CaseReport>) -> Self {
+        if first.is_empty() {
+            return self;
+        }
+        first.extend(self.cases);
+        Self::new(&self.platform, first, self.totals.wall_s)
     }
 
     /// The closing line every runner parses: `N passed, M failed[, K skipped]`.
@@ -267,6 +355,50 @@ mod tests {
         );
         assert!(x.contains("<testcase classname=\"s\" name=\"ok\""), "{x}");
         assert_eq!(r.summary_line(), "1 passed, 1 failed");
+    }
+
+    #[test]
+    fn load_failures_are_entries_and_count() {
+        let r = RunReport::new("a2a3sim", vec![CaseReport::new("s", "ok")], 2.0);
+        let r = r.with_cases_before(vec![CaseReport::load_failure(
+            "bad",
+            "bad/scene.toml: oops",
+        )]);
+        assert_eq!(r.cases.len(), 2);
+        assert_eq!(r.cases[0].name, "bad::load");
+        assert_eq!(r.cases[0].failure_stage, Some(FailureStage::Load));
+        assert_eq!(
+            r.cases[0].failure,
+            Some(CaseFailure::Load("bad/scene.toml: oops".into()))
+        );
+        assert_eq!((r.totals.passed, r.totals.failed), (1, 1));
+        assert_eq!(r.totals.wall_s, 2.0);
+        let x = r.to_junit();
+        assert!(x.contains("tests=\"2\" failures=\"1\""), "{x}");
+        assert!(
+            x.contains("type=\"load\" message=\"bad/scene.toml: oops\""),
+            "{x}"
+        );
+    }
+
+    #[test]
+    fn typed_failures_fill_stage_and_message() {
+        let mut r = CaseReport::new("s", "c");
+        r.fail_with(CaseFailure::TooLarge {
+            bytes: Some(4096),
+            bound: 1024,
+        });
+        assert_eq!(r.status, CaseStatus::Failed);
+        assert_eq!(r.failure_stage, Some(FailureStage::Fixtures));
+        assert_eq!(
+            r.message.as_deref(),
+            Some("the case's tensors need 4096 bytes, more than the bound of 1024 bytes per case")
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert!(json.get("failure").is_none(), "{json}");
+        let mut r = CaseReport::new("s", "c");
+        r.fail(FailureStage::Device, "card 0 hung");
+        assert_eq!(r.failure, Some(CaseFailure::Device("card 0 hung".into())));
     }
 
     #[test]

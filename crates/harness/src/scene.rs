@@ -449,6 +449,75 @@ impl Validator<'_> {
         Ok(())
     }
 
+    /// A tolerance, when given, is a finite number >= 0: `nan` or `inf`
+    /// would let any output pass.
+    fn tolerance(&self, field: &str, v: Option<f64>) -> Result<(), SceneError> {
+        match v {
+            Some(v) if !(v >= 0.0 && v.is_finite()) => {
+                Err(self.err(field, format!("must be a finite number >= 0, got {v}")))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// A name that becomes a file name (dumps, bundles): one plain path
+    /// component.
+    fn file_name(&self, field: &str, what: &str, name: &str) -> Result<(), SceneError> {
+        scene_util::check_file_name(name)
+            .map(|_| ())
+            .map_err(|e| self.err(field, format!("`{name}` is not a valid {what} name: {e}")))
+    }
+
+    /// A finite init parameter.
+    fn finite(&self, field: &str, what: &str, v: f64) -> Result<(), SceneError> {
+        if v.is_finite() {
+            Ok(())
+        } else {
+            Err(self.err(field, format!("{what} must be finite, got {v}")))
+        }
+    }
+
+    /// A scalar's value (a literal or a case parameter) as its dtype
+    /// passes it: in range and exact, or an error naming `field`.
+    fn scalar_value(
+        &self,
+        field: &str,
+        name: &str,
+        dtype: DType,
+        value: &ParamValue,
+    ) -> Result<(), SceneError> {
+        let bad = |m: String| Err(self.err(field, format!("scalar `{name}` ({dtype}): {m}")));
+        match (value, int_range(dtype)) {
+            (ParamValue::Param(_), _) => Ok(()),
+            (ParamValue::Int(i), Some((lo, hi))) if *i < lo || *i > hi => {
+                bad(format!("{i} is out of range ({lo}..={hi})"))
+            }
+            (ParamValue::Int(_), Some(_)) => Ok(()),
+            (ParamValue::Float(f), Some(_)) => bad(format!(
+                "{f} is not an integer (write an integer literal for an integer scalar)"
+            )),
+            (ParamValue::Int(i), None) => {
+                if float_exact(dtype, *i) {
+                    Ok(())
+                } else {
+                    bad(format!("{i} is not exactly representable"))
+                }
+            }
+            (ParamValue::Float(f), None) => {
+                let max = if dtype == DType::F32 {
+                    f64::from(f32::MAX)
+                } else {
+                    f64::MAX
+                };
+                if f.is_finite() && f.abs() <= max {
+                    Ok(())
+                } else {
+                    bad(format!("{f} is not a finite {dtype}"))
+                }
+            }
+        }
+    }
+
     fn dtype(&self, field: &str, name: &str) -> Result<DType, SceneError> {
         name.parse::<DType>()
             .map_err(|_| self.err(field, format!("unknown dtype `{name}`")))
@@ -519,13 +588,8 @@ impl Validator<'_> {
             return Err(self.err("devices", "must be at least 1"));
         }
         self.platform_list("platforms", &raw.platforms)?;
-        for (field, v) in [("rtol", raw.rtol), ("atol", raw.atol)] {
-            if let Some(v) = v
-                && !(v >= 0.0 && v.is_finite())
-            {
-                return Err(self.err(field, format!("must be a finite number >= 0, got {v}")));
-            }
-        }
+        self.tolerance("rtol", raw.rtol)?;
+        self.tolerance("atol", raw.atol)?;
 
         Ok(())
     }
@@ -637,6 +701,7 @@ impl Validator<'_> {
                     ),
                 ));
             }
+            self.file_name(&field("name"), "tensor", &t.name)?;
             if !arg_names.insert(t.name.clone()) {
                 return Err(self.err(
                     field("name"),
@@ -644,6 +709,8 @@ impl Validator<'_> {
                 ));
             }
             let dtype = self.dtype(&field("dtype"), &t.dtype)?;
+            self.tolerance(&field("rtol"), t.rtol)?;
+            self.tolerance(&field("atol"), t.atol)?;
             if t.shape.is_empty() {
                 return Err(self.err(field("shape"), "must have at least one dimension"));
             }
@@ -710,6 +777,7 @@ impl Validator<'_> {
                     ),
                 ));
             }
+            self.scalar_value(&field("value"), &s.name, dtype, &s.value)?;
             scalars.push(ScalarSpec {
                 name: s.name,
                 dtype,
@@ -740,6 +808,7 @@ impl Validator<'_> {
                     format!("`{}` is not a valid case name", c.name),
                 ));
             }
+            self.file_name(&field("name"), "case", &c.name)?;
             if !case_names.insert(c.name.clone()) {
                 return Err(self.err(field("name"), format!("duplicate case name `{}`", c.name)));
             }
@@ -757,16 +826,22 @@ impl Validator<'_> {
                 }
             }
             for s in scalars {
-                if let ParamValue::Param(p) = &s.value
-                    && !c.params.contains_key(p)
-                {
-                    return Err(self.err(
-                        field("params"),
-                        format!(
-                            "case `{}` does not bind `{p}` used by scalar `{}`",
-                            c.name, s.name
-                        ),
-                    ));
+                if let ParamValue::Param(p) = &s.value {
+                    let Some(&v) = c.params.get(p) else {
+                        return Err(self.err(
+                            field("params"),
+                            format!(
+                                "case `{}` does not bind `{p}` used by scalar `{}`",
+                                c.name, s.name
+                            ),
+                        ));
+                    };
+                    self.scalar_value(
+                        &format!("cases[{i}].params.{p}"),
+                        &s.name,
+                        s.dtype,
+                        &ParamValue::Int(v),
+                    )?;
                 }
             }
             cases.push(Case {
@@ -783,8 +858,13 @@ impl Validator<'_> {
 
     fn init(&self, field: &str, raw: RawInit, dtype: DType) -> Result<Init, SceneError> {
         Ok(match raw {
-            RawInit::Const { value } => Init::Const { value },
+            RawInit::Const { value } => {
+                self.finite(field, "const value", value)?;
+                Init::Const { value }
+            }
             RawInit::Uniform { low, high } => {
+                self.finite(field, "uniform low", low)?;
+                self.finite(field, "uniform high", high)?;
                 if low.partial_cmp(&high) != Some(std::cmp::Ordering::Less) {
                     return Err(self.err(
                         field,
@@ -794,6 +874,7 @@ impl Validator<'_> {
                 Init::Uniform { low, high }
             }
             RawInit::Normal { mean, std } => {
+                self.finite(field, "normal mean", mean)?;
                 if !(std >= 0.0 && std.is_finite()) {
                     return Err(
                         self.err(field, format!("normal needs a finite std >= 0, got {std}"))
@@ -801,7 +882,11 @@ impl Validator<'_> {
                 }
                 Init::Normal { mean, std }
             }
-            RawInit::Arange { start, step } => Init::Arange { start, step },
+            RawInit::Arange { start, step } => {
+                self.finite(field, "arange start", start)?;
+                self.finite(field, "arange step", step)?;
+                Init::Arange { start, step }
+            }
             RawInit::Zeros => Init::Zeros,
             RawInit::Randint { low, high } => {
                 if low >= high {
@@ -810,7 +895,21 @@ impl Validator<'_> {
                         format!("randint needs low < high, got {low} >= {high}"),
                     ));
                 }
-                let _ = dtype;
+                // Values are drawn from low..high; on an integer tensor each
+                // must be one of its values (bool: 0 or 1).
+                let range = if dtype == DType::Bool {
+                    Some((0, 1))
+                } else {
+                    int_range(dtype)
+                };
+                if let Some((lo, hi)) = range
+                    && (low < lo || high - 1 > hi)
+                {
+                    return Err(self.err(
+                        field,
+                        format!("randint {low}..{high} does not fit {dtype} ({lo}..={hi})"),
+                    ));
+                }
                 Init::Randint { low, high }
             }
         })
@@ -833,6 +932,30 @@ fn normalize(path: &Path) -> PathBuf {
         }
     }
     out
+}
+
+/// The values of an integer dtype, `None` for floats (and bool, which is
+/// no scalar dtype).
+pub fn int_range(dtype: DType) -> Option<(i64, i64)> {
+    match dtype {
+        DType::I8 => Some((i8::MIN.into(), i8::MAX.into())),
+        DType::U8 => Some((0, u8::MAX.into())),
+        DType::I16 => Some((i16::MIN.into(), i16::MAX.into())),
+        DType::I32 => Some((i32::MIN.into(), i32::MAX.into())),
+        DType::I64 => Some((i64::MIN, i64::MAX)),
+        DType::F32 | DType::F64 | DType::F16 | DType::BF16 | DType::Bool => None,
+    }
+}
+
+/// Whether the integer `i` is exactly a value of the float dtype.
+fn float_exact(dtype: DType, i: i64) -> bool {
+    // Through i128: `i64::MAX as f64` is 2^63, which saturates back to
+    // i64::MAX in i64 and would look exact.
+    let back = match dtype {
+        DType::F32 => (i as f32) as i128,
+        _ => (i as f64) as i128,
+    };
+    back == i128::from(i)
 }
 
 fn is_c_identifier(s: &str) -> bool {
@@ -1054,5 +1177,137 @@ params = { N = 8 }
         let t = s.tolerance_for(&s.tensors[1]);
         assert_eq!(t.rtol, 0.5);
         assert_eq!(t.atol, Tolerance::default_for(DType::F32).atol);
+    }
+
+    #[test]
+    fn per_tensor_tolerances_are_finite_and_non_negative() {
+        for bad in ["nan", "inf", "-1e-3"] {
+            let text = GOOD.replace(
+                "shape = [\"N*4\"]",
+                &format!("shape = [\"N*4\"]\natol = {bad}"),
+            );
+            let e = err_of(&text);
+            assert!(e.contains("tensors[1].atol"), "{bad}: {e}");
+            let text = GOOD.replace(
+                "shape = [\"N*4\"]",
+                &format!("shape = [\"N*4\"]\nrtol = {bad}"),
+            );
+            let e = err_of(&text);
+            assert!(e.contains("tensors[1].rtol"), "{bad}: {e}");
+        }
+        let ok = GOOD.replace("shape = [\"N*4\"]", "shape = [\"N*4\"]\natol = 0.0");
+        assert!(load(&ok).is_ok());
+    }
+
+    #[test]
+    fn init_parameters_are_finite_and_ordered() {
+        let uniform = "init = { kind = \"uniform\", low = -1.0, high = 1.0 }";
+        for (init, needle) in [
+            (
+                "{ kind = \"uniform\", low = -inf, high = 1.0 }",
+                "uniform low must be finite",
+            ),
+            (
+                "{ kind = \"uniform\", low = 0.0, high = nan }",
+                "uniform high must be finite",
+            ),
+            (
+                "{ kind = \"uniform\", low = 2.0, high = 1.0 }",
+                "low < high",
+            ),
+            (
+                "{ kind = \"const\", value = nan }",
+                "const value must be finite",
+            ),
+            (
+                "{ kind = \"normal\", mean = inf }",
+                "normal mean must be finite",
+            ),
+            ("{ kind = \"normal\", std = -1.0 }", "finite std >= 0"),
+            (
+                "{ kind = \"arange\", step = inf }",
+                "arange step must be finite",
+            ),
+            ("{ kind = \"randint\", low = 3, high = 3 }", "low < high"),
+        ] {
+            let e = err_of(&GOOD.replace(uniform, &format!("init = {init}")));
+            assert!(e.contains("tensors[0].init"), "{init}: {e}");
+            assert!(e.contains(needle), "{init}: {e}");
+        }
+        // randint must fit an integer tensor's dtype.
+        let text = GOOD
+            .replacen("dtype = \"f32\"", "dtype = \"u8\"", 1)
+            .replace(
+                uniform,
+                "init = { kind = \"randint\", low = 0, high = 257 }",
+            );
+        let e = err_of(&text);
+        assert!(
+            e.contains("tensors[0].init") && e.contains("does not fit u8"),
+            "{e}"
+        );
+        let text = GOOD
+            .replacen("dtype = \"f32\"", "dtype = \"u8\"", 1)
+            .replace(
+                uniform,
+                "init = { kind = \"randint\", low = 0, high = 256 }",
+            );
+        assert!(load(&text).is_ok());
+    }
+
+    #[test]
+    fn scalar_literals_are_in_range_and_exact() {
+        let with = |dtype: &str, value: &str| {
+            GOOD.replace("dtype = \"i64\"", &format!("dtype = \"{dtype}\""))
+                .replace("value = \"N\"", &format!("value = {value}"))
+        };
+        for (dtype, value, needle) in [
+            ("i32", "2147483648", "out of range"),
+            ("u8", "-1", "out of range"),
+            ("i8", "128", "out of range"),
+            ("i64", "1.5", "is not an integer"),
+            ("i32", "2.0", "is not an integer"),
+            ("f64", "9007199254740993", "not exactly representable"),
+            ("f32", "16777217", "not exactly representable"),
+            ("f32", "1e39", "not a finite f32"),
+            ("f64", "nan", "not a finite f64"),
+        ] {
+            let e = err_of(&with(dtype, value));
+            assert!(e.contains("scalars[0].value"), "{dtype} {value}: {e}");
+            assert!(e.contains(needle), "{dtype} {value}: {e}");
+        }
+        // Exact beyond 2^53 for i64, as an integer all the way.
+        let s = load(&with("i64", "9007199254740993")).unwrap();
+        assert_eq!(s.scalars[0].value, ParamValue::Int(9_007_199_254_740_993));
+        assert!(load(&with("f64", "0.25")).is_ok());
+        assert!(load(&with("u8", "255")).is_ok());
+    }
+
+    #[test]
+    fn scalar_params_are_in_range() {
+        let text = GOOD
+            .replace("dtype = \"i64\"", "dtype = \"i8\"")
+            .replace("params = { N = 8 }", "params = { N = 300 }");
+        let e = err_of(&text);
+        assert!(e.contains("cases[0].params.N"), "{e}");
+        assert!(e.contains("300 is out of range"), "{e}");
+    }
+
+    #[test]
+    fn case_and_tensor_names_are_plain_file_names() {
+        let e = err_of(&GOOD.replace("name = \"small\"", "name = \"..\""));
+        assert!(e.contains("cases[0].name"), "{e}");
+        let e = err_of(&GOOD.replace("name = \"small\"", "name = \"a/b\""));
+        assert!(
+            e.contains("cases[0].name") && e.contains("path separator"),
+            "{e}"
+        );
+        let e = err_of(&GOOD.replace("name = \"x\"", "name = \"../x\""));
+        assert!(
+            e.contains("tensors[0].name") && e.contains("not a valid tensor name"),
+            "{e}"
+        );
+        let e = err_of(&GOOD.replace("name = \"y\"", "name = \"\""));
+        assert!(e.contains("tensors[1].name"), "{e}");
     }
 }

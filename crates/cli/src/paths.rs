@@ -1,0 +1,140 @@
+//! Output and working paths, checked before any work starts: a report that
+//! cannot be written should fail the run in a millisecond, not after an
+//! hour of cases, and in words ("is not a directory"), not as a raw
+//! `File exists (os error 17)` from `create_dir_all`.
+
+use std::path::{Path, PathBuf};
+
+use scene_harness::RunConfig;
+
+use crate::env::ConfigError;
+
+/// The nearest ancestor of `path` (itself included) that exists; `None`
+/// when even the root does not (a relative path's `.` always does).
+fn nearest_existing(path: &Path) -> Option<&Path> {
+    path.ancestors()
+        .map(|a| {
+            if a.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                a
+            }
+        })
+        .find(|a| a.symlink_metadata().is_ok())
+}
+
+/// A file the run will write (`--report-json`, `--junit`): its directory
+/// exists and is a directory, and the path itself is not a directory.
+pub(crate) fn check_output_file(what: &str, path: &Path) -> Result<(), ConfigError> {
+    let err = |m: String| Err(ConfigError(format!("{what} {}: {m}", path.display())));
+    if path.as_os_str().is_empty() {
+        return Err(ConfigError(format!("{what}: the path is empty")));
+    }
+    if path.is_dir() {
+        return err("is a directory".into());
+    }
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if parent.is_dir() {
+        return Ok(());
+    }
+    match nearest_existing(parent) {
+        Some(a) if !a.is_dir() => err(format!("{} is not a directory", a.display())),
+        _ => err(format!("directory {} does not exist", parent.display())),
+    }
+}
+
+/// A directory the run will create if missing (`--dump`, the cache, the
+/// failure dumps, the card locks): neither it nor an existing ancestor is
+/// something other than a directory.
+pub(crate) fn check_dir(what: &str, path: &Path) -> Result<(), ConfigError> {
+    if path.as_os_str().is_empty() {
+        return Err(ConfigError(format!("{what}: the path is empty")));
+    }
+    match nearest_existing(path) {
+        Some(a) if !a.is_dir() => {
+            let m = if a == path {
+                "is not a directory".to_string()
+            } else {
+                format!("{} is not a directory", a.display())
+            };
+            Err(ConfigError(format!("{what} {}: {m}", path.display())))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The directories a configuration will create, each checked with
+/// [`check_dir`]; dump and lock directories only for commands that run
+/// cases on cards. An unusable cache directory is not an error: the run
+/// compiles without a cache after one worded warning (the cache's own
+/// warning would be a raw `os error`).
+pub(crate) fn check_config_dirs(
+    config: &mut RunConfig,
+    uses_cards: bool,
+) -> Result<(), ConfigError> {
+    if let Some(d) = &config.cache_dir
+        && let Err(e) = check_dir("cache dir (--cache-dir, SCENE_CACHE_DIR)", d)
+    {
+        eprintln!("warning: {e}; compiling without a cache");
+        config.cache_dir = None;
+    }
+    let mut dirs: Vec<(&str, &PathBuf)> = Vec::new();
+    // Only commands that run cases dump them or lock cards.
+    if uses_cards {
+        if let Some(d) = &config.dumps.every_case {
+            dirs.push(("--dump", d));
+        }
+        dirs.push((
+            "failure dump dir (SCENE_FAILURE_DUMP_DIR)",
+            &config.dumps.failures,
+        ));
+        dirs.push(("lock dir (SCENE_LOCK_DIR)", &config.lock_dir));
+    }
+    dirs.into_iter()
+        .try_for_each(|(what, d)| check_dir(what, d))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_and_dirs_are_checked_in_words() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("file");
+        std::fs::write(&file, "").unwrap();
+
+        assert!(check_output_file("--junit", &tmp.path().join("r.xml")).is_ok());
+        let e = check_output_file("--junit", tmp.path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--junit") && e.contains("is a directory"), "{e}");
+        let e = check_output_file("--junit", &file.join("r.xml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!("{} is not a directory", file.display())),
+            "{e}"
+        );
+        let e = check_output_file("--junit", &tmp.path().join("no/r.xml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("does not exist"), "{e}");
+        assert!(check_output_file("--junit", Path::new("")).is_err());
+
+        assert!(check_dir("--dump", &tmp.path().join("a/b")).is_ok());
+        assert!(check_dir("--dump", tmp.path()).is_ok());
+        let e = check_dir("--dump", &file).unwrap_err().to_string();
+        assert!(e.ends_with("file: is not a directory"), "{e}");
+        let e = check_dir("--dump", &file.join("a/b"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!("{} is not a directory", file.display())),
+            "{e}"
+        );
+    }
+}
