@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use common::{ORCH_SRC, Root, incore, kernel_src, orch, spec, toolchain};
-use scene_kernels::cache::{self, CacheConfig, LocalDisk, Storage};
+use scene_kernels::cache::{self, CacheConfig, EntryKind, LocalDisk, StatKind, Storage};
 use scene_kernels::{
     BuildOptions, Builder, CACHE_SCHEMA, CallableSpec, CoreType, MissReason, UnitOutcome,
 };
@@ -141,20 +141,22 @@ fn second_builder_is_served_from_disk_without_starting_the_compiler() {
         "a warm build starts no compiler process, not even --version"
     );
     assert_eq!(second.callables[0].as_ref().expect("builds"), &built);
+    warm.forget_artifacts();
     assert_eq!(
-        warm.lookup_cached(&spec).as_ref(),
-        Some(built.as_ref()),
-        "the callable entry assembles the same callable"
+        warm.build(&spec).expect("builds from the cache").as_ref(),
+        built.as_ref(),
+        "the cache entries assemble the same callable"
     );
     assert!(warnings.lock().expect("warnings").is_empty());
     drop(warm);
 
     let stats = cache::stats(cache_dir.path(), 10).expect("stats");
-    assert_eq!(stats.by_kind.get("callable"), Some(&1));
-    assert_eq!(stats.by_kind.get("incore"), Some(&2));
+    let count = |kind| stats.by_kind.get(&StatKind::Kind(kind));
+    assert_eq!(count(EntryKind::Callable), Some(&1));
+    assert_eq!(count(EntryKind::Incore), Some(&2));
     assert_eq!(stats.runs.len(), 2, "one stats line per builder");
     assert_eq!((stats.runs[0].compiles, stats.runs[0].hits), (3, 0));
-    // Three units from build_all, the same three again from lookup_cached.
+    // Three units from build_all, the same three again from the second build.
     assert_eq!((stats.runs[1].compiles, stats.runs[1].hits), (0, 6));
     assert!(stats.runs[1].saved_s > 0.0);
 }
@@ -258,7 +260,13 @@ fn a_corrupt_entry_is_removed_with_a_warning_and_rebuilt() {
     std::fs::write(&artifact, &bytes).expect("corrupt");
 
     let (b, warnings) = cached_builder(&root, &cc.path, CacheConfig::new(cache_dir.path()));
-    assert!(b.lookup_cached(&spec).is_none(), "never served damaged");
+    assert!(
+        matches!(
+            b.cache().expect("cache").lookup(&add_key),
+            cache::Lookup::Damaged(_)
+        ),
+        "never served damaged"
+    );
     cc.reset();
     let out = b.build_all(std::slice::from_ref(&spec));
     assert_eq!(out.callables[0].as_ref().expect("builds"), &good);

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::key::{KeyInputs, UnitKey};
+use crate::key::{EntryKind, KeyInputs, UnitKey};
 
 /// What an entry claims to be. Written last, after the artifact.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -17,8 +17,9 @@ pub struct Manifest {
     pub size: u64,
     /// blake3 of the artifact, hex.
     pub blake3: String,
-    /// `incore`, `orchestration` or `callable`.
-    pub kind: String,
+    /// What the artifact is (`incore`, `orchestration`, `callable`,
+    /// `builtins`).
+    pub kind: EntryKind,
     /// `<label>/<name>` of the unit that produced it (informational).
     pub unit: String,
     /// Seconds the compile took; what a hit saves.
@@ -31,6 +32,7 @@ pub struct Manifest {
 impl Manifest {
     pub fn new(
         key: UnitKey,
+        kind: EntryKind,
         artifact: &[u8],
         inputs: &KeyInputs,
         unit: &str,
@@ -44,7 +46,7 @@ impl Manifest {
             key: key.to_hex(),
             size: artifact.len() as u64,
             blake3: blake3::hash(artifact).to_hex().to_string(),
-            kind: inputs.get("kind").unwrap_or("").to_owned(),
+            kind,
             unit: unit.to_owned(),
             compile_s,
             created_unix: std::time::SystemTime::now()
@@ -130,7 +132,7 @@ mod tests {
         let key = inputs.key();
         (
             key,
-            Manifest::new(key, bytes, &inputs, "s/u", 0.5).to_bytes(),
+            Manifest::new(key, EntryKind::Incore, bytes, &inputs, "s/u", 0.5).to_bytes(),
         )
     }
 
@@ -169,6 +171,43 @@ mod tests {
         assert!(matches!(
             verify(key, CACHE_SCHEMA + 1, Some(&m), Some(b"hello")),
             Err(Damage::WrongSchema { .. })
+        ));
+    }
+
+    #[test]
+    fn kinds_read_and_write_as_the_strings_caches_always_stored() {
+        for (kind, name) in [
+            (EntryKind::Incore, "incore"),
+            (EntryKind::Orchestration, "orchestration"),
+            (EntryKind::Callable, "callable"),
+            (EntryKind::Builtins, "builtins"),
+        ] {
+            let (key, m) = entry(b"x");
+            let mut json: serde_json::Value = serde_json::from_slice(&m).expect("json");
+            json["kind"] = name.into();
+            let bytes = serde_json::to_vec(&json).expect("bytes");
+            let read = verify(key, CACHE_SCHEMA, Some(&bytes), Some(b"x")).expect("valid");
+            assert_eq!(read.kind, kind);
+            assert_eq!(kind.to_string(), name);
+            let written: serde_json::Value =
+                serde_json::from_slice(&read.to_bytes()).expect("json");
+            assert_eq!(written["kind"], name);
+        }
+        // Listings sort kinds by name.
+        let mut sorted = EntryKind::ALL;
+        sorted.sort_by_key(|k| k.as_str());
+        assert_eq!(sorted, EntryKind::ALL);
+        let mut by_ord = EntryKind::ALL;
+        by_ord.sort();
+        assert_eq!(by_ord, EntryKind::ALL);
+        // An unknown kind is a damaged manifest, not a panic.
+        let (key, m) = entry(b"x");
+        let mut json: serde_json::Value = serde_json::from_slice(&m).expect("json");
+        json["kind"] = "mystery".into();
+        let bytes = serde_json::to_vec(&json).expect("bytes");
+        assert!(matches!(
+            verify(key, CACHE_SCHEMA, Some(&bytes), Some(b"x")),
+            Err(Damage::UnparsableManifest(_))
         ));
     }
 }

@@ -47,12 +47,14 @@ pub use explain::{InputChange, MissReason, diff};
 pub use lock::KeyLock;
 pub use manifest::{Damage, Manifest, verify};
 pub use prune::{
-    CacheStats, PrunePolicy, PruneReport, RunStats, VerifyReport, clear, prune, stats, verify_all,
+    CacheStats, PrunePolicy, PruneReport, RunStats, StatKind, VerifyReport, clear, prune, stats,
+    verify_all,
 };
 pub use storage::{EntryInfo, LocalDisk, RawEntry, Storage, StorageError};
 
 use scene_util::write_atomically;
 
+pub use crate::key::EntryKind;
 use crate::key::{self, KeyInputs, UnitKey};
 
 /// Receives cache warnings (damaged entries, an unusable cache directory).
@@ -257,7 +259,7 @@ impl Cache {
     pub fn hit(&self, key: &UnitKey, manifest: &Manifest) {
         // A failed touch only makes the entry look older to prune.
         let _ = self.storage.touch(key);
-        if manifest.kind != "callable" {
+        if manifest.kind.is_unit() {
             self.counters.hits.fetch_add(1, Ordering::Relaxed);
             self.counters
                 .saved_us
@@ -325,6 +327,7 @@ impl Cache {
     pub fn publish(
         &self,
         key: &UnitKey,
+        kind: EntryKind,
         artifact: &[u8],
         inputs: &KeyInputs,
         unit: &str,
@@ -333,12 +336,12 @@ impl Cache {
         if !self.is_enabled() {
             return false;
         }
-        let manifest = Manifest::new(*key, artifact, inputs, unit, compile_s);
+        let manifest = Manifest::new(*key, kind, artifact, inputs, unit, compile_s);
         if let Err(e) = self.storage.put(key, artifact, &manifest.to_bytes()) {
             self.degrade(&e.to_string());
             return false;
         }
-        if manifest.kind != "callable" {
+        if kind.is_unit() {
             let record = UnitRecord {
                 key: key.to_hex(),
                 inputs: inputs.0.clone(),

@@ -11,7 +11,7 @@ use super::CacheError;
 use super::lock;
 use super::manifest::{Damage, Manifest, verify};
 use super::storage::{LocalDisk, Storage};
-use crate::key::{CACHE_SCHEMA, UnitKey};
+use crate::key::{CACHE_SCHEMA, EntryKind, UnitKey};
 
 pub(crate) const STATS_FILE: &str = "stats.jsonl";
 
@@ -248,13 +248,29 @@ pub struct RunStats {
     pub saved_s: f64,
 }
 
+/// A row of [`CacheStats::by_kind`]: an entry's manifest kind, or
+/// `unreadable` (sorted last) when its manifest cannot be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StatKind {
+    Kind(EntryKind),
+    Unreadable,
+}
+
+impl std::fmt::Display for StatKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StatKind::Kind(kind) => kind.fmt(f),
+            StatKind::Unreadable => f.write_str("unreadable"),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CacheStats {
     pub entries: usize,
     pub bytes: u64,
-    /// Entries per manifest kind (`incore`, `orchestration`, `callable`,
-    /// `unreadable`).
-    pub by_kind: std::collections::BTreeMap<String, usize>,
+    /// Entries per manifest kind, plus those whose manifest is unreadable.
+    pub by_kind: std::collections::BTreeMap<StatKind, usize>,
     /// The most recent runs, oldest first.
     pub runs: Vec<RunStats>,
 }
@@ -269,7 +285,7 @@ pub fn stats(dir: &Path, last_runs: usize) -> Result<CacheStats, CacheError> {
         let kind = fs::read(disk.manifest_path(&e.key))
             .ok()
             .and_then(|b| serde_json::from_slice::<Manifest>(&b).ok())
-            .map_or_else(|| "unreadable".to_owned(), |m| m.kind);
+            .map_or(StatKind::Unreadable, |m| StatKind::Kind(m.kind));
         *out.by_kind.entry(kind).or_default() += 1;
     }
     let text = fs::read_to_string(dir.join(STATS_FILE)).unwrap_or_default();
@@ -293,7 +309,7 @@ mod tests {
         inputs.0.insert("schema".into(), CACHE_SCHEMA.to_string());
         let key = inputs.key();
         let bytes = vec![n; size];
-        let m = Manifest::new(key, &bytes, &inputs, "u", 0.1);
+        let m = Manifest::new(key, EntryKind::Incore, &bytes, &inputs, "u", 0.1);
         let disk = LocalDisk::new(dir);
         disk.put(&key, &bytes, &m.to_bytes()).expect("put");
         fs::File::options()
