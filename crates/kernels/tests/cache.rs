@@ -151,7 +151,7 @@ fn second_builder_is_served_from_disk_without_starting_the_compiler() {
     drop(warm);
 
     let stats = cache::stats(cache_dir.path(), 10).expect("stats");
-    let count = |kind| stats.by_kind.get(&StatKind::Kind(kind));
+    let count = |kind| stats.entries.by_kind.get(&StatKind::Kind(kind));
     assert_eq!(count(EntryKind::Callable), Some(&1));
     assert_eq!(count(EntryKind::Incore), Some(&2));
     assert_eq!(stats.runs.len(), 2, "one stats line per builder");
@@ -232,8 +232,7 @@ fn a_schema_bump_invalidates_every_entry() {
     assert!(
         cache::verify_all(cache_dir.path())
             .expect("verify")
-            .damaged
-            .is_empty()
+            .is_clean()
     );
 }
 
@@ -279,8 +278,7 @@ fn a_corrupt_entry_is_removed_with_a_warning_and_rebuilt() {
     assert!(
         cache::verify_all(cache_dir.path())
             .expect("verify")
-            .damaged
-            .is_empty()
+            .is_clean()
     );
 }
 
