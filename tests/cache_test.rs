@@ -588,3 +588,29 @@ fn cache_dir_flag_and_clear() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("removed 5 entries"));
     assert!(entries(&dir).is_empty());
 }
+
+/// The builtins object is cached too (in `<cache>/objects/`): a new process
+/// with a warm cache that must link an edited kernel compiles no builtins.
+#[test]
+fn a_warm_cache_compiles_no_builtins_in_a_new_process() {
+    let f = Fixture::new();
+    f.run();
+    assert!(f.cc.count("scene_builtins.c") >= 1, "{:?}", f.cc.lines());
+    f.cc.reset();
+    f.edit("kernels/add.c", |t| format!("{t}\n/* edited */\n"));
+    f.run();
+    assert_eq!(f.cc.count("kernels/add.c"), 1, "{:?}", f.cc.lines());
+    assert_eq!(f.cc.count("scene_builtins.c"), 0, "{:?}", f.cc.lines());
+    let stats = f.scene(&["cache", "stats"]).output().unwrap();
+    let text = String::from_utf8_lossy(&stats.stdout);
+    assert!(stats.status.success(), "{text}");
+    let support = text
+        .lines()
+        .find(|l| l.starts_with("support objects: "))
+        .unwrap_or_else(|| panic!("no support objects line: {text}"));
+    assert!(support.contains("builtins"), "{text}");
+    assert!(
+        f.entries().iter().all(|e| e.kind != "builtins"),
+        "entries/ holds scene units only"
+    );
+}

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::budget::Budget;
-use crate::cache::{Cache, CacheConfig, Lookup, MissReason};
+use crate::cache::{Cache, CacheConfig, Lookup, MissReason, Tier};
 use crate::compile;
 use crate::error::{BuildError, BuildSetupError, CompileError, UnitFailure};
 use crate::key::{self, EntryKind, KeyContext, KeyInputs, UnitKey};
@@ -485,9 +485,60 @@ impl Builder {
             CoreType::Aiv => &self.builtins[1],
         };
         let dir = self.link_script.parent().unwrap_or(&self.root);
-        slot.get_or_init(|| compile::compile_builtins(&self.toolchain, core, dir).map_err(Arc::new))
+        slot.get_or_init(|| self.cached_builtins(core, dir).map_err(Arc::new))
             .clone()
             .map_err(CompileError::Shared)
+    }
+
+    /// The builtins object for `core`, written into `dir`: from the
+    /// persistent cache's support-object tier when it holds it (verified
+    /// like every entry, under the key's lock), else compiled and published
+    /// there, so a cold process with a warm cache starts no compiler for
+    /// it. It is not a scene unit: not counted in hits, misses or compiles.
+    fn cached_builtins(&self, core: CoreType, dir: &Path) -> Result<PathBuf, CompileError> {
+        let Some(cache) = self.cache.as_ref().filter(|c| c.is_enabled()) else {
+            return compile::compile_builtins(&self.toolchain, core, dir);
+        };
+        let inputs = self
+            .keys
+            .builtins_inputs(self.schema, &self.toolchain, core);
+        let key = inputs.key();
+        let display = format!("builtins/{core}");
+        let guard = cache.lock(&key);
+        if guard.is_some() {
+            match cache.lookup_in(Tier::Objects, &key) {
+                Lookup::Hit { artifact, manifest } => {
+                    let out = dir.join(compile::builtins_object_name(core));
+                    // Could not write it into scratch: compile it there.
+                    if std::fs::write(&out, &artifact).is_ok() {
+                        cache.hit(&key, &manifest);
+                        return Ok(out);
+                    }
+                }
+                Lookup::Damaged(damage) => {
+                    cache.remove_damaged_in(Tier::Objects, &key, &display, &damage);
+                }
+                Lookup::Miss => {}
+            }
+        }
+        let started = Instant::now();
+        let out = compile::compile_builtins(&self.toolchain, core, dir)?;
+        let seconds = started.elapsed().as_secs_f64();
+        if guard.is_some()
+            && let Ok(bytes) = std::fs::read(&out)
+            && cache.publish(
+                &key,
+                EntryKind::Builtins,
+                &bytes,
+                &inputs,
+                &display,
+                seconds,
+            )
+        {
+            self.published.store(true, Ordering::Relaxed);
+        }
+        drop(guard);
+        Ok(out)
     }
 }
 

@@ -27,7 +27,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::budget::Budget;
 use crate::error::CompileError;
 use crate::toolchain::{Toolchain, resolve_program};
-use crate::unit::{IncoreUnit, OrchUnit};
+use crate::unit::{CoreType, IncoreUnit, OrchUnit};
 
 /// Version of the cache layout and of the key's field set. Bump it when the
 /// meaning of a stored entry changes; it is part of every key.
@@ -416,6 +416,25 @@ impl KeyContext {
         unit_inputs(&mut inputs, &unit.source, &unit.include_dirs, &unit.defines);
         self.source_inputs(&mut inputs, root, &unit.source, &unit.include_dirs)?;
         Ok(inputs)
+    }
+
+    /// Every input of the builtins object's key for `core`: the toolchain's
+    /// compiler identity, the flags it is compiled with and its source. It
+    /// is cached like a unit (in the cache's support-object tier).
+    pub fn builtins_inputs(&self, schema: u32, tc: &Toolchain, core: CoreType) -> KeyInputs {
+        let mut inputs = KeyInputs::default();
+        common_inputs(&mut inputs, schema, EntryKind::Builtins, tc);
+        inputs.set("core", core.as_str());
+        tool_inputs(
+            &mut inputs,
+            "compiler",
+            &self.tool(&tc.compiler, tc.search_path.as_deref()),
+        );
+        inputs.list("flags.incore", tc.incore_flags.iter().cloned());
+        inputs.list("flags.core", tc.core_flags(core).iter().cloned());
+        inputs.list("flags.builtins", tc.builtins_flags.iter().cloned());
+        inputs.set("builtins_source", digest_str(&tc.builtins_source));
+        inputs
     }
 
     /// Every input of an orchestration's key. The orchestration is linked by

@@ -334,3 +334,116 @@ fn a_hit_refreshes_the_entry_mtime() {
     assert_eq!(listed.len(), 4, "three units and the callable");
     assert!(listed.iter().all(|e| e.last_used > old), "{listed:?}");
 }
+
+/// Compiler processes that compiled the builtins object.
+fn builtins_compiles(cc: &LoggingCc) -> usize {
+    cc.lines()
+        .iter()
+        .filter(|l| l.contains("scene_builtins.c"))
+        .count()
+}
+
+/// Appends a comment to the first incore's source, so the next build must
+/// compile and link that kernel (and so needs the builtins object).
+fn edit_first_kernel(root: &Root, spec: &CallableSpec, n: usize) {
+    let path = root.path().join(&spec.incores[0].source);
+    let text = std::fs::read_to_string(&path).expect("kernel");
+    std::fs::write(&path, format!("{text}\n/* edit {n} */\n")).expect("edit");
+}
+
+/// The builtins object is cached like a unit, in the support-object tier:
+/// a second builder (a new process, in effect) with the same cache links a
+/// changed kernel without compiling the builtins again, and `entries/`
+/// still holds only the scene's units and callables.
+#[test]
+fn builtins_compile_once_per_cache_not_per_process() {
+    let root = Root::new();
+    let cache_dir = tempfile::tempdir().expect("cache");
+    let cc = LoggingCc::new();
+    let spec = scene(&root);
+    let (b, _) = cached_builder(&root, &cc.path, CacheConfig::new(cache_dir.path()));
+    assert!(b.build_all(std::slice::from_ref(&spec)).callables[0].is_ok());
+    drop(b);
+    assert_eq!(builtins_compiles(&cc), 1, "{:?}", cc.lines());
+    let objects = LocalDisk::objects(cache_dir.path());
+    assert_eq!(objects.list().expect("list").len(), 1, "one core type");
+
+    cc.reset();
+    edit_first_kernel(&root, &spec, 1);
+    let (b, warnings) = cached_builder(&root, &cc.path, CacheConfig::new(cache_dir.path()));
+    let out = b.build_all(std::slice::from_ref(&spec));
+    assert!(out.callables[0].is_ok(), "{:?}", out.callables[0]);
+    assert_eq!(out.count(UnitOutcome::Compiled), 1, "{:?}", out.units);
+    assert_eq!(builtins_compiles(&cc), 0, "{:?}", cc.lines());
+    assert_eq!(cc.compiles_of(&spec.incores[0].source.to_string_lossy()), 1);
+    assert!(warnings.lock().expect("warnings").is_empty());
+    drop(b);
+
+    let stats = cache::stats(cache_dir.path(), 10).expect("stats");
+    let builtins = StatKind::Kind(EntryKind::Builtins);
+    assert_eq!(stats.objects.by_kind.get(&builtins), Some(&1));
+    assert_eq!(stats.objects.entries, 1);
+    assert_eq!(stats.entries.by_kind.get(&builtins), None);
+    // Not a scene unit: the counters are the units' only.
+    assert_eq!((stats.runs[0].compiles, stats.runs[0].hits), (3, 0));
+    assert_eq!((stats.runs[1].compiles, stats.runs[1].hits), (1, 2));
+}
+
+#[test]
+fn a_damaged_builtins_entry_is_detected_and_rebuilt() {
+    let root = Root::new();
+    let cache_dir = tempfile::tempdir().expect("cache");
+    let cc = LoggingCc::new();
+    let spec = scene(&root);
+    let (b, _) = cached_builder(&root, &cc.path, CacheConfig::new(cache_dir.path()));
+    let good = b.build_all(std::slice::from_ref(&spec)).callables[0]
+        .as_ref()
+        .expect("builds")
+        .clone();
+    drop(b);
+    let objects = LocalDisk::objects(cache_dir.path());
+    let listed = objects.list().expect("list");
+    assert_eq!(listed.len(), 1);
+    let key = listed[0].key;
+    let artifact = objects.artifact_path(&key);
+    let mut bytes = std::fs::read(&artifact).expect("artifact");
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&artifact, &bytes).expect("corrupt");
+
+    // An edited kernel must be linked again, with the builtins.
+    edit_first_kernel(&root, &spec, 1);
+    cc.reset();
+    let (b, warnings) = cached_builder(&root, &cc.path, CacheConfig::new(cache_dir.path()));
+    let out = b.build_all(std::slice::from_ref(&spec));
+    assert_eq!(
+        out.callables[0].as_ref().expect("builds"),
+        &good,
+        "a comment changes no byte of the images"
+    );
+    assert_eq!(builtins_compiles(&cc), 1, "rebuilt: {:?}", cc.lines());
+    let warnings = warnings.lock().expect("warnings").clone();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains(&key.to_hex()), "{warnings:?}");
+    assert!(warnings[0].contains("builtins/aiv"), "{warnings:?}");
+    assert!(warnings[0].contains("damaged"), "{warnings:?}");
+    drop(b);
+    assert!(
+        cache::verify_all(cache_dir.path())
+            .expect("verify")
+            .is_clean(),
+        "the rebuilt object was republished intact"
+    );
+    assert_eq!(objects.list().expect("list").len(), 1);
+
+    // verify finds damage in the support tier too, and removes it.
+    let mut bytes = std::fs::read(&artifact).expect("artifact");
+    bytes[mid] ^= 0xff;
+    std::fs::write(&artifact, &bytes).expect("corrupt");
+    let report = cache::verify_all(cache_dir.path()).expect("verify");
+    assert!(report.entries.damaged.is_empty());
+    assert_eq!(report.objects.checked, 1);
+    assert_eq!(report.objects.damaged.len(), 1);
+    assert_eq!(report.objects.damaged[0].0, key);
+    assert!(objects.list().expect("list").is_empty());
+}
