@@ -588,3 +588,133 @@ fn cache_dir_flag_and_clear() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("removed 5 entries"));
     assert!(entries(&dir).is_empty());
 }
+
+/// The builtins object is cached too (in `<cache>/objects/`): a new process
+/// with a warm cache that must link an edited kernel compiles no builtins.
+#[test]
+fn a_warm_cache_compiles_no_builtins_in_a_new_process() {
+    let f = Fixture::new();
+    f.run();
+    assert!(f.cc.count("scene_builtins.c") >= 1, "{:?}", f.cc.lines());
+    f.cc.reset();
+    f.edit("kernels/add.c", |t| format!("{t}\n/* edited */\n"));
+    f.run();
+    assert_eq!(f.cc.count("kernels/add.c"), 1, "{:?}", f.cc.lines());
+    assert_eq!(f.cc.count("scene_builtins.c"), 0, "{:?}", f.cc.lines());
+    let stats = f.scene(&["cache", "stats"]).output().unwrap();
+    let text = String::from_utf8_lossy(&stats.stdout);
+    assert!(stats.status.success(), "{text}");
+    let support = text
+        .lines()
+        .find(|l| l.starts_with("support objects: "))
+        .unwrap_or_else(|| panic!("no support objects line: {text}"));
+    assert!(support.contains("builtins"), "{text}");
+    assert!(
+        f.entries().iter().all(|e| e.kind != "builtins"),
+        "entries/ holds scene units only"
+    );
+}
+
+/// Bound for a `scene` process that must not hang on a damaged entry.
+const NO_HANG: Duration = Duration::from_secs(180);
+
+/// Runs `cmd` to completion, killing it and failing the test if it takes
+/// longer than `limit` (a read blocked on a FIFO, say). Output goes to
+/// anonymous files, so a chatty child cannot block on a full pipe.
+fn output_within(cmd: &mut Command, limit: Duration) -> Output {
+    use std::io::{Seek, SeekFrom};
+    let mut stdout = tempfile::tempfile().unwrap();
+    let mut stderr = tempfile::tempfile().unwrap();
+    let mut child = cmd
+        .stdout(stdout.try_clone().unwrap())
+        .stderr(stderr.try_clone().unwrap())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("`{cmd:?}` did not finish within {limit:?}");
+        }
+        // Polling interval of the timeout guard, not a synchronisation.
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let read = |f: &mut std::fs::File| {
+        let mut bytes = Vec::new();
+        f.seek(SeekFrom::Start(0)).unwrap();
+        f.read_to_end(&mut bytes).unwrap();
+        bytes
+    };
+    Output {
+        status,
+        stdout: read(&mut stdout),
+        stderr: read(&mut stderr),
+    }
+}
+
+/// Replaces a file of the `add` kernel's entry with something that is not
+/// a regular file (`damage`), then checks that a run warns about it (naming
+/// the key and `what` the file is), recompiles exactly that unit and
+/// passes, never hanging; and that `scene cache verify` reports the same
+/// damage (done again) and removes the entry.
+fn irregular_file_is_damage(what: &str, damage: impl Fn(&Fixture, &Entry)) {
+    let f = Fixture::new();
+    f.run();
+    let add = f.entry("vector_example/add");
+    damage(&f, &add);
+    f.cc.reset();
+    let out = output_within(&mut f.scene(&["run"]), NO_HANG);
+    assert_passed(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(warnings[0].contains(&add.key), "{stderr}");
+    assert!(warnings[0].contains("damaged"), "{stderr}");
+    assert!(warnings[0].contains(what), "{stderr}");
+    assert_eq!(f.cc.count("kernels/add.c"), 1, "{:?}", f.cc.lines());
+    assert_eq!(f.cc.count("kernels/mul.c"), 0);
+
+    // Republished under the same key; damage it again for verify.
+    let add = f.entry("vector_example/add");
+    damage(&f, &add);
+    let verify = output_within(&mut f.scene(&["cache", "verify"]), NO_HANG);
+    let stdout = String::from_utf8_lossy(&verify.stdout);
+    assert_eq!(verify.status.code(), Some(1), "{stdout}");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("damaged {}", add.key)))
+        .unwrap_or_else(|| panic!("not reported: {stdout}"));
+    assert!(line.contains(what), "{stdout}");
+    assert!(stdout.contains("checked 5 entries: 1 damaged"), "{stdout}");
+    assert!(std::fs::symlink_metadata(&add.dir).is_err(), "removed");
+}
+
+#[test]
+fn artifact_linked_to_dev_zero_is_damage_not_a_read() {
+    irregular_file_is_damage("a symbolic link", |_, e| {
+        std::fs::remove_file(e.artifact()).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", e.artifact()).unwrap();
+    });
+}
+
+#[test]
+fn artifact_replaced_by_a_fifo_is_damage_not_a_hang() {
+    irregular_file_is_damage("a FIFO", |_, e| {
+        std::fs::remove_file(e.artifact()).unwrap();
+        mkfifo(&e.artifact());
+    });
+}
+
+#[test]
+fn manifest_linked_to_a_valid_manifest_is_damage() {
+    irregular_file_is_damage("a symbolic link", |f, e| {
+        let elsewhere = f.env.dir.path().join("elsewhere-manifest.json");
+        std::fs::copy(e.manifest(), &elsewhere).unwrap();
+        std::fs::remove_file(e.manifest()).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, e.manifest()).unwrap();
+    });
+}

@@ -39,7 +39,10 @@ pub(crate) fn run(dir: &Path, args: &CacheArgs) -> ExitCode {
             prune(dir, &policy)
         }
         CacheCommand::Clear => cache::clear(dir).map(|n| {
-            println!("removed {n} entries from {}", dir.display());
+            println!("removed {} entries from {}", n.entries, dir.display());
+            if n.objects > 0 {
+                println!("removed {} support objects", n.objects);
+            }
             true
         }),
     };
@@ -53,21 +56,27 @@ pub(crate) fn run(dir: &Path, args: &CacheArgs) -> ExitCode {
     }
 }
 
-fn stats(dir: &Path, runs: usize) -> Result<bool, cache::CacheError> {
-    let s = cache::stats(dir, runs)?;
-    println!("cache: {}", dir.display());
-    let kinds: Vec<String> = s.by_kind.iter().map(|(k, n)| format!("{n} {k}")).collect();
-    println!(
-        "entries: {} ({}), {} bytes ({})",
-        s.entries,
+/// `N (n kind, ...), B bytes (human)` for one tier.
+fn tier_line(t: &cache::TierStats) -> String {
+    let kinds: Vec<String> = t.by_kind.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    format!(
+        "{} ({}), {} bytes ({})",
+        t.entries,
         if kinds.is_empty() {
             "none".to_owned()
         } else {
             kinds.join(", ")
         },
-        s.bytes,
-        human(s.bytes)
-    );
+        t.bytes,
+        human(t.bytes)
+    )
+}
+
+fn stats(dir: &Path, runs: usize) -> Result<bool, cache::CacheError> {
+    let s = cache::stats(dir, runs)?;
+    println!("cache: {}", dir.display());
+    println!("entries: {}", tier_line(&s.entries));
+    println!("support objects: {}", tier_line(&s.objects));
     if s.runs.is_empty() {
         println!("no runs recorded");
         return Ok(true);
@@ -89,19 +98,25 @@ fn stats(dir: &Path, runs: usize) -> Result<bool, cache::CacheError> {
 
 fn verify(dir: &Path) -> Result<bool, cache::CacheError> {
     let report = cache::verify_all(dir)?;
-    for (key, path, damage) in &report.damaged {
-        println!("damaged {key}: {damage} (removed {})", path.display());
+    for (key, place, damage) in report.entries.damaged.iter().chain(&report.objects.damaged) {
+        println!("damaged {key}: {damage} (removed {place})");
     }
     println!(
         "checked {} entries: {} damaged",
-        report.checked,
-        report.damaged.len()
+        report.entries.checked,
+        report.entries.damaged.len()
     );
-    Ok(report.damaged.is_empty())
+    println!(
+        "checked {} support objects: {} damaged",
+        report.objects.checked,
+        report.objects.damaged.len()
+    );
+    Ok(report.is_clean())
 }
 
 fn prune(dir: &Path, policy: &PrunePolicy) -> Result<bool, cache::CacheError> {
-    let r = cache::prune(dir, policy)?;
+    let report = cache::prune(dir, policy)?;
+    let r = &report.entries;
     println!(
         "removed {} entries ({} unused for over {:.1} days, {} over the {} size limit), freed {}; \
          kept {} entries ({}); removed {} stale lock files",
@@ -113,10 +128,23 @@ fn prune(dir: &Path, policy: &PrunePolicy) -> Result<bool, cache::CacheError> {
         human(r.freed_bytes),
         r.kept,
         human(r.kept_bytes),
-        r.stale_locks
+        report.stale_locks
     );
-    if r.busy > 0 {
-        println!("skipped {} entries in use by another process", r.busy);
+    let o = &report.objects;
+    if o.removed_old + o.removed_for_size > 0 {
+        println!(
+            "removed {} support objects, freed {}; kept {} ({})",
+            o.removed_old + o.removed_for_size,
+            human(o.freed_bytes),
+            o.kept,
+            human(o.kept_bytes)
+        );
+    }
+    if r.busy + o.busy > 0 {
+        println!(
+            "skipped {} entries in use by another process",
+            r.busy + o.busy
+        );
     }
     Ok(true)
 }

@@ -36,9 +36,19 @@ typedef struct SceneKernelArgs {
     uint64_t arg_sizes[SCENE_MAX_ARGS]; /* bytes for buffers, 0 for scalars */
 } SceneKernelArgs;
 
+#if defined(__APPLE__)
+/* Mach-O section names are "segment,section": the entry stays in the one
+ * code section, and the link's order file (`_kernel_entry` first) puts it
+ * at offset 0 of __TEXT,__text. */
+#define SCENE_KERNEL_ENTRY(ka)                                               \
+    __attribute__((section("__TEXT,__text"), used, visibility("default"))) \
+    void kernel_entry(const SceneKernelArgs *ka)
+#else
+/* ELF: its own input section, placed first by the link script. */
 #define SCENE_KERNEL_ENTRY(ka)                                                  \
     __attribute__((section(".text.kernel_entry"), used, visibility("default"))) \
     void kernel_entry(const SceneKernelArgs *ka)
+#endif
 
 #define SCENE_ARG_PTR(ka, i, T) ((T *)(uintptr_t)(ka)->args[(i)])
 #define SCENE_ARG_LEN(ka, i, T) ((ka)->arg_sizes[(i)] / sizeof(T))

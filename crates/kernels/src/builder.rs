@@ -11,13 +11,13 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::budget::Budget;
-use crate::cache::{Cache, CacheConfig, Lookup, MissReason};
+use crate::cache::{Cache, CacheConfig, Lookup, MissReason, Tier};
 use crate::compile;
 use crate::error::{BuildError, BuildSetupError, CompileError, UnitFailure};
-use crate::key::{self, KeyContext, KeyInputs, UnitKey};
+use crate::key::{self, EntryKind, KeyContext, KeyInputs, UnitKey};
 use crate::link;
 use crate::plan::{self, Job, PlanEntry};
-use crate::report::{BuildOutput, Observer, UnitOutcome, UnitReport};
+use crate::report::{BuildOutput, Observer, UnitKind, UnitOutcome, UnitReport};
 use crate::toolchain::Toolchain;
 use crate::unit::{CallableSpec, ChipCallable, CoreType, IncoreImage, IncoreUnit, OrchUnit};
 
@@ -174,6 +174,13 @@ impl Builder {
         self.keys.forget_files();
     }
 
+    /// Forgets the artifacts this builder already built or read, so the
+    /// next build reads the persistent cache again, as a new process would
+    /// (benchmarks of warm lookups).
+    pub fn forget_artifacts(&self) {
+        self.memo_lock().clear();
+    }
+
     /// Every key input of a unit, as stored in its cache manifest.
     fn inputs(&self, job: &Job) -> Result<KeyInputs, CompileError> {
         match job {
@@ -186,60 +193,6 @@ impl Builder {
                     .orch_inputs(self.schema, &self.toolchain, &self.root, unit)
             }
         }
-    }
-
-    /// A callable assembled purely from verified persistent-cache entries,
-    /// without compiling or consulting the in-process memo: key computation,
-    /// the callable entry, then every unit entry it lists. `None` on any
-    /// miss or damage.
-    pub fn lookup_cached(&self, spec: &CallableSpec) -> Option<ChipCallable> {
-        let cache = self.cache.as_ref()?;
-        plan::validate(spec).ok()?;
-        let orch = self
-            .inputs(&Job::Orch(spec.orchestration.clone()))
-            .ok()?
-            .key();
-        let mut incores = Vec::with_capacity(spec.incores.len());
-        for unit in &spec.incores {
-            let key = self.inputs(&Job::Incore(unit.clone())).ok()?.key();
-            incores.push((unit, key));
-        }
-        incores.sort_by_key(|(unit, _)| unit.func_id);
-        let callable = callable_inputs(self.schema, spec, orch, &incores);
-        let ckey = callable.key();
-        let read = |key: &UnitKey| match cache.lookup(key) {
-            Lookup::Hit { artifact, manifest } => Some((artifact, manifest)),
-            Lookup::Miss | Lookup::Damaged(_) => None,
-        };
-        let (listed, cmanifest) = read(&ckey)?;
-        // Same key implies same list; checked anyway since it is cheap.
-        if serde_json::from_slice::<std::collections::BTreeMap<String, String>>(&listed).ok()?
-            != callable.0
-        {
-            return None;
-        }
-        let (orch_so, orch_manifest) = read(&orch)?;
-        let mut images = Vec::with_capacity(incores.len());
-        let mut manifests = vec![(ckey, cmanifest), (orch, orch_manifest)];
-        for (unit, key) in &incores {
-            let (text, manifest) = read(key)?;
-            manifests.push((*key, manifest));
-            images.push(IncoreImage {
-                name: unit.name.clone(),
-                func_id: unit.func_id,
-                core: unit.core,
-                text,
-            });
-        }
-        for (key, manifest) in &manifests {
-            cache.hit(key, manifest);
-        }
-        Some(ChipCallable {
-            label: spec.label.clone(),
-            orch_so,
-            orch_symbol: spec.orchestration.function.clone(),
-            incores: images,
-        })
     }
 
     /// Builds one callable.
@@ -404,6 +357,7 @@ impl Builder {
         if let (Ok(bytes), Some(_)) = (&result, &guard)
             && cache.publish(
                 &q.key,
+                entry_kind(entry.kind),
                 bytes,
                 &q.inputs,
                 &entry.display,
@@ -452,7 +406,14 @@ impl Builder {
                     cache.remove_damaged(&key, &spec.label, &damage);
                 }
                 let listing = serde_json::to_vec_pretty(&inputs.0).unwrap_or_default();
-                cache.publish(&key, &listing, &inputs, &spec.label, 0.0);
+                cache.publish(
+                    &key,
+                    EntryKind::Callable,
+                    &listing,
+                    &inputs,
+                    &spec.label,
+                    0.0,
+                );
             }
         }
         drop(guard);
@@ -524,9 +485,60 @@ impl Builder {
             CoreType::Aiv => &self.builtins[1],
         };
         let dir = self.link_script.parent().unwrap_or(&self.root);
-        slot.get_or_init(|| compile::compile_builtins(&self.toolchain, core, dir).map_err(Arc::new))
+        slot.get_or_init(|| self.cached_builtins(core, dir).map_err(Arc::new))
             .clone()
             .map_err(CompileError::Shared)
+    }
+
+    /// The builtins object for `core`, written into `dir`: from the
+    /// persistent cache's support-object tier when it holds it (verified
+    /// like every entry, under the key's lock), else compiled and published
+    /// there, so a cold process with a warm cache starts no compiler for
+    /// it. It is not a scene unit: not counted in hits, misses or compiles.
+    fn cached_builtins(&self, core: CoreType, dir: &Path) -> Result<PathBuf, CompileError> {
+        let Some(cache) = self.cache.as_ref().filter(|c| c.is_enabled()) else {
+            return compile::compile_builtins(&self.toolchain, core, dir);
+        };
+        let inputs = self
+            .keys
+            .builtins_inputs(self.schema, &self.toolchain, core);
+        let key = inputs.key();
+        let display = format!("builtins/{core}");
+        let guard = cache.lock(&key);
+        if guard.is_some() {
+            match cache.lookup_in(Tier::Objects, &key) {
+                Lookup::Hit { artifact, manifest } => {
+                    let out = dir.join(compile::builtins_object_name(core));
+                    // Could not write it into scratch: compile it there.
+                    if std::fs::write(&out, &artifact).is_ok() {
+                        cache.hit(&key, &manifest);
+                        return Ok(out);
+                    }
+                }
+                Lookup::Damaged(damage) => {
+                    cache.remove_damaged_in(Tier::Objects, &key, &display, &damage);
+                }
+                Lookup::Miss => {}
+            }
+        }
+        let started = Instant::now();
+        let out = compile::compile_builtins(&self.toolchain, core, dir)?;
+        let seconds = started.elapsed().as_secs_f64();
+        if guard.is_some()
+            && let Ok(bytes) = std::fs::read(&out)
+            && cache.publish(
+                &key,
+                EntryKind::Builtins,
+                &bytes,
+                &inputs,
+                &display,
+                seconds,
+            )
+        {
+            self.published.store(true, Ordering::Relaxed);
+        }
+        drop(guard);
+        Ok(out)
     }
 }
 
@@ -583,6 +595,13 @@ fn compiled(
         miss: Some(miss),
     };
     (result.map(Arc::new).map_err(Arc::new), done)
+}
+
+fn entry_kind(kind: UnitKind) -> EntryKind {
+    match kind {
+        UnitKind::Incore { .. } => EntryKind::Incore,
+        UnitKind::Orchestration => EntryKind::Orchestration,
+    }
 }
 
 /// The callable entry's inputs: incores must already be in func_id order.

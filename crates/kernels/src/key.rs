@@ -27,7 +27,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::budget::Budget;
 use crate::error::CompileError;
 use crate::toolchain::{Toolchain, resolve_program};
-use crate::unit::{IncoreUnit, OrchUnit};
+use crate::unit::{CoreType, IncoreUnit, OrchUnit};
 
 /// Version of the cache layout and of the key's field set. Bump it when the
 /// meaning of a stored entry changes; it is part of every key.
@@ -79,6 +79,57 @@ impl KeyHasher {
 
     fn finish(self) -> UnitKey {
         UnitKey(*self.0.finalize().as_bytes())
+    }
+}
+
+/// What a cache entry holds; recorded as the `kind` key input and in the
+/// manifest, as the same lowercase strings caches have always stored.
+///
+/// Declared in alphabetical order, so that the derived order is the order
+/// of the names (listings sort by it).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum EntryKind {
+    /// The helpers object linked into every incore image of one core type.
+    Builtins,
+    /// The list of unit keys one callable is assembled from.
+    Callable,
+    /// An incore unit's text image.
+    Incore,
+    /// An orchestration's shared object.
+    Orchestration,
+}
+
+impl EntryKind {
+    pub const ALL: [EntryKind; 4] = [
+        EntryKind::Builtins,
+        EntryKind::Callable,
+        EntryKind::Incore,
+        EntryKind::Orchestration,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryKind::Builtins => "builtins",
+            EntryKind::Callable => "callable",
+            EntryKind::Incore => "incore",
+            EntryKind::Orchestration => "orchestration",
+        }
+    }
+
+    /// A compile unit of a scene (counted in hits, misses and compiles,
+    /// explained with `--explain`), as opposed to a callable listing or a
+    /// support object.
+    pub fn is_unit(self) -> bool {
+        matches!(self, EntryKind::Incore | EntryKind::Orchestration)
+    }
+}
+
+impl fmt::Display for EntryKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -299,9 +350,9 @@ fn path_str(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }
 
-fn common_inputs(inputs: &mut KeyInputs, schema: u32, kind: &str, tc: &Toolchain) {
+fn common_inputs(inputs: &mut KeyInputs, schema: u32, kind: EntryKind, tc: &Toolchain) {
     inputs.set("schema", schema.to_string());
-    inputs.set("kind", kind);
+    inputs.set("kind", kind.as_str());
     inputs.set("logic", crate::COMPILE_LOGIC_TOKEN);
     inputs.set("platform", tc.platform.clone());
     inputs.set("host", host());
@@ -343,7 +394,7 @@ impl KeyContext {
         unit: &IncoreUnit,
     ) -> Result<KeyInputs, CompileError> {
         let mut inputs = KeyInputs::default();
-        common_inputs(&mut inputs, schema, "incore", tc);
+        common_inputs(&mut inputs, schema, EntryKind::Incore, tc);
         inputs.set("core", unit.core.as_str());
         tool_inputs(
             &mut inputs,
@@ -367,6 +418,25 @@ impl KeyContext {
         Ok(inputs)
     }
 
+    /// Every input of the builtins object's key for `core`: the toolchain's
+    /// compiler identity, the flags it is compiled with and its source. It
+    /// is cached like a unit (in the cache's support-object tier).
+    pub fn builtins_inputs(&self, schema: u32, tc: &Toolchain, core: CoreType) -> KeyInputs {
+        let mut inputs = KeyInputs::default();
+        common_inputs(&mut inputs, schema, EntryKind::Builtins, tc);
+        inputs.set("core", core.as_str());
+        tool_inputs(
+            &mut inputs,
+            "compiler",
+            &self.tool(&tc.compiler, tc.search_path.as_deref()),
+        );
+        inputs.list("flags.incore", tc.incore_flags.iter().cloned());
+        inputs.list("flags.core", tc.core_flags(core).iter().cloned());
+        inputs.list("flags.builtins", tc.builtins_flags.iter().cloned());
+        inputs.set("builtins_source", digest_str(&tc.builtins_source));
+        inputs
+    }
+
     /// Every input of an orchestration's key. The orchestration is linked by
     /// the compiler driver, so the compiler identity covers its linker.
     pub fn orch_inputs(
@@ -377,7 +447,7 @@ impl KeyContext {
         unit: &OrchUnit,
     ) -> Result<KeyInputs, CompileError> {
         let mut inputs = KeyInputs::default();
-        common_inputs(&mut inputs, schema, "orchestration", tc);
+        common_inputs(&mut inputs, schema, EntryKind::Orchestration, tc);
         tool_inputs(
             &mut inputs,
             "compiler",
@@ -451,7 +521,7 @@ pub fn callable_inputs(
 ) -> KeyInputs {
     let mut inputs = KeyInputs::default();
     inputs.set("schema", schema.to_string());
-    inputs.set("kind", "callable");
+    inputs.set("kind", EntryKind::Callable.as_str());
     inputs.set("orchestration", orch.to_hex());
     inputs.set("orchestration.symbol", orch_symbol);
     for (func_id, name, core, key) in incores {

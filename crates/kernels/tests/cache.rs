@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use common::{ORCH_SRC, Root, incore, kernel_src, orch, spec, toolchain};
-use scene_kernels::cache::{self, CacheConfig, LocalDisk, Storage};
+use scene_kernels::cache::{self, CacheConfig, EntryKind, LocalDisk, StatKind, Storage};
 use scene_kernels::{
     BuildOptions, Builder, CACHE_SCHEMA, CallableSpec, CoreType, MissReason, UnitOutcome,
 };
@@ -141,20 +141,22 @@ fn second_builder_is_served_from_disk_without_starting_the_compiler() {
         "a warm build starts no compiler process, not even --version"
     );
     assert_eq!(second.callables[0].as_ref().expect("builds"), &built);
+    warm.forget_artifacts();
     assert_eq!(
-        warm.lookup_cached(&spec).as_ref(),
-        Some(built.as_ref()),
-        "the callable entry assembles the same callable"
+        warm.build(&spec).expect("builds from the cache").as_ref(),
+        built.as_ref(),
+        "the cache entries assemble the same callable"
     );
     assert!(warnings.lock().expect("warnings").is_empty());
     drop(warm);
 
     let stats = cache::stats(cache_dir.path(), 10).expect("stats");
-    assert_eq!(stats.by_kind.get("callable"), Some(&1));
-    assert_eq!(stats.by_kind.get("incore"), Some(&2));
+    let count = |kind| stats.entries.by_kind.get(&StatKind::Kind(kind));
+    assert_eq!(count(EntryKind::Callable), Some(&1));
+    assert_eq!(count(EntryKind::Incore), Some(&2));
     assert_eq!(stats.runs.len(), 2, "one stats line per builder");
     assert_eq!((stats.runs[0].compiles, stats.runs[0].hits), (3, 0));
-    // Three units from build_all, the same three again from lookup_cached.
+    // Three units from build_all, the same three again from the second build.
     assert_eq!((stats.runs[1].compiles, stats.runs[1].hits), (0, 6));
     assert!(stats.runs[1].saved_s > 0.0);
 }
@@ -230,8 +232,7 @@ fn a_schema_bump_invalidates_every_entry() {
     assert!(
         cache::verify_all(cache_dir.path())
             .expect("verify")
-            .damaged
-            .is_empty()
+            .is_clean()
     );
 }
 
@@ -258,7 +259,13 @@ fn a_corrupt_entry_is_removed_with_a_warning_and_rebuilt() {
     std::fs::write(&artifact, &bytes).expect("corrupt");
 
     let (b, warnings) = cached_builder(&root, &cc.path, CacheConfig::new(cache_dir.path()));
-    assert!(b.lookup_cached(&spec).is_none(), "never served damaged");
+    assert!(
+        matches!(
+            b.cache().expect("cache").lookup(&add_key),
+            cache::Lookup::Damaged(_)
+        ),
+        "never served damaged"
+    );
     cc.reset();
     let out = b.build_all(std::slice::from_ref(&spec));
     assert_eq!(out.callables[0].as_ref().expect("builds"), &good);
@@ -271,8 +278,7 @@ fn a_corrupt_entry_is_removed_with_a_warning_and_rebuilt() {
     assert!(
         cache::verify_all(cache_dir.path())
             .expect("verify")
-            .damaged
-            .is_empty()
+            .is_clean()
     );
 }
 
@@ -327,4 +333,117 @@ fn a_hit_refreshes_the_entry_mtime() {
     let listed = disk.list().expect("list");
     assert_eq!(listed.len(), 4, "three units and the callable");
     assert!(listed.iter().all(|e| e.last_used > old), "{listed:?}");
+}
+
+/// Compiler processes that compiled the builtins object.
+fn builtins_compiles(cc: &LoggingCc) -> usize {
+    cc.lines()
+        .iter()
+        .filter(|l| l.contains("scene_builtins.c"))
+        .count()
+}
+
+/// Appends a comment to the first incore's source, so the next build must
+/// compile and link that kernel (and so needs the builtins object).
+fn edit_first_kernel(root: &Root, spec: &CallableSpec, n: usize) {
+    let path = root.path().join(&spec.incores[0].source);
+    let text = std::fs::read_to_string(&path).expect("kernel");
+    std::fs::write(&path, format!("{text}\n/* edit {n} */\n")).expect("edit");
+}
+
+/// The builtins object is cached like a unit, in the support-object tier:
+/// a second builder (a new process, in effect) with the same cache links a
+/// changed kernel without compiling the builtins again, and `entries/`
+/// still holds only the scene's units and callables.
+#[test]
+fn builtins_compile_once_per_cache_not_per_process() {
+    let root = Root::new();
+    let cache_dir = tempfile::tempdir().expect("cache");
+    let cc = LoggingCc::new();
+    let spec = scene(&root);
+    let (b, _) = cached_builder(&root, &cc.path, CacheConfig::new(cache_dir.path()));
+    assert!(b.build_all(std::slice::from_ref(&spec)).callables[0].is_ok());
+    drop(b);
+    assert_eq!(builtins_compiles(&cc), 1, "{:?}", cc.lines());
+    let objects = LocalDisk::objects(cache_dir.path());
+    assert_eq!(objects.list().expect("list").len(), 1, "one core type");
+
+    cc.reset();
+    edit_first_kernel(&root, &spec, 1);
+    let (b, warnings) = cached_builder(&root, &cc.path, CacheConfig::new(cache_dir.path()));
+    let out = b.build_all(std::slice::from_ref(&spec));
+    assert!(out.callables[0].is_ok(), "{:?}", out.callables[0]);
+    assert_eq!(out.count(UnitOutcome::Compiled), 1, "{:?}", out.units);
+    assert_eq!(builtins_compiles(&cc), 0, "{:?}", cc.lines());
+    assert_eq!(cc.compiles_of(&spec.incores[0].source.to_string_lossy()), 1);
+    assert!(warnings.lock().expect("warnings").is_empty());
+    drop(b);
+
+    let stats = cache::stats(cache_dir.path(), 10).expect("stats");
+    let builtins = StatKind::Kind(EntryKind::Builtins);
+    assert_eq!(stats.objects.by_kind.get(&builtins), Some(&1));
+    assert_eq!(stats.objects.entries, 1);
+    assert_eq!(stats.entries.by_kind.get(&builtins), None);
+    // Not a scene unit: the counters are the units' only.
+    assert_eq!((stats.runs[0].compiles, stats.runs[0].hits), (3, 0));
+    assert_eq!((stats.runs[1].compiles, stats.runs[1].hits), (1, 2));
+}
+
+#[test]
+fn a_damaged_builtins_entry_is_detected_and_rebuilt() {
+    let root = Root::new();
+    let cache_dir = tempfile::tempdir().expect("cache");
+    let cc = LoggingCc::new();
+    let spec = scene(&root);
+    let (b, _) = cached_builder(&root, &cc.path, CacheConfig::new(cache_dir.path()));
+    let good = b.build_all(std::slice::from_ref(&spec)).callables[0]
+        .as_ref()
+        .expect("builds")
+        .clone();
+    drop(b);
+    let objects = LocalDisk::objects(cache_dir.path());
+    let listed = objects.list().expect("list");
+    assert_eq!(listed.len(), 1);
+    let key = listed[0].key;
+    let artifact = objects.artifact_path(&key);
+    let mut bytes = std::fs::read(&artifact).expect("artifact");
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&artifact, &bytes).expect("corrupt");
+
+    // An edited kernel must be linked again, with the builtins.
+    edit_first_kernel(&root, &spec, 1);
+    cc.reset();
+    let (b, warnings) = cached_builder(&root, &cc.path, CacheConfig::new(cache_dir.path()));
+    let out = b.build_all(std::slice::from_ref(&spec));
+    assert_eq!(
+        out.callables[0].as_ref().expect("builds"),
+        &good,
+        "a comment changes no byte of the images"
+    );
+    assert_eq!(builtins_compiles(&cc), 1, "rebuilt: {:?}", cc.lines());
+    let warnings = warnings.lock().expect("warnings").clone();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains(&key.to_hex()), "{warnings:?}");
+    assert!(warnings[0].contains("builtins/aiv"), "{warnings:?}");
+    assert!(warnings[0].contains("damaged"), "{warnings:?}");
+    drop(b);
+    assert!(
+        cache::verify_all(cache_dir.path())
+            .expect("verify")
+            .is_clean(),
+        "the rebuilt object was republished intact"
+    );
+    assert_eq!(objects.list().expect("list").len(), 1);
+
+    // verify finds damage in the support tier too, and removes it.
+    let mut bytes = std::fs::read(&artifact).expect("artifact");
+    bytes[mid] ^= 0xff;
+    std::fs::write(&artifact, &bytes).expect("corrupt");
+    let report = cache::verify_all(cache_dir.path()).expect("verify");
+    assert!(report.entries.damaged.is_empty());
+    assert_eq!(report.objects.checked, 1);
+    assert_eq!(report.objects.damaged.len(), 1);
+    assert_eq!(report.objects.damaged[0].0, key);
+    assert!(objects.list().expect("list").is_empty());
 }

@@ -100,6 +100,47 @@ fn good_kernels_match_the_text_section() {
     }
 }
 
+/// A kernel written the way kernel authors write it, with the header's
+/// `SCENE_KERNEL_ENTRY` (whose Mach-O branch names `__TEXT,__text`), and a
+/// helper defined before the entry: it compiles for Mach-O, links with the
+/// toolchain's order file, and extracts with `kernel_entry` at offset 0.
+const WITH_HEADER_ENTRY: &str = r#"
+__attribute__((noinline)) static float twice(float v) { return v * 2.0f + 0.5f; }
+SCENE_KERNEL_ENTRY(ka) {
+    float *x = SCENE_ARG_PTR(ka, 0, float);
+    uint64_t n = SCENE_ARG_LEN(ka, 0, float);
+    SCENE_FOR_BLOCK_RANGE(ka, n, i) { x[i] = twice(x[i]); }
+}
+"#;
+
+#[test]
+fn good_kernels_written_with_scene_kernel_entry_extract() {
+    let tools = tools_or_skip!();
+    for arch in ARCHS {
+        let (dir, bytes) = link_bytes(&tools, &MachOLink::new(arch, WITH_HEADER_ENTRY));
+        let text = extract_text_image(&bytes, "entry")
+            .unwrap_or_else(|e| panic!("{arch}: SCENE_KERNEL_ENTRY kernel extracts: {e}"));
+        assert!(text.len() > 16, "{arch}: {} bytes", text.len());
+        assert_eq!(text, dump_text(&tools, dir.path()), "{arch}");
+        let syms = symbols(&tools, &dir.path().join("k.macho"));
+        let entry = syms
+            .iter()
+            .find(|(_, n)| n == "_kernel_entry")
+            .expect("entry symbol");
+        let first_code = syms
+            .iter()
+            .find(|(_, n)| n != "__mh_execute_header")
+            .expect("a code symbol");
+        assert_eq!(entry, first_code, "{arch}: {syms:?}");
+        // The helper written first in the source was placed after the entry.
+        let helper = syms
+            .iter()
+            .find(|(_, n)| n == "_twice")
+            .expect("helper symbol");
+        assert!(helper.0 > entry.0, "{arch}: {syms:?}");
+    }
+}
+
 #[test]
 fn x86_64_constants_are_folded_into_text() {
     let tools = tools_or_skip!();

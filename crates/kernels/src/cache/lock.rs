@@ -20,12 +20,18 @@ pub struct KeyLock {
     _file: File,
 }
 
+/// The lock file of `key` in the cache directory `dir`.
 pub fn lock_path(dir: &Path, key: &UnitKey) -> PathBuf {
-    let hex = key.to_hex();
-    dir.join("locks")
-        .join(&hex[..2])
-        .join(format!("{hex}.lock"))
+    key_lock_path(&dir.join(LOCKS_DIR), key)
 }
+
+/// The lock file of `key` in the lock directory `locks` (`<dir>/locks`).
+pub fn key_lock_path(locks: &Path, key: &UnitKey) -> PathBuf {
+    let hex = key.to_hex();
+    locks.join(&hex[..2]).join(format!("{hex}.lock"))
+}
+
+pub(crate) const LOCKS_DIR: &str = "locks";
 
 fn open(path: &Path) -> io::Result<File> {
     if let Some(parent) = path.parent() {

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::key::{KeyInputs, UnitKey};
+use super::storage::{MAX_MANIFEST_BYTES, Part, Storage, StorageError};
+use crate::key::{EntryKind, KeyInputs, UnitKey};
 
 /// What an entry claims to be. Written last, after the artifact.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -17,8 +18,9 @@ pub struct Manifest {
     pub size: u64,
     /// blake3 of the artifact, hex.
     pub blake3: String,
-    /// `incore`, `orchestration` or `callable`.
-    pub kind: String,
+    /// What the artifact is (`incore`, `orchestration`, `callable`,
+    /// `builtins`).
+    pub kind: EntryKind,
     /// `<label>/<name>` of the unit that produced it (informational).
     pub unit: String,
     /// Seconds the compile took; what a hit saves.
@@ -31,6 +33,7 @@ pub struct Manifest {
 impl Manifest {
     pub fn new(
         key: UnitKey,
+        kind: EntryKind,
         artifact: &[u8],
         inputs: &KeyInputs,
         unit: &str,
@@ -44,7 +47,7 @@ impl Manifest {
             key: key.to_hex(),
             size: artifact.len() as u64,
             blake3: blake3::hash(artifact).to_hex().to_string(),
-            kind: inputs.get("kind").unwrap_or("").to_owned(),
+            kind,
             unit: unit.to_owned(),
             compile_s,
             created_unix: std::time::SystemTime::now()
@@ -66,6 +69,13 @@ impl Manifest {
 pub enum Damage {
     #[error("manifest missing")]
     MissingManifest,
+    /// A symbolic link, FIFO, device, directory or socket where a file
+    /// belongs; it was not read.
+    #[error("{part} is {what}, not a regular file")]
+    NotAFile {
+        part: &'static str,
+        what: &'static str,
+    },
     #[error("artifact missing")]
     MissingArtifact,
     #[error("manifest unparsable: {0}")]
@@ -88,9 +98,21 @@ pub fn verify(
     manifest: Option<&[u8]>,
     artifact: Option<&[u8]>,
 ) -> Result<Manifest, Damage> {
-    let manifest = manifest.ok_or(Damage::MissingManifest)?;
+    let manifest = verify_manifest(key, Some(schema), manifest.ok_or(Damage::MissingManifest)?)?;
+    verify_artifact(&manifest, artifact.ok_or(Damage::MissingArtifact)?)?;
+    Ok(manifest)
+}
+
+/// Parses a manifest stored under `key` and checks its schema (`None`: the
+/// one it states) and key.
+pub fn verify_manifest(
+    key: UnitKey,
+    schema: Option<u32>,
+    bytes: &[u8],
+) -> Result<Manifest, Damage> {
     let manifest: Manifest =
-        serde_json::from_slice(manifest).map_err(|e| Damage::UnparsableManifest(e.to_string()))?;
+        serde_json::from_slice(bytes).map_err(|e| Damage::UnparsableManifest(e.to_string()))?;
+    let schema = schema.unwrap_or(manifest.schema);
     if manifest.schema != schema {
         return Err(Damage::WrongSchema {
             found: manifest.schema,
@@ -102,7 +124,11 @@ pub fn verify(
             found: manifest.key,
         });
     }
-    let artifact = artifact.ok_or(Damage::MissingArtifact)?;
+    Ok(manifest)
+}
+
+/// Checks an artifact's length and digest against its manifest.
+pub fn verify_artifact(manifest: &Manifest, artifact: &[u8]) -> Result<(), Damage> {
     if artifact.len() as u64 != manifest.size {
         return Err(Damage::SizeMismatch {
             expected: manifest.size,
@@ -112,11 +138,57 @@ pub fn verify(
     let digest = blake3::hash(artifact).to_hex().to_string();
     if digest != manifest.blake3 {
         return Err(Damage::DigestMismatch {
-            expected: manifest.blake3,
+            expected: manifest.blake3.clone(),
             found: digest,
         });
     }
-    Ok(manifest)
+    Ok(())
+}
+
+/// A verified entry, or why the stored one is not accepted.
+pub type Checked = Result<(Manifest, Vec<u8>), Damage>;
+
+/// Reads `key` from `storage` and verifies it: the manifest first, then
+/// the artifact, which is read only if it is a regular file of the length
+/// the manifest states. `Ok(None)`: nothing is stored under `key`.
+/// `schema`: the schema the entry must have (`None`: the one it states).
+pub fn read_verified(
+    storage: &dyn Storage,
+    key: &UnitKey,
+    schema: Option<u32>,
+) -> Result<Option<Checked>, StorageError> {
+    let Some(manifest) = storage.get_manifest(key)? else {
+        return Ok(None);
+    };
+    let manifest = match manifest {
+        Part::Bytes(bytes) => match verify_manifest(*key, schema, &bytes) {
+            Ok(m) => m,
+            Err(damage) => return Ok(Some(Err(damage))),
+        },
+        Part::Missing => return Ok(Some(Err(Damage::MissingManifest))),
+        Part::NotAFile(what) => {
+            let part = "manifest";
+            return Ok(Some(Err(Damage::NotAFile { part, what })));
+        }
+        Part::WrongSize(found) => {
+            return Ok(Some(Err(Damage::UnparsableManifest(format!(
+                "{found} bytes, over the {MAX_MANIFEST_BYTES} a manifest may have"
+            )))));
+        }
+    };
+    let checked = match storage.get_artifact(key, manifest.size)? {
+        Part::Bytes(bytes) => verify_artifact(&manifest, &bytes).map(|()| (manifest, bytes)),
+        Part::Missing => Err(Damage::MissingArtifact),
+        Part::NotAFile(what) => Err(Damage::NotAFile {
+            part: "artifact",
+            what,
+        }),
+        Part::WrongSize(found) => Err(Damage::SizeMismatch {
+            expected: manifest.size,
+            found,
+        }),
+    };
+    Ok(Some(checked))
 }
 
 #[cfg(test)]
@@ -130,7 +202,7 @@ mod tests {
         let key = inputs.key();
         (
             key,
-            Manifest::new(key, bytes, &inputs, "s/u", 0.5).to_bytes(),
+            Manifest::new(key, EntryKind::Incore, bytes, &inputs, "s/u", 0.5).to_bytes(),
         )
     }
 
@@ -169,6 +241,43 @@ mod tests {
         assert!(matches!(
             verify(key, CACHE_SCHEMA + 1, Some(&m), Some(b"hello")),
             Err(Damage::WrongSchema { .. })
+        ));
+    }
+
+    #[test]
+    fn kinds_read_and_write_as_the_strings_caches_always_stored() {
+        for (kind, name) in [
+            (EntryKind::Incore, "incore"),
+            (EntryKind::Orchestration, "orchestration"),
+            (EntryKind::Callable, "callable"),
+            (EntryKind::Builtins, "builtins"),
+        ] {
+            let (key, m) = entry(b"x");
+            let mut json: serde_json::Value = serde_json::from_slice(&m).expect("json");
+            json["kind"] = name.into();
+            let bytes = serde_json::to_vec(&json).expect("bytes");
+            let read = verify(key, CACHE_SCHEMA, Some(&bytes), Some(b"x")).expect("valid");
+            assert_eq!(read.kind, kind);
+            assert_eq!(kind.to_string(), name);
+            let written: serde_json::Value =
+                serde_json::from_slice(&read.to_bytes()).expect("json");
+            assert_eq!(written["kind"], name);
+        }
+        // Listings sort kinds by name.
+        let mut sorted = EntryKind::ALL;
+        sorted.sort_by_key(|k| k.as_str());
+        assert_eq!(sorted, EntryKind::ALL);
+        let mut by_ord = EntryKind::ALL;
+        by_ord.sort();
+        assert_eq!(by_ord, EntryKind::ALL);
+        // An unknown kind is a damaged manifest, not a panic.
+        let (key, m) = entry(b"x");
+        let mut json: serde_json::Value = serde_json::from_slice(&m).expect("json");
+        json["kind"] = "mystery".into();
+        let bytes = serde_json::to_vec(&json).expect("bytes");
+        assert!(matches!(
+            verify(key, CACHE_SCHEMA, Some(&bytes), Some(b"x")),
+            Err(Damage::UnparsableManifest(_))
         ));
     }
 }

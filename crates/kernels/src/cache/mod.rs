@@ -18,10 +18,18 @@
 //! - damage found under the lock: the entry is removed, a warning names it,
 //!   and the unit recompiles.
 //!
+//! Support objects that are not scene units (the builtins object linked into
+//! every incore image of a core type) are cached the same way, under the same
+//! protocol and locks, in a second tier (`objects/`), so `entries/` holds
+//! exactly a scene's units and callables. Whole-cache operations ([`prune`],
+//! [`verify_all`], [`stats`], [`clear`]) cover both tiers, each through the
+//! [`Storage`] trait.
+//!
 //! Layout (`<dir>` = `target/scene-cache/` of the workspace by default):
 //!
 //! ```text
 //! <dir>/entries/<aa>/<key>/{artifact,manifest.json}   entries, sharded by key prefix
+//! <dir>/objects/<aa>/<key>/{artifact,manifest.json}   support objects (builtins), same shape
 //! <dir>/locks/<aa>/<key>.lock                         per-key flock files
 //! <dir>/units/<unit id>.json                          last inputs per unit (explain)
 //! <dir>/tools/<id>.txt                                memoised `--version` outputs
@@ -45,14 +53,21 @@ use serde::{Deserialize, Serialize};
 
 pub use explain::{InputChange, MissReason, diff};
 pub use lock::KeyLock;
-pub use manifest::{Damage, Manifest, verify};
-pub use prune::{
-    CacheStats, PrunePolicy, PruneReport, RunStats, VerifyReport, clear, prune, stats, verify_all,
+pub use manifest::{
+    Checked, Damage, Manifest, read_verified, verify, verify_artifact, verify_manifest,
 };
-pub use storage::{EntryInfo, LocalDisk, RawEntry, Storage, StorageError};
+pub use prune::{
+    CachePruneReport, CacheStats, CacheVerifyReport, ClearReport, PrunePolicy, PruneReport,
+    RunStats, StatKind, TierStats, VerifyReport, clear, prune, prune_in, stats, stats_in,
+    verify_all, verify_in,
+};
+pub use storage::{
+    EntryInfo, LocalDisk, MAX_MANIFEST_BYTES, Part, RawEntry, Storage, StorageError,
+};
 
 use scene_util::write_atomically;
 
+pub use crate::key::EntryKind;
 use crate::key::{self, KeyInputs, UnitKey};
 
 /// Receives cache warnings (damaged entries, an unusable cache directory).
@@ -114,6 +129,25 @@ impl fmt::Debug for CacheConfig {
     }
 }
 
+/// Which of a cache's two stores an entry lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Tier {
+    /// Scene units and callables (`entries/`).
+    Entries,
+    /// Support objects such as the builtins (`objects/`).
+    Objects,
+}
+
+impl Tier {
+    /// The tier entries of `kind` are published to.
+    pub fn of(kind: EntryKind) -> Tier {
+        match kind {
+            EntryKind::Builtins => Tier::Objects,
+            EntryKind::Incore | EntryKind::Orchestration | EntryKind::Callable => Tier::Entries,
+        }
+    }
+}
+
 /// The result of reading one key.
 #[derive(Debug)]
 pub enum Lookup {
@@ -144,6 +178,7 @@ struct Counters {
 pub struct Cache {
     config: CacheConfig,
     storage: Box<dyn Storage>,
+    objects: Box<dyn Storage>,
     /// Set after a failure to lock or publish: the rest of the process
     /// compiles without caching instead of failing or warning per unit.
     disabled: AtomicBool,
@@ -185,10 +220,11 @@ impl Cache {
             .map_err(unusable)?;
         }
         // Probe: if this fails every key lock would too.
-        let probe = lock::lock(&dir.join("locks").join("probe.lock")).map_err(unusable)?;
+        let probe = lock::lock(&dir.join(lock::LOCKS_DIR).join("probe.lock")).map_err(unusable)?;
         drop(probe);
         Ok(Cache {
             storage: Box::new(LocalDisk::new(dir)),
+            objects: Box::new(LocalDisk::objects(dir)),
             config,
             disabled: AtomicBool::new(false),
             warned: AtomicBool::new(false),
@@ -206,8 +242,17 @@ impl Cache {
         self.config.schema
     }
 
+    /// The store of scene units and callables.
     pub fn storage(&self) -> &dyn Storage {
         self.storage.as_ref()
+    }
+
+    /// The store of `tier`.
+    pub fn tier(&self, tier: Tier) -> &dyn Storage {
+        match tier {
+            Tier::Entries => self.storage.as_ref(),
+            Tier::Objects => self.objects.as_ref(),
+        }
     }
 
     pub fn is_enabled(&self) -> bool {
@@ -225,39 +270,34 @@ impl Cache {
         }
     }
 
-    /// Reads and verifies `key`. Does not remove damaged entries: an
-    /// unlocked reader may not judge an entry a locked publisher replaces.
+    /// Reads and verifies `key` among scene units and callables. Does not
+    /// remove damaged entries: an unlocked reader may not judge an entry a
+    /// locked publisher replaces.
     pub fn lookup(&self, key: &UnitKey) -> Lookup {
+        self.lookup_in(Tier::Entries, key)
+    }
+
+    /// [`Cache::lookup`] in `tier`.
+    pub fn lookup_in(&self, tier: Tier, key: &UnitKey) -> Lookup {
         if !self.is_enabled() {
             return Lookup::Miss;
         }
-        let raw = match self.storage.get(key) {
-            Ok(Some(raw)) => raw,
-            Ok(None) => return Lookup::Miss,
+        match read_verified(self.tier(tier), key, Some(self.config.schema)) {
+            Ok(None) => Lookup::Miss,
+            Ok(Some(Ok((manifest, artifact)))) => Lookup::Hit { artifact, manifest },
+            Ok(Some(Err(damage))) => Lookup::Damaged(damage),
             Err(e) => {
                 self.degrade(&e.to_string());
-                return Lookup::Miss;
+                Lookup::Miss
             }
-        };
-        match verify(
-            *key,
-            self.config.schema,
-            raw.manifest.as_deref(),
-            raw.artifact.as_deref(),
-        ) {
-            Ok(manifest) => Lookup::Hit {
-                artifact: raw.artifact.unwrap_or_default(),
-                manifest,
-            },
-            Err(damage) => Lookup::Damaged(damage),
         }
     }
 
     /// Records a hit: refreshes the entry's mtime and counts the time saved.
     pub fn hit(&self, key: &UnitKey, manifest: &Manifest) {
         // A failed touch only makes the entry look older to prune.
-        let _ = self.storage.touch(key);
-        if manifest.kind != "callable" {
+        let _ = self.tier(Tier::of(manifest.kind)).touch(key);
+        if manifest.kind.is_unit() {
             self.counters.hits.fetch_add(1, Ordering::Relaxed);
             self.counters
                 .saved_us
@@ -265,7 +305,8 @@ impl Cache {
         }
     }
 
-    /// The key's exclusive lock, or `None` (after one warning) if locking
+    /// The key's exclusive lock (one lock directory for both tiers; keys
+    /// of different kinds never collide), or `None` (after one warning) if locking
     /// is impossible, in which case the caller compiles without caching.
     pub fn lock(&self, key: &UnitKey) -> Option<KeyLock> {
         if !self.is_enabled() {
@@ -280,18 +321,24 @@ impl Cache {
         }
     }
 
-    /// Removes a damaged entry (call with the key's lock held) and says so.
+    /// Removes a damaged scene entry (call with the key's lock held) and
+    /// says so.
     pub fn remove_damaged(&self, key: &UnitKey, unit: &str, damage: &Damage) {
-        let path = LocalDisk::new(&self.config.dir).entry_dir(key);
+        self.remove_damaged_in(Tier::Entries, key, unit, damage);
+    }
+
+    /// [`Cache::remove_damaged`] in `tier`.
+    pub fn remove_damaged_in(&self, tier: Tier, key: &UnitKey, unit: &str, damage: &Damage) {
+        let storage = self.tier(tier);
         (self.config.warn)(&format!(
             "kernel cache entry `{}` (for {unit}) is damaged ({damage}); removed, recompiling",
-            path.display()
+            storage.describe(key)
         ));
         self.damaged
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(*key);
-        if let Err(e) = self.storage.remove(key) {
+        if let Err(e) = storage.remove(key) {
             self.degrade(&e.to_string());
         }
     }
@@ -321,10 +368,12 @@ impl Cache {
     }
 
     /// Publishes a freshly compiled artifact (call with the key's lock held)
-    /// and remembers its inputs as the unit's last entry.
+    /// in the tier of its kind, and remembers a unit's inputs as its last
+    /// entry.
     pub fn publish(
         &self,
         key: &UnitKey,
+        kind: EntryKind,
         artifact: &[u8],
         inputs: &KeyInputs,
         unit: &str,
@@ -333,12 +382,13 @@ impl Cache {
         if !self.is_enabled() {
             return false;
         }
-        let manifest = Manifest::new(*key, artifact, inputs, unit, compile_s);
-        if let Err(e) = self.storage.put(key, artifact, &manifest.to_bytes()) {
+        let manifest = Manifest::new(*key, kind, artifact, inputs, unit, compile_s);
+        let storage = self.tier(Tier::of(kind));
+        if let Err(e) = storage.put(key, artifact, &manifest.to_bytes()) {
             self.degrade(&e.to_string());
             return false;
         }
-        if manifest.kind != "callable" {
+        if kind.is_unit() {
             let record = UnitRecord {
                 key: key.to_hex(),
                 inputs: inputs.0.clone(),

@@ -1,4 +1,11 @@
 //! Whole-cache operations: prune (age, then size), verify, clear, stats.
+//!
+//! Each works on one tier through the [`Storage`] trait (`prune_in`,
+//! `verify_in`, `stats_in`, [`Storage::clear`]), with the per-key lock
+//! files of a local lock directory; [`prune`], [`verify_all`], [`stats`]
+//! and [`clear`] apply them to both tiers of a cache directory (`entries/`,
+//! `objects/`) plus its local-only parts (lock files, `units/` records,
+//! `tools/` memos, the run history).
 
 use std::fs;
 use std::io;
@@ -8,10 +15,10 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::CacheError;
-use super::lock;
-use super::manifest::{Damage, Manifest, verify};
-use super::storage::{LocalDisk, Storage};
-use crate::key::{CACHE_SCHEMA, UnitKey};
+use super::lock::{self, LOCKS_DIR};
+use super::manifest::{Damage, read_verified};
+use super::storage::{LocalDisk, Part, Storage};
+use crate::key::{EntryKind, UnitKey};
 
 pub(crate) const STATS_FILE: &str = "stats.jsonl";
 
@@ -23,7 +30,8 @@ const LEFTOVER_AGE: Duration = Duration::from_secs(3600);
 pub struct PrunePolicy {
     /// Entries (and lock files) unused for longer than this are removed.
     pub max_age: Duration,
-    /// Then the least recently used entries go until the total is under this.
+    /// Then the least recently used entries go until the total is under
+    /// this (per tier: scene entries and support objects each).
     pub max_size: u64,
 }
 
@@ -36,6 +44,7 @@ impl Default for PrunePolicy {
     }
 }
 
+/// What pruning one tier did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PruneReport {
     pub removed_old: usize,
@@ -45,14 +54,23 @@ pub struct PruneReport {
     pub kept_bytes: u64,
     /// Entries skipped because another process held their lock.
     pub busy: usize,
-    pub stale_locks: usize,
     pub leftovers: usize,
+}
+
+/// What pruning a cache directory did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CachePruneReport {
+    /// Scene units and callables (`entries/`).
+    pub entries: PruneReport,
+    /// Support objects (`objects/`).
+    pub objects: PruneReport,
+    pub stale_locks: usize,
 }
 
 /// Removes `key` if its lock is free right now. The lock file goes with
 /// the entry: a process blocked on it will find it unlinked and relock.
-fn remove_if_free(disk: &LocalDisk, dir: &Path, key: &UnitKey) -> Result<bool, CacheError> {
-    let path = lock::lock_path(dir, key);
+fn remove_if_free(storage: &dyn Storage, locks: &Path, key: &UnitKey) -> Result<bool, CacheError> {
+    let path = lock::key_lock_path(locks, key);
     let held = match lock::try_lock(&path) {
         Ok(Some(l)) => Some(l),
         Ok(None) => return Ok(false),
@@ -62,7 +80,7 @@ fn remove_if_free(disk: &LocalDisk, dir: &Path, key: &UnitKey) -> Result<bool, C
             return Err(CacheError::Unusable { path, source });
         }
     };
-    disk.remove(key)?;
+    storage.remove(key)?;
     if held.is_some() {
         let _ = fs::remove_file(&path);
     }
@@ -91,21 +109,25 @@ fn mtime(path: &Path) -> SystemTime {
         .unwrap_or(SystemTime::UNIX_EPOCH)
 }
 
-/// Removes entries unused for longer than `max_age`, then the least
-/// recently used until the total is at most `max_size`; also stale lock
-/// files, per-unit records and leftovers of killed publishers.
-pub fn prune(dir: &Path, policy: &PrunePolicy) -> Result<PruneReport, CacheError> {
+/// Removes the entries of one tier unused for longer than `max_age`, then
+/// the least recently used until its total is at most `max_size`, and
+/// leftovers of killed publishers. An entry whose lock (in `locks`) is held
+/// is kept.
+pub fn prune_in(
+    storage: &dyn Storage,
+    locks: &Path,
+    policy: &PrunePolicy,
+) -> Result<PruneReport, CacheError> {
     let now = SystemTime::now();
-    let disk = LocalDisk::new(dir);
     let mut report = PruneReport::default();
-    let mut entries = disk.list()?;
+    let mut entries = storage.list()?;
     // Oldest first: the order of removal for size.
     entries.sort_by_key(|e| e.last_used);
 
     let mut kept = Vec::new();
     for e in entries {
         if age(now, e.last_used) > policy.max_age {
-            if remove_if_free(&disk, dir, &e.key)? {
+            if remove_if_free(storage, locks, &e.key)? {
                 report.removed_old += 1;
                 report.freed_bytes += e.bytes;
             } else {
@@ -117,22 +139,42 @@ pub fn prune(dir: &Path, policy: &PrunePolicy) -> Result<PruneReport, CacheError
         }
     }
     let mut total: u64 = kept.iter().map(|e| e.bytes).sum();
-    let mut survivors = Vec::new();
+    let mut survivors = 0;
     for e in kept {
-        if total > policy.max_size && remove_if_free(&disk, dir, &e.key)? {
+        if total > policy.max_size && remove_if_free(storage, locks, &e.key)? {
             report.removed_for_size += 1;
             report.freed_bytes += e.bytes;
             total -= e.bytes;
         } else {
-            survivors.push(e);
+            survivors += 1;
         }
     }
-    report.kept = survivors.len();
+    report.kept = survivors;
     report.kept_bytes = total;
+    report.leftovers = storage.sweep_leftovers(policy.max_age.min(LEFTOVER_AGE))?;
+    Ok(report)
+}
 
-    let mut locks = Vec::new();
-    files_under(&dir.join("locks"), &mut locks);
-    for path in locks {
+/// Both tiers of the cache in `dir`: scene entries, support objects.
+fn tiers(dir: &Path) -> (LocalDisk, LocalDisk) {
+    (LocalDisk::new(dir), LocalDisk::objects(dir))
+}
+
+/// Prunes both tiers of the cache in `dir` ([`prune_in`]), then stale lock
+/// files, per-unit records and tool memos.
+pub fn prune(dir: &Path, policy: &PrunePolicy) -> Result<CachePruneReport, CacheError> {
+    let now = SystemTime::now();
+    let locks = dir.join(LOCKS_DIR);
+    let (entries, objects) = tiers(dir);
+    let mut report = CachePruneReport {
+        entries: prune_in(&entries, &locks, policy)?,
+        objects: prune_in(&objects, &locks, policy)?,
+        stale_locks: 0,
+    };
+
+    let mut lock_files = Vec::new();
+    files_under(&locks, &mut lock_files);
+    for path in lock_files {
         if age(now, mtime(&path)) > policy.max_age
             && let Ok(Some(_held)) = lock::try_lock(&path)
         {
@@ -151,75 +193,88 @@ pub fn prune(dir: &Path, policy: &PrunePolicy) -> Result<PruneReport, CacheError
             let _ = fs::remove_file(&path);
         }
     }
-
-    let leftover_age = policy.max_age.min(LEFTOVER_AGE);
-    for (path, when) in disk.leftovers() {
-        if age(now, when) > leftover_age && fs::remove_dir_all(&path).is_ok() {
-            report.leftovers += 1;
-        }
-    }
     Ok(report)
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct VerifyReport {
     pub checked: usize,
-    /// Entries that failed verification; they have been removed.
-    pub damaged: Vec<(UnitKey, PathBuf, Damage)>,
+    /// Entries that failed verification, with where they were
+    /// ([`Storage::describe`]); they have been removed.
+    pub damaged: Vec<(UnitKey, String, Damage)>,
 }
 
-/// Checks every entry against its manifest and removes damaged ones.
+/// What verifying a cache directory found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CacheVerifyReport {
+    pub entries: VerifyReport,
+    pub objects: VerifyReport,
+}
+
+impl CacheVerifyReport {
+    pub fn is_clean(&self) -> bool {
+        self.entries.damaged.is_empty() && self.objects.damaged.is_empty()
+    }
+}
+
+/// Checks every entry of one tier against its manifest and removes damaged
+/// ones (judged again under the key's lock in `locks`).
 ///
 /// Entries are checked for consistency with the schema their manifest
 /// states, so entries of an older schema are not called damaged (they are
 /// unreachable and age out through prune).
-pub fn verify_all(dir: &Path) -> Result<VerifyReport, CacheError> {
-    let disk = LocalDisk::new(dir);
+pub fn verify_in(storage: &dyn Storage, locks: &Path) -> Result<VerifyReport, CacheError> {
     let mut report = VerifyReport::default();
-    for e in disk.list()? {
+    let check = |key: &UnitKey| -> Result<Option<Damage>, CacheError> {
+        Ok(read_verified(storage, key, None)?.and_then(Result::err))
+    };
+    for e in storage.list()? {
         report.checked += 1;
-        let check = |disk: &LocalDisk| -> Result<Option<Damage>, CacheError> {
-            let Some(raw) = disk.get(&e.key)? else {
-                return Ok(None);
-            };
-            let schema = raw
-                .manifest
-                .as_deref()
-                .and_then(|m| serde_json::from_slice::<Manifest>(m).ok())
-                .map_or(CACHE_SCHEMA, |m| m.schema);
-            Ok(verify(
-                e.key,
-                schema,
-                raw.manifest.as_deref(),
-                raw.artifact.as_deref(),
-            )
-            .err())
-        };
-        if check(&disk)?.is_none() {
+        if check(&e.key)?.is_none() {
             continue;
         }
         // Judge again under the key's lock, so a publisher replacing the
         // entry right now is not mistaken for damage.
-        let path = lock::lock_path(dir, &e.key);
+        let path = lock::key_lock_path(locks, &e.key);
         let _held = lock::lock(&path).map_err(|source| CacheError::Unusable {
             path: path.clone(),
             source,
         })?;
-        if let Some(damage) = check(&disk)? {
-            let entry = disk.entry_dir(&e.key);
-            disk.remove(&e.key)?;
-            report.damaged.push((e.key, entry, damage));
+        if let Some(damage) = check(&e.key)? {
+            let place = storage.describe(&e.key);
+            storage.remove(&e.key)?;
+            report.damaged.push((e.key, place, damage));
         }
     }
     Ok(report)
 }
 
-/// Removes every entry, lock file, record and the run history. Returns
-/// the number of entries removed.
-pub fn clear(dir: &Path) -> Result<usize, CacheError> {
-    let disk = LocalDisk::new(dir);
-    let n = disk.list()?.len();
-    for sub in ["entries", "locks", "units", "tools"] {
+/// Verifies both tiers of the cache in `dir` ([`verify_in`]).
+pub fn verify_all(dir: &Path) -> Result<CacheVerifyReport, CacheError> {
+    let locks = dir.join(LOCKS_DIR);
+    let (entries, objects) = tiers(dir);
+    Ok(CacheVerifyReport {
+        entries: verify_in(&entries, &locks)?,
+        objects: verify_in(&objects, &locks)?,
+    })
+}
+
+/// How many entries [`clear`] removed, per tier.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClearReport {
+    pub entries: usize,
+    pub objects: usize,
+}
+
+/// Removes every entry of both tiers ([`Storage::clear`]), and every lock
+/// file, record and the run history.
+pub fn clear(dir: &Path) -> Result<ClearReport, CacheError> {
+    let (entries, objects) = tiers(dir);
+    let report = ClearReport {
+        entries: entries.clear()?,
+        objects: objects.clear()?,
+    };
+    for sub in [LOCKS_DIR, "units", "tools"] {
         let path = dir.join(sub);
         match fs::remove_dir_all(&path) {
             Ok(()) => {}
@@ -228,7 +283,7 @@ pub fn clear(dir: &Path) -> Result<usize, CacheError> {
         }
     }
     let _ = fs::remove_file(dir.join(STATS_FILE));
-    Ok(n)
+    Ok(report)
 }
 
 /// One process run's cache use, as appended to `stats.jsonl`.
@@ -248,30 +303,66 @@ pub struct RunStats {
     pub saved_s: f64,
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CacheStats {
+/// A row of [`TierStats::by_kind`]: an entry's manifest kind, or
+/// `unreadable` (sorted last) when its manifest cannot be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StatKind {
+    Kind(EntryKind),
+    Unreadable,
+}
+
+impl std::fmt::Display for StatKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StatKind::Kind(kind) => kind.fmt(f),
+            StatKind::Unreadable => f.write_str("unreadable"),
+        }
+    }
+}
+
+/// Entry counts and sizes of one tier.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TierStats {
     pub entries: usize,
     pub bytes: u64,
-    /// Entries per manifest kind (`incore`, `orchestration`, `callable`,
-    /// `unreadable`).
-    pub by_kind: std::collections::BTreeMap<String, usize>,
+    /// Entries per manifest kind, plus those whose manifest is unreadable.
+    pub by_kind: std::collections::BTreeMap<StatKind, usize>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CacheStats {
+    /// Scene units and callables (`entries/`).
+    pub entries: TierStats,
+    /// Support objects (`objects/`).
+    pub objects: TierStats,
     /// The most recent runs, oldest first.
     pub runs: Vec<RunStats>,
 }
 
-/// Entry counts and sizes plus the last `last_runs` runs' counters.
-pub fn stats(dir: &Path, last_runs: usize) -> Result<CacheStats, CacheError> {
-    let disk = LocalDisk::new(dir);
-    let mut out = CacheStats::default();
-    for e in disk.list()? {
+/// Entry counts and sizes of one tier, by manifest kind.
+pub fn stats_in(storage: &dyn Storage) -> Result<TierStats, CacheError> {
+    let mut out = TierStats::default();
+    for e in storage.list()? {
         out.entries += 1;
         out.bytes += e.bytes;
-        let kind = fs::read(disk.manifest_path(&e.key))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Manifest>(&b).ok())
-            .map_or_else(|| "unreadable".to_owned(), |m| m.kind);
+        let kind = match storage.get_manifest(&e.key)? {
+            Some(Part::Bytes(b)) => serde_json::from_slice::<super::Manifest>(&b)
+                .map_or(StatKind::Unreadable, |m| StatKind::Kind(m.kind)),
+            _ => StatKind::Unreadable,
+        };
         *out.by_kind.entry(kind).or_default() += 1;
     }
+    Ok(out)
+}
+
+/// Both tiers' counts and sizes plus the last `last_runs` runs' counters.
+pub fn stats(dir: &Path, last_runs: usize) -> Result<CacheStats, CacheError> {
+    let (entries, objects) = tiers(dir);
+    let mut out = CacheStats {
+        entries: stats_in(&entries)?,
+        objects: stats_in(&objects)?,
+        runs: Vec::new(),
+    };
     let text = fs::read_to_string(dir.join(STATS_FILE)).unwrap_or_default();
     // A line torn by a crash is skipped, not fatal.
     let runs: Vec<RunStats> = text
@@ -285,7 +376,8 @@ pub fn stats(dir: &Path, last_runs: usize) -> Result<CacheStats, CacheError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key::KeyInputs;
+    use crate::cache::{EntryInfo, Manifest, RawEntry, StorageError};
+    use crate::key::{CACHE_SCHEMA, KeyInputs};
 
     fn put(dir: &Path, n: u8, size: usize, used: SystemTime) -> UnitKey {
         let mut inputs = KeyInputs::default();
@@ -293,7 +385,7 @@ mod tests {
         inputs.0.insert("schema".into(), CACHE_SCHEMA.to_string());
         let key = inputs.key();
         let bytes = vec![n; size];
-        let m = Manifest::new(key, &bytes, &inputs, "u", 0.1);
+        let m = Manifest::new(key, EntryKind::Incore, &bytes, &inputs, "u", 0.1);
         let disk = LocalDisk::new(dir);
         disk.put(&key, &bytes, &m.to_bytes()).expect("put");
         fs::File::options()
@@ -332,8 +424,8 @@ mod tests {
             },
         )
         .expect("prune");
-        assert_eq!(report.removed_old, 1);
-        assert_eq!(report.removed_for_size, 1);
+        assert_eq!(report.entries.removed_old, 1);
+        assert_eq!(report.entries.removed_for_size, 1);
         let left: Vec<UnitKey> = disk.list().expect("list").iter().map(|e| e.key).collect();
         assert!(
             !left.contains(&ancient) && !left.contains(&older),
@@ -349,10 +441,10 @@ mod tests {
         let key = put(dir.path(), 1, 10, old);
         let held = lock::lock(&lock::lock_path(dir.path(), &key)).expect("lock");
         let report = prune(dir.path(), &PrunePolicy::default()).expect("prune");
-        assert_eq!(report.busy, 1);
+        assert_eq!(report.entries.busy, 1);
         drop(held);
         let report = prune(dir.path(), &PrunePolicy::default()).expect("prune");
-        assert_eq!(report.removed_old, 1);
+        assert_eq!(report.entries.removed_old, 1);
     }
 
     #[test]
@@ -363,13 +455,145 @@ mod tests {
         let bad = put(dir.path(), 2, 10, now);
         let disk = LocalDisk::new(dir.path());
         fs::write(disk.artifact_path(&bad), [0u8; 10]).expect("corrupt");
-        let report = verify_all(dir.path()).expect("verify");
+        let report = verify_all(dir.path()).expect("verify").entries;
         assert_eq!(report.checked, 2);
         assert_eq!(report.damaged.len(), 1);
         assert_eq!(report.damaged[0].0, bad);
         assert!(matches!(report.damaged[0].2, Damage::DigestMismatch { .. }));
         assert!(disk.get(&good).expect("get").is_some());
         assert!(disk.get(&bad).expect("get").is_none());
-        assert!(verify_all(dir.path()).expect("verify").damaged.is_empty());
+        assert!(verify_all(dir.path()).expect("verify").is_clean());
+    }
+
+    /// A tier that is not a directory: entries in a map, "last used" set by
+    /// hand. Only the required methods; every default is exercised.
+    #[derive(Debug, Default)]
+    struct Memory {
+        entries: std::sync::Mutex<std::collections::BTreeMap<UnitKey, (RawEntry, SystemTime)>>,
+    }
+
+    impl Memory {
+        fn map(
+            &self,
+        ) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<UnitKey, (RawEntry, SystemTime)>>
+        {
+            self.entries.lock().expect("memory storage")
+        }
+
+        fn put_entry(&self, n: u8, kind: EntryKind, size: usize, used: SystemTime) -> UnitKey {
+            let mut inputs = KeyInputs::default();
+            inputs.0.insert("n".into(), n.to_string());
+            let key = inputs.key();
+            let bytes = vec![n; size];
+            let m = Manifest::new(key, kind, &bytes, &inputs, "u", 0.1);
+            self.put(&key, &bytes, &m.to_bytes()).expect("put");
+            self.map().get_mut(&key).expect("stored").1 = used;
+            key
+        }
+    }
+
+    impl Storage for Memory {
+        fn get(&self, key: &UnitKey) -> Result<Option<RawEntry>, StorageError> {
+            Ok(self.map().get(key).map(|(raw, _)| raw.clone()))
+        }
+        fn put(&self, key: &UnitKey, artifact: &[u8], manifest: &[u8]) -> Result<(), StorageError> {
+            let raw = RawEntry {
+                artifact: Part::Bytes(artifact.to_vec()),
+                manifest: Part::Bytes(manifest.to_vec()),
+            };
+            self.map().entry(*key).or_insert((raw, SystemTime::now()));
+            Ok(())
+        }
+        fn touch(&self, key: &UnitKey) -> Result<(), StorageError> {
+            if let Some(e) = self.map().get_mut(key) {
+                e.1 = SystemTime::now();
+            }
+            Ok(())
+        }
+        fn remove(&self, key: &UnitKey) -> Result<(), StorageError> {
+            self.map().remove(key);
+            Ok(())
+        }
+        fn list(&self) -> Result<Vec<EntryInfo>, StorageError> {
+            let size = |p: &Part| p.bytes().map_or(0, |b| b.len() as u64);
+            Ok(self
+                .map()
+                .iter()
+                .map(|(key, (raw, used))| EntryInfo {
+                    key: *key,
+                    bytes: size(&raw.artifact) + size(&raw.manifest),
+                    last_used: *used,
+                })
+                .collect())
+        }
+    }
+
+    #[test]
+    fn whole_cache_operations_work_on_any_storage() {
+        let locks = tempfile::tempdir().expect("locks");
+        let memory = Memory::default();
+        let now = SystemTime::now();
+        let day = Duration::from_secs(86400);
+        let old = memory.put_entry(1, EntryKind::Incore, 10, now - day * 30);
+        let good = memory.put_entry(2, EntryKind::Callable, 10, now);
+        let bad = memory.put_entry(3, EntryKind::Builtins, 10, now);
+        let short = memory.put_entry(4, EntryKind::Orchestration, 10, now);
+        // Damage two: a flipped byte, and an artifact of the wrong length.
+        if let Some((raw, _)) = memory.map().get_mut(&bad) {
+            raw.artifact = Part::Bytes(vec![9; 10]);
+        }
+        if let Some((raw, _)) = memory.map().get_mut(&short) {
+            raw.artifact = Part::Bytes(vec![4; 3]);
+        }
+
+        let tier = stats_in(&memory).expect("stats");
+        assert_eq!(tier.entries, 4);
+        for kind in EntryKind::ALL {
+            assert_eq!(tier.by_kind.get(&StatKind::Kind(kind)), Some(&1), "{kind}");
+        }
+        assert!(tier.bytes > 30);
+
+        let report = verify_in(&memory, locks.path()).expect("verify");
+        assert_eq!(report.checked, 4);
+        let mut damaged: Vec<_> = report
+            .damaged
+            .iter()
+            .map(|(k, _, d)| (*k, d.clone()))
+            .collect();
+        damaged.sort_by_key(|(k, _)| *k);
+        let mut expected = vec![(bad, "digest"), (short, "size")];
+        expected.sort_by_key(|(k, _)| *k);
+        assert_eq!(damaged.len(), 2, "{damaged:?}");
+        for ((key, damage), (want_key, what)) in damaged.iter().zip(&expected) {
+            assert_eq!(key, want_key);
+            match *what {
+                "digest" => assert!(matches!(damage, Damage::DigestMismatch { .. }), "{damage}"),
+                _ => assert!(
+                    matches!(
+                        damage,
+                        Damage::SizeMismatch {
+                            expected: 10,
+                            found: 3
+                        }
+                    ),
+                    "{damage}"
+                ),
+            }
+        }
+        assert!(
+            report.damaged[0].1.starts_with("entry "),
+            "default describe"
+        );
+        assert!(memory.get(&bad).expect("get").is_none(), "damage removed");
+
+        let report = prune_in(&memory, locks.path(), &PrunePolicy::default()).expect("prune");
+        assert_eq!(report.removed_old, 1);
+        assert_eq!(report.kept, 1);
+        assert!(memory.get(&old).expect("get").is_none());
+        assert!(memory.get(&good).expect("get").is_some());
+        assert_eq!(report.leftovers, 0, "the default sweep does nothing");
+
+        assert_eq!(memory.clear().expect("clear"), 1);
+        assert_eq!(stats_in(&memory).expect("stats").entries, 0);
     }
 }

@@ -1,16 +1,24 @@
-//! Where cache entries live. Callers go through [`Storage`] (get / put /
-//! touch / remove / list) so that a remote tier can be added later without
-//! touching them; [`LocalDisk`] is the one implementation today.
+//! Where cache entries live. Everything that touches entries goes through
+//! [`Storage`] (read, publish, touch, remove, list, sweep, clear, and a
+//! description for messages), so that another tier (a remote store, later)
+//! gets lookups, stats, verification, pruning and clearing without touching
+//! their callers; [`LocalDisk`] is the one implementation today, used for
+//! two tiers of one cache directory (`entries/` and `objects/`).
 //!
 //! Storage moves bytes only: it does not judge them. Verification (size,
 //! digest, manifest sanity) happens above it, in [`super::Cache`], so every
-//! tier gets the same checks.
+//! tier gets the same checks. What it does report is a stored file that is
+//! not a plain file of bytes ([`Part::NotAFile`]) or, when the caller said
+//! how long the artifact must be, one of another length ([`Part::WrongSize`]):
+//! such files are never read, so a link to `/dev/zero` or a FIFO cannot
+//! exhaust memory or block a reader.
 
 use std::fmt;
 use std::fs::{self, File};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use crate::key::UnitKey;
 
@@ -32,12 +40,33 @@ fn err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> St
     }
 }
 
+/// One stored file (artifact or manifest) as a read found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Part {
+    Missing,
+    Bytes(Vec<u8>),
+    /// Present but not a regular file (`"a symbolic link"`, `"a FIFO"`,
+    /// `"a directory"`, `"a device"`, `"a socket"`): not read.
+    NotAFile(&'static str),
+    /// A regular file of this length, not the one asked for: not read.
+    WrongSize(u64),
+}
+
+impl Part {
+    pub fn bytes(&self) -> Option<&[u8]> {
+        match self {
+            Part::Bytes(b) => Some(b),
+            _ => None,
+        }
+    }
+}
+
 /// The parts stored under one key, unverified. Either part may be missing
-/// (damage); both missing is "no entry" and reported as `None` instead.
+/// or unreadable (damage); no entry at all is reported as `None` instead.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RawEntry {
-    pub artifact: Option<Vec<u8>>,
-    pub manifest: Option<Vec<u8>>,
+    pub artifact: Part,
+    pub manifest: Part,
 }
 
 /// One stored entry, as listed for pruning and verification.
@@ -50,9 +79,28 @@ pub struct EntryInfo {
     pub last_used: SystemTime,
 }
 
+/// Manifests are a few KiB; anything beyond this is not one.
+pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
+
 pub trait Storage: Send + Sync + fmt::Debug {
     /// What is stored under `key`; `Ok(None)` when nothing is.
     fn get(&self, key: &UnitKey) -> Result<Option<RawEntry>, StorageError>;
+    /// The manifest stored under `key` (`Some(Part::Missing)`: an entry
+    /// without one); `Ok(None)` when nothing is stored under `key`.
+    fn get_manifest(&self, key: &UnitKey) -> Result<Option<Part>, StorageError> {
+        Ok(self.get(key)?.map(|raw| raw.manifest))
+    }
+    /// The artifact stored under `key`, read only if it is `expected_len`
+    /// bytes long ([`Part::WrongSize`] otherwise).
+    fn get_artifact(&self, key: &UnitKey, expected_len: u64) -> Result<Part, StorageError> {
+        Ok(match self.get(key)? {
+            None => Part::Missing,
+            Some(raw) => match raw.artifact {
+                Part::Bytes(b) if b.len() as u64 != expected_len => Part::WrongSize(b.len() as u64),
+                other => other,
+            },
+        })
+    }
     /// Publishes atomically: readers see the whole entry or none of it,
     /// even if this process dies halfway. An entry already stored under
     /// `key` is kept (same key, same bytes).
@@ -63,6 +111,24 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn remove(&self, key: &UnitKey) -> Result<(), StorageError>;
     /// Every entry, complete or damaged.
     fn list(&self) -> Result<Vec<EntryInfo>, StorageError>;
+    /// Where the entry of `key` lives, for messages.
+    fn describe(&self, key: &UnitKey) -> String {
+        format!("entry {key}")
+    }
+    /// Removes what interrupted publications and removals left behind,
+    /// if older than `older_than`; returns how many. Nothing by default.
+    fn sweep_leftovers(&self, older_than: Duration) -> Result<usize, StorageError> {
+        let _ = older_than;
+        Ok(0)
+    }
+    /// Removes every entry; returns how many there were.
+    fn clear(&self) -> Result<usize, StorageError> {
+        let listed = self.list()?;
+        for e in &listed {
+            self.remove(&e.key)?;
+        }
+        Ok(listed.len())
+    }
 }
 
 pub(crate) const ARTIFACT: &str = "artifact";
@@ -71,9 +137,13 @@ pub(crate) const MANIFEST: &str = "manifest.json";
 /// Entries on a local file system:
 ///
 /// ```text
-/// <dir>/entries/<first 2 hex digits>/<key hex>/artifact
-/// <dir>/entries/<first 2 hex digits>/<key hex>/manifest.json
+/// <root>/<first 2 hex digits>/<key hex>/artifact
+/// <root>/<first 2 hex digits>/<key hex>/manifest.json
 /// ```
+///
+/// with `<root>` = `<cache dir>/entries` ([`LocalDisk::new`]) for scene
+/// units and callables, `<cache dir>/objects` ([`LocalDisk::objects`]) for
+/// support objects (the builtins).
 ///
 /// An entry is a directory so that publication is one `rename` of a fully
 /// written (and synced) temp directory next to it: a process killed at any
@@ -84,11 +154,27 @@ pub struct LocalDisk {
     entries: PathBuf,
 }
 
+pub(crate) const ENTRIES_DIR: &str = "entries";
+pub(crate) const OBJECTS_DIR: &str = "objects";
+
 impl LocalDisk {
+    /// The scene units and callables of the cache in `dir`.
     pub fn new(dir: &Path) -> Self {
-        LocalDisk {
-            entries: dir.join("entries"),
-        }
+        LocalDisk::at(dir.join(ENTRIES_DIR))
+    }
+
+    /// The support objects (builtins) of the cache in `dir`.
+    pub fn objects(dir: &Path) -> Self {
+        LocalDisk::at(dir.join(OBJECTS_DIR))
+    }
+
+    /// Entries sharded directly under `root`.
+    pub fn at(root: PathBuf) -> Self {
+        LocalDisk { entries: root }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.entries
     }
 
     fn shard(&self, key: &UnitKey) -> PathBuf {
@@ -108,7 +194,7 @@ impl LocalDisk {
     }
 
     /// Leftovers of interrupted publications and removals, with their age.
-    pub fn leftovers(&self) -> Vec<(PathBuf, SystemTime)> {
+    fn leftovers(&self) -> Vec<(PathBuf, SystemTime)> {
         let mut out = Vec::new();
         for shard in read_dir_paths(&self.entries) {
             for path in read_dir_paths(&shard) {
@@ -135,14 +221,66 @@ fn read_dir_paths(dir: &Path) -> Vec<PathBuf> {
     }
 }
 
-fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, StorageError> {
-    match fs::read(path) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        // A manifest replaced by a directory etc. is damage, not an outage.
-        Err(e) if e.kind() == io::ErrorKind::IsADirectory => Ok(None),
-        Err(e) => Err(err("read", path)(e)),
+/// What a file that is not a regular file is, for messages.
+fn not_a_file(t: fs::FileType) -> &'static str {
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_block_device() || t.is_char_device() {
+        "a device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
     }
+}
+
+/// Reads `path` only if it is a regular file (not followed if a link,
+/// never blocking on a FIFO or device) whose length is `expected` (if
+/// given) and at most `limit`. Damage is a [`Part`], never an error.
+fn read_part(path: &Path, expected: Option<u64>, limit: u64) -> Result<Part, StorageError> {
+    let opened = File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path);
+    let file = match opened {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Part::Missing),
+        // O_NOFOLLOW on a symbolic link.
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Ok(Part::NotAFile("a symbolic link"));
+        }
+        // A socket (or a FIFO-like special file) that cannot be opened.
+        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+            return Ok(Part::NotAFile(not_a_file_at(path)));
+        }
+        Err(e) => return Err(err("open", path)(e)),
+    };
+    // fstat of what was opened, so nothing can be swapped in between.
+    let meta = file.metadata().map_err(err("stat", path))?;
+    if !meta.file_type().is_file() {
+        return Ok(Part::NotAFile(not_a_file(meta.file_type())));
+    }
+    let len = meta.len();
+    if expected.is_some_and(|want| want != len) || len > limit {
+        return Ok(Part::WrongSize(len));
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    // Bounded even if the file grows while being read.
+    file.take(len.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(err("read", path))?;
+    if bytes.len() as u64 != len {
+        return Ok(Part::WrongSize(bytes.len() as u64));
+    }
+    Ok(Part::Bytes(bytes))
+}
+
+fn not_a_file_at(path: &Path) -> &'static str {
+    fs::symlink_metadata(path).map_or("not a regular file", |m| not_a_file(m.file_type()))
 }
 
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), StorageError> {
@@ -162,13 +300,24 @@ fn sync_dir(dir: &Path) {
 
 impl Storage for LocalDisk {
     fn get(&self, key: &UnitKey) -> Result<Option<RawEntry>, StorageError> {
+        let Some(manifest) = self.get_manifest(key)? else {
+            return Ok(None);
+        };
+        let artifact = read_part(&self.artifact_path(key), None, u64::MAX)?;
+        Ok(Some(RawEntry { artifact, manifest }))
+    }
+
+    fn get_manifest(&self, key: &UnitKey) -> Result<Option<Part>, StorageError> {
         let dir = self.entry_dir(key);
-        let manifest = read_optional(&dir.join(MANIFEST))?;
-        let artifact = read_optional(&dir.join(ARTIFACT))?;
-        if manifest.is_none() && artifact.is_none() && !dir.exists() {
+        let manifest = read_part(&dir.join(MANIFEST), None, MAX_MANIFEST_BYTES)?;
+        if manifest == Part::Missing && fs::symlink_metadata(&dir).is_err() {
             return Ok(None);
         }
-        Ok(Some(RawEntry { artifact, manifest }))
+        Ok(Some(manifest))
+    }
+
+    fn get_artifact(&self, key: &UnitKey, expected_len: u64) -> Result<Part, StorageError> {
+        read_part(&self.artifact_path(key), Some(expected_len), u64::MAX)
     }
 
     fn put(&self, key: &UnitKey, artifact: &[u8], manifest: &[u8]) -> Result<(), StorageError> {
@@ -201,6 +350,7 @@ impl Storage for LocalDisk {
         let path = self.manifest_path(key);
         let f = File::options()
             .write(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
             .open(&path)
             .map_err(err("open", &path))?;
         f.set_modified(SystemTime::now())
@@ -237,9 +387,9 @@ impl Storage for LocalDisk {
                 else {
                     continue;
                 };
-                let size = |name| fs::metadata(path.join(name)).map_or(0, |m| m.len());
-                let last_used = fs::metadata(path.join(MANIFEST))
-                    .or_else(|_| fs::metadata(&path))
+                let size = |name| fs::symlink_metadata(path.join(name)).map_or(0, |m| m.len());
+                let last_used = fs::symlink_metadata(path.join(MANIFEST))
+                    .or_else(|_| fs::symlink_metadata(&path))
                     .and_then(|m| m.modified())
                     .unwrap_or(SystemTime::UNIX_EPOCH);
                 out.push(EntryInfo {
@@ -251,6 +401,32 @@ impl Storage for LocalDisk {
         }
         out.sort_by_key(|e| e.key);
         Ok(out)
+    }
+
+    fn describe(&self, key: &UnitKey) -> String {
+        self.entry_dir(key).display().to_string()
+    }
+
+    fn sweep_leftovers(&self, older_than: Duration) -> Result<usize, StorageError> {
+        let now = SystemTime::now();
+        let mut removed = 0;
+        for (path, when) in self.leftovers() {
+            let age = now.duration_since(when).unwrap_or(Duration::ZERO);
+            // Best effort: another sweeper may be removing it too.
+            if age > older_than && fs::remove_dir_all(&path).is_ok() {
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    fn clear(&self) -> Result<usize, StorageError> {
+        let n = self.list()?.len();
+        match fs::remove_dir_all(&self.entries) {
+            Ok(()) => Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(n),
+            Err(e) => Err(err("remove", &self.entries)(e)),
+        }
     }
 }
 
@@ -270,8 +446,8 @@ mod tests {
                 .starts_with(dir.path().join("entries/ab"))
         );
         let raw = disk.get(&key).expect("get").expect("present");
-        assert_eq!(raw.artifact.as_deref(), Some(&b"bytes"[..]));
-        assert_eq!(raw.manifest.as_deref(), Some(&b"{}"[..]));
+        assert_eq!(raw.artifact, Part::Bytes(b"bytes".to_vec()));
+        assert_eq!(raw.manifest, Part::Bytes(b"{}".to_vec()));
         // A second put of the same key keeps the first.
         disk.put(&key, b"other", b"{}").expect("put again");
         let listed = disk.list().expect("list");
@@ -301,7 +477,76 @@ mod tests {
         disk.put(&key, b"bytes", b"{}").expect("put");
         fs::remove_file(disk.manifest_path(&key)).expect("rm");
         let raw = disk.get(&key).expect("get").expect("present");
-        assert_eq!(raw.manifest, None);
-        assert!(raw.artifact.is_some());
+        assert_eq!(raw.manifest, Part::Missing);
+        assert!(raw.artifact.bytes().is_some());
+    }
+
+    #[test]
+    fn files_that_are_not_regular_are_never_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let disk = LocalDisk::new(dir.path());
+        let key = UnitKey([2; 32]);
+        disk.put(&key, b"bytes", b"{}").expect("put");
+        assert_eq!(
+            disk.get_artifact(&key, 5).expect("read"),
+            Part::Bytes(b"bytes".to_vec())
+        );
+        assert_eq!(
+            disk.get_artifact(&key, 4).expect("read"),
+            Part::WrongSize(5)
+        );
+        let artifact = disk.artifact_path(&key);
+        fs::remove_file(&artifact).expect("rm");
+        std::os::unix::fs::symlink("/dev/zero", &artifact).expect("symlink");
+        assert_eq!(
+            disk.get_artifact(&key, 5).expect("read"),
+            Part::NotAFile("a symbolic link")
+        );
+        fs::remove_file(&artifact).expect("rm");
+        fs::create_dir(&artifact).expect("mkdir");
+        assert_eq!(
+            disk.get_artifact(&key, 5).expect("read"),
+            Part::NotAFile("a directory")
+        );
+        let manifest = disk.manifest_path(&key);
+        fs::remove_file(&manifest).expect("rm");
+        let elsewhere = dir.path().join("elsewhere.json");
+        fs::write(&elsewhere, b"{}").expect("write");
+        std::os::unix::fs::symlink(&elsewhere, &manifest).expect("symlink");
+        assert_eq!(
+            disk.get_manifest(&key).expect("read"),
+            Some(Part::NotAFile("a symbolic link"))
+        );
+        assert!(disk.touch(&key).is_err(), "touch does not follow links");
+        assert_eq!(fs::read(&elsewhere).expect("read"), b"{}");
+    }
+
+    #[test]
+    fn sweep_and_clear() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let disk = LocalDisk::objects(dir.path());
+        assert!(disk.root().ends_with("objects"));
+        disk.put(&UnitKey([5; 32]), b"a", b"{}").expect("put");
+        disk.put(&UnitKey([6; 32]), b"b", b"{}").expect("put");
+        let leftover = disk.root().join("05").join(".tmp-killed");
+        fs::create_dir_all(&leftover).expect("mkdir");
+        File::open(&leftover)
+            .expect("open")
+            .set_modified(SystemTime::now() - Duration::from_secs(600))
+            .expect("age it");
+        assert_eq!(
+            disk.sweep_leftovers(Duration::from_secs(3600))
+                .expect("sweep"),
+            0
+        );
+        assert_eq!(
+            disk.sweep_leftovers(Duration::from_secs(60))
+                .expect("sweep"),
+            1
+        );
+        assert!(!leftover.exists());
+        assert_eq!(disk.clear().expect("clear"), 2);
+        assert!(disk.list().expect("list").is_empty());
+        assert_eq!(disk.clear().expect("clear again"), 0);
     }
 }

@@ -245,9 +245,10 @@ impl MachOTools {
     }
 }
 
-/// The header's `SCENE_KERNEL_ENTRY` puts the entry in `.text.kernel_entry`,
-/// which clang rejects for Mach-O targets (a section needs `SEG,sect`), so
-/// Mach-O test kernels define the entry with this instead.
+/// Includes the kernel header; `MACHO_ENTRY` defines the entry without a
+/// section attribute (the header's `SCENE_KERNEL_ENTRY` names
+/// `__TEXT,__text` on Mach-O; `good_kernels_written_with_scene_kernel_entry_extract`
+/// in `tests/macho.rs` uses that).
 pub const MACHO_ENTRY_PRELUDE: &str = "#include \"scene_kernel.h\"\n\
 #define MACHO_ENTRY(ka) __attribute__((used, visibility(\"default\"))) \
 void kernel_entry(const SceneKernelArgs *ka)\n";
