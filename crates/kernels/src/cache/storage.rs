@@ -15,8 +15,8 @@
 
 use std::fmt;
 use std::fs::{self, File};
-use std::io::{self, Read, Write};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -221,66 +221,28 @@ fn read_dir_paths(dir: &Path) -> Vec<PathBuf> {
     }
 }
 
-/// What a file that is not a regular file is, for messages.
-fn not_a_file(t: fs::FileType) -> &'static str {
-    if t.is_dir() {
-        "a directory"
-    } else if t.is_symlink() {
-        "a symbolic link"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_block_device() || t.is_char_device() {
-        "a device"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        "not a regular file"
-    }
-}
-
 /// Reads `path` only if it is a regular file (not followed if a link,
 /// never blocking on a FIFO or device) whose length is `expected` (if
-/// given) and at most `limit`. Damage is a [`Part`], never an error.
+/// given) and at most `limit`: `scene_util::read_regular_file`, the one
+/// safe read of data from disk. Damage is a [`Part`], never an error.
 fn read_part(path: &Path, expected: Option<u64>, limit: u64) -> Result<Part, StorageError> {
-    let opened = File::options()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path);
-    let file = match opened {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Part::Missing),
-        // O_NOFOLLOW on a symbolic link.
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            return Ok(Part::NotAFile("a symbolic link"));
+    use scene_util::ReadError;
+    match scene_util::read_regular_file(path, expected, limit) {
+        Ok(bytes) => Ok(Part::Bytes(bytes)),
+        Err(e) if e.is_not_found() => Ok(Part::Missing),
+        Err(ReadError::Symlink { .. }) => Ok(Part::NotAFile("a symbolic link")),
+        Err(ReadError::NotRegular { kind, .. }) => Ok(Part::NotAFile(match kind {
+            "directory" => "a directory",
+            "FIFO" => "a FIFO",
+            "socket" => "a socket",
+            "character device" | "block device" => "a device",
+            _ => "not a regular file",
+        })),
+        Err(ReadError::SizeMismatch { found, .. } | ReadError::TooLarge { found, .. }) => {
+            Ok(Part::WrongSize(found))
         }
-        // A socket (or a FIFO-like special file) that cannot be opened.
-        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
-            return Ok(Part::NotAFile(not_a_file_at(path)));
-        }
-        Err(e) => return Err(err("open", path)(e)),
-    };
-    // fstat of what was opened, so nothing can be swapped in between.
-    let meta = file.metadata().map_err(err("stat", path))?;
-    if !meta.file_type().is_file() {
-        return Ok(Part::NotAFile(not_a_file(meta.file_type())));
+        Err(ReadError::Io { source, .. }) => Err(err("read", path)(source)),
     }
-    let len = meta.len();
-    if expected.is_some_and(|want| want != len) || len > limit {
-        return Ok(Part::WrongSize(len));
-    }
-    let mut bytes = Vec::with_capacity(len as usize);
-    // Bounded even if the file grows while being read.
-    file.take(len.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(err("read", path))?;
-    if bytes.len() as u64 != len {
-        return Ok(Part::WrongSize(bytes.len() as u64));
-    }
-    Ok(Part::Bytes(bytes))
-}
-
-fn not_a_file_at(path: &Path) -> &'static str {
-    fs::symlink_metadata(path).map_or("not a regular file", |m| not_a_file(m.file_type()))
 }
 
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), StorageError> {
