@@ -65,6 +65,17 @@ impl Environment {
         Self { vars }
     }
 
+    /// An environment of exactly these variables (tests).
+    #[cfg(test)]
+    pub(crate) fn from_pairs(pairs: &[(&str, &str)]) -> Self {
+        Self::from_lookup(|name| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| OsString::from(v))
+        })
+    }
+
     fn os(&self, name: &str) -> Option<&OsString> {
         self.vars.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
     }
@@ -370,12 +381,7 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> Environment {
-        Environment::from_lookup(|name| {
-            pairs
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, v)| OsString::from(v))
-        })
+        Environment::from_pairs(pairs)
     }
 
     fn layout() -> Layout {

@@ -150,17 +150,10 @@ pub fn main(layout: Layout, registry: GoldenRegistry) -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use std::ffi::OsString;
-
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> Environment {
-        Environment::from_lookup(|name| {
-            pairs
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, v)| OsString::from(v))
-        })
+        Environment::from_pairs(pairs)
     }
 
     fn names(trials: &[Trial]) -> Vec<String> {
