@@ -17,15 +17,93 @@ use std::ffi::{c_char, c_void};
 
 /// `SCENE_RUNTIME_ABI_VERSION` (`scene_runtime.h`): what
 /// `scene_rt_abi_version()` must return.
-pub const SCENE_RUNTIME_ABI_VERSION: i32 = 1;
+pub const SCENE_RUNTIME_ABI_VERSION: i32 = 2;
 /// `SCENE_KERNEL_ABI_VERSION` (`scene_kernel.h`), in `SceneKernelArgs::abi_version`.
-pub const SCENE_KERNEL_ABI_VERSION: u32 = 1;
+pub const SCENE_KERNEL_ABI_VERSION: u32 = 2;
 /// `SCENE_ORCH_ABI_VERSION` (`scene_orch.h`), in `SceneOrchOps::abi_version`.
-pub const SCENE_ORCH_ABI_VERSION: u32 = 1;
+pub const SCENE_ORCH_ABI_VERSION: u32 = 2;
 /// `SCENE_MAX_ARGS` (`scene_kernel.h`): arguments of one task.
 pub const SCENE_MAX_ARGS: usize = 32;
 /// `SCENE_MAX_FUNC_IDS` (`scene_runtime.h`): exclusive upper bound of `func_id`.
 pub const SCENE_MAX_FUNC_IDS: u32 = 64;
+pub const SCENE_MAX_RANK: usize = 8;
+
+pub const SCENE_DTYPE_F32: u32 = 0;
+pub const SCENE_DTYPE_F64: u32 = 1;
+pub const SCENE_DTYPE_F16: u32 = 2;
+pub const SCENE_DTYPE_BF16: u32 = 3;
+pub const SCENE_DTYPE_I8: u32 = 4;
+pub const SCENE_DTYPE_U8: u32 = 5;
+pub const SCENE_DTYPE_I16: u32 = 6;
+pub const SCENE_DTYPE_I32: u32 = 7;
+pub const SCENE_DTYPE_I64: u32 = 8;
+pub const SCENE_DTYPE_BOOL: u32 = 9;
+pub const SCENE_DTYPE_BYTES: u32 = 255;
+
+/// Bytes per element of a `SCENE_DTYPE_*` (1 for bytes, bool and unknown).
+pub fn dtype_size(dtype: u32) -> u64 {
+    match dtype {
+        SCENE_DTYPE_F64 | SCENE_DTYPE_I64 => 8,
+        SCENE_DTYPE_F32 | SCENE_DTYPE_I32 => 4,
+        SCENE_DTYPE_F16 | SCENE_DTYPE_BF16 | SCENE_DTYPE_I16 => 2,
+        _ => 1,
+    }
+}
+
+/// `SceneTensorDesc` of scene_tensor.h: a tensor or a view of one; offset
+/// and strides count elements.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SceneTensorDesc {
+    pub dtype: u32,
+    pub rank: u32,
+    pub offset: u64,
+    pub shape: [u64; SCENE_MAX_RANK],
+    pub strides: [u64; SCENE_MAX_RANK],
+}
+
+impl SceneTensorDesc {
+    /// Contiguous row-major `shape`.
+    pub fn contiguous(dtype: u32, shape: &[u64]) -> Self {
+        let mut d = SceneTensorDesc {
+            dtype,
+            rank: shape.len().min(SCENE_MAX_RANK) as u32,
+            ..Default::default()
+        };
+        let mut stride = 1u64;
+        for i in (0..d.rank as usize).rev() {
+            d.shape[i] = shape[i];
+            d.strides[i] = stride;
+            stride = stride.saturating_mul(shape[i]);
+        }
+        d
+    }
+
+    /// The element range `[first, last + 1)` the view spans (relative to
+    /// the buffer start), or `None` for an empty view or on overflow.
+    pub fn element_span(&self) -> Option<(u64, u64)> {
+        let rank = (self.rank as usize).min(SCENE_MAX_RANK);
+        let mut last = self.offset;
+        for i in 0..rank {
+            if self.shape[i] == 0 {
+                return None;
+            }
+            last = last.checked_add((self.shape[i] - 1).checked_mul(self.strides[i])?)?;
+        }
+        Some((self.offset, last.checked_add(1)?))
+    }
+}
+
+/// `SceneTaskArgV2` of scene_orch.h.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SceneTaskArgV2 {
+    pub direction: u32,
+    pub reserved: u32,
+    pub value: u64,
+    pub size: u64,
+    pub desc: SceneTensorDesc,
+}
 
 // Status codes (`SCENE_RT_*`): 0 = ok, negative = error.
 pub const SCENE_RT_OK: i32 = 0;
@@ -126,6 +204,8 @@ pub struct SceneKernelArgs {
     pub num_args: u32,
     pub args: [u64; SCENE_MAX_ARGS],
     pub arg_sizes: [u64; SCENE_MAX_ARGS],
+    /// v2: `num_args` views (offset 0: `args[i]` points at element 0).
+    pub descs: *const SceneTensorDesc,
 }
 
 /// `SceneOrchOps`: the runtime's services to an orchestration.
@@ -142,6 +222,39 @@ pub struct SceneOrchOps {
         num_args: u32,
     ) -> i32,
     pub fail: extern "C" fn(ctx: *mut SceneOrchCtx, message: *const c_char),
+    pub arg_desc: extern "C" fn(ctx: *mut SceneOrchCtx, index: u32) -> *const SceneTensorDesc,
+    pub submit_v2: extern "C" fn(
+        ctx: *mut SceneOrchCtx,
+        func_id: u32,
+        block_num: u32,
+        args: *const SceneTaskArgV2,
+        num_args: u32,
+    ) -> i32,
+    pub read: extern "C" fn(
+        ctx: *mut SceneOrchCtx,
+        addr: u64,
+        offset: u64,
+        dst: *mut c_void,
+        size: u64,
+    ) -> i32,
+    pub write: extern "C" fn(
+        ctx: *mut SceneOrchCtx,
+        addr: u64,
+        offset: u64,
+        src: *const c_void,
+        size: u64,
+    ) -> i32,
+    pub fill: extern "C" fn(
+        ctx: *mut SceneOrchCtx,
+        addr: u64,
+        offset: u64,
+        size: u64,
+        pattern: *const c_void,
+        pattern_size: u32,
+    ) -> i32,
+    pub free: extern "C" fn(ctx: *mut SceneOrchCtx, addr: u64) -> i32,
+    pub begin_scope: extern "C" fn(ctx: *mut SceneOrchCtx) -> i32,
+    pub end_scope: extern "C" fn(ctx: *mut SceneOrchCtx) -> i32,
 }
 
 /// `SceneOrchCtx`.

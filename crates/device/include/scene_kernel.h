@@ -22,8 +22,13 @@
 
 #include <stdint.h>
 #include <stddef.h>
+#include "scene_tensor.h"
 
-#define SCENE_KERNEL_ABI_VERSION 1
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SCENE_KERNEL_ABI_VERSION 2
 #define SCENE_MAX_ARGS 32
 
 /* Passed by the runtime to every block invocation. */
@@ -34,19 +39,38 @@ typedef struct SceneKernelArgs {
     uint32_t num_args;
     uint64_t args[SCENE_MAX_ARGS];      /* host-visible pointers or scalar bits */
     uint64_t arg_sizes[SCENE_MAX_ARGS]; /* bytes for buffers, 0 for scalars */
+    /* v2: each argument's view, `descs[i].offset == 0`: `args[i]` already
+     * points at the view's element (0, ...). Arguments submitted through
+     * the v1 `submit` are rank-1 SCENE_DTYPE_BYTES views of their bytes. */
+    const SceneTensorDesc *descs;
 } SceneKernelArgs;
+
+/* The view of argument i (v2 runtimes; NULL from a v1 runtime). */
+static inline const SceneTensorDesc *scene_arg_desc(const SceneKernelArgs *ka, uint32_t i) {
+    return ka->abi_version >= 2 && ka->descs ? &ka->descs[i] : (const SceneTensorDesc *)0;
+}
+#define SCENE_ARG_DIM(ka, i, d) ((ka)->descs[(i)].shape[(d)])
+#define SCENE_ARG_STRIDE(ka, i, d) ((ka)->descs[(i)].strides[(d)])
+/* Pointers to elements of argument i's view (strides in elements). */
+#define SCENE_AT1(ka, i, T, a) (SCENE_ARG_PTR(ka, i, T) + (a) * SCENE_ARG_STRIDE(ka, i, 0))
+#define SCENE_AT2(ka, i, T, a, b) \
+    (SCENE_AT1(ka, i, T, a) + (b) * SCENE_ARG_STRIDE(ka, i, 1))
+#define SCENE_AT3(ka, i, T, a, b, c) \
+    (SCENE_AT2(ka, i, T, a, b) + (c) * SCENE_ARG_STRIDE(ka, i, 2))
+#define SCENE_AT4(ka, i, T, a, b, c, d) \
+    (SCENE_AT3(ka, i, T, a, b, c) + (d) * SCENE_ARG_STRIDE(ka, i, 3))
 
 #if defined(__APPLE__)
 /* Mach-O section names are "segment,section": the entry stays in the one
  * code section, and the link's order file (`_kernel_entry` first) puts it
  * at offset 0 of __TEXT,__text. */
 #define SCENE_KERNEL_ENTRY(ka)                                               \
-    __attribute__((section("__TEXT,__text"), used, visibility("default"))) \
+    SCENE_EXTERN_C __attribute__((section("__TEXT,__text"), used, visibility("default"))) \
     void kernel_entry(const SceneKernelArgs *ka)
 #else
 /* ELF: its own input section, placed first by the link script. */
 #define SCENE_KERNEL_ENTRY(ka)                                                  \
-    __attribute__((section(".text.kernel_entry"), used, visibility("default"))) \
+    SCENE_EXTERN_C __attribute__((section(".text.kernel_entry"), used, visibility("default"))) \
     void kernel_entry(const SceneKernelArgs *ka)
 #endif
 
@@ -163,5 +187,9 @@ static inline float scene_expf(float x) {
     s.u = (uint32_t)(k + 127) << 23;
     return p * s.f;
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* SCENE_KERNEL_H */

@@ -17,14 +17,53 @@
  *
  * The orchestration calls the runtime only through `ctx->ops`, so the shared
  * object has no undefined symbols on the runtime.
+ *
+ * ABI v2 (`ctx->ops->abi_version >= 2`) adds, without changing v1:
+ * - tensor metadata: `scene_orch_desc(ctx, i)` is run argument i's dtype,
+ *   rank, shape and strides (NULL for scalars);
+ * - task arguments with metadata and views (`SceneTaskArgV2`,
+ *   `scene_task_arg`, `scene_task_view`, `scene_orch_submit_v2`): kernels
+ *   receive each argument's view (base pointer at the view's first element,
+ *   shape, strides); dependencies come from the bytes a view spans (its
+ *   bounding range: two disjoint row blocks never serialise, two column
+ *   blocks of one matrix conservatively do);
+ * - data access from the orchestration: `scene_orch_read` waits for every
+ *   submitted task that writes the range (only those) and copies it out;
+ *   `scene_orch_write` waits for every in-flight task that reads or writes
+ *   it, then copies in; later tasks see the value; `scene_orch_fill` gives
+ *   a buffer an initial value;
+ * - memory scopes: buffers allocated between `scene_orch_begin_scope` and
+ *   `scene_orch_end_scope` are freed once every task using them finished
+ *   (`SCENE_SCOPE(ctx) { ... }`); `scene_orch_free` frees one buffer the
+ *   same way. An allocation that finds memory full waits for such frees.
+ *   A scope left open, a double free, or a task using a freed buffer fails
+ *   the run with a message.
+ *
+ *     SCENE_ORCH_ENTRY(rows, ctx, args, nargs) {
+ *         const SceneTensorDesc *x = scene_orch_desc(ctx, 0); // [M, N]
+ *         for (uint64_t r = 0; r < x->shape[0]; r += 16) {
+ *             uint64_t off[2] = {r, 0}, shape[2] = {16, x->shape[1]};
+ *             SceneTaskArgV2 t[2] = {
+ *                 scene_task_view(scene_task_arg(ctx, args, 0, SCENE_DIR_IN), off, shape),
+ *                 scene_task_view(scene_task_arg(ctx, args, 1, SCENE_DIR_OUT), off, shape)};
+ *             int32_t rc = scene_orch_submit_v2(ctx, 0, 1, t, 2);
+ *             if (rc) return rc;
+ *         }
+ *         return 0;
+ *     }
  */
 #ifndef SCENE_ORCH_H
 #define SCENE_ORCH_H
 
 #include <stdint.h>
 #include "scene_runtime.h"
+#include "scene_tensor.h"
 
-#define SCENE_ORCH_ABI_VERSION 1
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SCENE_ORCH_ABI_VERSION 2
 
 typedef struct SceneOrchArg {
     uint32_t direction; /* SCENE_DIR_* */
@@ -34,6 +73,16 @@ typedef struct SceneOrchArg {
 } SceneOrchArg;
 
 typedef SceneOrchArg SceneTaskArg;
+
+/* A v2 task argument: a buffer (device address and size in bytes) and the
+ * view of it the kernel gets (`desc`), or a scalar (`value`, desc unused). */
+typedef struct SceneTaskArgV2 {
+    uint32_t direction; /* SCENE_DIR_* */
+    uint32_t reserved;
+    uint64_t value; /* buffer device address or scalar bits */
+    uint64_t size;  /* buffer bytes (tensors), 0 (scalars) */
+    SceneTensorDesc desc;
+} SceneTaskArgV2;
 
 typedef struct SceneOrchCtx SceneOrchCtx;
 
@@ -46,6 +95,26 @@ typedef struct SceneOrchOps {
                       const SceneTaskArg *args, uint32_t num_args);
     /* Report an error message (shown in the run's error). */
     void (*fail)(SceneOrchCtx *ctx, const char *message);
+    /* ---- v2 (abi_version >= 2) ---- */
+    /* Run argument `index`'s metadata; NULL for scalars or out of range. */
+    const SceneTensorDesc *(*arg_desc)(SceneOrchCtx *ctx, uint32_t index);
+    /* Submit with metadata and views. Returns a status. */
+    int32_t (*submit_v2)(SceneOrchCtx *ctx, uint32_t func_id, uint32_t block_num,
+                         const SceneTaskArgV2 *args, uint32_t num_args);
+    /* Copy `size` bytes at byte `offset` of buffer `addr` to host memory,
+     * once every submitted task writing them finished. */
+    int32_t (*read)(SceneOrchCtx *ctx, uint64_t addr, uint64_t offset, void *dst, uint64_t size);
+    /* Copy host memory into the buffer once every in-flight task reading or
+     * writing the range finished; later tasks see it. */
+    int32_t (*write)(SceneOrchCtx *ctx, uint64_t addr, uint64_t offset, const void *src,
+                     uint64_t size);
+    /* Like write, repeating `pattern` (pattern_size bytes) over the range. */
+    int32_t (*fill)(SceneOrchCtx *ctx, uint64_t addr, uint64_t offset, uint64_t size,
+                    const void *pattern, uint32_t pattern_size);
+    /* Free an allocation once every task using it finished. */
+    int32_t (*free)(SceneOrchCtx *ctx, uint64_t addr);
+    int32_t (*begin_scope)(SceneOrchCtx *ctx);
+    int32_t (*end_scope)(SceneOrchCtx *ctx);
 } SceneOrchOps;
 
 struct SceneOrchCtx {
@@ -54,7 +123,7 @@ struct SceneOrchCtx {
 };
 
 #define SCENE_ORCH_ENTRY(name, ctx, args, nargs)                                  \
-    __attribute__((visibility("default"))) int32_t name(SceneOrchCtx *ctx,      \
+    SCENE_EXTERN_C __attribute__((visibility("default"))) int32_t name(SceneOrchCtx *ctx,      \
                                                         const SceneOrchArg *args, \
                                                         uint32_t nargs)
 
@@ -65,6 +134,131 @@ static inline int32_t scene_orch_submit(SceneOrchCtx *ctx, uint32_t func_id, uin
                                         const SceneTaskArg *args, uint32_t num_args) {
     return ctx->ops->submit(ctx, func_id, block_num, args, num_args);
 }
+
+/* ---- v2 helpers ---- */
+
+static inline int scene_orch_has_v2(SceneOrchCtx *ctx) { return ctx->ops->abi_version >= 2; }
+
+static inline const SceneTensorDesc *scene_orch_desc(SceneOrchCtx *ctx, uint32_t index) {
+    return scene_orch_has_v2(ctx) ? ctx->ops->arg_desc(ctx, index) : (const SceneTensorDesc *)0;
+}
+
+static inline int32_t scene_orch_submit_v2(SceneOrchCtx *ctx, uint32_t func_id,
+                                           uint32_t block_num, const SceneTaskArgV2 *args,
+                                           uint32_t num_args) {
+    if (!scene_orch_has_v2(ctx)) return SCENE_RT_E_ABI;
+    return ctx->ops->submit_v2(ctx, func_id, block_num, args, num_args);
+}
+
+/* Run argument `index` as a whole, with its metadata. */
+static inline SceneTaskArgV2 scene_task_arg(SceneOrchCtx *ctx, const SceneOrchArg *args,
+                                            uint32_t index, uint32_t direction) {
+    SceneTaskArgV2 t;
+    const SceneTensorDesc *d = scene_orch_desc(ctx, index);
+    uint64_t bytes[1];
+    t.direction = direction;
+    t.reserved = 0;
+    t.value = args[index].value;
+    t.size = args[index].size;
+    bytes[0] = args[index].size;
+    t.desc = d ? *d : scene_desc_contiguous(SCENE_DTYPE_BYTES, 1, bytes);
+    return t;
+}
+
+/* A buffer the orchestration allocated, described as a contiguous tensor. */
+static inline SceneTaskArgV2 scene_task_buf(uint32_t direction, uint64_t addr, uint32_t dtype,
+                                            uint32_t rank, const uint64_t *shape) {
+    SceneTaskArgV2 t;
+    t.direction = direction;
+    t.reserved = 0;
+    t.value = addr;
+    t.desc = scene_desc_contiguous(dtype, rank, shape);
+    t.size = scene_desc_numel(&t.desc) * scene_dtype_size(dtype);
+    return t;
+}
+
+/* A view of a task argument: element `offsets` becomes (0, ...), `shape`
+ * elements per dimension, same strides. */
+static inline SceneTaskArgV2 scene_task_view(SceneTaskArgV2 t, const uint64_t *offsets,
+                                             const uint64_t *shape) {
+    t.desc = scene_desc_view(&t.desc, offsets, shape);
+    return t;
+}
+
+/* Same argument, another direction. */
+static inline SceneTaskArgV2 scene_task_dir(SceneTaskArgV2 t, uint32_t direction) {
+    t.direction = direction;
+    return t;
+}
+
+static inline SceneTaskArgV2 scene_task_scalar(uint64_t bits) {
+    SceneTaskArgV2 t;
+    uint64_t none[1] = {0};
+    t.direction = SCENE_DIR_SCALAR;
+    t.reserved = 0;
+    t.value = bits;
+    t.size = 0;
+    t.desc = scene_desc_contiguous(SCENE_DTYPE_BYTES, 0, none);
+    return t;
+}
+
+static inline SceneTaskArgV2 scene_task_scalar_f32(float f) {
+    union { uint32_t u; float f; } v;
+    v.f = f;
+    return scene_task_scalar((uint64_t)v.u);
+}
+
+static inline int32_t scene_orch_read(SceneOrchCtx *ctx, uint64_t addr, uint64_t offset,
+                                      void *dst, uint64_t size) {
+    if (!scene_orch_has_v2(ctx)) return SCENE_RT_E_ABI;
+    return ctx->ops->read(ctx, addr, offset, dst, size);
+}
+
+static inline int32_t scene_orch_write(SceneOrchCtx *ctx, uint64_t addr, uint64_t offset,
+                                       const void *src, uint64_t size) {
+    if (!scene_orch_has_v2(ctx)) return SCENE_RT_E_ABI;
+    return ctx->ops->write(ctx, addr, offset, src, size);
+}
+
+static inline int32_t scene_orch_fill(SceneOrchCtx *ctx, uint64_t addr, uint64_t offset,
+                                      uint64_t size, const void *pattern, uint32_t pattern_size) {
+    if (!scene_orch_has_v2(ctx)) return SCENE_RT_E_ABI;
+    return ctx->ops->fill(ctx, addr, offset, size, pattern, pattern_size);
+}
+
+/* Read / write the element at `idx` of a task argument's view. */
+static inline int32_t scene_orch_get(SceneOrchCtx *ctx, const SceneTaskArgV2 *t,
+                                     const uint64_t *idx, void *out) {
+    uint32_t es = scene_dtype_size(t->desc.dtype);
+    return scene_orch_read(ctx, t->value, scene_desc_offset(&t->desc, idx) * es, out, es);
+}
+
+static inline int32_t scene_orch_set(SceneOrchCtx *ctx, const SceneTaskArgV2 *t,
+                                     const uint64_t *idx, const void *value) {
+    uint32_t es = scene_dtype_size(t->desc.dtype);
+    return scene_orch_write(ctx, t->value, scene_desc_offset(&t->desc, idx) * es, value, es);
+}
+
+static inline int32_t scene_orch_free(SceneOrchCtx *ctx, uint64_t addr) {
+    if (!scene_orch_has_v2(ctx)) return SCENE_RT_E_ABI;
+    return ctx->ops->free(ctx, addr);
+}
+
+static inline int32_t scene_orch_begin_scope(SceneOrchCtx *ctx) {
+    if (!scene_orch_has_v2(ctx)) return SCENE_RT_E_ABI;
+    return ctx->ops->begin_scope(ctx);
+}
+
+static inline int32_t scene_orch_end_scope(SceneOrchCtx *ctx) {
+    if (!scene_orch_has_v2(ctx)) return SCENE_RT_E_ABI;
+    return ctx->ops->end_scope(ctx);
+}
+
+/* SCENE_SCOPE(ctx) { ... }: a memory scope around a block (do not leave
+ * the block with `return` or `break`; the scope would stay open). */
+#define SCENE_SCOPE(ctx)                                                          \
+    for (int scene_scope_once_ = (scene_orch_begin_scope(ctx), 1); scene_scope_once_; \
+         scene_scope_once_ = (scene_orch_end_scope(ctx), 0))
 
 #define SCENE_IN(a) ((SceneTaskArg){SCENE_DIR_IN, 0, (a).value, (a).size})
 #define SCENE_OUT(a) ((SceneTaskArg){SCENE_DIR_OUT, 0, (a).value, (a).size})
@@ -78,5 +272,9 @@ static inline SceneTaskArg scene_scalar_f32(float f) {
     v.f = f;
     return (SceneTaskArg){SCENE_DIR_SCALAR, 0, (uint64_t)v.u, 0};
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* SCENE_ORCH_H */

@@ -19,12 +19,13 @@
 #define SCENE_RUNTIME_H
 
 #include <stdint.h>
+#include "scene_tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define SCENE_RUNTIME_ABI_VERSION 1
+#define SCENE_RUNTIME_ABI_VERSION 2
 
 /* Status codes. */
 #define SCENE_RT_OK 0
@@ -107,6 +108,11 @@ int32_t scene_rt_copy_from_device(SceneDevice *dev, void *dst, uint64_t src, uin
 int32_t scene_rt_register_callable(SceneDevice *dev, const SceneCallableDesc *desc, uint32_t *out_handle);
 int32_t scene_rt_unregister_callable(SceneDevice *dev, uint32_t handle);
 int32_t scene_rt_run(SceneDevice *dev, uint32_t handle, const SceneRunArg *args, uint32_t num_args);
+/* ABI v2: as scene_rt_run, with each argument's metadata (`descs[i]`, one
+ * per argument, ignored for scalars; what scene_orch_desc() returns to the
+ * orchestration). `descs` may be NULL: then tensors are byte buffers. */
+int32_t scene_rt_run2(SceneDevice *dev, uint32_t handle, const SceneRunArg *args,
+                      const SceneTensorDesc *descs, uint32_t num_args);
 
 /* Message of the last error on this thread ("" if none). Never NULL. */
 const char *scene_rt_last_error(void);

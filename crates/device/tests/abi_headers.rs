@@ -10,7 +10,12 @@ use std::process::Command;
 use scene_device::abi::*;
 use scene_device::include_dir;
 
-const HEADERS: [&str; 3] = ["scene_runtime.h", "scene_kernel.h", "scene_orch.h"];
+const HEADERS: [&str; 4] = [
+    "scene_runtime.h",
+    "scene_kernel.h",
+    "scene_orch.h",
+    "scene_tensor.h",
+];
 
 /// Every Rust constant of the ABI, by its C name.
 fn rust_constants() -> BTreeMap<&'static str, i64> {
@@ -50,6 +55,18 @@ fn rust_constants() -> BTreeMap<&'static str, i64> {
         ("SCENE_DIR_OUT", i64::from(SCENE_DIR_OUT)),
         ("SCENE_DIR_INOUT", i64::from(SCENE_DIR_INOUT)),
         ("SCENE_DIR_SCALAR", i64::from(SCENE_DIR_SCALAR)),
+        ("SCENE_MAX_RANK", SCENE_MAX_RANK as i64),
+        ("SCENE_DTYPE_F32", i64::from(SCENE_DTYPE_F32)),
+        ("SCENE_DTYPE_F64", i64::from(SCENE_DTYPE_F64)),
+        ("SCENE_DTYPE_F16", i64::from(SCENE_DTYPE_F16)),
+        ("SCENE_DTYPE_BF16", i64::from(SCENE_DTYPE_BF16)),
+        ("SCENE_DTYPE_I8", i64::from(SCENE_DTYPE_I8)),
+        ("SCENE_DTYPE_U8", i64::from(SCENE_DTYPE_U8)),
+        ("SCENE_DTYPE_I16", i64::from(SCENE_DTYPE_I16)),
+        ("SCENE_DTYPE_I32", i64::from(SCENE_DTYPE_I32)),
+        ("SCENE_DTYPE_I64", i64::from(SCENE_DTYPE_I64)),
+        ("SCENE_DTYPE_BOOL", i64::from(SCENE_DTYPE_BOOL)),
+        ("SCENE_DTYPE_BYTES", i64::from(SCENE_DTYPE_BYTES)),
     ])
 }
 
@@ -125,8 +142,10 @@ fn rust_layout() -> Layout {
         SceneCallableDesc { orch_so, orch_so_len, orch_symbol, incores, num_incores }
         SceneRunArg { direction, reserved, value, size }
         SceneOrchArg { direction, reserved, value, size }
-        SceneKernelArgs { abi_version, block_idx, block_num, num_args, args, arg_sizes }
-        SceneOrchOps { abi_version, alloc, submit, fail }
+        SceneKernelArgs { abi_version, block_idx, block_num, num_args, args, arg_sizes, descs }
+        SceneOrchOps { abi_version, alloc, submit, fail, arg_desc, submit_v2, read, write, fill, free, begin_scope, end_scope }
+        SceneTensorDesc { dtype, rank, offset, shape, strides }
+        SceneTaskArgV2 { direction, reserved, value, size, desc }
         SceneOrchCtx { ops, runtime }
     }
 }
