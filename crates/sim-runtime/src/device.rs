@@ -164,7 +164,10 @@ impl Shared {
 
     /// Frees an allocation; its pages turn inaccessible again.
     fn free(&self, addr: u64) -> RtResult<()> {
-        let block = lock(&self.mem).free(addr)?;
+        // Hidden under the allocator's lock: released earlier, the pages
+        // could be handed out again and exposed before this hides them.
+        let mut mem = lock(&self.mem);
+        let block = mem.free(addr)?;
         self.arena.hide(block.pages, block.pages_len);
         Ok(())
     }
