@@ -259,12 +259,42 @@ fn header_examples_compile_as_c_and_cxx() {
     assert!(orch.len() >= 2, "v1 and v2 examples expected: {orch:?}");
     for (i, block) in orch.iter().enumerate() {
         let src = format!("#include \"scene_orch.h\"\n{block}");
-        compiles(dir.path(), "cc", &["-std=c11", "-Wall", "-Wextra", "-Werror", "-fPIC"], &format!("orch{i}.c"), &src);
-        compiles(dir.path(), "c++", &["-x", "c++", "-std=c++17", "-Wall", "-Werror", "-fPIC"], &format!("orch{i}.cpp"), &src);
+        compiles(
+            dir.path(),
+            "cc",
+            &["-std=c11", "-Wall", "-Wextra", "-Werror", "-fPIC"],
+            &format!("orch{i}.c"),
+            &src,
+        );
+        compiles(
+            dir.path(),
+            "c++",
+            &["-x", "c++", "-std=c++17", "-Wall", "-Werror", "-fPIC"],
+            &format!("orch{i}.cpp"),
+            &src,
+        );
     }
     let kernel = examples("scene_kernel.h");
     assert_eq!(kernel.len(), 1, "{kernel:?}");
-    let freestanding = ["-ffreestanding", "-fno-builtin", "-Wall", "-Wextra", "-Werror"];
-    compiles(dir.path(), "cc", &[&["-std=c11"], &freestanding[..]].concat(), "kernel.c", &kernel[0]);
-    compiles(dir.path(), "c++", &[&["-x", "c++", "-std=c++17"], &freestanding[..]].concat(), "kernel.cpp", &kernel[0]);
+    let freestanding = [
+        "-ffreestanding",
+        "-fno-builtin",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+    ];
+    compiles(
+        dir.path(),
+        "cc",
+        &[&["-std=c11"], &freestanding[..]].concat(),
+        "kernel.c",
+        &kernel[0],
+    );
+    compiles(
+        dir.path(),
+        "c++",
+        &[&["-x", "c++", "-std=c++17"], &freestanding[..]].concat(),
+        "kernel.cpp",
+        &kernel[0],
+    );
 }

@@ -4,6 +4,7 @@ mod common;
 mod decode_layer;
 mod gemm;
 mod rmsnorm;
+mod scope_loop;
 mod softmax;
 mod vector_example;
 
@@ -15,4 +16,5 @@ pub fn register(r: GoldenRegistry) -> GoldenRegistry {
         .register("softmax", softmax::golden)
         .register("rmsnorm", rmsnorm::golden)
         .register("decode_layer", decode_layer::golden)
+        .register("scope_loop", scope_loop::golden)
 }
