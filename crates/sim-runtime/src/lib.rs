@@ -11,7 +11,8 @@
 //!   `SceneKernelArgs` (no dlopen of kernels);
 //! - the orchestration shared object is loaded from its registered bytes
 //!   (written to a private file and dlopen'ed; identical bytes are loaded once);
-//! - `scene_rt_run` runs the orchestration on its own thread; each submitted
+//! - `scene_rt_run` / `scene_rt_run2` (with each argument's dtype, shape and
+//!   strides) runs the orchestration on its own thread; each submitted
 //!   task gets dependencies from its arguments' directions over overlapping
 //!   byte ranges (RAW, WAR, WAW) and is executed, block by block, by emulated
 //!   core threads (`aic`/`aiv` options) while the orchestration keeps going;
@@ -44,9 +45,10 @@
 //! open devices), so a closed or bogus handle is an error, not a crash.
 //!
 //! The workspace denies `unsafe_code`; this crate allows it item by item,
-//! each block with a `// SAFETY:` comment, in five modules only: here (the
+//! each block with a `// SAFETY:` comment, in six modules only: here (the
 //! `no_mangle` C exports and reading their pointer arguments), `device`
-//! (calling the orchestration), `image` (executable mappings, `dlopen`),
+//! (calling the orchestration), `device/orch_v2` (the orchestration's v2
+//! pointer arguments), `image` (executable mappings, `dlopen`),
 //! `memory` (the arena mapping and page protection) and `crash` (signal
 //! handlers, alternate stacks, `atexit`). An implementation of a C ABI that runs
 //! machine code cannot do without it.
@@ -408,22 +410,54 @@ pub extern "C" fn scene_rt_run(
     num_args: u32,
 ) -> i32 {
     ffi("scene_rt_run", || {
-        let d = device(dev)?;
-        let args: &[SceneRunArg] = if num_args == 0 {
-            &[]
-        } else if args.is_null() {
-            return Err(RtError::Invalid(format!(
-                "args is NULL but num_args is {num_args}"
-            )));
-        } else {
-            #[allow(unsafe_code)]
-            // SAFETY: `args` points at `num_args` run arguments (caller contract).
-            unsafe {
-                std::slice::from_raw_parts(args, num_args as usize)
-            }
-        };
-        d.run(handle, args)
+        run(dev, handle, args, std::ptr::null(), num_args)
     })
+}
+
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
+#[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
+#[unsafe(no_mangle)]
+pub extern "C" fn scene_rt_run2(
+    dev: *mut SceneDevice,
+    handle: u32,
+    args: *const SceneRunArg,
+    descs: *const SceneTensorDesc,
+    num_args: u32,
+) -> i32 {
+    ffi("scene_rt_run", || run(dev, handle, args, descs, num_args))
+}
+
+fn run(
+    dev: *mut SceneDevice,
+    handle: u32,
+    args: *const SceneRunArg,
+    descs: *const SceneTensorDesc,
+    num_args: u32,
+) -> Result<(), RtError> {
+    let d = device(dev)?;
+    if num_args == 0 {
+        return d.run(handle, &[], None);
+    }
+    if args.is_null() {
+        return Err(RtError::Invalid(format!(
+            "args is NULL but num_args is {num_args}"
+        )));
+    }
+    #[allow(unsafe_code)]
+    // SAFETY: `args` points at `num_args` run arguments (caller contract).
+    let args = unsafe { std::slice::from_raw_parts(args, num_args as usize) };
+    let descs = (!descs.is_null()).then(|| {
+        #[allow(unsafe_code)]
+        // SAFETY: a non-NULL `descs` points at `num_args` descriptions
+        // (scene_runtime.h).
+        unsafe {
+            std::slice::from_raw_parts(descs, num_args as usize)
+        }
+    });
+    d.run(handle, args, descs)
 }
 
 /// Host address at which `func_id` of callable `handle` is mapped on `dev`

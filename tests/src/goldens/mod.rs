@@ -5,6 +5,7 @@ mod decode_layer;
 mod gemm;
 mod rmsnorm;
 mod scalar_data;
+mod scope_loop;
 mod softmax;
 mod vector_example;
 
@@ -17,4 +18,5 @@ pub fn register(r: GoldenRegistry) -> GoldenRegistry {
         .register("rmsnorm", rmsnorm::golden)
         .register("decode_layer", decode_layer::golden)
         .register("scalar_data", scalar_data::golden)
+        .register("scope_loop", scope_loop::golden)
 }
