@@ -69,25 +69,68 @@ fn scalar_data_passes_on_both_sim_platforms() {
     }
 }
 
-/// One mutated copy of the scene: in `file`, `from` (present exactly once)
-/// becomes `to`; the case must fail with a mismatch of each of `tensors`
-/// whose message contains each of `details`.
+/// `(file, from, to)`: in the scene's `file`, `from` (present exactly once)
+/// becomes `to`.
+type Edit = (&'static str, &'static str, &'static str);
+
+/// One changed copy of the scene, named `name`: its case must fail with a
+/// mismatch of each of `tensors` (and no other), whose messages contain
+/// each of `details`.
 struct Mutant {
     name: &'static str,
-    file: &'static str,
-    from: &'static str,
-    to: &'static str,
+    edits: &'static [Edit],
     tensors: &'static [&'static str],
     details: &'static [&'static str],
+}
+
+/// Copies the package scene as `m.name` into `env`'s scenes dir and applies
+/// `m.edits`.
+fn make_copy(env: &TestEnv, m: &Mutant) {
+    let dir = copy_scene(env, SCENE, m.name);
+    for (file, from, to) in m.edits {
+        let path = dir.join(file);
+        let src = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            src.matches(from).count(),
+            1,
+            "{}: `{from}` not exactly once in {file}",
+            m.name
+        );
+        std::fs::write(&path, src.replace(from, to)).unwrap();
+    }
+}
+
+/// Asserts that `m`'s case failed as `m` says, in `r`.
+fn assert_fails_as_expected(r: &Run, m: &Mutant) {
+    let block = r.block(&format!("{}::default", m.name));
+    assert!(block.starts_with("FAIL "), "{}: {}", m.name, r.text());
+    for t in m.tensors {
+        assert!(
+            block.contains(&format!("tensor `{t}` mismatch: ")),
+            "{}: no mismatch of `{t}` in\n{block}",
+            m.name
+        );
+    }
+    assert_eq!(
+        block.matches(" mismatch: ").count(),
+        m.tensors.len(),
+        "{}: other tensors differ too:\n{block}",
+        m.name
+    );
+    for d in m.details {
+        assert!(block.contains(d), "{}: `{d}` missing in\n{block}", m.name);
+    }
 }
 
 const MUTANTS: &[Mutant] = &[
     // Step 11 writes 87 instead of 88: check[7] alone differs.
     Mutant {
         name: "sd_write_87",
-        file: "orchestration.c",
-        from: "const float c_new = 88.0f;",
-        to: "const float c_new = 87.0f;",
+        edits: &[(
+            "orchestration.c",
+            "const float c_new = 88.0f;",
+            "const float c_new = 87.0f;",
+        )],
         tensors: &["check"],
         details: &[
             "tensor `check` mismatch: 1 / 9 elements",
@@ -98,18 +141,22 @@ const MUTANTS: &[Mutant] = &[
     // check[2], check[3] and check[4] (= c[0] + s[0]) are wrong.
     Mutant {
         name: "sd_no_fill",
-        file: "orchestration.c",
-        from: "TRY(4, scene_orch_fill(ctx, s_addr, 0, sizeof(float), &s_init, sizeof s_init));",
-        to: "(void)s_init;",
+        edits: &[(
+            "orchestration.c",
+            "TRY(4, scene_orch_fill(ctx, s_addr, 0, sizeof(float), &s_init, sizeof s_init));",
+            "(void)s_init;",
+        )],
         tensors: &["check"],
         details: &["tensor `check` mismatch: 3 / 9 elements", "expected 77"],
     },
     // Step 12 without restoring b[0]: result[0] = 2 + 55.
     Mutant {
         name: "sd_no_restore",
-        file: "orchestration.c",
-        from: "TRY(12, scene_orch_set(ctx, &b, idx, &b_orig));",
-        to: "(void)b_orig;",
+        edits: &[(
+            "orchestration.c",
+            "TRY(12, scene_orch_set(ctx, &b, idx, &b_orig));",
+            "(void)b_orig;",
+        )],
         tensors: &["result"],
         details: &[
             "tensor `result` mismatch: 1 / 16384 elements",
@@ -121,9 +168,11 @@ const MUTANTS: &[Mutant] = &[
     // the slots step 11 and 12 overwrite.
     Mutant {
         name: "sd_kernel_sub",
-        file: "kernels/kernel_add.c",
-        from: "x[i * sx] + y[i * sy]",
-        to: "x[i * sx] - y[i * sy]",
+        edits: &[(
+            "kernels/kernel_add.c",
+            "x[i * sx] + y[i * sy]",
+            "x[i * sx] - y[i * sy]",
+        )],
         tensors: &["result", "check"],
         details: &[
             "tensor `result` mismatch: 16383 / 16384 elements",
@@ -141,18 +190,7 @@ fn mutated_orchestration_and_kernel_add_fail_naming_the_tensor() {
     // the mutations', not the temp dir's.
     copy_scene(&env, SCENE, SCENE);
     for m in MUTANTS {
-        let dir = copy_scene(&env, SCENE, m.name);
-        let path = dir.join(m.file);
-        let src = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(
-            src.matches(m.from).count(),
-            1,
-            "{}: `{}` not exactly once in {}",
-            m.name,
-            m.from,
-            m.file
-        );
-        std::fs::write(&path, src.replace(m.from, m.to)).unwrap();
+        make_copy(&env, m);
     }
 
     let r = run(&env, &["run", "--platform", "a2a3sim"]);
@@ -163,24 +201,7 @@ fn mutated_orchestration_and_kernel_add_fail_naming_the_tensor() {
         r.text()
     );
     for m in MUTANTS {
-        let block = r.block(&format!("{}::default", m.name));
-        assert!(block.starts_with("FAIL "), "{}: {}", m.name, r.text());
-        for t in m.tensors {
-            assert!(
-                block.contains(&format!("tensor `{t}` mismatch: ")),
-                "{}: no mismatch of `{t}` in\n{block}",
-                m.name
-            );
-        }
-        assert_eq!(
-            block.matches(" mismatch: ").count(),
-            m.tensors.len(),
-            "{}: other tensors differ too:\n{block}",
-            m.name
-        );
-        for d in m.details {
-            assert!(block.contains(d), "{}: `{d}` missing in\n{block}", m.name);
-        }
+        assert_fails_as_expected(&r, m);
     }
     assert_eq!(
         r.stdout.lines().last(),
@@ -188,4 +209,48 @@ fn mutated_orchestration_and_kernel_add_fail_naming_the_tensor() {
         "{}",
         r.text()
     );
+}
+
+/// Step 11's write of c[0] must wait for the kernel reading c, but nothing
+/// in `check` shows whether it did (as in the original). A probe copy makes
+/// it visible: kernel_add spins before it adds, the reader writes `result`
+/// (step 13 overwrites it later), and check[7] gets that reader's
+/// result[0] instead of c[0]. It is 2 (= old c[0] + b[0]) only if the write
+/// waited; 88 + 0 if it overtook the reader. So the probe's case fails with
+/// check[7] = 2 against the golden's 88, and with nothing else.
+#[test]
+fn step_11_write_waits_for_the_kernel_reading_c() {
+    const PROBE: Mutant = Mutant {
+        name: "sd_probe_war",
+        edits: &[
+            (
+                "kernels/kernel_add.c",
+                "    SCENE_FOR_BLOCK_RANGE(ka, n, i) {",
+                "    for (volatile uint64_t spin = 0; spin < 20000000; spin++) {}\n    \
+                 SCENE_FOR_BLOCK_RANGE(ka, n, i) {",
+            ),
+            (
+                "orchestration.c",
+                "scene_task_dir(c, SCENE_DIR_IN), b, g)",
+                "scene_task_dir(c, SCENE_DIR_IN), b, \
+                 scene_task_arg(ctx, args, ARG_RESULT, SCENE_DIR_OUT))",
+            ),
+            (
+                "orchestration.c",
+                "TRY(11, scene_orch_get(ctx, &c, idx, &c_back));",
+                "SceneTaskArgV2 probe = scene_task_arg(ctx, args, ARG_RESULT, SCENE_DIR_IN);\n    \
+                 TRY(11, scene_orch_get(ctx, &probe, idx, &c_back));",
+            ),
+        ],
+        tensors: &["check"],
+        details: &[
+            "tensor `check` mismatch: 1 / 9 elements",
+            "[7]: actual 2, expected 88",
+        ],
+    };
+    let env = TestEnv::with_scenes(&[]);
+    make_copy(&env, &PROBE);
+    let r = run(&env, &["run", "--platform", "a2a3sim"]);
+    assert_eq!(r.code, Some(1), "{}", r.text());
+    assert_fails_as_expected(&r, &PROBE);
 }
