@@ -38,7 +38,9 @@ enum { ARG_A = 0, ARG_B = 1, ARG_RESULT = 2, ARG_CHECK = 3, NUM_ARGS = 4 };
 #define CHECK_SLOTS 9
 #define BLOCKS 4
 
-/* Reports which step's call failed, with its status; returns the status. */
+/* Reports which step's call failed, with its status; returns the status.
+ * (A call the runtime refused has recorded its own message, which is the
+ * one the run shows.) */
 static int32_t step_failed(SceneOrchCtx *ctx, int step, const char *call, int32_t rc) {
     char msg[256];
     snprintf(msg, sizeof msg, "scalar_data_orch step %d: %s returned %d", step, call, (int)rc);
