@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::error::RuntimeError;
+use scene_abi::SceneTensorDesc;
+
 use crate::runtime::{CallableImage, DeviceSession, Direction, RunArg, Runtime};
 
 /// A tensor argument of a run.
@@ -22,6 +24,10 @@ pub struct TensorArg<'a> {
     pub size: u64,
     /// Bytes to upload first (`In` and `InOut` tensors).
     pub input: Option<&'a [u8]>,
+    /// `SCENE_DTYPE_*` and shape: the metadata the orchestration reads
+    /// (contiguous, row-major).
+    pub dtype: u32,
+    pub shape: Vec<u64>,
 }
 
 /// One argument of a run, in orchestration-signature order.
@@ -144,10 +150,14 @@ fn on_device(
         .register(&job.callable)
         .map_err(err("registering the callable".into()))?;
     let mut args = Vec::with_capacity(job.args.len());
+    let mut descs = Vec::with_capacity(job.args.len());
     let mut buffers = Vec::new();
     for a in &job.args {
         match a {
-            JobArg::Scalar(v) => args.push(RunArg::Scalar(*v)),
+            JobArg::Scalar(v) => {
+                args.push(RunArg::Scalar(*v));
+                descs.push(SceneTensorDesc::default());
+            }
             JobArg::Tensor(t) => {
                 let addr = device
                     .malloc(t.size)
@@ -167,10 +177,13 @@ fn on_device(
                     addr,
                     size: t.size,
                 });
+                descs.push(SceneTensorDesc::contiguous(t.dtype, &t.shape));
             }
         }
     }
-    device.run(handle, &args).map_err(err("run".into()))?;
+    device
+        .run_described(handle, &args, &descs)
+        .map_err(err("run".into()))?;
     let mut outputs = Vec::new();
     for &(t, addr) in &buffers {
         if t.direction != Direction::In {

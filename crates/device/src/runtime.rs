@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use scene_abi::{
     SCENE_DIR_IN, SCENE_DIR_INOUT, SCENE_DIR_OUT, SCENE_DIR_SCALAR, SCENE_RT_E_INVALID,
     SCENE_RT_OK, SCENE_RUNTIME_ABI_VERSION, SceneCallableDesc, SceneIncoreDesc, SceneRunArg,
+    SceneTensorDesc,
 };
 
 use crate::error::RuntimeError;
@@ -60,7 +61,6 @@ type Dev = *mut c_void;
 /// Every entry point, resolved once at load.
 #[derive(Debug, Clone, Copy)]
 struct Api {
-    abi_version: unsafe extern "C" fn() -> i32,
     open: unsafe extern "C" fn(i32, *const c_char, *mut Dev) -> i32,
     close: unsafe extern "C" fn(Dev) -> i32,
     malloc: unsafe extern "C" fn(Dev, u64, *mut u64) -> i32,
@@ -70,6 +70,7 @@ struct Api {
     register_callable: unsafe extern "C" fn(Dev, *const SceneCallableDesc, *mut u32) -> i32,
     unregister_callable: unsafe extern "C" fn(Dev, u32) -> i32,
     run: unsafe extern "C" fn(Dev, u32, *const SceneRunArg, u32) -> i32,
+    run2: unsafe extern "C" fn(Dev, u32, *const SceneRunArg, *const SceneTensorDesc, u32) -> i32,
     last_error: unsafe extern "C" fn() -> *const c_char,
     /// Optional (`scene_rt_crash_report`): runtimes without it give no
     /// crash context.
@@ -213,8 +214,18 @@ impl Runtime {
                 *s
             }};
         }
+        // The version first: a runtime of another ABI version is refused
+        // as such, not for a symbol that version lacks.
+        let abi_version: unsafe extern "C" fn() -> i32 = sym!("scene_rt_abi_version");
+        // SAFETY: `scene_rt_abi_version` takes no arguments and has no preconditions.
+        let found = unsafe { abi_version() };
+        if found != SCENE_RUNTIME_ABI_VERSION {
+            return Err(RuntimeError::AbiMismatch {
+                found,
+                expected: SCENE_RUNTIME_ABI_VERSION,
+            });
+        }
         let api = Api {
-            abi_version: sym!("scene_rt_abi_version"),
             open: sym!("scene_rt_open"),
             close: sym!("scene_rt_close"),
             malloc: sym!("scene_rt_malloc"),
@@ -224,6 +235,7 @@ impl Runtime {
             register_callable: sym!("scene_rt_register_callable"),
             unregister_callable: sym!("scene_rt_unregister_callable"),
             run: sym!("scene_rt_run"),
+            run2: sym!("scene_rt_run2"),
             last_error: sym!("scene_rt_last_error"),
             // SAFETY: as for `sym!`: declared in scene_runtime.h with this
             // signature; absent in runtimes that do not offer it.
@@ -231,14 +243,6 @@ impl Runtime {
                 .ok()
                 .map(|s| *s),
         };
-        // SAFETY: `scene_rt_abi_version` takes no arguments and has no preconditions.
-        let found = unsafe { (api.abi_version)() };
-        if found != SCENE_RUNTIME_ABI_VERSION {
-            return Err(RuntimeError::AbiMismatch {
-                found,
-                expected: SCENE_RUNTIME_ABI_VERSION,
-            });
-        }
         Ok(Runtime {
             api,
             path: path.to_owned(),
@@ -435,6 +439,31 @@ impl DeviceSession<'_> {
             .map_err(|_| RuntimeError::InvalidArgument(format!("{} run args", c.len())))?;
         // SAFETY: `c` holds `n` run arguments and outlives the call.
         let status = unsafe { (self.rt.api.run)(self.dev, handle.0, c.as_ptr(), n) };
+        self.rt.check("scene_rt_run", status)
+    }
+
+    /// [`DeviceSession::run`] with each argument's metadata (`descs[i]`,
+    /// one per argument; scalars' are ignored): what the orchestration
+    /// reads with `scene_orch_desc`.
+    pub fn run_described(
+        &self,
+        handle: CallableHandle,
+        args: &[RunArg],
+        descs: &[SceneTensorDesc],
+    ) -> Result<(), RuntimeError> {
+        if descs.len() != args.len() {
+            return Err(RuntimeError::InvalidArgument(format!(
+                "{} run args but {} descriptions",
+                args.len(),
+                descs.len()
+            )));
+        }
+        let c: Vec<SceneRunArg> = args.iter().map(|a| a.to_c()).collect();
+        let n = u32::try_from(c.len())
+            .map_err(|_| RuntimeError::InvalidArgument(format!("{} run args", c.len())))?;
+        // SAFETY: `c` and `descs` hold `n` entries each and outlive the call.
+        let status =
+            unsafe { (self.rt.api.run2)(self.dev, handle.0, c.as_ptr(), descs.as_ptr(), n) };
         self.rt.check("scene_rt_run", status)
     }
 

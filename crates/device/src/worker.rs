@@ -157,6 +157,8 @@ enum FileArg {
         name: String,
         direction: String,
         size: u64,
+        dtype: u32,
+        shape: Vec<u64>,
         input: Option<Span>,
         output: Option<Span>,
     },
@@ -285,6 +287,8 @@ pub fn prepare(job: &DeviceJob<'_>, runtime: &Path) -> Result<PreparedJob, Worke
                     name: t.name.to_owned(),
                     direction: direction_name(t.direction).to_owned(),
                     size: t.size,
+                    dtype: t.dtype,
+                    shape: t.shape.clone(),
                     input,
                     output: None,
                 }
@@ -551,6 +555,8 @@ fn serve_job(dir: &Path) -> Result<(), String> {
                 name,
                 direction,
                 size,
+                dtype,
+                shape,
                 ..
             } => JobArg::Tensor(TensorArg {
                 name,
@@ -558,6 +564,8 @@ fn serve_job(dir: &Path) -> Result<(), String> {
                     .ok_or_else(|| format!("unknown direction `{direction}`"))?,
                 size: *size,
                 input: input.as_deref(),
+                dtype: *dtype,
+                shape: shape.clone(),
             }),
         });
     }

@@ -57,7 +57,10 @@ fn sim_runtime_memory_round_trip_and_errors() {
         path.display()
     );
     let rt = Runtime::load(&lease, &path).unwrap();
-    assert_eq!(rt.abi_version(), 1);
+    assert_eq!(
+        rt.abi_version(),
+        scene_device::abi::SCENE_RUNTIME_ABI_VERSION
+    );
     assert_eq!(rt.path(), path);
 
     let dev = rt.open(0, "arena_mb=4;aic=1;aiv=1").unwrap();
@@ -276,7 +279,10 @@ fn files_that_are_not_runtimes_are_rejected_clearly() {
     let partial = c_so(
         dir.path(),
         "partial",
-        "int scene_rt_abi_version(void) { return 1; }\n",
+        &format!(
+            "int scene_rt_abi_version(void) {{ return {}; }}\n",
+            scene_device::abi::SCENE_RUNTIME_ABI_VERSION
+        ),
     );
     let e = Runtime::load(&lease, &partial).unwrap_err();
     assert!(
@@ -315,7 +321,7 @@ const char *scene_rt_last_error(void) { return ""; }
             e,
             RuntimeError::AbiMismatch {
                 found: 999,
-                expected: 1
+                expected: scene_device::abi::SCENE_RUNTIME_ABI_VERSION
             }
         ),
         "{e:?}"

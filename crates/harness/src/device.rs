@@ -421,6 +421,8 @@ fn device_job<'a>(work: DeviceWork<'a>, options: &'a str) -> DeviceJob<'a> {
                 },
                 size: tensor.bytes().len() as u64,
                 input: (spec.direction != ArgDirection::Out).then(|| tensor.bytes()),
+                dtype: abi_dtype(tensor.dtype()),
+                shape: tensor.shape().iter().map(|&d| d as u64).collect(),
             })
         });
     let scalars = work.scalars.iter().map(|&s| JobArg::Scalar(s));
@@ -452,4 +454,23 @@ fn output_tensors(work: DeviceWork<'_>, outputs: Vec<Vec<u8>>) -> Result<Vec<Ten
         );
     }
     Ok(tensors)
+}
+
+/// The ABI's `SCENE_DTYPE_*` for a tensor dtype (what `scene_orch_desc`
+/// and kernels' `descs` report).
+fn abi_dtype(dtype: scene_golden::DType) -> u32 {
+    use scene_device::abi::*;
+    use scene_golden::DType;
+    match dtype {
+        DType::F32 => SCENE_DTYPE_F32,
+        DType::F64 => SCENE_DTYPE_F64,
+        DType::F16 => SCENE_DTYPE_F16,
+        DType::BF16 => SCENE_DTYPE_BF16,
+        DType::I8 => SCENE_DTYPE_I8,
+        DType::U8 => SCENE_DTYPE_U8,
+        DType::I16 => SCENE_DTYPE_I16,
+        DType::I32 => SCENE_DTYPE_I32,
+        DType::I64 => SCENE_DTYPE_I64,
+        DType::Bool => SCENE_DTYPE_BOOL,
+    }
 }

@@ -4,12 +4,14 @@
 //! `unsafe` (allowed per item): calling the orchestration's entry and reading
 //! the context, arguments and messages it passes back through `ctx->ops`.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::ffi::{CStr, c_char, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Instant;
+
+mod orch_v2;
 
 use crate::crash::{self, Activity};
 use crate::error::{RtError, RtResult};
@@ -60,6 +62,21 @@ pub struct IncoreSpec<'a> {
 /// Stack of an emulated core thread (kernels) and the orchestration thread.
 const USER_STACK_BYTES: usize = 8 << 20;
 
+/// A task's kernel arguments: `args.descs` points into `descs`, which the
+/// box keeps at a stable address for as long as the task holds both.
+#[derive(Debug)]
+struct KernelArgs {
+    args: Box<SceneKernelArgs>,
+    /// Only kept alive (and read by kernels through `args.descs`).
+    _descs: Box<[SceneTensorDesc]>,
+}
+
+#[allow(unsafe_code)]
+// SAFETY: the only pointer inside is `args.descs`, into `descs`, which is
+// owned by the same value, immutable after construction, and only read
+// by kernels while the task (and so this value) is alive.
+unsafe impl Send for KernelArgs {}
+
 #[derive(Debug)]
 struct Task {
     func_id: u32,
@@ -68,7 +85,8 @@ struct Task {
     block_num: u32,
     next_block: u32,
     blocks_done: u32,
-    args: Box<SceneKernelArgs>,
+    /// Dropped when the task is done, so a long run keeps only small tasks.
+    args: Option<KernelArgs>,
     /// Arena offsets of the data of every buffer the task gets, for the
     /// canary check after each block.
     buffers: Vec<u64>,
@@ -96,7 +114,17 @@ struct Sched {
     error: Option<RtError>,
     fail_msgs: Vec<String>,
     orch_rc: Option<i32>,
+    /// Device addresses the orchestration allocated and has not freed.
     intermediates: Vec<u64>,
+    /// Open memory scopes, innermost last: what each allocated.
+    scopes: Vec<Vec<u64>>,
+    /// Freed by the orchestration (or its scope), still used by unfinished
+    /// tasks: freed when the last of them finishes.
+    released: HashSet<u64>,
+    /// Freed during this run, for "freed twice" and "used after free".
+    freed: HashSet<u64>,
+    /// Unfinished tasks per buffer (device address of its data).
+    users: HashMap<u64, usize>,
 }
 
 /// State shared with the core threads and the orchestration thread. Threads
@@ -168,8 +196,23 @@ impl Shared {
             return;
         }
         t.done = true;
+        t.args = None;
         let dependents = std::mem::take(&mut t.dependents);
+        let buffers = std::mem::take(&mut t.buffers);
         s.completed += 1;
+        for data in buffers {
+            let addr = DEVICE_BASE + data;
+            let left = s.users.get_mut(&addr).map(|n| {
+                *n -= 1;
+                *n
+            });
+            if left == Some(0) {
+                s.users.remove(&addr);
+                if s.released.remove(&addr) {
+                    let _ = self.free(addr);
+                }
+            }
+        }
         for d in dependents {
             let dt = &mut s.tasks[d];
             dt.pending -= 1;
@@ -200,7 +243,12 @@ fn core_thread(shared: Arc<Shared>, core: usize) {
             continue;
         };
         let t = &mut sched.tasks[tid];
-        let mut args = *t.args;
+        let Some(payload) = &t.args else {
+            // Unreachable: a ready task is not done.
+            sched.ready[core].pop_front();
+            continue;
+        };
+        let mut args = *payload.args;
         args.block_idx = t.next_block;
         t.next_block += 1;
         if t.next_block == t.block_num {
@@ -240,6 +288,10 @@ struct RunCtx {
     callable: Arc<Callable>,
     cores: [u32; 2],
     platform: &'static str,
+    /// One per run argument: what `arg_desc` returns (tensors only).
+    descs: Vec<Option<SceneTensorDesc>>,
+    /// Run arguments' device addresses: not the orchestration's to free.
+    deadline: Option<Instant>,
 }
 
 /// A simulated device.
@@ -431,13 +483,19 @@ impl Device {
     /// a fault is injected), check the arguments, start the orchestration,
     /// wait for it and every task it submitted (or the deadline), then clean
     /// up and report.
-    pub fn run(&self, handle: u32, args: &[SceneRunArg]) -> RtResult<()> {
+    pub fn run(
+        &self,
+        handle: u32,
+        args: &[SceneRunArg],
+        descs: Option<&[SceneTensorDesc]>,
+    ) -> RtResult<()> {
         self.check_alive()?;
         let _g = lock(&self.exec);
         self.check_alive()?;
         let run_no = self.count_run()?;
         let callable = self.callable(handle)?;
         self.check_run_args(args)?;
+        let descs = run_descs(args, descs)?;
         // Indexed like the arguments, so messages say `run argument N`;
         // scalars cover no bytes.
         *lock(&self.shared.run_args) = args
@@ -449,7 +507,7 @@ impl Device {
             .collect();
         *self.shared.sched() = Sched::default();
         let deadline = self.opts.timeout.map(|t| Instant::now() + t);
-        let orch_thread = self.start_orchestration(&callable, args)?;
+        let orch_thread = self.start_orchestration(&callable, args, descs, deadline)?;
         let outcome = self.wait_for_run(&callable, run_no, deadline)?;
         if let Some(h) = orch_thread {
             // The thread has published its result and is about to exit.
@@ -506,6 +564,8 @@ impl Device {
         &self,
         callable: &Arc<Callable>,
         args: &[SceneRunArg],
+        descs: Vec<Option<SceneTensorDesc>>,
+        deadline: Option<Instant>,
     ) -> RtResult<Option<JoinHandle<()>>> {
         if self.opts.faults.hang {
             return Ok(None);
@@ -515,6 +575,8 @@ impl Device {
             callable: Arc::clone(callable),
             cores: self.opts.cores,
             platform: self.opts.platform.name(),
+            descs,
+            deadline,
         });
         let args = args.to_vec();
         let h = std::thread::Builder::new()
@@ -606,6 +668,8 @@ impl Device {
     /// Frees what the orchestration allocated with `alloc` during the run.
     fn free_intermediates(&self, addrs: &[u64]) {
         for &a in addrs {
+            // Buffers freed during the run are gone already: an error here
+            // is that, not damage.
             let _ = self.shared.free(a);
         }
     }
@@ -665,6 +729,14 @@ static OPS: SceneOrchOps = SceneOrchOps {
     alloc: op_alloc,
     submit: op_submit,
     fail: op_fail,
+    arg_desc: orch_v2::op_arg_desc,
+    submit_v2: orch_v2::op_submit_v2,
+    read: orch_v2::op_read,
+    write: orch_v2::op_write,
+    fill: orch_v2::op_fill,
+    free: orch_v2::op_free,
+    begin_scope: orch_v2::op_begin_scope,
+    end_scope: orch_v2::op_end_scope,
 };
 
 fn orch_thread(ctx: Arc<RunCtx>, args: Vec<SceneRunArg>) {
@@ -682,6 +754,13 @@ fn orch_thread(ctx: Arc<RunCtx>, args: Vec<SceneRunArg>) {
         (ctx.callable.entry)(&mut c, args.as_ptr(), nargs)
     });
     let mut s = ctx.shared.sched();
+    if !s.scopes.is_empty() && s.error.is_none() {
+        s.error = Some(RtError::Orch(format!(
+            "orchestration `{}` returned with {} memory scope(s) still open (begin_scope without end_scope)",
+            ctx.callable.symbol,
+            s.scopes.len()
+        )));
+    }
     s.orch_rc = Some(rc);
     ctx.shared.done_cv.notify_all();
 }
@@ -707,10 +786,14 @@ fn record(rc: &RunCtx, e: RtError) -> i32 {
 
 extern "C" fn op_alloc(ctx: *mut SceneOrchCtx, size: u64) -> u64 {
     let Some(rc) = run_ctx(ctx) else { return 0 };
-    let r = rc.shared.alloc(size);
+    let r = orch_v2::alloc_waiting(rc, size);
     match r {
         Ok(a) => {
-            rc.shared.sched().intermediates.push(a);
+            let mut s = rc.shared.sched();
+            s.intermediates.push(a);
+            if let Some(scope) = s.scopes.last_mut() {
+                scope.push(a);
+            }
             a
         }
         Err(e) => {
@@ -767,7 +850,18 @@ extern "C" fn op_submit(
             std::slice::from_raw_parts(args, num_args as usize)
         }
     };
-    match submit(rc, func_id, block_num, args) {
+    // A v1 argument is a byte view of its whole range.
+    let args: Vec<SceneTaskArgV2> = args
+        .iter()
+        .map(|a| SceneTaskArgV2 {
+            direction: a.direction,
+            reserved: 0,
+            value: a.value,
+            size: a.size,
+            desc: SceneTensorDesc::contiguous(SCENE_DTYPE_BYTES, &[a.size]),
+        })
+        .collect();
+    match submit(rc, func_id, block_num, &args) {
         Ok(()) => SCENE_RT_OK,
         Err(e) => record(rc, e),
     }
@@ -775,12 +869,12 @@ extern "C" fn op_submit(
 
 /// One task submitted by the orchestration: check it, translate its
 /// arguments for the kernel, and put it into the task graph.
-fn submit(rc: &RunCtx, func_id: u32, block_num: u32, args: &[SceneOrchArg]) -> RtResult<()> {
+fn submit(rc: &RunCtx, func_id: u32, block_num: u32, args: &[SceneTaskArgV2]) -> RtResult<()> {
     if let Some(e) = &rc.shared.sched().error {
         return Err(e.clone());
     }
     let inc = runnable_incore(rc, func_id, block_num)?;
-    let (kargs, accesses, buffers) = kernel_args(rc, func_id, block_num, args)?;
+    let (payload, accesses, buffers) = kernel_args(rc, func_id, block_num, args)?;
     let task = Task {
         func_id,
         core: inc.core as usize,
@@ -788,7 +882,7 @@ fn submit(rc: &RunCtx, func_id: u32, block_num: u32, args: &[SceneOrchArg]) -> R
         block_num,
         next_block: 0,
         blocks_done: 0,
-        args: kargs,
+        args: Some(payload),
         buffers,
         pending: 0,
         dependents: Vec::new(),
@@ -826,15 +920,48 @@ fn runnable_incore(rc: &RunCtx, func_id: u32, block_num: u32) -> RtResult<&Incor
 /// A byte range of the arena a task touches: `(start, end, writes)`.
 type ArenaAccess = (u64, u64, bool);
 
+/// Where a tensor argument's view lies: the arena offset of its element 0
+/// and the byte length of the range it spans (its bounding range).
+fn view_span(mem: &Allocator, a: &SceneTaskArgV2, what: &str) -> RtResult<(u64, u64)> {
+    let d = &a.desc;
+    if d.rank as usize > SCENE_MAX_RANK {
+        return Err(RtError::Invalid(format!(
+            "{what}: rank {} is more than {SCENE_MAX_RANK}",
+            d.rank
+        )));
+    }
+    let es = dtype_size(d.dtype);
+    let (first, end) = d.element_span().unwrap_or((d.offset, d.offset));
+    let bytes = (end - first).checked_mul(es);
+    let start = first.checked_mul(es);
+    let (Some(start), Some(bytes)) = (start, bytes) else {
+        return Err(RtError::OutOfBounds(format!("{what}: the view overflows")));
+    };
+    if start.checked_add(bytes).is_none_or(|e| e > a.size) {
+        return Err(RtError::OutOfBounds(format!(
+            "{what}: the view (offset {} elements, shape {:?}, strides {:?}) spans bytes [{start}, {}) of a {}-byte buffer",
+            d.offset,
+            &d.shape[..d.rank as usize],
+            &d.strides[..d.rank as usize],
+            start.saturating_add(bytes),
+            a.size
+        )));
+    }
+    let addr = a.value.wrapping_add(start);
+    mem.check(addr, bytes, what)?;
+    Ok((addr - DEVICE_BASE, bytes))
+}
+
 /// The kernel's view of a task's arguments (device addresses become host
-/// pointers into the arena), the arena ranges the task reads and writes,
-/// and the data offsets of the buffers those ranges lie in.
+/// pointers into the arena at each view's first element), the arena
+/// ranges the task reads and writes, and the data offsets of the buffers
+/// those ranges lie in.
 fn kernel_args(
     rc: &RunCtx,
     func_id: u32,
     block_num: u32,
-    args: &[SceneOrchArg],
-) -> RtResult<(Box<SceneKernelArgs>, Vec<ArenaAccess>, Vec<u64>)> {
+    args: &[SceneTaskArgV2],
+) -> RtResult<(KernelArgs, Vec<ArenaAccess>, Vec<u64>)> {
     let mut kargs = Box::new(SceneKernelArgs {
         abi_version: SCENE_KERNEL_ABI_VERSION,
         block_idx: 0,
@@ -842,7 +969,9 @@ fn kernel_args(
         num_args: args.len() as u32,
         args: [0; SCENE_MAX_ARGS],
         arg_sizes: [0; SCENE_MAX_ARGS],
+        descs: std::ptr::null(),
     });
+    let mut descs: Box<[SceneTensorDesc]> = args.iter().map(|a| a.desc).collect();
     let mut accesses = Vec::with_capacity(args.len());
     let mut buffers = Vec::with_capacity(args.len());
     let mem = lock(&rc.shared.mem);
@@ -850,20 +979,33 @@ fn kernel_args(
         match a.direction {
             SCENE_DIR_SCALAR => kargs.args[i] = a.value,
             SCENE_DIR_IN | SCENE_DIR_OUT | SCENE_DIR_INOUT => {
-                let off = mem.check(
-                    a.value,
-                    a.size,
-                    &format!("task func_id {func_id} argument {i}"),
-                )?;
+                let what = format!("task func_id {func_id} argument {i}");
+                let (off, bytes) = match view_span(&mem, a, &what) {
+                    Ok(span) => span,
+                    Err(e) => {
+                        // The allocator lock is never held while taking the
+                        // scheduler's (the scheduler frees under its lock).
+                        drop(mem);
+                        return Err(if rc.shared.sched().freed.contains(&a.value) {
+                            RtError::OutOfBounds(format!(
+                                "{what}: uses buffer {:#x} after it was freed",
+                                a.value
+                            ))
+                        } else {
+                            e
+                        });
+                    }
+                };
                 kargs.args[i] = rc.shared.arena.host_ptr(off) as u64;
-                kargs.arg_sizes[i] = a.size;
+                kargs.arg_sizes[i] = bytes;
+                descs[i].offset = 0;
                 if let Place::Data { block, .. } = mem.place(off)
                     && !buffers.contains(&block.data)
                 {
                     buffers.push(block.data);
                 }
-                if a.size > 0 {
-                    accesses.push((off, off + a.size, a.direction != SCENE_DIR_IN));
+                if bytes > 0 {
+                    accesses.push((off, off + bytes, a.direction != SCENE_DIR_IN));
                 }
             }
             d => {
@@ -873,7 +1015,15 @@ fn kernel_args(
             }
         }
     }
-    Ok((kargs, accesses, buffers))
+    kargs.descs = descs.as_ptr();
+    Ok((
+        KernelArgs {
+            args: kargs,
+            _descs: descs,
+        },
+        accesses,
+        buffers,
+    ))
 }
 
 /// Adds the task to the graph: it depends on every unfinished task whose
@@ -904,6 +1054,9 @@ fn enqueue(rc: &RunCtx, mut task: Task, accesses: &[ArenaAccess]) -> RtResult<()
     }
     let core = task.core;
     task.pending = deps.len();
+    for &data in &task.buffers {
+        *sched.users.entry(DEVICE_BASE + data).or_default() += 1;
+    }
     sched.tasks.push(task);
     sched
         .accesses
@@ -918,4 +1071,36 @@ fn enqueue(rc: &RunCtx, mut task: Task, accesses: &[ArenaAccess]) -> RtResult<()
         rc.shared.work_cv[core].notify_all();
     }
     Ok(())
+}
+
+/// The run arguments' metadata: given (checked against each tensor's
+/// size) or, without any, each tensor as a byte buffer.
+fn run_descs(
+    args: &[SceneRunArg],
+    descs: Option<&[SceneTensorDesc]>,
+) -> RtResult<Vec<Option<SceneTensorDesc>>> {
+    args.iter()
+        .enumerate()
+        .map(|(i, a)| {
+            if a.direction == SCENE_DIR_SCALAR {
+                return Ok(None);
+            }
+            let Some(d) = descs.and_then(|d| d.get(i)) else {
+                return Ok(Some(SceneTensorDesc::contiguous(SCENE_DTYPE_BYTES, &[a.size])));
+            };
+            let es = dtype_size(d.dtype);
+            let fits = d.rank as usize <= SCENE_MAX_RANK
+                && d.element_span()
+                    .is_none_or(|(_, end)| end.checked_mul(es).is_some_and(|e| e <= a.size));
+            if !fits {
+                return Err(RtError::Invalid(format!(
+                    "run argument {i}: its description (dtype {}, shape {:?}) does not fit its {} bytes",
+                    d.dtype,
+                    &d.shape[..(d.rank as usize).min(SCENE_MAX_RANK)],
+                    a.size
+                )));
+            }
+            Ok(Some(*d))
+        })
+        .collect()
 }

@@ -408,22 +408,54 @@ pub extern "C" fn scene_rt_run(
     num_args: u32,
 ) -> i32 {
     ffi("scene_rt_run", || {
-        let d = device(dev)?;
-        let args: &[SceneRunArg] = if num_args == 0 {
-            &[]
-        } else if args.is_null() {
-            return Err(RtError::Invalid(format!(
-                "args is NULL but num_args is {num_args}"
-            )));
-        } else {
-            #[allow(unsafe_code)]
-            // SAFETY: `args` points at `num_args` run arguments (caller contract).
-            unsafe {
-                std::slice::from_raw_parts(args, num_args as usize)
-            }
-        };
-        d.run(handle, args)
+        run(dev, handle, args, std::ptr::null(), num_args)
     })
+}
+
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
+#[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
+#[unsafe(no_mangle)]
+pub extern "C" fn scene_rt_run2(
+    dev: *mut SceneDevice,
+    handle: u32,
+    args: *const SceneRunArg,
+    descs: *const SceneTensorDesc,
+    num_args: u32,
+) -> i32 {
+    ffi("scene_rt_run", || run(dev, handle, args, descs, num_args))
+}
+
+fn run(
+    dev: *mut SceneDevice,
+    handle: u32,
+    args: *const SceneRunArg,
+    descs: *const SceneTensorDesc,
+    num_args: u32,
+) -> Result<(), RtError> {
+    let d = device(dev)?;
+    if num_args == 0 {
+        return d.run(handle, &[], None);
+    }
+    if args.is_null() {
+        return Err(RtError::Invalid(format!(
+            "args is NULL but num_args is {num_args}"
+        )));
+    }
+    #[allow(unsafe_code)]
+    // SAFETY: `args` points at `num_args` run arguments (caller contract).
+    let args = unsafe { std::slice::from_raw_parts(args, num_args as usize) };
+    let descs = (!descs.is_null()).then(|| {
+        #[allow(unsafe_code)]
+        // SAFETY: a non-NULL `descs` points at `num_args` descriptions
+        // (scene_runtime.h).
+        unsafe {
+            std::slice::from_raw_parts(descs, num_args as usize)
+        }
+    });
+    d.run(handle, args, descs)
 }
 
 /// Host address at which `func_id` of callable `handle` is mapped on `dev`

@@ -1,0 +1,328 @@
+//! Orchestration ABI v2 operations: run-argument metadata, submits with
+//! views, ordered reads and writes of device data, and memory scopes.
+//!
+//! Ordering is exact and derived from the same access list the task graph
+//! uses: a read waits for every unfinished task that *writes* an
+//! overlapping byte range (and only for those); a write or fill waits for
+//! every unfinished task that reads or writes one. The orchestration thread
+//! is the only submitter and it is blocked while it waits, so no new
+//! conflicting task can appear meanwhile; tasks submitted afterwards depend
+//! on the memory as written.
+//!
+//! Scopes and `free` release a buffer: it is freed at once when no
+//! unfinished task uses it, else when the last such task finishes (see
+//! `Shared::complete_block`). An allocation that finds memory full waits
+//! while released buffers are pending, so a loop with a scoped temporary
+//! runs in bounded memory however far the orchestration runs ahead.
+//!
+//! `unsafe` (allowed per item): reading the orchestration's pointer
+//! arguments (task argument arrays, host buffers for read/write/fill).
+
+use std::ffi::c_void;
+use std::time::{Duration, Instant};
+
+use super::{RunCtx, Sched, record, run_ctx, submit};
+use crate::error::{RtError, RtResult};
+use scene_abi::*;
+
+/// How often a waiting orchestration re-checks the run's deadline.
+const WAIT_SLICE: Duration = Duration::from_millis(50);
+
+/// Waits (sched lock released while waiting) until `busy` is false.
+fn wait_until<'a>(
+    rc: &'a RunCtx,
+    mut s: std::sync::MutexGuard<'a, Sched>,
+    what: &str,
+    mut busy: impl FnMut(&Sched) -> bool,
+) -> RtResult<std::sync::MutexGuard<'a, Sched>> {
+    while busy(&s) {
+        if s.shutdown || rc.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(RtError::Timeout(format!(
+                "{what}: the run ended (deadline) while the orchestration was waiting"
+            )));
+        }
+        s = rc
+            .shared
+            .done_cv
+            .wait_timeout(s, WAIT_SLICE)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+    Ok(s)
+}
+
+/// Whether an unfinished task touches `[start, end)` (only its writes
+/// when `writes_only`).
+fn conflicts(s: &Sched, start: u64, end: u64, writes_only: bool) -> bool {
+    s.accesses.iter().any(|a| {
+        !s.tasks[a.task].done && a.start < end && start < a.end && (a.write || !writes_only)
+    })
+}
+
+/// The arena range `[off, off + size)` of `size` bytes at byte `offset` of
+/// the buffer at `addr`, checked against live allocations.
+fn data_range(rc: &RunCtx, addr: u64, offset: u64, size: u64, what: &str) -> RtResult<u64> {
+    let start = addr
+        .checked_add(offset)
+        .ok_or_else(|| RtError::OutOfBounds(format!("{what}: offset overflows")))?;
+    let checked = super::lock(&rc.shared.mem).check(start, size, what);
+    checked.map_err(|e| {
+        if rc.shared.sched().freed.contains(&addr) {
+            RtError::OutOfBounds(format!("{what}: buffer {addr:#x} was freed"))
+        } else {
+            e
+        }
+    })
+}
+
+/// Allocates, waiting for pending frees while memory is full.
+pub(crate) fn alloc_waiting(rc: &RunCtx, size: u64) -> RtResult<u64> {
+    loop {
+        match rc.shared.alloc(size) {
+            Ok(addr) => {
+                rc.shared.sched().freed.remove(&addr);
+                return Ok(addr);
+            }
+            Err(RtError::Oom(msg)) => {
+                let s = rc.shared.sched();
+                if s.released.is_empty() {
+                    return Err(RtError::Oom(msg));
+                }
+                let pending = s.released.len();
+                // Wait for at least one pending free, then try again.
+                drop(wait_until(rc, s, "orchestration alloc", |s| {
+                    s.released.len() >= pending
+                })?);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Frees `addr` now if no unfinished task uses it, else when the last one
+/// finishes.
+fn release(rc: &RunCtx, s: &mut Sched, addr: u64) {
+    s.intermediates.retain(|&a| a != addr);
+    for scope in &mut s.scopes {
+        scope.retain(|&a| a != addr);
+    }
+    s.freed.insert(addr);
+    if s.users.get(&addr).copied().unwrap_or(0) == 0 {
+        let _ = rc.shared.free(addr);
+    } else {
+        s.released.insert(addr);
+    }
+}
+
+pub(super) extern "C" fn op_arg_desc(ctx: *mut SceneOrchCtx, index: u32) -> *const SceneTensorDesc {
+    let Some(rc) = run_ctx(ctx) else {
+        return std::ptr::null();
+    };
+    match rc.descs.get(index as usize) {
+        Some(Some(d)) => d,
+        _ => std::ptr::null(),
+    }
+}
+
+pub(super) extern "C" fn op_submit_v2(
+    ctx: *mut SceneOrchCtx,
+    func_id: u32,
+    block_num: u32,
+    args: *const SceneTaskArgV2,
+    num_args: u32,
+) -> i32 {
+    let Some(rc) = run_ctx(ctx) else {
+        return SCENE_RT_E_INVALID;
+    };
+    if num_args as usize > SCENE_MAX_ARGS {
+        return record(
+            rc,
+            RtError::Invalid(format!(
+                "submit to func_id {func_id}: {num_args} arguments, the maximum is {SCENE_MAX_ARGS}"
+            )),
+        );
+    }
+    let args: &[SceneTaskArgV2] = if num_args == 0 {
+        &[]
+    } else if args.is_null() {
+        return record(
+            rc,
+            RtError::Invalid(format!("submit to func_id {func_id}: args is NULL")),
+        );
+    } else {
+        #[allow(unsafe_code)]
+        // SAFETY: the orchestration passes `num_args` (<= 32, checked) valid
+        // task args; `submit` copies them before this function returns.
+        unsafe {
+            std::slice::from_raw_parts(args, num_args as usize)
+        }
+    };
+    match submit(rc, func_id, block_num, args) {
+        Ok(()) => SCENE_RT_OK,
+        Err(e) => record(rc, e),
+    }
+}
+
+fn status(rc: &RunCtx, r: RtResult<()>) -> i32 {
+    match r {
+        Ok(()) => SCENE_RT_OK,
+        Err(e) => record(rc, e),
+    }
+}
+
+pub(super) extern "C" fn op_read(
+    ctx: *mut SceneOrchCtx,
+    addr: u64,
+    offset: u64,
+    dst: *mut c_void,
+    size: u64,
+) -> i32 {
+    let Some(rc) = run_ctx(ctx) else {
+        return SCENE_RT_E_INVALID;
+    };
+    let r = (|| {
+        let what = format!("orchestration read of {size} bytes at {addr:#x}+{offset}");
+        let off = data_range(rc, addr, offset, size, &what)?;
+        if size > 0 && dst.is_null() {
+            return Err(RtError::Invalid(format!("{what}: dst is NULL")));
+        }
+        let s = rc.shared.sched();
+        let s = wait_until(rc, s, &what, |s| conflicts(s, off, off + size, true))?;
+        drop(s);
+        if size > 0 {
+            #[allow(unsafe_code)]
+            // SAFETY: the orchestration passes `size` writable bytes at `dst`
+            // (scene_orch.h), non-NULL (checked).
+            let dst = unsafe { std::slice::from_raw_parts_mut(dst.cast::<u8>(), size as usize) };
+            rc.shared.arena.read(off, dst);
+        }
+        Ok(())
+    })();
+    status(rc, r)
+}
+
+/// The shared part of write and fill: wait for every task touching the
+/// range, then `put` the bytes.
+fn ordered_write(
+    rc: &RunCtx,
+    addr: u64,
+    offset: u64,
+    size: u64,
+    what: &str,
+    put: impl FnOnce(u64),
+) -> RtResult<()> {
+    let off = data_range(rc, addr, offset, size, what)?;
+    let s = rc.shared.sched();
+    let s = wait_until(rc, s, what, |s| conflicts(s, off, off + size, false))?;
+    drop(s);
+    put(off);
+    Ok(())
+}
+
+pub(super) extern "C" fn op_write(
+    ctx: *mut SceneOrchCtx,
+    addr: u64,
+    offset: u64,
+    src: *const c_void,
+    size: u64,
+) -> i32 {
+    let Some(rc) = run_ctx(ctx) else {
+        return SCENE_RT_E_INVALID;
+    };
+    let what = format!("orchestration write of {size} bytes at {addr:#x}+{offset}");
+    if size > 0 && src.is_null() {
+        return record(rc, RtError::Invalid(format!("{what}: src is NULL")));
+    }
+    let r = ordered_write(rc, addr, offset, size, &what, |off| {
+        if size > 0 {
+            #[allow(unsafe_code)]
+            // SAFETY: the orchestration passes `size` readable bytes at
+            // `src` (scene_orch.h), non-NULL (checked).
+            let src = unsafe { std::slice::from_raw_parts(src.cast::<u8>(), size as usize) };
+            rc.shared.arena.write(off, src);
+        }
+    });
+    status(rc, r)
+}
+
+pub(super) extern "C" fn op_fill(
+    ctx: *mut SceneOrchCtx,
+    addr: u64,
+    offset: u64,
+    size: u64,
+    pattern: *const c_void,
+    pattern_size: u32,
+) -> i32 {
+    let Some(rc) = run_ctx(ctx) else {
+        return SCENE_RT_E_INVALID;
+    };
+    let what = format!("orchestration fill of {size} bytes at {addr:#x}+{offset}");
+    if pattern.is_null() || pattern_size == 0 {
+        return record(
+            rc,
+            RtError::Invalid(format!("{what}: the pattern is empty or NULL")),
+        );
+    }
+    #[allow(unsafe_code)]
+    // SAFETY: the orchestration passes `pattern_size` readable bytes at
+    // `pattern` (scene_orch.h), non-NULL (checked).
+    let pattern =
+        unsafe { std::slice::from_raw_parts(pattern.cast::<u8>(), pattern_size as usize) };
+    let r = ordered_write(rc, addr, offset, size, &what, |off| {
+        let bytes: Vec<u8> = pattern
+            .iter()
+            .copied()
+            .cycle()
+            .take(size as usize)
+            .collect();
+        rc.shared.arena.write(off, &bytes);
+    });
+    status(rc, r)
+}
+
+pub(super) extern "C" fn op_free(ctx: *mut SceneOrchCtx, addr: u64) -> i32 {
+    let Some(rc) = run_ctx(ctx) else {
+        return SCENE_RT_E_INVALID;
+    };
+    let mut s = rc.shared.sched();
+    let r = if s.freed.contains(&addr) {
+        Err(RtError::Invalid(format!(
+            "orchestration freed buffer {addr:#x} twice"
+        )))
+    } else if !s.intermediates.contains(&addr) {
+        Err(RtError::Invalid(format!(
+            "orchestration free of {addr:#x}: not a buffer it allocated (run arguments and addresses inside a buffer cannot be freed)"
+        )))
+    } else {
+        release(rc, &mut s, addr);
+        Ok(())
+    };
+    drop(s);
+    status(rc, r)
+}
+
+pub(super) extern "C" fn op_begin_scope(ctx: *mut SceneOrchCtx) -> i32 {
+    let Some(rc) = run_ctx(ctx) else {
+        return SCENE_RT_E_INVALID;
+    };
+    rc.shared.sched().scopes.push(Vec::new());
+    SCENE_RT_OK
+}
+
+pub(super) extern "C" fn op_end_scope(ctx: *mut SceneOrchCtx) -> i32 {
+    let Some(rc) = run_ctx(ctx) else {
+        return SCENE_RT_E_INVALID;
+    };
+    let mut s = rc.shared.sched();
+    let Some(scope) = s.scopes.pop() else {
+        drop(s);
+        return record(
+            rc,
+            RtError::Invalid("end_scope without a matching begin_scope".into()),
+        );
+    };
+    for addr in scope {
+        release(rc, &mut s, addr);
+    }
+    SCENE_RT_OK
+}
