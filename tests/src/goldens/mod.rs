@@ -3,6 +3,7 @@
 mod common;
 mod decode_layer;
 mod gemm;
+mod paged_attention;
 mod rmsnorm;
 mod softmax;
 mod vector_example;
@@ -15,4 +16,5 @@ pub fn register(r: GoldenRegistry) -> GoldenRegistry {
         .register("softmax", softmax::golden)
         .register("rmsnorm", rmsnorm::golden)
         .register("decode_layer", decode_layer::golden)
+        .register("paged_attention", paged_attention::golden)
 }
