@@ -73,11 +73,19 @@ fn both_ports_pass_on_a2a3sim() {
     ] {
         assert!(text.contains(&format!("PASS {case} ")), "{case} did not pass\n{text}");
     }
-    // The hardware-sized cases are manual: listed, not run by default.
+    // The hardware-sized cases are manual: there, but not run by default.
     assert!(!text.contains("Case1"), "{text}");
-    let listed = env.scene(&["list", "paged_attention"]).output().unwrap();
+    let listed = env
+        .scene(&["list", "paged_attention", "--include-manual"])
+        .output()
+        .unwrap();
     let listed = String::from_utf8_lossy(&listed.stdout);
-    for case in ["paged_attention::Case2", "paged_attention_unroll_4dims::Case3"] {
+    for case in [
+        "paged_attention::Case1",
+        "paged_attention::Case2",
+        "paged_attention_unroll_4dims::Case1",
+        "paged_attention_unroll_4dims::Case3",
+    ] {
         assert!(listed.contains(case), "{listed}");
     }
 }
