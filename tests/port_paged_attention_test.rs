@@ -71,7 +71,10 @@ fn both_ports_pass_on_a2a3sim() {
         "paged_attention_unroll_4dims::small_batch4",
         "paged_attention_unroll_4dims::small_groups",
     ] {
-        assert!(text.contains(&format!("PASS {case} ")), "{case} did not pass\n{text}");
+        assert!(
+            text.contains(&format!("PASS {case} ")),
+            "{case} did not pass\n{text}"
+        );
     }
     // The hardware-sized cases are manual: there, but not run by default.
     assert!(!text.contains("Case1"), "{text}");
@@ -103,7 +106,11 @@ fn fixtures_draw_distinct_blocks_and_varying_lengths() {
         ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let inputs = dump.join("paged_attention/small_batch4/inputs");
     let lens = read_i32_npy(&inputs.join("context_lens.npy"));
     let table = read_i32_npy(&inputs.join("block_table.npy"));
@@ -161,7 +168,11 @@ fn paged_attention_fails_reading_the_next_block_table_entry() {
         "uint64_t bt_idx[2] = {b, bn};",
         "uint64_t bt_idx[2] = {b, bn + 1};",
     );
-    assert_fails_on_out(&env, "paged_attention::small_batch4", "block_table[b][bn+1]");
+    assert_fails_on_out(
+        &env,
+        "paged_attention::small_batch4",
+        "block_table[b][bn+1]",
+    );
 }
 
 #[test]
@@ -174,7 +185,11 @@ fn paged_attention_fails_ignoring_context_lens() {
         "uint64_t valid_len = rest < pa->block_size ? rest : pa->block_size;",
         "uint64_t valid_len = pa->block_size; (void)rest;",
     );
-    assert_fails_on_out(&env, "paged_attention::small_batch4", "ignoring context_lens");
+    assert_fails_on_out(
+        &env,
+        "paged_attention::small_batch4",
+        "ignoring context_lens",
+    );
 }
 
 #[test]
@@ -187,7 +202,11 @@ fn unroll_fails_with_a_wrong_index_in_pv_matmul() {
         "*SCENE_AT4(ka, 1, uint16_t, blk, k, 0, n)",
         "*SCENE_AT4(ka, 1, uint16_t, blk, (k + 1) % K, 0, n)",
     );
-    assert_fails_on_out(&env, "paged_attention_unroll_4dims::small_batch4", "pv_matmul index");
+    assert_fails_on_out(
+        &env,
+        "paged_attention_unroll_4dims::small_batch4",
+        "pv_matmul index",
+    );
 }
 
 #[test]

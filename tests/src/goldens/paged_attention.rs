@@ -84,7 +84,10 @@ pub fn golden(ctx: &GoldenCtx<'_>) -> Result<GoldenOutputs, GoldenError> {
     for b in 0..batch {
         let len = lens[b];
         if len < 1 || len as usize > max_blocks * block_size {
-            return bad(format!("context_lens[{b}] = {len} is out of 1..={}", max_blocks * block_size));
+            return bad(format!(
+                "context_lens[{b}] = {len} is out of 1..={}",
+                max_blocks * block_size
+            ));
         }
         let len = len as usize;
         let blocks: Vec<usize> = (0..len.div_ceil(block_size))
@@ -110,7 +113,11 @@ pub fn golden(ctx: &GoldenCtx<'_>) -> Result<GoldenOutputs, GoldenError> {
                     .chunks(d)
                     .map(|kj| qh.iter().zip(kj).map(|(a, b)| a * b).sum::<f32>() * scale)
                     .collect();
-                let mij = s.iter().copied().fold(f32::NEG_INFINITY, f32::max).max(-1e30);
+                let mij = s
+                    .iter()
+                    .copied()
+                    .fold(f32::NEG_INFINITY, f32::max)
+                    .max(-1e30);
                 let p: Vec<f32> = s.iter().map(|&x| bf16_round((x - mij).exp())).collect();
                 let lij: f32 = p.iter().sum();
                 let mut oi_new = vec![0.0f32; d];
