@@ -164,7 +164,10 @@ impl Shared {
 
     /// Frees an allocation; its pages turn inaccessible again.
     fn free(&self, addr: u64) -> RtResult<()> {
-        let block = lock(&self.mem).free(addr)?;
+        // Hide under the lock: once the lock is released the region is
+        // free, and another thread's alloc may expose it again at once.
+        let mut mem = lock(&self.mem);
+        let block = mem.free(addr)?;
         self.arena.hide(block.pages, block.pages_len);
         Ok(())
     }
