@@ -9,6 +9,7 @@
  * so the orchestration only states what each task reads and writes.
  *
  *     SCENE_ORCH_ENTRY(my_orch, ctx, args, nargs) {
+ *         (void)nargs;
  *         uint64_t tmp = scene_orch_alloc(ctx, args[0].size);
  *         SceneTaskArg t[3] = { SCENE_IN(args[0]), SCENE_IN(args[1]),
  *                               SCENE_OUT_BUF(tmp, args[0].size) };
@@ -40,6 +41,7 @@
  *   the run with a message.
  *
  *     SCENE_ORCH_ENTRY(rows, ctx, args, nargs) {
+ *         (void)nargs;
  *         const SceneTensorDesc *x = scene_orch_desc(ctx, 0); // [M, N]
  *         for (uint64_t r = 0; r < x->shape[0]; r += 16) {
  *             uint64_t off[2] = {r, 0}, shape[2] = {16, x->shape[1]};

@@ -209,3 +209,92 @@ fn header_structs_match_the_rust_layouts() {
             .any(|(t, f, _)| t == "SceneKernelArgs" && f == "arg_sizes")
     );
 }
+
+/// The indented example blocks of a header's comments (`" *     code"`).
+fn examples(header: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(include_dir().join(header)).unwrap();
+    let mut blocks: Vec<String> = Vec::new();
+    let mut current = String::new();
+    for line in text.lines() {
+        match line.strip_prefix(" *     ") {
+            Some(code) => {
+                current.push_str(code);
+                current.push('\n');
+            }
+            None if !current.is_empty() => blocks.push(std::mem::take(&mut current)),
+            None => {}
+        }
+    }
+    blocks
+}
+
+/// Compiles `src` with `compiler` (and `flags`) in `dir`; panics with the
+/// diagnostics on failure.
+fn compiles(dir: &std::path::Path, compiler: &str, flags: &[&str], name: &str, src: &str) {
+    let path = dir.join(name);
+    std::fs::write(&path, src).unwrap();
+    let out = Command::new(compiler)
+        .args(flags)
+        .arg("-I")
+        .arg(include_dir())
+        .arg("-c")
+        .arg(&path)
+        .arg("-o")
+        .arg(dir.join(format!("{name}.o")))
+        .output()
+        .unwrap_or_else(|e| panic!("running `{compiler}`: {e}"));
+    assert!(
+        out.status.success(),
+        "{compiler} {flags:?} rejects the example {name}:\n{src}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The examples in the headers' comments compile, as C and as C++, so the
+/// documentation cannot rot and the headers stay usable from C++ sources.
+#[test]
+fn header_examples_compile_as_c_and_cxx() {
+    let dir = tempfile::tempdir().unwrap();
+    let orch = examples("scene_orch.h");
+    assert!(orch.len() >= 2, "v1 and v2 examples expected: {orch:?}");
+    for (i, block) in orch.iter().enumerate() {
+        let src = format!("#include \"scene_orch.h\"\n{block}");
+        compiles(
+            dir.path(),
+            "cc",
+            &["-std=c11", "-Wall", "-Wextra", "-Werror", "-fPIC"],
+            &format!("orch{i}.c"),
+            &src,
+        );
+        compiles(
+            dir.path(),
+            "c++",
+            &["-x", "c++", "-std=c++17", "-Wall", "-Werror", "-fPIC"],
+            &format!("orch{i}.cpp"),
+            &src,
+        );
+    }
+    let kernel = examples("scene_kernel.h");
+    assert_eq!(kernel.len(), 1, "{kernel:?}");
+    let freestanding = [
+        "-ffreestanding",
+        "-fno-builtin",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+    ];
+    compiles(
+        dir.path(),
+        "cc",
+        &[&["-std=c11"], &freestanding[..]].concat(),
+        "kernel.c",
+        &kernel[0],
+    );
+    compiles(
+        dir.path(),
+        "c++",
+        &[&["-x", "c++", "-std=c++17"], &freestanding[..]].concat(),
+        "kernel.cpp",
+        &kernel[0],
+    );
+}

@@ -164,8 +164,8 @@ impl Shared {
 
     /// Frees an allocation; its pages turn inaccessible again.
     fn free(&self, addr: u64) -> RtResult<()> {
-        // Hide under the lock: once the lock is released the region is
-        // free, and another thread's alloc may expose it again at once.
+        // Hidden under the allocator's lock: released earlier, the pages
+        // could be handed out again and exposed before this hides them.
         let mut mem = lock(&self.mem);
         let block = mem.free(addr)?;
         self.arena.hide(block.pages, block.pages_len);

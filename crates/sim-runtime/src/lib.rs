@@ -11,7 +11,8 @@
 //!   `SceneKernelArgs` (no dlopen of kernels);
 //! - the orchestration shared object is loaded from its registered bytes
 //!   (written to a private file and dlopen'ed; identical bytes are loaded once);
-//! - `scene_rt_run` runs the orchestration on its own thread; each submitted
+//! - `scene_rt_run` / `scene_rt_run2` (with each argument's dtype, shape and
+//!   strides) runs the orchestration on its own thread; each submitted
 //!   task gets dependencies from its arguments' directions over overlapping
 //!   byte ranges (RAW, WAR, WAW) and is executed, block by block, by emulated
 //!   core threads (`aic`/`aiv` options) while the orchestration keeps going;
@@ -44,9 +45,10 @@
 //! open devices), so a closed or bogus handle is an error, not a crash.
 //!
 //! The workspace denies `unsafe_code`; this crate allows it item by item,
-//! each block with a `// SAFETY:` comment, in five modules only: here (the
+//! each block with a `// SAFETY:` comment, in six modules only: here (the
 //! `no_mangle` C exports and reading their pointer arguments), `device`
-//! (calling the orchestration), `image` (executable mappings, `dlopen`),
+//! (calling the orchestration), `device/orch_v2` (the orchestration's v2
+//! pointer arguments), `image` (executable mappings, `dlopen`),
 //! `memory` (the arena mapping and page protection) and `crash` (signal
 //! handlers, alternate stacks, `atexit`). An implementation of a C ABI that runs
 //! machine code cannot do without it.

@@ -12,7 +12,7 @@ fn f32s(n: usize, f: impl Fn(usize) -> f32) -> Vec<f32> {
 
 #[test]
 fn abi_version_and_last_error() {
-    assert_eq!(scene_rt_abi_version(), 1);
+    assert_eq!(scene_rt_abi_version(), SCENE_RUNTIME_ABI_VERSION);
     assert!(!scene_rt_last_error().is_null());
     let rc = scene_rt_malloc(std::ptr::null_mut(), 64, &mut 0);
     assert_eq!(rc, SCENE_RT_E_INVALID);
@@ -135,7 +135,10 @@ fn kernel_sees_block_index_count_and_abi() {
     let out = dev.malloc(8 * 4);
     dev.put(out, &[0u32; 8]);
     dev.run(h, &[tensor(SCENE_DIR_OUT, out, 32)]);
-    assert_eq!(dev.get::<u32>(out, 8), vec![1_008_001u32; 8]);
+    assert_eq!(
+        dev.get::<u32>(out, 8),
+        vec![SCENE_KERNEL_ABI_VERSION * 1_000_000 + 8_001; 8]
+    );
 }
 
 #[test]

@@ -5,6 +5,7 @@ mod decode_layer;
 mod gemm;
 mod paged_attention;
 mod rmsnorm;
+mod scope_loop;
 mod softmax;
 mod vector_example;
 
@@ -17,4 +18,5 @@ pub fn register(r: GoldenRegistry) -> GoldenRegistry {
         .register("rmsnorm", rmsnorm::golden)
         .register("decode_layer", decode_layer::golden)
         .register("paged_attention", paged_attention::golden)
+        .register("scope_loop", scope_loop::golden)
 }

@@ -269,12 +269,13 @@ pub(super) extern "C" fn op_fill(
     let pattern =
         unsafe { std::slice::from_raw_parts(pattern.cast::<u8>(), pattern_size as usize) };
     let r = ordered_write(rc, addr, offset, size, &what, |off| {
-        let bytes: Vec<u8> = pattern
-            .iter()
-            .copied()
-            .cycle()
-            .take(size as usize)
-            .collect();
+        // Doubling copies: memcpy speed, whatever the pattern length.
+        let mut bytes = Vec::with_capacity(size as usize);
+        bytes.extend_from_slice(&pattern[..pattern.len().min(size as usize)]);
+        while bytes.len() < size as usize {
+            let more = bytes.len().min(size as usize - bytes.len());
+            bytes.extend_from_within(..more);
+        }
         rc.shared.arena.write(off, &bytes);
     });
     status(rc, r)
