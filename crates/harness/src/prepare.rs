@@ -254,16 +254,17 @@ pub fn build_fixtures(scene: &Scene, case: &Case) -> Result<Vec<(String, Tensor)
         .map(|t| {
             let shape = eval_shape(&t.shape, &case.params)
                 .map_err(|e| format!("tensor `{}`: {e}", t.name))?;
+            let init = t
+                .init
+                .resolve(&case.params)
+                .map_err(|e| format!("tensor `{}`: init: {e}", t.name))?;
             let seed = FixtureSeed {
                 scene: &scene.name,
                 case: &case.name,
                 tensor: &t.name,
                 seed: t.seed ^ case.seed.rotate_left(32),
             };
-            Ok((
-                t.name.clone(),
-                make_fixture(t.dtype, &shape, &t.init, &seed),
-            ))
+            Ok((t.name.clone(), make_fixture(t.dtype, &shape, &init, &seed)))
         })
         .collect()
 }

@@ -196,9 +196,20 @@ enum RawInit {
     },
     Zeros,
     Randint {
-        low: i64,
-        high: i64,
+        low: RawInt,
+        high: RawInt,
     },
+    Permutation {
+        n: RawInt,
+    },
+}
+
+/// An integer `init` parameter: a literal or an expression of case params.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawInt {
+    Lit(i64),
+    Expr(String),
 }
 
 fn one() -> f64 {
@@ -277,12 +288,72 @@ pub struct Incore {
     pub defines: Vec<(String, String)>,
 }
 
+/// An integer `init` parameter: a literal, or an expression of case params
+/// like a shape dimension (`"B*NB"`, which must evaluate to a positive value).
+#[derive(Clone, Debug, PartialEq)]
+pub enum InitInt {
+    Lit(i64),
+    Expr(Dim),
+}
+
+impl InitInt {
+    pub fn eval(&self, params: &BTreeMap<String, i64>) -> Result<i64, ShapeError> {
+        match self {
+            InitInt::Lit(v) => Ok(*v),
+            InitInt::Expr(d) => {
+                let v = d.eval(params)?;
+                i64::try_from(v).map_err(|_| ShapeError::Overflow(d.to_string()))
+            }
+        }
+    }
+}
+
+impl fmt::Display for InitInt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InitInt::Lit(v) => write!(f, "{v}"),
+            InitInt::Expr(d) => write!(f, "{d}"),
+        }
+    }
+}
+
+/// A tensor's fixture `init` as declared: the integer kinds may depend on
+/// the case params, so a case resolves it into an [`Init`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum InitSpec {
+    /// Every kind without integer parameters.
+    Fixed(Init),
+    Randint {
+        low: InitInt,
+        high: InitInt,
+    },
+    Permutation {
+        n: InitInt,
+    },
+}
+
+impl InitSpec {
+    /// The fixture init of one case.
+    pub fn resolve(&self, params: &BTreeMap<String, i64>) -> Result<Init, ShapeError> {
+        Ok(match self {
+            InitSpec::Fixed(init) => init.clone(),
+            InitSpec::Randint { low, high } => Init::Randint {
+                low: low.eval(params)?,
+                high: high.eval(params)?,
+            },
+            InitSpec::Permutation { n } => Init::Permutation {
+                n: u64::try_from(n.eval(params)?).unwrap_or(0),
+            },
+        })
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct TensorSpec {
     pub name: String,
     pub dtype: DType,
     pub shape: Vec<Dim>,
-    pub init: Init,
+    pub init: InitSpec,
     pub seed: u64,
     pub direction: ArgDirection,
     pub rtol: Option<f64>,
@@ -725,7 +796,7 @@ impl Validator<'_> {
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| self.err(field("shape"), e.to_string()))?;
             let init = match t.init {
-                None => Init::Zeros,
+                None => InitSpec::Fixed(Init::Zeros),
                 Some(init) => self.init(&field("init"), init, dtype)?,
             };
             tensors.push(TensorSpec {
@@ -825,6 +896,27 @@ impl Validator<'_> {
                     })?;
                 }
             }
+            for (j, t) in tensors.iter().enumerate() {
+                let init = t.init.resolve(&c.params).map_err(|e| {
+                    self.err(
+                        field("params"),
+                        format!("case `{}`: init of tensor `{}`: {e}", c.name, t.name),
+                    )
+                })?;
+                self.check_int_init(&format!("tensors[{j}].init"), &init, t.dtype)
+                    .map_err(|e| match e {
+                        SceneError::Invalid {
+                            path,
+                            field,
+                            message,
+                        } => SceneError::Invalid {
+                            path,
+                            field,
+                            message: format!("case `{}`: {message}", c.name),
+                        },
+                        other => other,
+                    })?;
+            }
             for s in scalars {
                 if let ParamValue::Param(p) = &s.value {
                     let Some(&v) = c.params.get(p) else {
@@ -856,8 +948,8 @@ impl Validator<'_> {
         Ok(cases)
     }
 
-    fn init(&self, field: &str, raw: RawInit, dtype: DType) -> Result<Init, SceneError> {
-        Ok(match raw {
+    fn init(&self, field: &str, raw: RawInit, dtype: DType) -> Result<InitSpec, SceneError> {
+        Ok(InitSpec::Fixed(match raw {
             RawInit::Const { value } => {
                 self.finite(field, "const value", value)?;
                 Init::Const { value }
@@ -889,30 +981,79 @@ impl Validator<'_> {
             }
             RawInit::Zeros => Init::Zeros,
             RawInit::Randint { low, high } => {
+                let spec = InitSpec::Randint {
+                    low: self.init_int(field, low)?,
+                    high: self.init_int(field, high)?,
+                };
+                // Literal bounds are checked now; symbolic ones per case.
+                if let Ok(init) = spec.resolve(&BTreeMap::new()) {
+                    self.check_int_init(field, &init, dtype)?;
+                }
+                return Ok(spec);
+            }
+            RawInit::Permutation { n } => {
+                let spec = InitSpec::Permutation {
+                    n: self.init_int(field, n)?,
+                };
+                if let InitSpec::Permutation { n: InitInt::Lit(v) } = &spec
+                    && *v < 1
+                {
+                    return Err(self.err(field, format!("permutation needs n >= 1, got {v}")));
+                }
+                if let Ok(init) = spec.resolve(&BTreeMap::new()) {
+                    self.check_int_init(field, &init, dtype)?;
+                }
+                return Ok(spec);
+            }
+        }))
+    }
+
+    fn init_int(&self, field: &str, raw: RawInt) -> Result<InitInt, SceneError> {
+        match raw {
+            RawInt::Lit(v) => Ok(InitInt::Lit(v)),
+            RawInt::Expr(e) => Dim::parse(&e)
+                .map(InitInt::Expr)
+                .map_err(|e| self.err(field, e.to_string())),
+        }
+    }
+
+    /// The checks of an integer init once its parameters are known:
+    /// `randint` needs `low < high`, and on an integer or bool tensor every
+    /// value it can draw must be a value of the dtype (`permutation`:
+    /// `0..n`).
+    fn check_int_init(&self, field: &str, init: &Init, dtype: DType) -> Result<(), SceneError> {
+        let (what, low, high) = match *init {
+            Init::Randint { low, high } => {
                 if low >= high {
                     return Err(self.err(
                         field,
                         format!("randint needs low < high, got {low} >= {high}"),
                     ));
                 }
-                // Values are drawn from low..high; on an integer tensor each
-                // must be one of its values (bool: 0 or 1).
-                let range = if dtype == DType::Bool {
-                    Some((0, 1))
-                } else {
-                    int_range(dtype)
-                };
-                if let Some((lo, hi)) = range
-                    && (low < lo || high - 1 > hi)
-                {
-                    return Err(self.err(
-                        field,
-                        format!("randint {low}..{high} does not fit {dtype} ({lo}..={hi})"),
-                    ));
-                }
-                Init::Randint { low, high }
+                ("randint", low, high)
             }
-        })
+            Init::Permutation { n } => {
+                if n == 0 {
+                    return Err(self.err(field, "permutation needs n >= 1, got 0"));
+                }
+                ("permutation", 0, i64::try_from(n).unwrap_or(i64::MAX))
+            }
+            _ => return Ok(()),
+        };
+        let range = if dtype == DType::Bool {
+            Some((0, 1))
+        } else {
+            int_range(dtype)
+        };
+        if let Some((lo, hi)) = range
+            && (low < lo || high - 1 > hi)
+        {
+            return Err(self.err(
+                field,
+                format!("{what} {low}..{high} does not fit {dtype} ({lo}..={hi})"),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -1253,6 +1394,55 @@ params = { N = 8 }
                 "init = { kind = \"randint\", low = 0, high = 256 }",
             );
         assert!(load(&text).is_ok());
+    }
+
+    #[test]
+    fn integer_inits_take_case_params() {
+        let uniform = "init = { kind = \"uniform\", low = -1.0, high = 1.0 }";
+        let int_x = |init: &str| {
+            GOOD.replacen("dtype = \"f32\"", "dtype = \"i32\"", 1)
+                .replace(uniform, &format!("init = {init}"))
+        };
+        // randint bounds from the case: 1..=N per element.
+        let s = load(&int_x("{ kind = \"randint\", low = 1, high = \"N+1\" }")).unwrap();
+        assert_eq!(
+            s.tensors[0].init.resolve(&s.cases[0].params).unwrap(),
+            Init::Randint { low: 1, high: 9 }
+        );
+        // A permutation of 0..N*4 (the tensor is [N, 4]).
+        let s = load(&int_x("{ kind = \"permutation\", n = \"N*4\" }")).unwrap();
+        assert_eq!(
+            s.tensors[0].init.resolve(&s.cases[0].params).unwrap(),
+            Init::Permutation { n: 32 }
+        );
+        let s = load(&int_x("{ kind = \"permutation\", n = 5 }")).unwrap();
+        assert_eq!(
+            s.tensors[0].init,
+            InitSpec::Permutation { n: InitInt::Lit(5) }
+        );
+        // Checked per case, naming the case: a bound the case leaves
+        // unbound, an empty range, a range that does not fit the dtype.
+        let e = err_of(&int_x("{ kind = \"randint\", low = 0, high = \"M\" }"));
+        assert!(e.contains("cases[0].params") && e.contains("`M`"), "{e}");
+        let e = err_of(&int_x("{ kind = \"randint\", low = 8, high = \"N\" }"));
+        assert!(
+            e.contains("tensors[0].init") && e.contains("case `small`") && e.contains("low < high"),
+            "{e}"
+        );
+        let e = err_of(
+            &int_x("{ kind = \"permutation\", n = \"N*100\" }").replacen(
+                "dtype = \"i32\"",
+                "dtype = \"i8\"",
+                1,
+            ),
+        );
+        assert!(e.contains("permutation 0..800 does not fit i8"), "{e}");
+        let e = err_of(&int_x("{ kind = \"permutation\", n = 0 }"));
+        assert!(e.contains("tensors[0].init") && e.contains("n >= 1"), "{e}");
+        let e = err_of(&int_x("{ kind = \"permutation\", n = \"N/2\" }"));
+        assert!(e.contains("tensors[0].init") && e.contains("N/2"), "{e}");
+        let e = err_of(&int_x("{ kind = \"permutation\" }"));
+        assert!(e.contains("missing field `n`"), "{e}");
     }
 
     #[test]

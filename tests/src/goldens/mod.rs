@@ -3,6 +3,7 @@
 mod common;
 mod decode_layer;
 mod gemm;
+mod paged_attention;
 mod rmsnorm;
 mod scalar_data;
 mod scope_loop;
@@ -18,5 +19,6 @@ pub fn register(r: GoldenRegistry) -> GoldenRegistry {
         .register("rmsnorm", rmsnorm::golden)
         .register("decode_layer", decode_layer::golden)
         .register("scalar_data", scalar_data::golden)
+        .register("paged_attention", paged_attention::golden)
         .register("scope_loop", scope_loop::golden)
 }

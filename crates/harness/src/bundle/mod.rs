@@ -324,25 +324,43 @@ fn canonical<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value).unwrap_or_default()
 }
 
+/// A literal init parameter as a number, an expression as its text.
+fn init_int(v: &crate::scene::InitInt) -> serde_json::Value {
+    match v {
+        crate::scene::InitInt::Lit(i) => serde_json::json!(i),
+        crate::scene::InitInt::Expr(d) => serde_json::json!(d.to_string()),
+    }
+}
+
 /// Everything about a tensor argument that decides its fixture and its
 /// comparison, as a canonical value.
 fn tensor_identity(t: &TensorSpec) -> serde_json::Value {
+    use crate::scene::InitSpec;
     use scene_golden::Init;
     let init = match &t.init {
-        Init::Const { value } => serde_json::json!({ "kind": "const", "value": value }),
-        Init::Uniform { low, high } => {
-            serde_json::json!({ "kind": "uniform", "low": low, "high": high })
+        InitSpec::Randint { low, high } => {
+            serde_json::json!({ "kind": "randint", "low": init_int(low), "high": init_int(high) })
         }
-        Init::Normal { mean, std } => {
-            serde_json::json!({ "kind": "normal", "mean": mean, "std": std })
+        InitSpec::Permutation { n } => {
+            serde_json::json!({ "kind": "permutation", "n": init_int(n) })
         }
-        Init::Arange { start, step } => {
-            serde_json::json!({ "kind": "arange", "start": start, "step": step })
-        }
-        Init::Zeros => serde_json::json!({ "kind": "zeros" }),
-        Init::Randint { low, high } => {
-            serde_json::json!({ "kind": "randint", "low": low, "high": high })
-        }
+        InitSpec::Fixed(init) => match init {
+            Init::Const { value } => serde_json::json!({ "kind": "const", "value": value }),
+            Init::Uniform { low, high } => {
+                serde_json::json!({ "kind": "uniform", "low": low, "high": high })
+            }
+            Init::Normal { mean, std } => {
+                serde_json::json!({ "kind": "normal", "mean": mean, "std": std })
+            }
+            Init::Arange { start, step } => {
+                serde_json::json!({ "kind": "arange", "start": start, "step": step })
+            }
+            Init::Zeros => serde_json::json!({ "kind": "zeros" }),
+            Init::Randint { low, high } => {
+                serde_json::json!({ "kind": "randint", "low": low, "high": high })
+            }
+            Init::Permutation { n } => serde_json::json!({ "kind": "permutation", "n": n }),
+        },
     };
     serde_json::json!({
         "name": t.name,
