@@ -201,6 +201,7 @@ struct RawEntry {
     aiv_flags: Option<Vec<String>>,
     builtins_flags: Option<Vec<String>>,
     orch_flags: Option<Vec<String>>,
+    cxx_flags: Option<Vec<String>>,
     link_flags: Option<Vec<String>>,
     /// `"builtin"` or a path relative to the platforms file.
     link_script: Option<String>,
@@ -441,6 +442,7 @@ impl Loader<'_> {
         replace(&mut tc.aiv_flags, &entry.aiv_flags);
         replace(&mut tc.builtins_flags, &entry.builtins_flags);
         replace(&mut tc.orch_flags, &entry.orch_flags);
+        replace(&mut tc.cxx_flags, &entry.cxx_flags);
         replace(&mut tc.link_flags, &entry.link_flags);
         match entry.link_script.as_deref() {
             None => {}

@@ -20,7 +20,7 @@ use crate::plan::{self, Job};
 use crate::process::Invocation;
 use crate::report::UnitKind;
 use crate::toolchain::Toolchain;
-use crate::unit::{CallableSpec, ChipCallable, CoreType};
+use crate::unit::{CallableSpec, ChipCallable, CoreType, Language};
 
 /// One distinct unit of a plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -204,8 +204,8 @@ fn unit_commands(
                 needs_builtins: Some(incore.core),
                 commands: vec![
                     ToolCommand {
-                        role: "compiler",
-                        program: tc.compiler.clone(),
+                        role: compile::compiler_role(Language::of(&incore.source)),
+                        program: tc.compiler_for(Language::of(&incore.source)).clone(),
                         args,
                         cwd: root.to_path_buf(),
                     },
@@ -228,8 +228,8 @@ fn unit_commands(
                 unit,
                 needs_builtins: None,
                 commands: vec![ToolCommand {
-                    role: "compiler",
-                    program: tc.compiler.clone(),
+                    role: compile::compiler_role(Language::of(&orch.source)),
+                    program: tc.compiler_for(Language::of(&orch.source)).clone(),
                     args,
                     cwd: root.to_path_buf(),
                 }],
