@@ -293,3 +293,38 @@ SCENE_KERNEL_ENTRY(ka) {
         "{msg}"
     );
 }
+
+/// The kernel math library links into images from C and from C++: no libm
+/// call, no relocation, nothing writable (its constants are .rodata, folded
+/// into the image).
+#[test]
+fn the_math_library_builds_into_c_and_cxx_images() {
+    let body = r#"#include "scene_kernel.h"
+SCENE_KERNEL_ENTRY(ka) {
+    float *x = SCENE_ARG_PTR(ka, 0, float);
+    uint64_t n = SCENE_ARG_LEN(ka, 0, float);
+    SCENE_FOR_BLOCK_RANGE(ka, n, i) {
+        float v = x[i];
+        v = scene_expf(v) + scene_logf(v) + scene_sqrtf(v) + scene_rsqrtf(v) + scene_tanhf(v);
+        v += scene_sigmoidf(v) + scene_siluf(v) + scene_geluf(v) + scene_erff(v);
+        v += scene_powf(v, 1.5f) + scene_fabsf(v) + scene_fminf(v, 1.0f) + scene_fmaxf(v, 0.0f);
+        x[i] = scene_floorf(v) + scene_ceilf(v);
+    }
+}
+"#;
+    let root = Root::new();
+    root.write("orch.c", ORCH_SRC);
+    root.write("math_c.c", body);
+    root.write("math_cxx.cpp", body);
+    for source in ["math_c.c", "math_cxx.cpp"] {
+        let s = spec(
+            source,
+            orch("orch.c", "run_orch"),
+            vec![incore("math", 0, CoreType::Aiv, source)],
+        );
+        let callable = builder(&root)
+            .build(&s)
+            .unwrap_or_else(|e| panic!("{source}: {e}"));
+        assert!(callable.incore(0).expect("kernel").text.len() > 256);
+    }
+}
