@@ -532,6 +532,7 @@ cxx = "clang++"
 ld = "ld.lld"
 link_flags = ["-static"]
 aic_flags = ["-DX=1"]
+cxx_flags = ["-fno-exceptions", "-std=c++20"]
 runtime = "lib/librt.so"
 "#,
         )
@@ -545,8 +546,13 @@ runtime = "lib/librt.so"
         assert_eq!(tc.linker, PathBuf::from("ld.lld"));
         assert_eq!(tc.link_flags, ["-static"]);
         assert_eq!(tc.aic_flags, ["-DX=1"]);
+        assert_eq!(tc.cxx_flags, ["-fno-exceptions", "-std=c++20"]);
         assert_eq!(tc.platform, "a2a3sim-clang");
         let base = t.get("a2a3sim").expect("builtin").toolchain();
+        assert_eq!(
+            base.cxx_flags,
+            ["-fno-exceptions", "-fno-rtti", "-fno-threadsafe-statics"]
+        );
         assert_eq!(tc.incore_flags, base.incore_flags);
         assert_eq!(tc.aiv_flags, base.aiv_flags);
         assert_eq!(tc.link_script, base.link_script);
