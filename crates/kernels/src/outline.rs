@@ -310,6 +310,28 @@ mod tests {
     }
 
     #[test]
+    fn cxx_units_render_with_the_cxx_compiler_and_flags() {
+        let tc = Toolchain::builtin("a2a3sim")
+            .expect("toolchain")
+            .with_cxx("/opt/bin/g++-x");
+        let mut specs = [spec("a", &["x.cpp", "y.c"])];
+        specs[0].orchestration.source = "orch.cc".into();
+        let rendered = render_commands(&tc, Path::new("/root"), &specs, Path::new("/tmp/o"));
+        let program = |unit: usize| rendered.units[unit].commands[0].program.clone();
+        let has_rtti_flag = |unit: usize| {
+            rendered.units[unit].commands[0]
+                .args
+                .iter()
+                .any(|a| a == "-fno-rtti")
+        };
+        assert_eq!(program(0), PathBuf::from("/opt/bin/g++-x"), "orch.cc");
+        assert_eq!(program(1), PathBuf::from("/opt/bin/g++-x"), "x.cpp");
+        assert_eq!(program(2), PathBuf::from("cc"), "y.c");
+        assert!(has_rtti_flag(0) && has_rtti_flag(1) && !has_rtti_flag(2));
+        assert_eq!(rendered.units[1].commands[0].role, "C++ compiler");
+    }
+
+    #[test]
     fn rendered_commands_match_the_plan_and_write_under_out_dir() {
         let tc = Toolchain::builtin("a2a3sim")
             .expect("toolchain")

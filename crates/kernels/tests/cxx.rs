@@ -328,3 +328,37 @@ SCENE_KERNEL_ENTRY(ka) {
         assert!(callable.incore(0).expect("kernel").text.len() > 256);
     }
 }
+
+/// A missing C++ compiler fails the C++ units, naming it; C units build.
+#[test]
+fn a_missing_cxx_compiler_is_named_by_the_cxx_units() {
+    let root = Root::new();
+    root.write("orch.c", ORCH_SRC);
+    root.write("k.cpp", TEMPLATE_KERNEL);
+    root.write("k.c", &common::kernel_src("+"));
+    let options = BuildOptions {
+        workers: NonZeroUsize::new(1).expect("non-zero"),
+        work_dir: None,
+        cache: None,
+    };
+    let tc = toolchain().with_cxx("/no/such/c++");
+    let builder = Builder::new(root.path(), tc, options).expect("C++ is not checked up front");
+    let cxx = spec(
+        "cxx",
+        orch("orch.c", "run_orch"),
+        vec![incore("k", 0, CoreType::Aiv, "k.cpp")],
+    );
+    let c = spec(
+        "c",
+        orch("orch.c", "run_orch"),
+        vec![incore("k", 0, CoreType::Aiv, "k.c")],
+    );
+    let out = builder.build_all(&[cxx, c]);
+    let err = out.callables[0].as_ref().expect_err("no C++ compiler");
+    assert!(
+        err.to_string()
+            .contains("could not run C++ compiler `/no/such/c++`"),
+        "{err}"
+    );
+    assert!(out.callables[1].is_ok(), "C units need no C++ compiler");
+}
