@@ -37,6 +37,8 @@ pub const VARIABLES: &[&str] = &[
     "SCENE_FAILURE_DUMP_DIR",
     "SCENE_NO_TESTS",
     "SCENE_MAX_CASE_BYTES",
+    // No colour unless `--color always` (https://no-color.org).
+    "NO_COLOR",
     // Where bare tool names (`cc`, `ld`) are found.
     "PATH",
 ];
@@ -131,6 +133,12 @@ impl std::str::FromStr for NoTests {
 }
 
 /// `--no-tests`, else `SCENE_NO_TESTS`, else [`NoTests::Fail`].
+/// `NO_COLOR` is set (to anything but the empty string): no colour unless
+/// `--color always`.
+pub fn no_color(env: &Environment) -> bool {
+    env.os("NO_COLOR").is_some()
+}
+
 pub fn no_tests(env: &Environment, flag: Option<NoTests>) -> Result<NoTests, ConfigError> {
     if let Some(f) = flag {
         return Ok(f);
