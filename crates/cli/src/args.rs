@@ -20,6 +20,9 @@ use crate::env::{Flags, NoTests, parse_bytes, parse_count, parse_threads};
     long_about = None,
 )]
 pub(crate) struct Cli {
+    /// Workspace root: scenes in DIR/tests/scenes, headers in DIR/crates/device/include [env: SCENE_ROOT] [default: the nearest directory holding tests/scenes, from the current directory up, else from this executable's directory up].
+    #[arg(long, global = true, value_name = "DIR")]
+    pub(crate) root: Option<PathBuf>,
     /// Directory holding the scenes (`<name>/scene.toml`) [env: SCENE_SCENES_DIR].
     #[arg(long, global = true, value_name = "DIR")]
     pub(crate) scenes_dir: Option<PathBuf>,

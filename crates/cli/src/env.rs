@@ -34,6 +34,7 @@ pub const VARIABLES: &[&str] = &[
     "SCENE_GOLDEN_THREADS",
     "SCENE_CACHE_DIR",
     "SCENE_SCENES_DIR",
+    "SCENE_ROOT",
     "SCENE_FAILURE_DUMP_DIR",
     "SCENE_NO_TESTS",
     "SCENE_MAX_CASE_BYTES",
@@ -331,6 +332,11 @@ pub fn resolve(
 ) -> Result<RunConfig, ConfigError> {
     let platform = resolve_platform(env, &layout.root, flags.platform.as_deref())?;
     let mut config = RunConfig::new(layout.root.clone(), platform);
+    if let Some(include) =
+        crate::locate::include_dir(&layout.root, crate::locate::exe_dir().as_deref())
+    {
+        config.abi_include_dir = include;
+    }
     config.cache_dir = Some(cache_dir(env, cache_dir_flag, &layout.root));
     // A flag wins: its variable is not even parsed (a bad value there
     // cannot break a run that overrides it).

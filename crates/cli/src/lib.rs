@@ -18,6 +18,7 @@ mod args;
 mod cache_cmd;
 mod compile_cmd;
 pub mod env;
+pub mod locate;
 mod output;
 mod paths;
 mod precompile_cmd;
@@ -64,7 +65,8 @@ impl Verbosity {
     }
 }
 
-/// Where the scenes package lives; given by the binary at compile time.
+/// Where the workspace and its scenes are. The binary passes the checkout
+/// it was built in; [`locate`] finds the one to use at run time.
 #[derive(Clone, Debug)]
 pub struct Layout {
     /// Workspace root (compilers run here).
@@ -96,6 +98,18 @@ pub fn main(layout: Layout, registry: GoldenRegistry) -> ExitCode {
         }
     };
     let env = Environment::capture();
+    let explicit_root = cli
+        .root
+        .clone()
+        .filter(|d| !d.as_os_str().is_empty())
+        .or_else(|| env.path("SCENE_ROOT"));
+    let cwd = std::env::current_dir().ok();
+    let layout = locate::locate(
+        layout,
+        explicit_root,
+        cwd.as_deref(),
+        locate::exe_dir().as_deref(),
+    );
     let layout = Layout {
         scenes_dir: cli
             .scenes_dir
