@@ -170,6 +170,17 @@ pub fn main(layout: Layout, registry: GoldenRegistry) -> ExitCode {
     }
     let args = Arguments::from_args();
     let env = Environment::capture();
+    // Found at run time like the CLI does (`SCENE_ROOT`, the current
+    // directory up, the executable up), so an archived test binary run in
+    // another checkout (`cargo nextest run --archive-file ...
+    // --workspace-remap DIR`) uses that checkout's scenes.
+    let cwd = std::env::current_dir().ok();
+    let layout = crate::locate::locate(
+        layout,
+        env.path("SCENE_ROOT"),
+        cwd.as_deref(),
+        crate::locate::exe_dir().as_deref(),
+    );
     libtest_mimic::run(&args, trials(layout, registry, &env)).exit_code()
 }
 
