@@ -669,6 +669,28 @@ fn serve_job(dir: &Path) -> Result<(), String> {
         .map_err(|e| format!("cannot write `{}`: {e}", path.display()))
 }
 
+/// Blocks until the supervisor holds the card and says so: one line on
+/// stdin, the held card ids as JSON. From then on, stdin closing (the
+/// supervisor died or gave up) ends this process at once.
+fn wait_for_go() -> Result<Vec<u32>, String> {
+    let mut line = String::new();
+    let n = std::io::stdin()
+        .read_line(&mut line)
+        .map_err(|e| format!("reading the go from the supervisor: {e}"))?;
+    if n == 0 {
+        // The supervisor gave up before it had a card: nothing to do.
+        std::process::exit(0);
+    }
+    std::thread::spawn(|| {
+        let mut sink = [0u8; 64];
+        let mut stdin = std::io::stdin();
+        while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+        std::process::abort();
+    });
+    serde_json::from_str(line.trim())
+        .map_err(|e| format!("malformed card list `{}`: {e}", line.trim()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -705,26 +727,4 @@ mod tests {
         let bare = crash_report("", ExitStatus::from_raw(libc::SIGKILL), &names);
         assert_eq!(bare.to_string(), "the device worker was killed by SIGKILL");
     }
-}
-
-/// Blocks until the supervisor holds the card and says so: one line on
-/// stdin, the held card ids as JSON. From then on, stdin closing (the
-/// supervisor died or gave up) ends this process at once.
-fn wait_for_go() -> Result<Vec<u32>, String> {
-    let mut line = String::new();
-    let n = std::io::stdin()
-        .read_line(&mut line)
-        .map_err(|e| format!("reading the go from the supervisor: {e}"))?;
-    if n == 0 {
-        // The supervisor gave up before it had a card: nothing to do.
-        std::process::exit(0);
-    }
-    std::thread::spawn(|| {
-        let mut sink = [0u8; 64];
-        let mut stdin = std::io::stdin();
-        while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
-        std::process::abort();
-    });
-    serde_json::from_str(line.trim())
-        .map_err(|e| format!("malformed card list `{}`: {e}", line.trim()))
 }
