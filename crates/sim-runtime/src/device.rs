@@ -696,7 +696,15 @@ impl RunOutcome {
     /// or any `fail` message makes it an orchestration error.
     fn into_result(self, symbol: &str) -> RtResult<()> {
         if let Some(e) = self.error {
-            return Err(e);
+            // What the orchestration said about it comes along.
+            return Err(if self.fails.is_empty() {
+                e
+            } else {
+                e.with_note(&format!(
+                    "orchestration `{symbol}`: {}",
+                    self.fails.join("; ")
+                ))
+            });
         }
         if self.rc != 0 || !self.fails.is_empty() {
             let mut msg = format!("orchestration `{symbol}` returned {}", self.rc);

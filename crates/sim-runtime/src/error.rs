@@ -28,6 +28,23 @@ pub enum RtError {
 }
 
 impl RtError {
+    /// The same error with `note` appended to its message.
+    pub fn with_note(self, note: &str) -> RtError {
+        let add = |m: String| format!("{m}; {note}");
+        match self {
+            RtError::Invalid(m) => RtError::Invalid(add(m)),
+            RtError::NoDevice(m) => RtError::NoDevice(add(m)),
+            RtError::Oom(m) => RtError::Oom(add(m)),
+            RtError::OutOfBounds(m) => RtError::OutOfBounds(add(m)),
+            RtError::FuncId(m) => RtError::FuncId(add(m)),
+            RtError::CoreType(m) => RtError::CoreType(add(m)),
+            RtError::Load(m) => RtError::Load(add(m)),
+            RtError::Orch(m) => RtError::Orch(add(m)),
+            RtError::Timeout(m) => RtError::Timeout(add(m)),
+            RtError::DeviceFatal(m) => RtError::DeviceFatal(add(m)),
+        }
+    }
+
     /// The `SCENE_RT_E_*` status for this error.
     pub fn status(&self) -> i32 {
         match self {
@@ -46,3 +63,15 @@ impl RtError {
 }
 
 pub type RtResult<T> = Result<T, RtError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_note_keeps_the_status() {
+        let e = RtError::Oom("full".into()).with_note("step 3");
+        assert_eq!(e.status(), SCENE_RT_E_OOM);
+        assert_eq!(e.to_string(), "full; step 3");
+    }
+}
