@@ -577,3 +577,132 @@ mod tests {
         ));
     }
 }
+
+/// The slot keys of the package's own scenes are pinned: a change to what a
+/// case's data is (the scene model, params, expressions) must leave every
+/// existing scene's keys as they were, or bundles built before it would be
+/// refused as stale.
+#[cfg(test)]
+mod pinned_keys {
+    use super::*;
+
+    fn callable() -> ChipCallable {
+        ChipCallable {
+            label: "pinned".into(),
+            orch_so: b"orch".to_vec(),
+            orch_symbol: "orch".into(),
+            incores: vec![],
+        }
+    }
+
+    pub(super) fn keys() -> Vec<(String, String)> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/scenes");
+        let mut out = Vec::new();
+        for scene in crate::scene::discover(&root).expect("scenes dir") {
+            let scene = scene.expect("package scene loads");
+            for case in &scene.cases {
+                let scalars = crate::prepare::scalar_bits(&scene, case).expect("scalars");
+                let key = slot_key(&callable(), &scene, case, &scalars, "a2a3sim");
+                out.push((format!("{}::{}", scene.name, case.name), key));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn existing_scenes_keep_their_slot_keys() {
+        let expected: &[(&str, &str)] = &[
+            (
+                "decode_layer::step16",
+                "e960b8c303fe6601b4fb1bb0867e1038727da9aae4ef3e7f6acfb64bb6d72841",
+            ),
+            (
+                "decode_layer::first_token",
+                "cb3b15416aa679ba06986c0b8291182839f22c07fb0c69fdcfd6f5e2bd8e2181",
+            ),
+            (
+                "decode_layer::full_cache_hd8",
+                "f004dacd5d8eb500a548342bb8a6ad138aa76d281a2c116b1e1dae3fdffdc079",
+            ),
+            (
+                "gemm::square64",
+                "0b63eb8fa88944ee57f99b38be20c9dc506cefa088eb56d5cff84811b9d5d2ff",
+            ),
+            (
+                "gemm::ragged",
+                "7ab9a6eb726a0860fff72da8887d1a7a7bd28267baba14ba906ff8cda47a177f",
+            ),
+            (
+                "gemm::skinny",
+                "55b0907821d4de71f8faf89f12649e75985a803807fb42a941af790927b1ac40",
+            ),
+            (
+                "gemm::tall",
+                "227eb7c98a9422471d24f83076ffadae80b48ce5332af3bfe87f1bac585a8d2b",
+            ),
+            (
+                "rmsnorm::small",
+                "f08251367cedd3137fd46be3681889cfcb85171fa2b3801dc50b08dea4e71832",
+            ),
+            (
+                "rmsnorm::odd",
+                "77d1efb2df8bafd7124a17dc27262a7dcf10eaf7ae86ab85d1ee0b7c8fdd928b",
+            ),
+            (
+                "rmsnorm::one_row",
+                "2792d63d5d6d2599f3b402f0382e46f6a5064e7d0b95f3369d641fa39bb2185b",
+            ),
+            (
+                "rmsnorm::many_rows",
+                "26a71260947fba016af67c592398772f8cd87a2b729ac54feb306de296e9c02a",
+            ),
+            (
+                "scope_loop::small",
+                "5d2fe73819e8bd0aeef81701dcef86da3c9eaa4d6656509e6af076d7fe68fcaa",
+            ),
+            (
+                "scope_loop::loop_100k",
+                "39b290b6f00a9880384ed67b27dcbdfd899fb16da43cf0474b77e25780763fd5",
+            ),
+            (
+                "softmax::small",
+                "92b20bf05543f0d23e9d23b15067eec41de61cf4589fd8d3edef86862126c28e",
+            ),
+            (
+                "softmax::wide_odd",
+                "f23a20baaefab5c2b6176988948674dee15aac83104252f7bcf9f3bc8547d318",
+            ),
+            (
+                "softmax::overflow_naive",
+                "683807c0058047a95801e419bcf38fb8a7fbe46b0adff5157c52073147cbaf6a",
+            ),
+            (
+                "softmax::huge",
+                "8b3798877dbc46c79a0c1f4222ed9d79b111acf2cc9d1cfc8ece44316fdd5097",
+            ),
+            (
+                "softmax::single_col",
+                "318953e25ae636211c994bfb6e3b264e58e50331907725ea6b0ec97e976e58b7",
+            ),
+            (
+                "vector_example::small",
+                "6eb28ccb6750e9c9b79d566397135dbd468557dcee4b8606a397f9a4d8296b1d",
+            ),
+            (
+                "vector_example::odd",
+                "eaf7280021e35a93a19c54accf94b8efe0cb4fdbe24583a2bcc8b1bd0fd26892",
+            ),
+            (
+                "vector_example::large",
+                "3b3915a87ab6a3afd34d8016b176555e40d66e87b4ae5f6993d0e82a8220c5ca",
+            ),
+            (
+                "vector_example::large_odd",
+                "d8dcb3926b8855e6f03733921fc99f4083a03ef08677503ddcaf5e5855f632da",
+            ),
+        ];
+        let got = keys();
+        let got: Vec<(&str, &str)> = got.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+        assert_eq!(got, expected);
+    }
+}
