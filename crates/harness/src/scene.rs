@@ -10,11 +10,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use scene_golden::{DType, Init, Tolerance};
+use scene_golden::{DType, Init, ListItem, Tolerance};
 use scene_kernels::CoreType;
 use serde::Deserialize;
 
+use crate::expr::{Expr, ExprError, Num, Params, Value};
 use crate::shape::{Dim, ShapeError};
+
+/// Platforms that are real hardware: a case may name them (it is listed
+/// for completeness) but the built-in simulators never run it.
+pub const HARDWARE_PLATFORMS: [&str; 2] = ["a2a3", "a5"];
 
 /// Problems with a scene directory or its `scene.toml`.
 #[derive(Debug, thiserror::Error)]
@@ -81,13 +86,119 @@ impl fmt::Display for ArgDirection {
     }
 }
 
-/// A number or the name of a case parameter.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(untagged)]
-pub enum ParamValue {
+/// A number, or an expression of the case params (see [`crate::expr`]),
+/// as `scene.toml` wrote it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NumSpec {
     Int(i64),
     Float(f64),
+    Expr { text: String, expr: Expr },
+}
+
+impl NumSpec {
+    /// The value in one case.
+    pub fn eval(&self, params: &Params) -> Result<Num, ExprError> {
+        match self {
+            NumSpec::Int(i) => Ok(Num::Int(*i)),
+            NumSpec::Float(f) => Ok(Num::Float(*f)),
+            NumSpec::Expr { expr, .. } => expr.eval(params),
+        }
+    }
+
+    /// The param a bare `"N"` names, if that is all it is.
+    pub fn param(&self) -> Option<&str> {
+        match self {
+            NumSpec::Expr {
+                expr: Expr::Param(p),
+                ..
+            } => Some(p),
+            _ => None,
+        }
+    }
+
+    /// Canonical form for a field that used to be an `f64`: a literal is
+    /// the same JSON number as before (bundle slot keys), an expression
+    /// its text.
+    pub fn identity_f64(&self) -> serde_json::Value {
+        match self {
+            NumSpec::Int(i) => serde_json::json!(*i as f64),
+            NumSpec::Float(f) => serde_json::json!(f),
+            NumSpec::Expr { text, .. } => serde_json::json!(text),
+        }
+    }
+
+    /// Canonical form for a field that used to be an `i64`.
+    pub fn identity_i64(&self) -> serde_json::Value {
+        match self {
+            NumSpec::Int(i) => serde_json::json!(i),
+            NumSpec::Float(f) => serde_json::json!(f),
+            NumSpec::Expr { text, .. } => serde_json::json!(text),
+        }
+    }
+}
+
+impl fmt::Display for NumSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NumSpec::Int(i) => write!(f, "{i}"),
+            NumSpec::Float(x) => write!(f, "{x}"),
+            NumSpec::Expr { text, .. } => f.write_str(text),
+        }
+    }
+}
+
+/// A number or an expression, as TOML holds it.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(untagged)]
+enum RawNum {
+    Int(i64),
+    Float(f64),
+    Expr(String),
+}
+
+/// A tensor's dtype: fixed, or named by a string param of each case.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DTypeSpec {
+    Fixed(DType),
     Param(String),
+}
+
+impl fmt::Display for DTypeSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DTypeSpec::Fixed(d) => write!(f, "{d}"),
+            DTypeSpec::Param(p) => f.write_str(p),
+        }
+    }
+}
+
+/// `manual = true`, `false`, or the platforms on which the case is manual.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(untagged)]
+enum RawManual {
+    All(bool),
+    On(Vec<String>),
+}
+
+/// When a case runs only if asked (`--include-manual`) or named.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Manual {
+    #[default]
+    Never,
+    Always,
+    /// Manual on these platforms only.
+    On(Vec<String>),
+}
+
+impl Manual {
+    /// Whether the case is manual on `platform`.
+    pub fn on(&self, platform: &str) -> bool {
+        match self {
+            Manual::Never => false,
+            Manual::Always => true,
+            Manual::On(list) => list.iter().any(|p| p == platform),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -102,8 +213,8 @@ struct RawScene {
     level: u32,
     platforms: Vec<String>,
     golden: String,
-    rtol: Option<f64>,
-    atol: Option<f64>,
+    rtol: Option<RawNum>,
+    atol: Option<RawNum>,
     #[serde(default)]
     equal_nan: bool,
     #[serde(default = "default_devices")]
@@ -161,8 +272,8 @@ struct RawTensor {
     init: Option<RawInit>,
     #[serde(default)]
     seed: u64,
-    rtol: Option<f64>,
-    atol: Option<f64>,
+    rtol: Option<RawNum>,
+    atol: Option<RawNum>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -176,33 +287,69 @@ enum RawDim {
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 enum RawInit {
     Const {
-        value: f64,
+        value: RawNum,
     },
     Uniform {
-        low: f64,
-        high: f64,
+        low: RawNum,
+        high: RawNum,
     },
     Normal {
-        #[serde(default)]
-        mean: f64,
+        #[serde(default = "zero")]
+        mean: RawNum,
         #[serde(default = "one")]
-        std: f64,
+        std: RawNum,
     },
     Arange {
-        #[serde(default)]
-        start: f64,
+        #[serde(default = "zero")]
+        start: RawNum,
         #[serde(default = "one")]
-        step: f64,
+        step: RawNum,
     },
     Zeros,
     Randint {
-        low: i64,
-        high: i64,
+        low: RawNum,
+        high: RawNum,
+    },
+    List {
+        param: String,
     },
 }
 
-fn one() -> f64 {
-    1.0
+fn zero() -> RawNum {
+    RawNum::Float(0.0)
+}
+fn one() -> RawNum {
+    RawNum::Float(1.0)
+}
+
+/// A tensor's `init`, as written: every number may be an expression of
+/// the case params; each case resolves it to a [`scene_golden::Init`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum InitSpec {
+    Const {
+        value: NumSpec,
+    },
+    Uniform {
+        low: NumSpec,
+        high: NumSpec,
+    },
+    Normal {
+        mean: NumSpec,
+        std: NumSpec,
+    },
+    Arange {
+        start: NumSpec,
+        step: NumSpec,
+    },
+    Zeros,
+    Randint {
+        low: NumSpec,
+        high: NumSpec,
+    },
+    /// One value per element from the case's list param `param`.
+    List {
+        param: String,
+    },
 }
 
 #[derive(Debug, Deserialize)]
@@ -210,7 +357,7 @@ fn one() -> f64 {
 struct RawScalar {
     name: String,
     dtype: String,
-    value: ParamValue,
+    value: RawNum,
 }
 
 #[derive(Debug, Deserialize)]
@@ -218,10 +365,10 @@ struct RawScalar {
 struct RawCase {
     name: String,
     #[serde(default)]
-    params: BTreeMap<String, i64>,
+    params: BTreeMap<String, Value>,
     platforms: Option<Vec<String>>,
     #[serde(default)]
-    manual: bool,
+    manual: Option<RawManual>,
     #[serde(default)]
     seed: Option<u64>,
 }
@@ -250,10 +397,10 @@ pub struct Scene {
 }
 
 /// Scene-level tolerance overrides; unset fields take the dtype default.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ToleranceSpec {
-    pub rtol: Option<f64>,
-    pub atol: Option<f64>,
+    pub rtol: Option<NumSpec>,
+    pub atol: Option<NumSpec>,
     pub equal_nan: bool,
 }
 
@@ -280,29 +427,60 @@ pub struct Incore {
 #[derive(Clone, Debug)]
 pub struct TensorSpec {
     pub name: String,
-    pub dtype: DType,
+    pub dtype: DTypeSpec,
     pub shape: Vec<Dim>,
-    pub init: Init,
+    pub init: InitSpec,
     pub seed: u64,
     pub direction: ArgDirection,
-    pub rtol: Option<f64>,
-    pub atol: Option<f64>,
+    pub rtol: Option<NumSpec>,
+    pub atol: Option<NumSpec>,
 }
 
 #[derive(Clone, Debug)]
 pub struct ScalarSpec {
     pub name: String,
     pub dtype: DType,
-    pub value: ParamValue,
+    pub value: NumSpec,
 }
 
 #[derive(Clone, Debug)]
 pub struct Case {
     pub name: String,
-    pub params: BTreeMap<String, i64>,
+    /// The case's params as written (serialised as before: an integer
+    /// param is a JSON number).
+    pub params: Params,
     pub platforms: Option<Vec<String>>,
-    pub manual: bool,
+    pub manual: Manual,
     pub seed: u64,
+    /// Every tensor of the scene as this case resolves it, in signature
+    /// order (validated at load).
+    pub tensors: Vec<CaseTensor>,
+    /// Every scalar's value in this case, in signature order (checked at
+    /// load against its dtype).
+    pub scalars: Vec<Num>,
+}
+
+impl Case {
+    /// The integer params (what goldens read with `param` / `size`).
+    pub fn int_params(&self) -> BTreeMap<String, i64> {
+        self.params
+            .iter()
+            .filter_map(|(k, v)| match v {
+                Value::Int(i) => Some((k.clone(), *i)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// One tensor as a case resolves it: dtype, shape, fixture and tolerance.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CaseTensor {
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    pub init: Init,
+    /// Per-tensor, then scene, then dtype default.
+    pub tolerance: Tolerance,
 }
 
 impl Scene {
@@ -329,21 +507,31 @@ impl Scene {
         Validator { dir, manifest }.validate(raw)
     }
 
-    /// The tolerance for one output tensor: per-tensor override, then scene
-    /// level, then the dtype default.
-    pub fn tolerance_for(&self, tensor: &TensorSpec) -> Tolerance {
-        let default = Tolerance::default_for(tensor.dtype);
-        Tolerance {
-            rtol: tensor.rtol.or(self.tolerance.rtol).unwrap_or(default.rtol),
-            atol: tensor.atol.or(self.tolerance.atol).unwrap_or(default.atol),
-            equal_nan: self.tolerance.equal_nan,
-        }
+    /// The tolerance of tensor `index` (in signature order) in `case`:
+    /// per-tensor override, then scene level, then the dtype default.
+    pub fn tolerance_for(&self, case: &Case, index: usize) -> Tolerance {
+        case.tensors
+            .get(index)
+            .map(|t| t.tolerance)
+            .unwrap_or_else(|| Tolerance::default_for(DType::F32))
     }
 
     /// Whether `case` runs on `platform`.
     pub fn case_enabled_on(&self, case: &Case, platform: &str) -> bool {
-        let list = case.platforms.as_ref().unwrap_or(&self.platforms);
-        list.iter().any(|p| p == platform)
+        self.case_platforms(case).iter().any(|p| p == platform)
+    }
+
+    /// The platforms `case` is for: its own list, else the scene's.
+    pub fn case_platforms<'a>(&'a self, case: &'a Case) -> &'a [String] {
+        case.platforms.as_deref().unwrap_or(&self.platforms)
+    }
+
+    /// Whether `case` is for hardware only (no simulator runs it): listed
+    /// for completeness, never run here.
+    pub fn case_hardware_only(&self, case: &Case) -> bool {
+        self.case_platforms(case)
+            .iter()
+            .all(|p| HARDWARE_PLATFORMS.contains(&p.as_str()))
     }
 
     /// Source and include paths of this scene relative to `root`, falling
@@ -376,12 +564,15 @@ impl Validator<'_> {
             return Err(self.err(field, "must name at least one platform"));
         }
         for p in list {
-            if p.parse::<crate::platform::BuiltinPlatform>().is_err() {
+            if p.parse::<crate::platform::BuiltinPlatform>().is_err()
+                && !HARDWARE_PLATFORMS.contains(&p.as_str())
+            {
                 return Err(self.err(
                     field,
                     format!(
-                        "unknown platform `{p}` (known: {})",
-                        crate::platform::BuiltinPlatform::known()
+                        "unknown platform `{p}` (known: {}; hardware: {})",
+                        crate::platform::BuiltinPlatform::known(),
+                        HARDWARE_PLATFORMS.join(", ")
                     ),
                 ));
             }
@@ -451,13 +642,25 @@ impl Validator<'_> {
 
     /// A tolerance, when given, is a finite number >= 0: `nan` or `inf`
     /// would let any output pass.
-    fn tolerance(&self, field: &str, v: Option<f64>) -> Result<(), SceneError> {
-        match v {
-            Some(v) if !(v >= 0.0 && v.is_finite()) => {
-                Err(self.err(field, format!("must be a finite number >= 0, got {v}")))
-            }
-            _ => Ok(()),
+    fn tolerance(
+        &self,
+        field: &str,
+        prefix: &str,
+        v: Option<&NumSpec>,
+        params: &Params,
+    ) -> Result<Option<f64>, SceneError> {
+        let Some(spec) = v else { return Ok(None) };
+        let v = spec
+            .eval(params)
+            .map_err(|e| self.err(field, format!("{prefix}{e}")))?
+            .as_f64();
+        if !(v >= 0.0 && v.is_finite()) {
+            return Err(self.err(
+                field,
+                format!("{prefix}must be a finite number >= 0, got {v}"),
+            ));
         }
+        Ok(Some(v))
     }
 
     /// A name that becomes a file name (dumps, bundles): one plain path
@@ -468,42 +671,34 @@ impl Validator<'_> {
             .map_err(|e| self.err(field, format!("`{name}` is not a valid {what} name: {e}")))
     }
 
-    /// A finite init parameter.
-    fn finite(&self, field: &str, what: &str, v: f64) -> Result<(), SceneError> {
-        if v.is_finite() {
-            Ok(())
-        } else {
-            Err(self.err(field, format!("{what} must be finite, got {v}")))
-        }
-    }
-
-    /// A scalar's value (a literal or a case parameter) as its dtype
-    /// passes it: in range and exact, or an error naming `field`.
+    /// A scalar's value (a literal, or its value in one case) as its
+    /// dtype passes it: in range and exact, or an error naming `field`.
     fn scalar_value(
         &self,
         field: &str,
+        prefix: &str,
         name: &str,
         dtype: DType,
-        value: &ParamValue,
+        value: Num,
     ) -> Result<(), SceneError> {
-        let bad = |m: String| Err(self.err(field, format!("scalar `{name}` ({dtype}): {m}")));
+        let bad =
+            |m: String| Err(self.err(field, format!("{prefix}scalar `{name}` ({dtype}): {m}")));
         match (value, int_range(dtype)) {
-            (ParamValue::Param(_), _) => Ok(()),
-            (ParamValue::Int(i), Some((lo, hi))) if *i < lo || *i > hi => {
+            (Num::Int(i), Some((lo, hi))) if i < lo || i > hi => {
                 bad(format!("{i} is out of range ({lo}..={hi})"))
             }
-            (ParamValue::Int(_), Some(_)) => Ok(()),
-            (ParamValue::Float(f), Some(_)) => bad(format!(
+            (Num::Int(_), Some(_)) => Ok(()),
+            (Num::Float(f), Some(_)) => bad(format!(
                 "{f} is not an integer (write an integer literal for an integer scalar)"
             )),
-            (ParamValue::Int(i), None) => {
-                if float_exact(dtype, *i) {
+            (Num::Int(i), None) => {
+                if float_exact(dtype, i) {
                     Ok(())
                 } else {
                     bad(format!("{i} is not exactly representable"))
                 }
             }
-            (ParamValue::Float(f), None) => {
+            (Num::Float(f), None) => {
                 let max = if dtype == DType::F32 {
                     f64::from(f32::MAX)
                 } else {
@@ -518,6 +713,23 @@ impl Validator<'_> {
         }
     }
 
+    /// A number or an expression; a malformed expression is an error
+    /// naming `field`.
+    fn num(&self, field: &str, raw: RawNum) -> Result<NumSpec, SceneError> {
+        Ok(match raw {
+            RawNum::Int(i) => NumSpec::Int(i),
+            RawNum::Float(f) => NumSpec::Float(f),
+            RawNum::Expr(text) => {
+                let expr = Expr::parse(&text).map_err(|e| self.err(field, e.to_string()))?;
+                NumSpec::Expr { text, expr }
+            }
+        })
+    }
+
+    fn opt_num(&self, field: &str, raw: Option<RawNum>) -> Result<Option<NumSpec>, SceneError> {
+        raw.map(|r| self.num(field, r)).transpose()
+    }
+
     fn dtype(&self, field: &str, name: &str) -> Result<DType, SceneError> {
         name.parse::<DType>()
             .map_err(|_| self.err(field, format!("unknown dtype `{name}`")))
@@ -527,6 +739,16 @@ impl Validator<'_> {
     /// problem found is the error, naming its field.
     fn validate(&self, raw: RawScene) -> Result<Scene, SceneError> {
         self.check_header(&raw)?;
+        let tolerance = ToleranceSpec {
+            rtol: self.opt_num("rtol", raw.rtol)?,
+            atol: self.opt_num("atol", raw.atol)?,
+            equal_nan: raw.equal_nan,
+        };
+        for (field, v) in [("rtol", &tolerance.rtol), ("atol", &tolerance.atol)] {
+            if let Some(NumSpec::Int(_) | NumSpec::Float(_)) = v {
+                self.tolerance(field, "", v.as_ref(), &Params::new())?;
+            }
+        }
         let o = raw.orchestration;
         self.check_orchestration(&o)?;
         let incores = self.incores(raw.incores)?;
@@ -534,7 +756,7 @@ impl Validator<'_> {
         let mut arg_names = BTreeSet::new();
         let tensors = self.tensors(raw.tensors, &o.signature, &mut arg_names)?;
         let scalars = self.scalars(raw.scalars, &o.signature, tensors.len(), &mut arg_names)?;
-        let cases = self.cases(raw.cases, &tensors, &scalars)?;
+        let cases = self.cases(raw.cases, &tensors, &scalars, &tolerance)?;
         Ok(Scene {
             name: raw.name,
             dir: self.dir.to_path_buf(),
@@ -542,11 +764,7 @@ impl Validator<'_> {
             level: raw.level,
             platforms: raw.platforms,
             golden: raw.golden,
-            tolerance: ToleranceSpec {
-                rtol: raw.rtol,
-                atol: raw.atol,
-                equal_nan: raw.equal_nan,
-            },
+            tolerance,
             devices: raw.devices,
             orchestration: Orchestration {
                 source: o.source,
@@ -588,8 +806,6 @@ impl Validator<'_> {
             return Err(self.err("devices", "must be at least 1"));
         }
         self.platform_list("platforms", &raw.platforms)?;
-        self.tolerance("rtol", raw.rtol)?;
-        self.tolerance("atol", raw.atol)?;
 
         Ok(())
     }
@@ -708,9 +924,21 @@ impl Validator<'_> {
                     format!("duplicate argument name `{}`", t.name),
                 ));
             }
-            let dtype = self.dtype(&field("dtype"), &t.dtype)?;
-            self.tolerance(&field("rtol"), t.rtol)?;
-            self.tolerance(&field("atol"), t.atol)?;
+            let dtype = match t.dtype.parse::<DType>() {
+                Ok(d) => DTypeSpec::Fixed(d),
+                // A name: a string param of each case names the dtype.
+                Err(_) if is_c_identifier(&t.dtype) => DTypeSpec::Param(t.dtype.clone()),
+                Err(_) => {
+                    return Err(self.err(field("dtype"), format!("unknown dtype `{}`", t.dtype)));
+                }
+            };
+            let rtol = self.opt_num(&field("rtol"), t.rtol)?;
+            let atol = self.opt_num(&field("atol"), t.atol)?;
+            for (f, v) in [("rtol", &rtol), ("atol", &atol)] {
+                if let Some(NumSpec::Int(_) | NumSpec::Float(_)) = v {
+                    self.tolerance(&field(f), "", v.as_ref(), &Params::new())?;
+                }
+            }
             if t.shape.is_empty() {
                 return Err(self.err(field("shape"), "must have at least one dimension"));
             }
@@ -725,8 +953,8 @@ impl Validator<'_> {
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| self.err(field("shape"), e.to_string()))?;
             let init = match t.init {
-                None => Init::Zeros,
-                Some(init) => self.init(&field("init"), init, dtype)?,
+                None => InitSpec::Zeros,
+                Some(init) => self.init_spec(&field("init"), init)?,
             };
             tensors.push(TensorSpec {
                 name: t.name,
@@ -735,8 +963,8 @@ impl Validator<'_> {
                 init,
                 seed: t.seed,
                 direction,
-                rtol: t.rtol,
-                atol: t.atol,
+                rtol,
+                atol,
             });
         }
         Ok(tensors)
@@ -777,23 +1005,31 @@ impl Validator<'_> {
                     ),
                 ));
             }
-            self.scalar_value(&field("value"), &s.name, dtype, &s.value)?;
+            let value = self.num(&field("value"), s.value)?;
+            // A literal is checked once; an expression in every case.
+            if let NumSpec::Int(_) | NumSpec::Float(_) = value
+                && let Ok(v) = value.eval(&Params::new())
+            {
+                self.scalar_value(&field("value"), "", &s.name, dtype, v)?;
+            }
             scalars.push(ScalarSpec {
                 name: s.name,
                 dtype,
-                value: s.value,
+                value,
             });
         }
 
         Ok(scalars)
     }
 
-    /// Unique case names; every symbolic dim and scalar bound.
+    /// Unique case names; every dtype, dim, init, tolerance and scalar
+    /// resolved in every case.
     fn cases(
         &self,
         raw: Vec<RawCase>,
         tensors: &[TensorSpec],
         scalars: &[ScalarSpec],
+        tolerance: &ToleranceSpec,
     ) -> Result<Vec<Case>, SceneError> {
         if raw.is_empty() {
             return Err(self.err("cases", "a scene needs at least one case"));
@@ -815,84 +1051,232 @@ impl Validator<'_> {
             if let Some(p) = &c.platforms {
                 self.platform_list(&field("platforms"), p)?;
             }
-            for t in tensors {
-                for d in &t.shape {
-                    d.eval(&c.params).map_err(|e| {
-                        self.err(
-                            field("params"),
-                            format!("case `{}`: shape of tensor `{}`: {e}", c.name, t.name),
-                        )
-                    })?;
+            let manual = match c.manual {
+                None | Some(RawManual::All(false)) => Manual::Never,
+                Some(RawManual::All(true)) => Manual::Always,
+                Some(RawManual::On(list)) => {
+                    self.platform_list(&field("manual"), &list)?;
+                    Manual::On(list)
+                }
+            };
+            let prefix = format!("case `{}`: ", c.name);
+            for (name, v) in &c.params {
+                if let Value::List(items) = v
+                    && let Some(bad) = items
+                        .iter()
+                        .find(|x| !matches!(x, Value::Int(_) | Value::Float(_)))
+                {
+                    return Err(self.err(
+                        format!("cases[{i}].params.{name}"),
+                        format!(
+                            "{prefix}a list param holds numbers only, got {} ({bad})",
+                            bad.kind()
+                        ),
+                    ));
                 }
             }
-            for s in scalars {
-                if let ParamValue::Param(p) = &s.value {
-                    let Some(&v) = c.params.get(p) else {
-                        return Err(self.err(
-                            field("params"),
-                            format!(
-                                "case `{}` does not bind `{p}` used by scalar `{}`",
-                                c.name, s.name
-                            ),
-                        ));
-                    };
-                    self.scalar_value(
-                        &format!("cases[{i}].params.{p}"),
-                        &s.name,
-                        s.dtype,
-                        &ParamValue::Int(v),
-                    )?;
-                }
+            let resolved = tensors
+                .iter()
+                .enumerate()
+                .map(|(j, t)| self.case_tensor(j, t, &prefix, &c.params, tolerance))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut values = Vec::with_capacity(scalars.len());
+            for (j, s) in scalars.iter().enumerate() {
+                let at = match s.value.param() {
+                    Some(p) => format!("cases[{i}].params.{p}"),
+                    None => format!("scalars[{j}].value"),
+                };
+                let v = s.value.eval(&c.params).map_err(|e| {
+                    self.err(
+                        format!("scalars[{j}].value"),
+                        format!("{prefix}scalar `{}`: {e}", s.name),
+                    )
+                })?;
+                self.scalar_value(&at, &prefix, &s.name, s.dtype, v)?;
+                values.push(v);
             }
             cases.push(Case {
                 name: c.name,
                 params: c.params,
                 platforms: c.platforms,
-                manual: c.manual,
+                manual,
                 seed: c.seed.unwrap_or(0),
+                tensors: resolved,
+                scalars: values,
             });
         }
 
         Ok(cases)
     }
 
-    fn init(&self, field: &str, raw: RawInit, dtype: DType) -> Result<Init, SceneError> {
+    /// Tensor `j` as one case resolves it.
+    fn case_tensor(
+        &self,
+        j: usize,
+        t: &TensorSpec,
+        prefix: &str,
+        params: &Params,
+        scene_tol: &ToleranceSpec,
+    ) -> Result<CaseTensor, SceneError> {
+        let field = |f: &str| format!("tensors[{j}].{f}");
+        let dtype = match &t.dtype {
+            DTypeSpec::Fixed(d) => *d,
+            DTypeSpec::Param(p) => match params.get(p) {
+                Some(Value::Str(name)) => name.parse::<DType>().map_err(|_| {
+                    self.err(
+                        field("dtype"),
+                        format!("{prefix}param `{p}` = \"{name}\" is not a dtype (f32 f64 f16 bf16 i8 u8 i16 i32 i64 bool)"),
+                    )
+                })?,
+                Some(v) => {
+                    return Err(self.err(
+                        field("dtype"),
+                        format!(
+                            "{prefix}param `{p}` is {} ({v}), not a dtype name (a string such as \"f16\")",
+                            v.kind()
+                        ),
+                    ));
+                }
+                None => {
+                    return Err(self.err(
+                        field("dtype"),
+                        format!("{prefix}unknown dtype `{p}` (neither a dtype nor a param of the case)"),
+                    ));
+                }
+            },
+        };
+        let mut shape = Vec::with_capacity(t.shape.len());
+        for (k, d) in t.shape.iter().enumerate() {
+            shape.push(d.eval(params).map_err(|e| {
+                self.err(
+                    format!("tensors[{j}].shape[{k}]"),
+                    format!("{prefix}tensor `{}` dimension `{d}`: {e}", t.name),
+                )
+            })?);
+        }
+        let init = self.resolve_init(&field("init"), prefix, &t.init, dtype, &shape, params)?;
+        let default = Tolerance::default_for(dtype);
+        let rtol = match self.tolerance(&field("rtol"), prefix, t.rtol.as_ref(), params)? {
+            Some(v) => v,
+            None => self
+                .tolerance("rtol", prefix, scene_tol.rtol.as_ref(), params)?
+                .unwrap_or(default.rtol),
+        };
+        let atol = match self.tolerance(&field("atol"), prefix, t.atol.as_ref(), params)? {
+            Some(v) => v,
+            None => self
+                .tolerance("atol", prefix, scene_tol.atol.as_ref(), params)?
+                .unwrap_or(default.atol),
+        };
+        Ok(CaseTensor {
+            dtype,
+            shape,
+            init,
+            tolerance: Tolerance {
+                rtol,
+                atol,
+                equal_nan: scene_tol.equal_nan,
+            },
+        })
+    }
+
+    /// The raw `init` with its expressions parsed.
+    fn init_spec(&self, field: &str, raw: RawInit) -> Result<InitSpec, SceneError> {
         Ok(match raw {
-            RawInit::Const { value } => {
-                self.finite(field, "const value", value)?;
-                Init::Const { value }
+            RawInit::Const { value } => InitSpec::Const {
+                value: self.num(field, value)?,
+            },
+            RawInit::Uniform { low, high } => InitSpec::Uniform {
+                low: self.num(field, low)?,
+                high: self.num(field, high)?,
+            },
+            RawInit::Normal { mean, std } => InitSpec::Normal {
+                mean: self.num(field, mean)?,
+                std: self.num(field, std)?,
+            },
+            RawInit::Arange { start, step } => InitSpec::Arange {
+                start: self.num(field, start)?,
+                step: self.num(field, step)?,
+            },
+            RawInit::Zeros => InitSpec::Zeros,
+            RawInit::Randint { low, high } => InitSpec::Randint {
+                low: self.num(field, low)?,
+                high: self.num(field, high)?,
+            },
+            RawInit::List { param } => InitSpec::List { param },
+        })
+    }
+
+    /// The fixture of one tensor in one case, checked: finite parameters,
+    /// ordered ranges, randint values of the dtype, one list value per
+    /// element.
+    fn resolve_init(
+        &self,
+        field: &str,
+        prefix: &str,
+        spec: &InitSpec,
+        dtype: DType,
+        shape: &[usize],
+        params: &Params,
+    ) -> Result<Init, SceneError> {
+        let num = |what: &str, n: &NumSpec| {
+            n.eval(params)
+                .map_err(|e| self.err(field, format!("{prefix}{what}: {e}")))
+        };
+        let float = |what: &str, n: &NumSpec| -> Result<f64, SceneError> {
+            let v = num(what, n)?.as_f64();
+            if v.is_finite() {
+                Ok(v)
+            } else {
+                Err(self.err(field, format!("{prefix}{what} must be finite, got {v}")))
             }
-            RawInit::Uniform { low, high } => {
-                self.finite(field, "uniform low", low)?;
-                self.finite(field, "uniform high", high)?;
+        };
+        let int = |what: &str, n: &NumSpec| -> Result<i64, SceneError> {
+            match num(what, n)? {
+                Num::Int(i) => Ok(i),
+                Num::Float(f) => {
+                    Err(self.err(field, format!("{prefix}{what} must be an integer, got {f}")))
+                }
+            }
+        };
+        Ok(match spec {
+            InitSpec::Const { value } => Init::Const {
+                value: float("const value", value)?,
+            },
+            InitSpec::Uniform { low, high } => {
+                let low = float("uniform low", low)?;
+                let high = float("uniform high", high)?;
                 if low.partial_cmp(&high) != Some(std::cmp::Ordering::Less) {
                     return Err(self.err(
                         field,
-                        format!("uniform needs low < high, got {low} >= {high}"),
+                        format!("{prefix}uniform needs low < high, got {low} >= {high}"),
                     ));
                 }
                 Init::Uniform { low, high }
             }
-            RawInit::Normal { mean, std } => {
-                self.finite(field, "normal mean", mean)?;
+            InitSpec::Normal { mean, std } => {
+                let mean = float("normal mean", mean)?;
+                let std = num("normal std", std)?.as_f64();
                 if !(std >= 0.0 && std.is_finite()) {
-                    return Err(
-                        self.err(field, format!("normal needs a finite std >= 0, got {std}"))
-                    );
+                    return Err(self.err(
+                        field,
+                        format!("{prefix}normal needs a finite std >= 0, got {std}"),
+                    ));
                 }
                 Init::Normal { mean, std }
             }
-            RawInit::Arange { start, step } => {
-                self.finite(field, "arange start", start)?;
-                self.finite(field, "arange step", step)?;
-                Init::Arange { start, step }
-            }
-            RawInit::Zeros => Init::Zeros,
-            RawInit::Randint { low, high } => {
+            InitSpec::Arange { start, step } => Init::Arange {
+                start: float("arange start", start)?,
+                step: float("arange step", step)?,
+            },
+            InitSpec::Zeros => Init::Zeros,
+            InitSpec::Randint { low, high } => {
+                let low = int("randint low", low)?;
+                let high = int("randint high", high)?;
                 if low >= high {
                     return Err(self.err(
                         field,
-                        format!("randint needs low < high, got {low} >= {high}"),
+                        format!("{prefix}randint needs low < high, got {low} >= {high}"),
                     ));
                 }
                 // Values are drawn from low..high; on an integer tensor each
@@ -907,10 +1291,62 @@ impl Validator<'_> {
                 {
                     return Err(self.err(
                         field,
-                        format!("randint {low}..{high} does not fit {dtype} ({lo}..={hi})"),
+                        format!("{prefix}randint {low}..{high} does not fit {dtype} ({lo}..={hi})"),
                     ));
                 }
                 Init::Randint { low, high }
+            }
+            InitSpec::List { param } => {
+                let items = match params.get(param) {
+                    Some(Value::List(items)) => items,
+                    Some(v) => {
+                        return Err(self.err(
+                            field,
+                            format!(
+                                "{prefix}list param `{param}` is {} ({v}), not a list",
+                                v.kind()
+                            ),
+                        ));
+                    }
+                    None => {
+                        return Err(self.err(
+                            field,
+                            format!("{prefix}unknown param `{param}` (the case binds: {})", {
+                                let names: Vec<&str> = params.keys().map(String::as_str).collect();
+                                if names.is_empty() {
+                                    "nothing".to_string()
+                                } else {
+                                    names.join(", ")
+                                }
+                            }),
+                        ));
+                    }
+                };
+                let numel = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+                if numel != Some(items.len()) {
+                    return Err(self.err(
+                        field,
+                        format!(
+                            "{prefix}list param `{param}` has {} values, the tensor's shape {shape:?} has {} elements",
+                            items.len(),
+                            numel.map_or_else(|| "too many".to_string(), |n| n.to_string())
+                        ),
+                    ));
+                }
+                let values = items
+                    .iter()
+                    .map(|v| match v {
+                        Value::Int(i) => Ok(ListItem::Int(*i)),
+                        Value::Float(f) if f.is_finite() => Ok(ListItem::Float(*f)),
+                        other => Err(self.err(
+                            field,
+                            format!(
+                                "{prefix}list param `{param}` holds {other}, not a finite number"
+                            ),
+                        )),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Init::List { values }
             }
         })
     }
@@ -1048,8 +1484,10 @@ params = { N = 8 }
         assert_eq!(s.name, "demo");
         assert_eq!(s.tensors.len(), 2);
         assert_eq!(s.tensors[1].direction, ArgDirection::Out);
-        assert_eq!(s.scalars[0].value, ParamValue::Param("N".into()));
-        assert_eq!(s.cases[0].params["N"], 8);
+        assert_eq!(s.scalars[0].value.param(), Some("N"));
+        assert_eq!(s.cases[0].params["N"], Value::Int(8));
+        assert_eq!(s.cases[0].tensors[1].shape, [32]);
+        assert_eq!(s.cases[0].scalars, [Num::Int(8)]);
     }
 
     #[test]
@@ -1090,8 +1528,9 @@ params = { N = 8 }
     #[test]
     fn unbound_shape() {
         let e = err_of(&GOOD.replace("params = { N = 8 }", "params = { M = 8 }"));
-        assert!(e.contains("cases[0].params"), "{e}");
-        assert!(e.contains("`N`"), "{e}");
+        assert!(e.contains("tensors[0].shape[0]"), "{e}");
+        assert!(e.contains("case `small`"), "{e}");
+        assert!(e.contains("unknown param `N`"), "{e}");
     }
 
     #[test]
@@ -1174,7 +1613,7 @@ params = { N = 8 }
     #[test]
     fn tolerance_precedence() {
         let s = load(&GOOD.replace("golden = \"demo\"", "golden = \"demo\"\nrtol = 0.5")).unwrap();
-        let t = s.tolerance_for(&s.tensors[1]);
+        let t = s.tolerance_for(&s.cases[0], 1);
         assert_eq!(t.rtol, 0.5);
         assert_eq!(t.atol, Tolerance::default_for(DType::F32).atol);
     }
@@ -1278,7 +1717,7 @@ params = { N = 8 }
         }
         // Exact beyond 2^53 for i64, as an integer all the way.
         let s = load(&with("i64", "9007199254740993")).unwrap();
-        assert_eq!(s.scalars[0].value, ParamValue::Int(9_007_199_254_740_993));
+        assert_eq!(s.scalars[0].value, NumSpec::Int(9_007_199_254_740_993));
         assert!(load(&with("f64", "0.25")).is_ok());
         assert!(load(&with("u8", "255")).is_ok());
     }

@@ -46,7 +46,7 @@ pub fn select_cases(
             if !scene.case_enabled_on(case, platform.as_str()) {
                 continue;
             }
-            if case.manual && !include_manual && filter != Some(id.as_str()) {
+            if case.manual.on(platform.as_str()) && !include_manual && filter != Some(id.as_str()) {
                 continue;
             }
             out.push(sel);

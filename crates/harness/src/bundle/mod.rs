@@ -279,10 +279,10 @@ pub fn slot_key(
     field("params", &canonical(&case.params));
     field("case_seed", &case.seed.to_le_bytes());
     field("golden", scene.golden.as_bytes());
-    for t in &scene.tensors {
+    for (i, t) in scene.tensors.iter().enumerate() {
         field("tensor", &canonical(&tensor_identity(t)));
         if t.direction.is_output() {
-            field("tolerance", &canonical(&scene.tolerance_for(t)));
+            field("tolerance", &canonical(&scene.tolerance_for(case, i)));
         }
     }
     field("scalars", &canonical(&scalars));
@@ -327,22 +327,29 @@ fn canonical<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
 /// Everything about a tensor argument that decides its fixture and its
 /// comparison, as a canonical value.
 fn tensor_identity(t: &TensorSpec) -> serde_json::Value {
-    use scene_golden::Init;
+    // Literals serialise as the numbers they always were (old bundles keep
+    // their keys); an expression as its text (the case's params, hashed
+    // too, decide its value).
+    use crate::scene::InitSpec;
+    let f = crate::scene::NumSpec::identity_f64;
     let init = match &t.init {
-        Init::Const { value } => serde_json::json!({ "kind": "const", "value": value }),
-        Init::Uniform { low, high } => {
-            serde_json::json!({ "kind": "uniform", "low": low, "high": high })
+        InitSpec::Const { value } => serde_json::json!({ "kind": "const", "value": f(value) }),
+        InitSpec::Uniform { low, high } => {
+            serde_json::json!({ "kind": "uniform", "low": f(low), "high": f(high) })
         }
-        Init::Normal { mean, std } => {
-            serde_json::json!({ "kind": "normal", "mean": mean, "std": std })
+        InitSpec::Normal { mean, std } => {
+            serde_json::json!({ "kind": "normal", "mean": f(mean), "std": f(std) })
         }
-        Init::Arange { start, step } => {
-            serde_json::json!({ "kind": "arange", "start": start, "step": step })
+        InitSpec::Arange { start, step } => {
+            serde_json::json!({ "kind": "arange", "start": f(start), "step": f(step) })
         }
-        Init::Zeros => serde_json::json!({ "kind": "zeros" }),
-        Init::Randint { low, high } => {
-            serde_json::json!({ "kind": "randint", "low": low, "high": high })
-        }
+        InitSpec::Zeros => serde_json::json!({ "kind": "zeros" }),
+        InitSpec::Randint { low, high } => serde_json::json!({
+            "kind": "randint",
+            "low": low.identity_i64(),
+            "high": high.identity_i64(),
+        }),
+        InitSpec::List { param } => serde_json::json!({ "kind": "list", "param": param }),
     };
     serde_json::json!({
         "name": t.name,
@@ -351,8 +358,8 @@ fn tensor_identity(t: &TensorSpec) -> serde_json::Value {
         "init": init,
         "seed": t.seed,
         "direction": t.direction.to_string(),
-        "rtol": t.rtol,
-        "atol": t.atol,
+        "rtol": t.rtol.as_ref().map(f),
+        "atol": t.atol.as_ref().map(f),
     })
 }
 
