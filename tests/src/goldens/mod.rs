@@ -2,6 +2,7 @@
 
 mod common;
 mod decode_layer;
+mod dtype_copy;
 mod gemm;
 mod rmsnorm;
 mod scope_loop;
@@ -17,4 +18,5 @@ pub fn register(r: GoldenRegistry) -> GoldenRegistry {
         .register("rmsnorm", rmsnorm::golden)
         .register("decode_layer", decode_layer::golden)
         .register("scope_loop", scope_loop::golden)
+        .register("dtype_copy", dtype_copy::golden)
 }
