@@ -1749,4 +1749,370 @@ params = { N = 8 }
         let e = err_of(&GOOD.replace("name = \"y\"", "name = \"\""));
         assert!(e.contains("tensors[1].name"), "{e}");
     }
+    /// A scene with typed params for the error matrix: `x` takes its dtype
+    /// from `DT`, its shape and init from expressions.
+    const TYPED: &str = r#"
+name = "demo"
+platforms = ["a2a3sim", "a5sim"]
+golden = "demo"
+
+[orchestration]
+source = "orch.c"
+function = "demo_orch"
+signature = ["in", "in", "out", "scalar"]
+
+[[incores]]
+func_id = 0
+name = "k"
+core = "aiv"
+source = "k.c"
+
+[[tensors]]
+name = "x"
+dtype = "DT"
+shape = ["N", "ceil_div(N, 4)"]
+init = { kind = "uniform", low = "-X", high = "X * 2" }
+
+[[tensors]]
+name = "lens"
+dtype = "i32"
+shape = ["B"]
+init = { kind = "list", param = "L" }
+
+[[tensors]]
+name = "y"
+dtype = "DT"
+shape = ["N * ceil_div(N, 4)"]
+rtol = "X / 100"
+
+[[scalars]]
+name = "n"
+dtype = "i64"
+value = "N + 1"
+
+[[cases]]
+name = "small"
+params = { N = 8, DT = "f16", X = 0.5, B = 3, L = [1, 2, 3], S = "text", F = true }
+"#;
+
+    #[test]
+    fn typed_params_resolve_per_case() {
+        let two = format!(
+            "{TYPED}\n[[cases]]\nname = \"wide\"\nparams = {{ N = 13, DT = \"bf16\", X = 2, B = 1, L = [7] }}\nmanual = [\"a5sim\"]\n\n[[cases]]\nname = \"card\"\nparams = {{ N = 1, DT = \"f32\", X = 1, B = 1, L = [1] }}\nplatforms = [\"a2a3\"]\n"
+        );
+        let s = load(&two).unwrap();
+        let (small, wide, card) = (&s.cases[0], &s.cases[1], &s.cases[2]);
+        assert_eq!(small.tensors[0].dtype, DType::F16);
+        assert_eq!(small.tensors[0].shape, [8, 2]);
+        assert_eq!(
+            small.tensors[0].init,
+            Init::Uniform {
+                low: -0.5,
+                high: 1.0
+            }
+        );
+        assert_eq!(
+            small.tensors[1].init,
+            Init::List {
+                values: vec![ListItem::Int(1), ListItem::Int(2), ListItem::Int(3)]
+            }
+        );
+        assert_eq!(small.tensors[2].tolerance.rtol, 0.005);
+        assert_eq!(
+            small.tensors[0].tolerance.rtol,
+            Tolerance::default_for(DType::F16).rtol
+        );
+        assert_eq!(small.scalars, [Num::Int(9)]);
+        assert_eq!(wide.tensors[2].dtype, DType::BF16);
+        assert_eq!(wide.tensors[2].shape, [13 * 4]);
+        assert!(!small.manual.on("a5sim"));
+        assert!(wide.manual.on("a5sim") && !wide.manual.on("a2a3sim"));
+        assert!(s.case_hardware_only(card) && !s.case_hardware_only(small));
+        assert!(!s.case_enabled_on(card, "a2a3sim"));
+        assert_eq!(small.int_params()["N"], 8);
+        assert!(!small.int_params().contains_key("DT"));
+    }
+
+    /// Malformed expressions and new fields: each error names the file,
+    /// the field and the case, and says what was wrong.
+    #[test]
+    fn error_matrix_names_file_field_and_case() {
+        let shape_x = "shape = [\"N\", \"ceil_div(N, 4)\"]";
+        let init_x = "init = { kind = \"uniform\", low = \"-X\", high = \"X * 2\" }";
+        let init_l = "init = { kind = \"list\", param = \"L\" }";
+        let params = "params = { N = 8, DT = \"f16\", X = 0.5, B = 3, L = [1, 2, 3], S = \"text\", F = true }";
+        let x_shape = |new: &str| (shape_x, format!("shape = [\"N\", \"{new}\"]"));
+        let x_init = |new: &str| (init_x, format!("init = {new}"));
+        let matrix: Vec<((&str, String), &str, &str)> = vec![
+            (x_shape("M * 2"), "tensors[0].shape[1]", "unknown param `M`"),
+            (
+                x_shape("N / (N - 8)"),
+                "tensors[0].shape[1]",
+                "division by zero",
+            ),
+            (
+                x_shape("N % (N - 8)"),
+                "tensors[0].shape[1]",
+                "division by zero",
+            ),
+            (
+                x_shape("ceil_div(N, N - 8)"),
+                "tensors[0].shape[1]",
+                "division by zero",
+            ),
+            (
+                x_shape("N - 100"),
+                "tensors[0].shape[1]",
+                "-92, not a positive size",
+            ),
+            (
+                x_shape("N / 3.0"),
+                "tensors[0].shape[1]",
+                "not an integer size",
+            ),
+            (
+                x_shape("DT * 2"),
+                "tensors[0].shape[1]",
+                "param `DT` is a string",
+            ),
+            (
+                x_shape("F + 1"),
+                "tensors[0].shape[1]",
+                "param `F` is a boolean",
+            ),
+            (
+                x_shape("L + 1"),
+                "tensors[0].shape[1]",
+                "param `L` is a list",
+            ),
+            (
+                x_shape("L[3]"),
+                "tensors[0].shape[1]",
+                "index 3 is out of range",
+            ),
+            (
+                x_shape("N * 9223372036854775807"),
+                "tensors[0].shape[1]",
+                "overflow",
+            ),
+            (
+                x_shape("min(N, S)"),
+                "tensors[0].shape[1]",
+                "param `S` is a string",
+            ),
+            (
+                ("dtype = \"DT\"", "dtype = \"WHAT\"".into()),
+                "tensors[0].dtype",
+                "neither a dtype nor a param",
+            ),
+            (
+                ("DT = \"f16\"", "DT = \"f17\"".into()),
+                "tensors[0].dtype",
+                "\"f17\" is not a dtype",
+            ),
+            (
+                ("DT = \"f16\"", "DT = 16".into()),
+                "tensors[0].dtype",
+                "is an integer (16), not a dtype name",
+            ),
+            (
+                x_init("{ kind = \"const\", value = \"S\" }"),
+                "tensors[0].init",
+                "const value: param `S` is a string",
+            ),
+            (
+                x_init("{ kind = \"uniform\", low = \"X\", high = \"X / 2\" }"),
+                "tensors[0].init",
+                "uniform needs low < high",
+            ),
+            (
+                x_init("{ kind = \"normal\", std = \"0 - X\" }"),
+                "tensors[0].init",
+                "finite std >= 0",
+            ),
+            (
+                x_init("{ kind = \"randint\", low = 0, high = \"N / 3.0\" }"),
+                "tensors[0].init",
+                "randint high must be an integer",
+            ),
+            (
+                x_init("{ kind = \"arange\", step = \"1 / 0\" }"),
+                "tensors[0].init",
+                "division by zero",
+            ),
+            (
+                (init_l, "init = { kind = \"list\", param = \"Q\" }".into()),
+                "tensors[1].init",
+                "unknown param `Q`",
+            ),
+            (
+                (init_l, "init = { kind = \"list\", param = \"N\" }".into()),
+                "tensors[1].init",
+                "is an integer (8), not a list",
+            ),
+            (
+                ("L = [1, 2, 3]", "L = [1, 2]".into()),
+                "tensors[1].init",
+                "has 2 values, the tensor's shape [3] has 3 elements",
+            ),
+            (
+                ("rtol = \"X / 100\"", "rtol = \"0 - X\"".into()),
+                "tensors[2].rtol",
+                "must be a finite number >= 0, got -0.5",
+            ),
+            (
+                ("rtol = \"X / 100\"", "rtol = \"Y\"".into()),
+                "tensors[2].rtol",
+                "unknown param `Y`",
+            ),
+            (
+                (
+                    "golden = \"demo\"",
+                    "golden = \"demo\"\natol = \"X - 1\"".into(),
+                ),
+                "atol",
+                "must be a finite number >= 0",
+            ),
+            (
+                ("value = \"N + 1\"", "value = \"N / 2.5\"".into()),
+                "scalars[0].value",
+                "3.2 is not an integer",
+            ),
+            (
+                ("value = \"N + 1\"", "value = \"DT\"".into()),
+                "scalars[0].value",
+                "param `DT` is a string",
+            ),
+            (
+                (
+                    "value = \"N + 1\"",
+                    "value = \"N * 2000000000000000000\"".into(),
+                ),
+                "scalars[0].value",
+                "overflow",
+            ),
+            (
+                (
+                    "dtype = \"i64\"\nvalue = \"N + 1\"",
+                    "dtype = \"u8\"\nvalue = \"N * 40\"".into(),
+                ),
+                "scalars[0].value",
+                "scalar `n` (u8): 320 is out of range",
+            ),
+            (
+                (params, params.replace("N = 8", "N = 300")).clone(),
+                "cases[0].params.N",
+                "placeholder",
+            ),
+            (
+                ("L = [1, 2, 3]", "L = [1, \"two\", 3]".into()),
+                "cases[0].params.L",
+                "a list param holds numbers only",
+            ),
+            (
+                (
+                    "name = \"small\"",
+                    "name = \"small\"\nmanual = [\"a9sim\"]".into(),
+                ),
+                "cases[0].manual",
+                "unknown platform `a9sim`",
+            ),
+            (
+                (
+                    "name = \"small\"",
+                    "name = \"small\"\nplatforms = [\"a3\"]".into(),
+                ),
+                "cases[0].platforms",
+                "unknown platform `a3`",
+            ),
+        ];
+        assert!(matrix.len() >= 20);
+        for ((old, new), field, needle) in matrix {
+            assert!(TYPED.contains(old), "matrix entry does not apply: {old}");
+            let mut text = TYPED.replacen(old, &new, 1);
+            let mut needle = needle;
+            if field == "cases[0].params.N" {
+                // An i8 scalar bound to a param out of its range.
+                text = text
+                    .replace("value = \"N + 1\"", "value = \"N\"")
+                    .replace("dtype = \"i64\"", "dtype = \"i8\"")
+                    .replace("shape = [\"N\", \"ceil_div(N, 4)\"]", "shape = [4]")
+                    .replace("shape = [\"N * ceil_div(N, 4)\"]", "shape = [4]");
+                needle = "300 is out of range";
+            }
+            let e = err_of(&text);
+            assert!(e.contains("scene.toml"), "{new}: file missing: {e}");
+            assert!(
+                e.contains(&format!("`{field}`")),
+                "{new}: field `{field}` missing: {e}"
+            );
+            assert!(
+                e.contains("case `small`") || field.starts_with("cases[0]"),
+                "{new}: case missing: {e}"
+            );
+            assert!(e.contains(needle), "{new}: `{needle}` missing: {e}");
+        }
+    }
+
+    /// Expressions that do not parse fail at load, naming the file, the
+    /// field and what is wrong (no case is involved).
+    #[test]
+    fn malformed_expressions_fail_at_load() {
+        for (old, new, field, needle) in [
+            (
+                "\"ceil_div(N, 4)\"",
+                "\"N +\"",
+                "tensors[0].shape",
+                "expression ends early",
+            ),
+            (
+                "\"ceil_div(N, 4)\"",
+                "\"N ** 2\"",
+                "tensors[0].shape",
+                "not an expression",
+            ),
+            (
+                "\"ceil_div(N, 4)\"",
+                "\"sqrt(N)\"",
+                "tensors[0].shape",
+                "unknown function `sqrt`",
+            ),
+            (
+                "\"ceil_div(N, 4)\"",
+                "\"min(N)\"",
+                "tensors[0].shape",
+                "takes 2 or more arguments",
+            ),
+            (
+                "\"ceil_div(N, 4)\"",
+                "\"ceil_div(N)\"",
+                "tensors[0].shape",
+                "takes 2 arguments",
+            ),
+            (
+                "\"X * 2\"",
+                "\"X *\"",
+                "tensors[0].init",
+                "not an expression",
+            ),
+            ("\"X / 100\"", "\"(X\"", "tensors[2].rtol", "missing `)`"),
+            (
+                "\"N + 1\"",
+                "\"N $ 1\"",
+                "scalars[0].value",
+                "unexpected character",
+            ),
+            (
+                "dtype = \"DT\"",
+                "dtype = \"f-16\"",
+                "tensors[0].dtype",
+                "unknown dtype",
+            ),
+        ] {
+            let e = err_of(&TYPED.replacen(old, new, 1));
+            assert!(e.contains("scene.toml"), "{new}: {e}");
+            assert!(e.contains(&format!("`{field}`")), "{new}: {e}");
+            assert!(e.contains(needle), "{new}: {e}");
+        }
+    }
 }
