@@ -305,12 +305,20 @@ impl Expr {
                     .iter()
                     .map(|a| a.eval(params))
                     .collect::<Result<Vec<_>, _>>()?;
+                let arity = |expected| ExprError::Arity {
+                    func: func.name().to_string(),
+                    expected,
+                    got: vals.len(),
+                };
                 match func {
                     Func::CeilDiv => {
-                        let (Num::Int(a), Num::Int(b)) = (vals[0], vals[1]) else {
+                        let &[x, y] = vals.as_slice() else {
+                            return Err(arity("2"));
+                        };
+                        let (Num::Int(a), Num::Int(b)) = (x, y) else {
                             return Err(ExprError::NeedsInteger {
                                 func: "ceil_div",
-                                got: format!("{}, {}", vals[0], vals[1]),
+                                got: format!("{x}, {y}"),
                             });
                         };
                         if b == 0 {
@@ -327,8 +335,13 @@ impl Expr {
                     }
                     Func::Min | Func::Max => {
                         let pick_min = *func == Func::Min;
-                        let mut best = vals[0];
-                        for &v in &vals[1..] {
+                        let Some((&first, rest)) =
+                            vals.split_first().filter(|(_, r)| !r.is_empty())
+                        else {
+                            return Err(arity("2 or more"));
+                        };
+                        let mut best = first;
+                        for &v in rest {
                             let better = match (best, v) {
                                 (Num::Int(x), Num::Int(y)) => {
                                     if pick_min {
@@ -756,6 +769,11 @@ mod tests {
             ev("ceil_div(N, H, 1)"),
             Err(ExprError::Arity { .. })
         ));
+        // A hand-built call of the wrong arity is an error, not a panic.
+        for func in [Func::CeilDiv, Func::Min, Func::Max] {
+            let e = Expr::Call(func, vec![Expr::Int(1)]).eval(&params());
+            assert!(matches!(e, Err(ExprError::Arity { got: 1, .. })), "{e:?}");
+        }
     }
 
     #[test]
