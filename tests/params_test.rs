@@ -228,3 +228,35 @@ fn manual_only_selection_says_so_and_hardware_cases_are_listed_marked() {
         "{stderr}"
     );
 }
+
+/// Two passes: the bundle's slots carry each case's own dtype and shapes,
+/// and `run --from` checks them against the same definition.
+#[test]
+fn a_bundle_runs_both_dtype_cases() {
+    let env = TestEnv::with_scenes(&[]);
+    write_scene(&env);
+    let bundle = env.dir.path().join("bundle");
+    let out = env
+        .scene(&["precompile", "dtype_copy", "--out"])
+        .arg(&bundle)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = env
+        .scene(&["run", "--from"])
+        .arg(&bundle)
+        .arg("dtype_copy")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("PASS dtype_copy::f16"), "{stdout}");
+    assert!(stdout.contains("2 passed, 0 failed"), "{stdout}");
+    assert!(!stderr.contains("rebuil"), "no slot was stale: {stderr}");
+}
