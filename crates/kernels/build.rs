@@ -14,7 +14,10 @@ const LOGIC_FILES: &[&str] = &[
     "src/image.rs",
     "src/image/elf.rs",
     "src/image/macho.rs",
+    "src/image/object.rs",
     "src/key.rs",
+    "src/rules.rs",
+    "src/unit.rs",
     "src/c/builtins.c",
     "src/c/kernel.ld",
 ];

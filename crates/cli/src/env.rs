@@ -27,6 +27,7 @@ pub const VARIABLES: &[&str] = &[
     "TASK_DEVICE",
     "SCENE_LOCK_DIR",
     "SCENE_CC",
+    "SCENE_CXX",
     "SCENE_LD",
     "SCENE_RUNTIME_LIB",
     "SCENE_RUNTIME_OPTIONS",
@@ -170,7 +171,7 @@ pub fn platform_table(env: &Environment, root: &Path) -> Result<PlatformTable, C
 }
 
 /// The platform named by `--platform`, else `SCENE_PLATFORM`, else
-/// `a2a3sim`, with `SCENE_CC` / `SCENE_LD` applied to its toolchain and
+/// `a2a3sim`, with `SCENE_CC` / `SCENE_CXX` / `SCENE_LD` applied to its toolchain and
 /// `PATH` as its tool search path.
 pub fn resolve_platform(
     env: &Environment,
@@ -192,6 +193,9 @@ pub fn resolve_platform(
     toolchain.search_path = env.os("PATH").cloned();
     if let Some(cc) = env.path("SCENE_CC") {
         toolchain.compiler = cc;
+    }
+    if let Some(cxx) = env.path("SCENE_CXX") {
+        toolchain.cxx = cxx;
     }
     if let Some(ld) = env.path("SCENE_LD") {
         toolchain.linker = ld;
@@ -525,9 +529,14 @@ mod tests {
 
     #[test]
     fn toolchain_overrides_apply() {
-        let e = env(&[("SCENE_CC", "/opt/cc"), ("SCENE_LD", "/opt/ld")]);
+        let e = env(&[
+            ("SCENE_CC", "/opt/cc"),
+            ("SCENE_CXX", "/opt/c++"),
+            ("SCENE_LD", "/opt/ld"),
+        ]);
         let p = resolve_platform(&e, Path::new("/nonexistent-ws"), None).unwrap();
         assert_eq!(p.toolchain().compiler, PathBuf::from("/opt/cc"));
+        assert_eq!(p.toolchain().cxx, PathBuf::from("/opt/c++"));
         assert_eq!(p.toolchain().linker, PathBuf::from("/opt/ld"));
     }
 }

@@ -15,7 +15,9 @@
  * Rules (checked when the image is extracted): no libc, no writable globals,
  * no absolute addresses (no tables of pointers), no calls outside the image.
  * memcpy/memset/memmove and f16 conversion helpers are linked into the image
- * by the toolchain; bf16 helpers are the inline functions below.
+ * by the toolchain; bf16 helpers are the inline functions below; float math
+ * (exp, log, sqrt, rsqrt, tanh, sigmoid, silu, gelu, erf, pow, fabs,
+ * fmin/fmax, floor/ceil) is scene_math.h, included here.
  */
 #ifndef SCENE_KERNEL_H
 #define SCENE_KERNEL_H
@@ -23,6 +25,7 @@
 #include <stdint.h>
 #include <stddef.h>
 #include "scene_tensor.h"
+#include "scene_math.h" /* scene_expf, scene_logf, scene_sqrtf, ...: no libm */
 
 #ifdef __cplusplus
 extern "C" {
@@ -165,28 +168,6 @@ static inline uint16_t scene_f32_to_f16(float f) {
     return (uint16_t)(sign | ((rounded - 0x38000000u) >> 13));
 }
 #endif
-
-/* Needs -fno-math-errno (set by the toolchain) so it is one instruction, never a libm call. */
-static inline float scene_sqrtf(float x) { return __builtin_sqrtf(x); }
-
-/* exp without libm: range reduction + degree-6 polynomial, rel err ~1e-7. */
-static inline float scene_expf(float x) {
-    if (x > 88.72f) return __builtin_inff();
-    if (x < -103.97f) return 0.0f;
-    const float ln2 = 0.69314718056f;
-    float t = x * (1.0f / ln2);
-    int k = (int)(t + (t >= 0.0f ? 0.5f : -0.5f)); /* round to nearest, no libm floorf */
-    float kf = (float)k;
-    float r = x - kf * ln2;
-    float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
-    union { uint32_t u; float f; } s;
-    if (k < -126) { /* subnormal result: scale in two steps */
-        s.u = (uint32_t)(k + 126 + 127) << 23;
-        return p * s.f * 1.1754943508e-38f;
-    }
-    s.u = (uint32_t)(k + 127) << 23;
-    return p * s.f;
-}
 
 #ifdef __cplusplus
 }

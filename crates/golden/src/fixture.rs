@@ -35,6 +35,14 @@ pub enum Init {
     /// on float dtypes (integers stored as floats). If `high <= low` every
     /// element is `low` (scene loading rejects such a range).
     Randint { low: i64, high: i64 },
+    /// Seeded shuffles of `0..n` dealt like cards, column by column: the
+    /// last dimension is the column, the leading dimensions flattened are
+    /// the rows; the first shuffle fills column 0 of every row, then column
+    /// 1, ..., and after `n` elements a fresh shuffle starts. With
+    /// `n = rows * k`, the first `k` columns hold `n` distinct values (a
+    /// block table whose requests never share a block); a 1-D tensor of
+    /// `n` elements is one permutation. `n == 0` fills zeros.
+    Permutation { n: u64 },
     /// The given values in row-major order (a list param of the case);
     /// integers are exact. Elements beyond the list stay zero (scene
     /// loading requires one value per element).
@@ -138,8 +146,56 @@ pub fn make_fixture(dtype: DType, shape: &[usize], init: &Init, seed: &FixtureSe
                 put(i, Value::I(v));
             }
         }
+        Init::Permutation { n: span } => {
+            let cols = shape.last().copied().unwrap_or(1).max(1);
+            let rows = n / cols;
+            let mut deck = Deck::new(span);
+            // Element (r, c) is dealt (c * rows + r)-th: walk the deal
+            // order and place each value at its row-major slot.
+            for k in 0..n {
+                let v = if span == 0 { 0 } else { deck.draw(&mut rng) };
+                let (c, r) = (k / rows, k % rows);
+                put(r * cols + c, Value::I(i64::try_from(v).unwrap_or(i64::MAX)));
+            }
+        }
     }
     t
+}
+
+/// Draws `0..n` without replacement in a seeded random order, starting a
+/// fresh shuffle once all `n` are drawn: a partial Fisher-Yates shuffle
+/// whose swapped-out slots live in a map, so memory is proportional to the
+/// draws, not to `n`.
+struct Deck {
+    n: u64,
+    next: u64,
+    moved: std::collections::HashMap<u64, u64>,
+}
+
+impl Deck {
+    fn new(n: u64) -> Self {
+        Self {
+            n,
+            next: 0,
+            moved: Default::default(),
+        }
+    }
+
+    /// `n > 0`.
+    fn draw(&mut self, rng: &mut ChaCha8Rng) -> u64 {
+        if self.next == self.n {
+            self.next = 0;
+            self.moved.clear();
+        }
+        let i = self.next;
+        let j = i + uniform_below(rng, self.n - i);
+        let at = |m: &std::collections::HashMap<u64, u64>, k: u64| m.get(&k).copied().unwrap_or(k);
+        let (vi, vj) = (at(&self.moved, i), at(&self.moved, j));
+        self.moved.insert(j, vi);
+        self.moved.remove(&i);
+        self.next += 1;
+        vj
+    }
 }
 
 enum Value {
@@ -323,6 +379,71 @@ mod tests {
             make_fixture(DType::I8, &[3], &e, &seed("e")).bytes(),
             [5, 5, 5]
         );
+    }
+
+    #[test]
+    fn permutation_deals_distinct_columns_first() {
+        // 1-D, n == numel: one permutation of 0..n.
+        let p = make_fixture(DType::I32, &[50], &Init::Permutation { n: 50 }, &seed("p"));
+        let mut v: Vec<i64> = p.to_f64_vec().iter().map(|&x| x as i64).collect();
+        assert_ne!(v, (0..50).collect::<Vec<_>>(), "not shuffled");
+        v.sort_unstable();
+        assert_eq!(v, (0..50).collect::<Vec<_>>());
+
+        // A block table [rows=4, cols=6] over n = 4 * 3 blocks: the first
+        // 3 columns of all rows are 12 distinct values, every value < n.
+        let bt = make_fixture(
+            DType::I32,
+            &[4, 6],
+            &Init::Permutation { n: 12 },
+            &seed("bt"),
+        );
+        let v: Vec<i64> = bt.to_f64_vec().iter().map(|&x| x as i64).collect();
+        assert!(v.iter().all(|&x| (0..12).contains(&x)));
+        let mut lead: Vec<i64> = (0..4)
+            .flat_map(|r| (0..3).map(move |c| (r, c)))
+            .map(|(r, c)| v[r * 6 + c])
+            .collect();
+        lead.sort_unstable();
+        assert_eq!(lead, (0..12).collect::<Vec<_>>());
+        // Columns 3..6 are a second shuffle: again 12 distinct values.
+        let mut rest: Vec<i64> = (0..4)
+            .flat_map(|r| (3..6).map(move |c| (r, c)))
+            .map(|(r, c)| v[r * 6 + c])
+            .collect();
+        rest.sort_unstable();
+        assert_eq!(rest, (0..12).collect::<Vec<_>>());
+
+        // Deterministic, and the seed matters.
+        let again = make_fixture(
+            DType::I32,
+            &[4, 6],
+            &Init::Permutation { n: 12 },
+            &seed("bt"),
+        );
+        assert_eq!(bt.bytes(), again.bytes());
+        let other = make_fixture(
+            DType::I32,
+            &[4, 6],
+            &Init::Permutation { n: 12 },
+            &seed("bt2"),
+        );
+        assert_ne!(bt.bytes(), other.bytes());
+
+        // n larger than the tensor: distinct values drawn from 0..n.
+        let wide = make_fixture(
+            DType::I64,
+            &[2, 3],
+            &Init::Permutation { n: 1000 },
+            &seed("w"),
+        );
+        let w: std::collections::HashSet<i64> =
+            wide.to_f64_vec().iter().map(|&x| x as i64).collect();
+        assert_eq!(w.len(), 6);
+        assert!(w.iter().all(|&x| (0..1000).contains(&x)));
+        // n == 0: zeros.
+        let z = make_fixture(DType::I8, &[3], &Init::Permutation { n: 0 }, &seed("z"));
+        assert_eq!(z.bytes(), [0, 0, 0]);
     }
 
     #[test]

@@ -84,6 +84,15 @@ fn fixtures() -> Vec<(&'static str, Tensor)> {
                 &seed("big"),
             ),
         ),
+        (
+            "permutation_i32",
+            make_fixture(
+                DType::I32,
+                &[4, 64],
+                &Init::Permutation { n: 128 },
+                &seed("block_table"),
+            ),
+        ),
     ]
 }
 
@@ -162,7 +171,12 @@ fn digests_are_pinned() {
             "randint_i64",
             "298038b821d91447f262ba1c8ff21b6b68721e9e7cdb07fa402d480db6ddb761",
         ),
+        (
+            "permutation_i32",
+            "5a50210fb82590214afb443fbffc8ea04589a258d698b89a667417a46887818f",
+        ),
     ];
+    assert_eq!(pinned.len(), fixtures().len());
     let got: Vec<(&str, String)> = fixtures()
         .into_iter()
         .map(|(n, t)| (n, blake3::hash(t.bytes()).to_hex().to_string()))

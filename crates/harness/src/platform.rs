@@ -201,6 +201,7 @@ struct RawEntry {
     aiv_flags: Option<Vec<String>>,
     builtins_flags: Option<Vec<String>>,
     orch_flags: Option<Vec<String>>,
+    cxx_flags: Option<Vec<String>>,
     link_flags: Option<Vec<String>>,
     /// `"builtin"` or a path relative to the platforms file.
     link_script: Option<String>,
@@ -441,6 +442,7 @@ impl Loader<'_> {
         replace(&mut tc.aiv_flags, &entry.aiv_flags);
         replace(&mut tc.builtins_flags, &entry.builtins_flags);
         replace(&mut tc.orch_flags, &entry.orch_flags);
+        replace(&mut tc.cxx_flags, &entry.cxx_flags);
         replace(&mut tc.link_flags, &entry.link_flags);
         match entry.link_script.as_deref() {
             None => {}
@@ -530,6 +532,7 @@ cxx = "clang++"
 ld = "ld.lld"
 link_flags = ["-static"]
 aic_flags = ["-DX=1"]
+cxx_flags = ["-fno-exceptions", "-std=c++20"]
 runtime = "lib/librt.so"
 "#,
         )
@@ -543,8 +546,13 @@ runtime = "lib/librt.so"
         assert_eq!(tc.linker, PathBuf::from("ld.lld"));
         assert_eq!(tc.link_flags, ["-static"]);
         assert_eq!(tc.aic_flags, ["-DX=1"]);
+        assert_eq!(tc.cxx_flags, ["-fno-exceptions", "-std=c++20"]);
         assert_eq!(tc.platform, "a2a3sim-clang");
         let base = t.get("a2a3sim").expect("builtin").toolchain();
+        assert_eq!(
+            base.cxx_flags,
+            ["-fno-exceptions", "-fno-rtti", "-fno-threadsafe-statics"]
+        );
         assert_eq!(tc.incore_flags, base.incore_flags);
         assert_eq!(tc.aiv_flags, base.aiv_flags);
         assert_eq!(tc.link_script, base.link_script);

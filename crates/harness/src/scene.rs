@@ -310,6 +310,9 @@ enum RawInit {
         low: RawNum,
         high: RawNum,
     },
+    Permutation {
+        n: RawNum,
+    },
     List {
         param: String,
     },
@@ -345,6 +348,11 @@ pub enum InitSpec {
     Randint {
         low: NumSpec,
         high: NumSpec,
+    },
+    /// Seeded shuffles of `0..n` dealt column by column (an integer
+    /// expression, `n >= 1`).
+    Permutation {
+        n: NumSpec,
     },
     /// One value per element from the case's list param `param`.
     List {
@@ -1203,6 +1211,9 @@ impl Validator<'_> {
                 low: self.num(field, low)?,
                 high: self.num(field, high)?,
             },
+            RawInit::Permutation { n } => InitSpec::Permutation {
+                n: self.num(field, n)?,
+            },
             RawInit::List { param } => InitSpec::List { param },
         })
     }
@@ -1279,22 +1290,19 @@ impl Validator<'_> {
                         format!("{prefix}randint needs low < high, got {low} >= {high}"),
                     ));
                 }
-                // Values are drawn from low..high; on an integer tensor each
-                // must be one of its values (bool: 0 or 1).
-                let range = if dtype == DType::Bool {
-                    Some((0, 1))
-                } else {
-                    int_range(dtype)
-                };
-                if let Some((lo, hi)) = range
-                    && (low < lo || high - 1 > hi)
-                {
-                    return Err(self.err(
-                        field,
-                        format!("{prefix}randint {low}..{high} does not fit {dtype} ({lo}..={hi})"),
-                    ));
-                }
+                self.fits(field, prefix, "randint", low, high, dtype)?;
                 Init::Randint { low, high }
+            }
+            InitSpec::Permutation { n } => {
+                let n = int("permutation n", n)?;
+                if n < 1 {
+                    return Err(
+                        self.err(field, format!("{prefix}permutation needs n >= 1, got {n}"))
+                    );
+                }
+                // Values are 0..n.
+                self.fits(field, prefix, "permutation", 0, n, dtype)?;
+                Init::Permutation { n: n as u64 }
             }
             InitSpec::List { param } => {
                 let items = match params.get(param) {
@@ -1349,6 +1357,33 @@ impl Validator<'_> {
                 Init::List { values }
             }
         })
+    }
+
+    /// Values drawn from `low..high` (`low < high`) on an integer tensor
+    /// must each be one of its values (bool: 0 or 1).
+    fn fits(
+        &self,
+        field: &str,
+        prefix: &str,
+        what: &str,
+        low: i64,
+        high: i64,
+        dtype: DType,
+    ) -> Result<(), SceneError> {
+        let range = if dtype == DType::Bool {
+            Some((0, 1))
+        } else {
+            int_range(dtype)
+        };
+        if let Some((lo, hi)) = range
+            && (low < lo || high - 1 > hi)
+        {
+            return Err(self.err(
+                field,
+                format!("{prefix}{what} {low}..{high} does not fit {dtype} ({lo}..={hi})"),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -1692,6 +1727,71 @@ params = { N = 8 }
                 "init = { kind = \"randint\", low = 0, high = 256 }",
             );
         assert!(load(&text).is_ok());
+    }
+
+    #[test]
+    fn integer_inits_take_case_params() {
+        let uniform = "init = { kind = \"uniform\", low = -1.0, high = 1.0 }";
+        let int_x = |init: &str| {
+            GOOD.replacen("dtype = \"f32\"", "dtype = \"i32\"", 1)
+                .replace(uniform, &format!("init = {init}"))
+        };
+        // randint bounds from the case: 1..=N per element.
+        let s = load(&int_x("{ kind = \"randint\", low = 1, high = \"N+1\" }")).unwrap();
+        assert_eq!(
+            s.cases[0].tensors[0].init,
+            Init::Randint { low: 1, high: 9 }
+        );
+        // A permutation of 0..N*4 (the tensor is [N, 4]).
+        let s = load(&int_x("{ kind = \"permutation\", n = \"N*4\" }")).unwrap();
+        assert_eq!(s.cases[0].tensors[0].init, Init::Permutation { n: 32 });
+        let s = load(&int_x("{ kind = \"permutation\", n = \"ceil_div(N, 3)\" }")).unwrap();
+        assert_eq!(s.cases[0].tensors[0].init, Init::Permutation { n: 3 });
+        let s = load(&int_x("{ kind = \"permutation\", n = 5 }")).unwrap();
+        assert_eq!(
+            s.tensors[0].init,
+            InitSpec::Permutation { n: NumSpec::Int(5) }
+        );
+        assert_eq!(s.cases[0].tensors[0].init, Init::Permutation { n: 5 });
+        // Checked per case, naming the case: a bound the case leaves
+        // unbound, an empty range, a range that does not fit the dtype.
+        let e = err_of(&int_x("{ kind = \"randint\", low = 0, high = \"M\" }"));
+        assert!(
+            e.contains("tensors[0].init") && e.contains("case `small`") && e.contains("`M`"),
+            "{e}"
+        );
+        let e = err_of(&int_x("{ kind = \"randint\", low = 8, high = \"N\" }"));
+        assert!(
+            e.contains("tensors[0].init") && e.contains("case `small`") && e.contains("low < high"),
+            "{e}"
+        );
+        let e = err_of(
+            &int_x("{ kind = \"permutation\", n = \"N*100\" }").replacen(
+                "dtype = \"i32\"",
+                "dtype = \"i8\"",
+                1,
+            ),
+        );
+        assert!(
+            e.contains("case `small`") && e.contains("permutation 0..800 does not fit i8"),
+            "{e}"
+        );
+        let e = err_of(&int_x("{ kind = \"permutation\", n = 0 }"));
+        assert!(e.contains("tensors[0].init") && e.contains("n >= 1"), "{e}");
+        let e = err_of(&int_x("{ kind = \"permutation\", n = \"N-9\" }"));
+        assert!(
+            e.contains("tensors[0].init") && e.contains("n >= 1, got -1"),
+            "{e}"
+        );
+        let e = err_of(&int_x("{ kind = \"permutation\", n = \"N / 3.0\" }"));
+        assert!(
+            e.contains("tensors[0].init") && e.contains("permutation n must be an integer"),
+            "{e}"
+        );
+        let e = err_of(&int_x("{ kind = \"permutation\", n = 2.5 }"));
+        assert!(e.contains("permutation n must be an integer"), "{e}");
+        let e = err_of(&int_x("{ kind = \"permutation\" }"));
+        assert!(e.contains("missing field `n`"), "{e}");
     }
 
     #[test]

@@ -462,6 +462,7 @@ impl Builder {
         let builtins = self.builtins(unit.core)?;
         let object = self.scratch_file(key, "o");
         compile::compile_incore(&self.toolchain, &self.root, unit, &object)?;
+        link::check_object(&object, display)?;
         let linked = object.with_extension("elf");
         let cwd = self.link_script.parent().unwrap_or(&self.root);
         link::link_incore(

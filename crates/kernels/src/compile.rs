@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{CompileError, Stage};
 use crate::process::Invocation;
 use crate::toolchain::Toolchain;
-use crate::unit::{CoreType, IncoreUnit, OrchUnit};
+use crate::unit::{CoreType, IncoreUnit, Language, OrchUnit};
 
 /// `-D` flags; an empty value defines the name without one (i.e. as `1`).
 pub(crate) fn define_flags(defines: &[(String, String)]) -> impl Iterator<Item = OsString> + '_ {
@@ -53,6 +53,9 @@ pub(crate) fn require_source(root: &Path, source: &Path) -> Result<(), CompileEr
 pub(crate) fn incore_args(tc: &Toolchain, unit: &IncoreUnit) -> Vec<OsString> {
     let mut args: Vec<OsString> = os(&tc.incore_flags).collect();
     args.extend(os(tc.core_flags(unit.core)));
+    if Language::of(&unit.source) == Language::Cxx {
+        args.extend(os(&tc.cxx_flags));
+    }
     args.extend(define_flags(&unit.defines));
     args.extend(include_flags(&unit.include_dirs));
     args.push("-c".into());
@@ -70,14 +73,24 @@ pub(crate) fn compile_incore(
     let mut args = incore_args(tc, unit);
     args.push("-o".into());
     args.push(out.as_os_str().to_owned());
+    let language = Language::of(&unit.source);
     Invocation {
-        role: "compiler",
+        role: compiler_role(language),
         stage: Stage::Compile,
-        program: &tc.compiler,
+        program: tc.compiler_for(language),
         args,
         cwd: root,
     }
     .run()
+    .map_err(|e| explain_compile_failure(language, e))
+}
+
+/// How a compiler is named in errors: `compiler` or `C++ compiler`.
+pub(crate) fn compiler_role(language: Language) -> &'static str {
+    match language {
+        Language::C => "compiler",
+        Language::Cxx => "C++ compiler",
+    }
 }
 
 /// Compiles the toolchain's builtins for one core type into `work_dir`.
@@ -126,6 +139,9 @@ pub(crate) fn builtins_args(tc: &Toolchain, core: CoreType, out: &Path) -> Vec<O
 /// The compiler arguments for an orchestration shared object (without `-o`).
 pub(crate) fn orch_args(tc: &Toolchain, unit: &OrchUnit) -> Vec<OsString> {
     let mut args: Vec<OsString> = os(&tc.orch_flags).collect();
+    if Language::of(&unit.source) == Language::Cxx {
+        args.extend(os(&tc.cxx_flags));
+    }
     args.extend(define_flags(&unit.defines));
     args.extend(include_flags(&unit.include_dirs));
     args.push(unit.source.as_os_str().to_owned());
@@ -142,16 +158,32 @@ pub(crate) fn compile_orchestration(
     let mut args = orch_args(tc, unit);
     args.push("-o".into());
     args.push(out.as_os_str().to_owned());
+    let language = Language::of(&unit.source);
     Invocation {
-        role: "compiler",
+        role: compiler_role(language),
         stage: Stage::Compile,
-        program: &tc.compiler,
+        program: tc.compiler_for(language),
         args,
         cwd: root,
     }
-    .run()?;
+    .run()
+    .map_err(|e| explain_compile_failure(language, e))?;
     std::fs::read(out).map_err(|source| CompileError::Read {
         path: out.to_path_buf(),
         source,
     })
+}
+
+/// Puts the rule in front of a C++ compile failure that one explains.
+pub(crate) fn explain_compile_failure(language: Language, error: CompileError) -> CompileError {
+    if language != Language::Cxx {
+        return error;
+    }
+    match error.stderr().and_then(crate::rules::rule_of_compile_error) {
+        Some(rule) => CompileError::Rule {
+            rule,
+            cause: Box::new(error),
+        },
+        None => error,
+    }
 }

@@ -61,6 +61,12 @@ pub enum CompileError {
     },
     #[error("produced an unusable image: {0}")]
     Image(#[from] ImageError),
+    /// A compile failure a kernel image rule explains, with the rule first.
+    #[error("{rule}: {cause}")]
+    Rule {
+        rule: crate::rules::KernelRule,
+        cause: Box<CompileError>,
+    },
     #[error("{0}")]
     Shared(Arc<CompileError>),
 }
@@ -71,6 +77,7 @@ impl CompileError {
         match self {
             CompileError::Tool { stderr, .. } => Some(stderr),
             CompileError::Shared(inner) => inner.stderr(),
+            CompileError::Rule { cause, .. } => cause.stderr(),
             _ => None,
         }
     }

@@ -4,6 +4,9 @@
 
 mod elf;
 mod macho;
+mod object;
+
+pub use object::check_object;
 
 /// Name of the symbol that must sit at offset 0 of the image.
 pub const ENTRY_SYMBOL: &str = "kernel_entry";
@@ -48,6 +51,13 @@ pub enum ImageError {
          (writable globals/statics are not allowed)"
     )]
     WritableData { kernel: String, section: String },
+    /// A kernel image rule broken (C++ runtime, static constructors).
+    #[error("kernel `{kernel}`: {rule}: {detail}")]
+    Rule {
+        kernel: String,
+        rule: crate::rules::KernelRule,
+        detail: String,
+    },
     #[error("kernel `{kernel}`: no `{ENTRY_SYMBOL}` symbol (define it with SCENE_KERNEL_ENTRY)")]
     MissingEntry { kernel: String },
     #[error(
@@ -75,7 +85,8 @@ impl ImageError {
             | ImageError::EntryNotFirst { section, .. } => Some(section),
             ImageError::Malformed { .. }
             | ImageError::UnsupportedFormat { .. }
-            | ImageError::MissingEntry { .. } => None,
+            | ImageError::MissingEntry { .. }
+            | ImageError::Rule { .. } => None,
         }
     }
 }

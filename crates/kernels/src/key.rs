@@ -27,7 +27,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::budget::Budget;
 use crate::error::CompileError;
 use crate::toolchain::{Toolchain, resolve_program};
-use crate::unit::{CoreType, IncoreUnit, OrchUnit};
+use crate::unit::{CoreType, IncoreUnit, Language, OrchUnit};
 
 /// Version of the cache layout and of the key's field set. Bump it when the
 /// meaning of a stored entry changes; it is part of every key.
@@ -413,6 +413,16 @@ impl KeyContext {
         inputs.set("link_script", digest_str(&tc.link_script));
         inputs.set("builtins_source", digest_str(&tc.builtins_source));
         inputs.set("extraction", tc.extraction.to_string());
+        if Language::of(&unit.source) == Language::Cxx {
+            // C units keep exactly the fields (and keys) they always had.
+            inputs.set("language", Language::Cxx.as_str());
+            tool_inputs(
+                &mut inputs,
+                "cxx",
+                &self.tool(&tc.cxx, tc.search_path.as_deref()),
+            );
+            inputs.list("flags.cxx", tc.cxx_flags.iter().cloned());
+        }
         unit_inputs(&mut inputs, &unit.source, &unit.include_dirs, &unit.defines);
         self.source_inputs(&mut inputs, root, &unit.source, &unit.include_dirs)?;
         Ok(inputs)
@@ -448,12 +458,17 @@ impl KeyContext {
     ) -> Result<KeyInputs, CompileError> {
         let mut inputs = KeyInputs::default();
         common_inputs(&mut inputs, schema, EntryKind::Orchestration, tc);
+        let language = Language::of(&unit.source);
         tool_inputs(
             &mut inputs,
             "compiler",
-            &self.tool(&tc.compiler, tc.search_path.as_deref()),
+            &self.tool(tc.compiler_for(language), tc.search_path.as_deref()),
         );
         inputs.list("flags.orch", tc.orch_flags.iter().cloned());
+        if language == Language::Cxx {
+            inputs.set("language", Language::Cxx.as_str());
+            inputs.list("flags.cxx", tc.cxx_flags.iter().cloned());
+        }
         unit_inputs(&mut inputs, &unit.source, &unit.include_dirs, &unit.defines);
         self.source_inputs(&mut inputs, root, &unit.source, &unit.include_dirs)?;
         Ok(inputs)
@@ -733,6 +748,65 @@ mod tests {
             .with_search_path(std::env::var_os("PATH"));
         let err = incore_key(&tc, dir.path(), &unit("nope/k.c")).expect_err("missing");
         assert!(err.to_string().contains("nope/k.c"), "{err}");
+    }
+
+    #[test]
+    fn cxx_units_key_the_cxx_compiler_and_flags_c_units_do_not() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        std::fs::write(root.join("k.c"), "int x;\n").expect("write");
+        std::fs::write(root.join("k.cpp"), "int x;\n").expect("write");
+        let tc = Toolchain::builtin("a5sim")
+            .expect("tc")
+            .with_search_path(std::env::var_os("PATH"));
+        let ctx = KeyContext::default();
+        let cxx = ctx
+            .incore_inputs(CACHE_SCHEMA, &tc, root, &unit("k.cpp"))
+            .expect("inputs");
+        assert_eq!(cxx.get("language"), Some("c++"));
+        assert!(cxx.get("cxx.path").is_some_and(|p| p.ends_with("c++")));
+        assert!(
+            cxx.get("flags.cxx")
+                .is_some_and(|f| f.contains("-fno-rtti"))
+        );
+        let c = ctx
+            .incore_inputs(CACHE_SCHEMA, &tc, root, &unit("k.c"))
+            .expect("inputs");
+        assert!(c.get("language").is_none() && c.get("cxx.path").is_none());
+
+        // Another C++ compiler or C++ flag changes the C++ key only.
+        let other = tc.clone().with_cxx("/bin/sh");
+        assert_ne!(
+            incore_key(&tc, root, &unit("k.cpp")).expect("key"),
+            incore_key(&other, root, &unit("k.cpp")).expect("key")
+        );
+        assert_eq!(
+            incore_key(&tc, root, &unit("k.c")).expect("key"),
+            incore_key(&other, root, &unit("k.c")).expect("key")
+        );
+        let mut flagged = tc.clone();
+        flagged.cxx_flags.push("-std=c++20".into());
+        assert_ne!(
+            incore_key(&tc, root, &unit("k.cpp")).expect("key"),
+            incore_key(&flagged, root, &unit("k.cpp")).expect("key")
+        );
+
+        // A C++ orchestration is keyed by the C++ compiler.
+        let orch = |source: &str| OrchUnit {
+            name: "o".into(),
+            source: source.into(),
+            function: "f".into(),
+            include_dirs: vec![],
+            defines: vec![],
+        };
+        assert_ne!(
+            orch_key(&tc, root, &orch("k.cpp")).expect("key"),
+            orch_key(&other, root, &orch("k.cpp")).expect("key")
+        );
+        assert_eq!(
+            orch_key(&tc, root, &orch("k.c")).expect("key"),
+            orch_key(&other, root, &orch("k.c")).expect("key")
+        );
     }
 
     #[test]

@@ -33,6 +33,7 @@ pub mod outline;
 mod plan;
 mod process;
 mod report;
+pub mod rules;
 pub mod toolchain;
 mod unit;
 
@@ -45,7 +46,8 @@ pub use outline::{PlanOutline, PlannedUnit, plan_outline, render_commands};
 pub use report::{BuildOutput, Observer, UnitKind, UnitOutcome, UnitReport};
 pub use toolchain::{BuiltinPlatform, Extraction, Toolchain, ToolchainError};
 pub use unit::{
-    CallableSpec, ChipCallable, CoreType, IncoreImage, IncoreUnit, OrchUnit, ParseCoreTypeError,
+    CallableSpec, ChipCallable, CoreType, IncoreImage, IncoreUnit, Language, OrchUnit,
+    ParseCoreTypeError,
 };
 
 /// Hash of this crate's compile/link/extract logic (see `build.rs`).

@@ -48,6 +48,16 @@ pub(crate) fn link_args(
     args
 }
 
+/// Checks a compiled incore object against the kernel image rules
+/// ([`crate::image::check_object`]) before it is linked.
+pub(crate) fn check_object(path: &Path, kernel: &str) -> Result<(), CompileError> {
+    let bytes = std::fs::read(path).map_err(|source| CompileError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(crate::image::check_object(&bytes, kernel)?)
+}
+
 /// Reads a linked kernel and extracts its validated text image.
 pub(crate) fn read_image(path: &Path, kernel: &str) -> Result<Vec<u8>, CompileError> {
     let bytes = std::fs::read(path).map_err(|source| CompileError::Read {

@@ -20,7 +20,7 @@ use crate::plan::{self, Job};
 use crate::process::Invocation;
 use crate::report::UnitKind;
 use crate::toolchain::Toolchain;
-use crate::unit::{CallableSpec, ChipCallable, CoreType};
+use crate::unit::{CallableSpec, ChipCallable, CoreType, Language};
 
 /// One distinct unit of a plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -204,8 +204,8 @@ fn unit_commands(
                 needs_builtins: Some(incore.core),
                 commands: vec![
                     ToolCommand {
-                        role: "compiler",
-                        program: tc.compiler.clone(),
+                        role: compile::compiler_role(Language::of(&incore.source)),
+                        program: tc.compiler_for(Language::of(&incore.source)).clone(),
                         args,
                         cwd: root.to_path_buf(),
                     },
@@ -228,8 +228,8 @@ fn unit_commands(
                 unit,
                 needs_builtins: None,
                 commands: vec![ToolCommand {
-                    role: "compiler",
-                    program: tc.compiler.clone(),
+                    role: compile::compiler_role(Language::of(&orch.source)),
+                    program: tc.compiler_for(Language::of(&orch.source)).clone(),
                     args,
                     cwd: root.to_path_buf(),
                 }],
@@ -307,6 +307,28 @@ mod tests {
         assert_eq!(outline.callables[0], Some(vec![0, 1, 2]));
         assert_eq!(outline.callables[1], Some(vec![0, 1]));
         assert_eq!(outline.units[1].display, "a/k0");
+    }
+
+    #[test]
+    fn cxx_units_render_with_the_cxx_compiler_and_flags() {
+        let tc = Toolchain::builtin("a2a3sim")
+            .expect("toolchain")
+            .with_cxx("/opt/bin/g++-x");
+        let mut specs = [spec("a", &["x.cpp", "y.c"])];
+        specs[0].orchestration.source = "orch.cc".into();
+        let rendered = render_commands(&tc, Path::new("/root"), &specs, Path::new("/tmp/o"));
+        let program = |unit: usize| rendered.units[unit].commands[0].program.clone();
+        let has_rtti_flag = |unit: usize| {
+            rendered.units[unit].commands[0]
+                .args
+                .iter()
+                .any(|a| a == "-fno-rtti")
+        };
+        assert_eq!(program(0), PathBuf::from("/opt/bin/g++-x"), "orch.cc");
+        assert_eq!(program(1), PathBuf::from("/opt/bin/g++-x"), "x.cpp");
+        assert_eq!(program(2), PathBuf::from("cc"), "y.c");
+        assert!(has_rtti_flag(0) && has_rtti_flag(1) && !has_rtti_flag(2));
+        assert_eq!(rendered.units[1].commands[0].role, "C++ compiler");
     }
 
     #[test]

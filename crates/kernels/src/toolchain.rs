@@ -9,7 +9,7 @@ use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::unit::CoreType;
+use crate::unit::{CoreType, Language};
 
 /// Link script written into the work dir and passed to the linker with `-T`.
 pub const KERNEL_LINK_SCRIPT: &str = include_str!("c/kernel.ld");
@@ -214,9 +214,10 @@ pub struct Toolchain {
     pub platform: String,
     /// C compiler for incores, builtins and the orchestration.
     pub compiler: PathBuf,
-    /// C++ compiler. Data only for now (part of the toolchain description,
-    /// set by platform entries); `.cpp` kernels will be compiled with it,
-    /// and only then does it enter the unit key and [`Toolchain::check`].
+    /// C++ compiler for `.cpp` / `.cc` / `.cxx` sources (incores and the
+    /// orchestration); in the key of those units only. Not part of
+    /// [`Toolchain::check`]: a C-only run needs no C++ compiler, and a
+    /// missing one fails the first C++ unit naming it.
     pub cxx: PathBuf,
     pub linker: PathBuf,
     /// Flags for every incore compile (kernels and builtins).
@@ -226,6 +227,10 @@ pub struct Toolchain {
     /// Extra flags for the builtins object only.
     pub builtins_flags: Vec<String>,
     pub orch_flags: Vec<String>,
+    /// Extra flags for every C++ compile (incore and orchestration), after
+    /// the incore or orchestration flags: the language features a kernel
+    /// image cannot carry (exceptions, RTTI, guarded local statics).
+    pub cxx_flags: Vec<String>,
     /// Linker flags for incore images; `-T <script>`, `-o` and inputs are added.
     pub link_flags: Vec<String>,
     pub link_script: String,
@@ -236,6 +241,9 @@ pub struct Toolchain {
     /// environment. `None`: only tools given by path can be found.
     pub search_path: Option<OsString>,
 }
+
+/// The built-in [`Toolchain::cxx_flags`].
+pub const CXX_FLAGS: [&str; 3] = ["-fno-exceptions", "-fno-rtti", "-fno-threadsafe-statics"];
 
 fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| (*s).to_owned()).collect()
@@ -324,6 +332,7 @@ impl Toolchain {
                 "-Wl,--build-id=sha1".to_owned(),
                 platform_define.to_owned(),
             ],
+            cxx_flags: strings(&CXX_FLAGS),
             link_flags,
             link_script: link_script.to_owned(),
             builtins_source,
@@ -356,6 +365,14 @@ impl Toolchain {
     /// Where `program` (one of this toolchain's tools) would be run from.
     pub fn resolve(&self, program: &Path) -> Option<PathBuf> {
         resolve_program(program, self.search_path.as_deref())
+    }
+
+    /// The compiler for a source of `language`.
+    pub fn compiler_for(&self, language: Language) -> &PathBuf {
+        match language {
+            Language::C => &self.compiler,
+            Language::Cxx => &self.cxx,
+        }
     }
 
     /// Flags specific to one core type.
@@ -451,10 +468,12 @@ mod tests {
     }
 
     #[test]
-    fn cxx_defaults_to_cpp_and_is_data() {
+    fn cxx_defaults_to_cpp_and_is_not_checked_up_front() {
         let tc = Toolchain::builtin("a2a3sim").expect("a2a3sim");
         assert_eq!(tc.cxx, PathBuf::from("c++"));
-        // Not used to build anything yet, so a missing one is no error.
+        assert!(tc.cxx_flags.iter().any(|f| f == "-fno-exceptions"));
+        assert!(tc.cxx_flags.iter().any(|f| f == "-fno-rtti"));
+        // Only C++ units use it, so a C-only run does not need one.
         let tc = tc
             .with_compiler("/bin/sh")
             .with_linker("/bin/sh")

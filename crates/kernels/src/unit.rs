@@ -50,6 +50,33 @@ impl FromStr for CoreType {
     }
 }
 
+/// The language a source is compiled as, from its extension: `.cpp`,
+/// `.cc`, `.cxx` and `.C` are C++ (compiled with [`Toolchain::cxx`] and its
+/// `cxx_flags`), everything else C.
+///
+/// [`Toolchain::cxx`]: crate::Toolchain::cxx
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Language {
+    C,
+    Cxx,
+}
+
+impl Language {
+    pub fn of(source: &std::path::Path) -> Language {
+        match source.extension().and_then(|e| e.to_str()) {
+            Some("cpp" | "cc" | "cxx" | "C") => Language::Cxx,
+            _ => Language::C,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Language::C => "c",
+            Language::Cxx => "c++",
+        }
+    }
+}
+
 /// One incore kernel source, built into a `.text` image.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct IncoreUnit {
@@ -116,6 +143,17 @@ impl ChipCallable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn language_follows_the_extension() {
+        use std::path::Path;
+        for cxx in ["k.cpp", "a/k.cc", "k.cxx", "k.C"] {
+            assert_eq!(Language::of(Path::new(cxx)), Language::Cxx, "{cxx}");
+        }
+        for c in ["k.c", "k", "k.cpp.c", "k.h"] {
+            assert_eq!(Language::of(Path::new(c)), Language::C, "{c}");
+        }
+    }
 
     #[test]
     fn core_type_round_trips() {

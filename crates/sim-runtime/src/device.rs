@@ -830,28 +830,9 @@ extern "C" fn op_submit(
     let Some(rc) = run_ctx(ctx) else {
         return SCENE_RT_E_INVALID;
     };
-    if num_args as usize > SCENE_MAX_ARGS {
-        return record(
-            rc,
-            RtError::Invalid(format!(
-                "submit to func_id {func_id}: {num_args} arguments, the maximum is {SCENE_MAX_ARGS}"
-            )),
-        );
-    }
-    let args: &[SceneOrchArg] = if num_args == 0 {
-        &[]
-    } else if args.is_null() {
-        return record(
-            rc,
-            RtError::Invalid(format!("submit to func_id {func_id}: args is NULL")),
-        );
-    } else {
-        #[allow(unsafe_code)]
-        // SAFETY: the orchestration passes `num_args` (<= 32, checked) valid
-        // task args; they are copied before this function returns.
-        unsafe {
-            std::slice::from_raw_parts(args, num_args as usize)
-        }
+    let args = match task_args(rc, func_id, args, num_args) {
+        Ok(args) => args,
+        Err(status) => return status,
     };
     // A v1 argument is a byte view of its whole range.
     let args: Vec<SceneTaskArgV2> = args
@@ -868,6 +849,37 @@ extern "C" fn op_submit(
         Ok(()) => SCENE_RT_OK,
         Err(e) => record(rc, e),
     }
+}
+
+/// The `num_args` task arguments at `args` (v1 or v2 layout), or the
+/// status of the recorded error: too many, or NULL.
+fn task_args<'a, T>(
+    rc: &RunCtx,
+    func_id: u32,
+    args: *const T,
+    num_args: u32,
+) -> Result<&'a [T], i32> {
+    if num_args as usize > SCENE_MAX_ARGS {
+        return Err(record(
+            rc,
+            RtError::Invalid(format!(
+                "submit to func_id {func_id}: {num_args} arguments, the maximum is {SCENE_MAX_ARGS}"
+            )),
+        ));
+    }
+    if num_args == 0 {
+        return Ok(&[]);
+    }
+    if args.is_null() {
+        return Err(record(
+            rc,
+            RtError::Invalid(format!("submit to func_id {func_id}: args is NULL")),
+        ));
+    }
+    #[allow(unsafe_code)]
+    // SAFETY: the orchestration passes `num_args` (<= 32, checked) valid
+    // task args, which the caller copies before the op returns.
+    Ok(unsafe { std::slice::from_raw_parts(args, num_args as usize) })
 }
 
 /// One task submitted by the orchestration: check it, translate its

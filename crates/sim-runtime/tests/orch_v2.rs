@@ -19,8 +19,9 @@ use scene_sim_runtime::*;
 /// Iterations a kernel spins: long enough that an unordered read or write
 /// would land while the task runs.
 const SPIN: u64 = 20_000;
-/// How long MEET waits for its partner (volatile loads): ~0.1-0.5 s.
-const MEET_SPIN: u64 = 300_000_000;
+/// How long MEET waits for its partner (volatile loads): ~1-2 s, so a busy
+/// machine still schedules both emulated cores within it.
+const MEET_SPIN: u64 = 2_000_000_000;
 
 const KERNELS: &[(&str, &str)] = &[
     (

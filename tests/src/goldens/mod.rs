@@ -4,6 +4,7 @@ mod common;
 mod decode_layer;
 mod dtype_copy;
 mod gemm;
+mod paged_attention;
 mod rmsnorm;
 mod scope_loop;
 mod softmax;
@@ -17,6 +18,7 @@ pub fn register(r: GoldenRegistry) -> GoldenRegistry {
         .register("softmax", softmax::golden)
         .register("rmsnorm", rmsnorm::golden)
         .register("decode_layer", decode_layer::golden)
+        .register("paged_attention", paged_attention::golden)
         .register("scope_loop", scope_loop::golden)
         .register("dtype_copy", dtype_copy::golden)
 }

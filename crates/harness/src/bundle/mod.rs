@@ -349,6 +349,9 @@ fn tensor_identity(t: &TensorSpec) -> serde_json::Value {
             "low": low.identity_i64(),
             "high": high.identity_i64(),
         }),
+        InitSpec::Permutation { n } => {
+            serde_json::json!({ "kind": "permutation", "n": n.identity_i64() })
+        }
         InitSpec::List { param } => serde_json::json!({ "kind": "list", "param": param }),
     };
     serde_json::json!({
@@ -620,6 +623,14 @@ mod pinned_keys {
     fn existing_scenes_keep_their_slot_keys() {
         let expected: &[(&str, &str)] = &[
             (
+                "cxx_kernels::small",
+                "de95156c0b8126eb669591b2246a4ffae12c1eb0a4b6605e1cb8e6720e55cfcc",
+            ),
+            (
+                "cxx_kernels::odd",
+                "87caafc61fee8601372873e4dcd352657314125e84b4b6e96221a74bf2a49b63",
+            ),
+            (
                 "decode_layer::step16",
                 "e960b8c303fe6601b4fb1bb0867e1038727da9aae4ef3e7f6acfb64bb6d72841",
             ),
@@ -646,6 +657,50 @@ mod pinned_keys {
             (
                 "gemm::tall",
                 "227eb7c98a9422471d24f83076ffadae80b48ce5332af3bfe87f1bac585a8d2b",
+            ),
+            (
+                "paged_attention::Case1",
+                "d9d3230503d31f0130c7ad39d3423975bead5823606e5257b83f7275acd13b23",
+            ),
+            (
+                "paged_attention::Case2",
+                "8011ecbd4f9b3a03574aa7d4ab3c1d3fdb83d3d63a4ed58129aaf8cf89e51ee1",
+            ),
+            (
+                "paged_attention::small1",
+                "d710513a77a13cb8755f678e187a9da7469c941e625e025ae1859bf9d2ee851f",
+            ),
+            (
+                "paged_attention::small2",
+                "40e9d4de55dd2204ad846bd115f290f9b96c0a38314d7712fcbfc55c3f7a449c",
+            ),
+            (
+                "paged_attention::small_batch4",
+                "18b183b3b41adc3f75971ff3847687e54a43ccea6b92722a7822ccdccee91b83",
+            ),
+            (
+                "paged_attention_unroll_4dims::Case1",
+                "105cbcc2ea52f5bed974edacbc2a5b02467973807c19dba904948c86e2d3182a",
+            ),
+            (
+                "paged_attention_unroll_4dims::Case2",
+                "32e24ddf2567420215ce093e4bb5aa57e966f7c0903cc1221f4a9190cd9687ba",
+            ),
+            (
+                "paged_attention_unroll_4dims::Case3",
+                "9ca93b43e7c396ee0863c9f58a6603e80e6952fa04d96de74527ebc55eb8e277",
+            ),
+            (
+                "paged_attention_unroll_4dims::small1",
+                "e6247a261ab0a895cd53cb9ed39f688b17387923e69dd4257df06527400517f2",
+            ),
+            (
+                "paged_attention_unroll_4dims::small_batch4",
+                "3e03d8034d4c1352fa51eef1da9ae5ed4ecc81308b846416160b54c8b3fec2c9",
+            ),
+            (
+                "paged_attention_unroll_4dims::small_groups",
+                "df428b73486fd733154f92498a565e9aebb7da679380072baceba16d69adb5a5",
             ),
             (
                 "rmsnorm::small",

@@ -21,7 +21,7 @@
 use std::ffi::c_void;
 use std::time::{Duration, Instant};
 
-use super::{RunCtx, Sched, record, run_ctx, submit};
+use super::{RunCtx, Sched, record, run_ctx, submit, task_args};
 use crate::error::{RtError, RtResult};
 use scene_abi::*;
 
@@ -77,24 +77,32 @@ fn data_range(rc: &RunCtx, addr: u64, offset: u64, size: u64, what: &str) -> RtR
 
 /// Allocates, waiting for pending frees while memory is full.
 pub(crate) fn alloc_waiting(rc: &RunCtx, size: u64) -> RtResult<u64> {
+    let mut first = rc.shared.alloc(size);
     loop {
-        match rc.shared.alloc(size) {
+        match first {
             Ok(addr) => {
                 rc.shared.sched().freed.remove(&addr);
                 return Ok(addr);
             }
-            Err(RtError::Oom(msg)) => {
-                let s = rc.shared.sched();
-                if s.released.is_empty() {
-                    return Err(RtError::Oom(msg));
-                }
+            Err(RtError::Oom(_)) => {}
+            Err(e) => return Err(e),
+        }
+        // Frees happen under the scheduler's lock, so with it held the
+        // answer cannot change between trying again and deciding to wait.
+        let s = rc.shared.sched();
+        match rc.shared.alloc(size) {
+            Err(RtError::Oom(msg)) if s.released.is_empty() => return Err(RtError::Oom(msg)),
+            Err(RtError::Oom(_)) => {
                 let pending = s.released.len();
-                // Wait for at least one pending free, then try again.
                 drop(wait_until(rc, s, "orchestration alloc", |s| {
                     s.released.len() >= pending
                 })?);
+                first = rc.shared.alloc(size);
             }
-            Err(e) => return Err(e),
+            other => {
+                drop(s);
+                first = other;
+            }
         }
     }
 }
@@ -134,28 +142,9 @@ pub(super) extern "C" fn op_submit_v2(
     let Some(rc) = run_ctx(ctx) else {
         return SCENE_RT_E_INVALID;
     };
-    if num_args as usize > SCENE_MAX_ARGS {
-        return record(
-            rc,
-            RtError::Invalid(format!(
-                "submit to func_id {func_id}: {num_args} arguments, the maximum is {SCENE_MAX_ARGS}"
-            )),
-        );
-    }
-    let args: &[SceneTaskArgV2] = if num_args == 0 {
-        &[]
-    } else if args.is_null() {
-        return record(
-            rc,
-            RtError::Invalid(format!("submit to func_id {func_id}: args is NULL")),
-        );
-    } else {
-        #[allow(unsafe_code)]
-        // SAFETY: the orchestration passes `num_args` (<= 32, checked) valid
-        // task args; `submit` copies them before this function returns.
-        unsafe {
-            std::slice::from_raw_parts(args, num_args as usize)
-        }
+    let args = match task_args(rc, func_id, args, num_args) {
+        Ok(args) => args,
+        Err(status) => return status,
     };
     match submit(rc, func_id, block_num, args) {
         Ok(()) => SCENE_RT_OK,
