@@ -174,9 +174,13 @@ fn a_malformed_scene_is_a_failed_report_entry() {
     assert_eq!((passed, failed), (2, 1));
 
     let xml = std::fs::read_to_string(&junit).unwrap();
-    assert!(xml.contains("tests=\"3\" failures=\"1\""), "{xml}");
+    // A scene that did not load is an `<error>` (it never ran), as
+    // nextest reports a test binary that did not build.
+    assert!(xml.contains("tests=\"3\""), "{xml}");
+    assert!(xml.contains("errors=\"1\""), "{xml}");
+    assert!(xml.contains("failures=\"0\""), "{xml}");
     assert!(
-        xml.contains("<testcase classname=\"vector_bad\" name=\"load\""),
+        xml.contains("<testcase name=\"load\" classname=\"vector_bad\""),
         "{xml}"
     );
     assert!(xml.contains("incores[2].func_id"), "{xml}");

@@ -47,6 +47,11 @@ fn spec() -> CallableSpec {
 }
 
 fn bench(c: &mut Criterion) {
+    println!(
+        "cache_lookup compares: assembling a {UNITS}-unit callable from the persistent \
+         cache with file digests recomputed (cold_digests) vs memoised by path, mtime and \
+         size (memoised_digests); setup also prints the cold compile time of the same units"
+    );
     let cache_dir = tempfile::tempdir().expect("tempdir");
     let mut config = CacheConfig::new(cache_dir.path());
     config.prune_after_publish = false;

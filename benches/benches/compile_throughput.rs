@@ -103,6 +103,11 @@ fn write_makefile(specs: &[CallableSpec], dir: &Path) {
 }
 
 fn cold(c: &mut Criterion) {
+    println!(
+        "cold compares: a cold build of decode_layer by the scene builder (cold/builder/N) \
+         vs the same compiler and linker commands run by `make -jN` (cold/make/N), for N \
+         workers; builder/make is the scheduler's overhead, N=1 vs N=2 the scaling"
+    );
     let decode = specs(Some("decode_layer"));
     assert_eq!(decode.len(), 1, "decode_layer scene present");
     let units = plan_outline(&decode).units.len();
@@ -143,6 +148,11 @@ fn cold(c: &mut Criterion) {
 }
 
 fn warm(c: &mut Criterion) {
+    println!(
+        "warm_plan measures: build_all over every scene when every unit is already built \
+         (key hashing, dedup, assembly), against no compile at all: what a run pays before \
+         its first case when nothing changed"
+    );
     let all = specs(None);
     let units = plan_outline(&all).units.len();
     let scratch = tempfile::tempdir().expect("tempdir");

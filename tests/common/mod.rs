@@ -59,7 +59,8 @@ impl TestEnv {
             .env_remove("SCENE_PLATFORM")
             .env_remove("SCENE_CC")
             .env_remove("SCENE_LD")
-            .env_remove("SCENE_COMPILE_WORKERS");
+            .env_remove("SCENE_COMPILE_WORKERS")
+            .env_remove("NO_COLOR");
         match &self.scenes_dir {
             Some(d) => cmd.env("SCENE_SCENES_DIR", d),
             None => cmd.env_remove("SCENE_SCENES_DIR"),

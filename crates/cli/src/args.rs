@@ -20,14 +20,34 @@ use crate::env::{Flags, NoTests, parse_bytes, parse_count, parse_threads};
     long_about = None,
 )]
 pub(crate) struct Cli {
+    /// Workspace root: scenes in DIR/tests/scenes, headers in DIR/crates/device/include [env: SCENE_ROOT] [default: the nearest directory holding tests/scenes, from the current directory up, else from this executable's directory up].
+    #[arg(long, global = true, value_name = "DIR")]
+    pub(crate) root: Option<PathBuf>,
     /// Directory holding the scenes (`<name>/scene.toml`) [env: SCENE_SCENES_DIR].
     #[arg(long, global = true, value_name = "DIR")]
     pub(crate) scenes_dir: Option<PathBuf>,
     /// Persistent kernel cache directory [env: SCENE_CACHE_DIR] [default: <workspace>/target/scene-cache].
     #[arg(long, global = true, value_name = "DIR")]
     pub(crate) cache_dir: Option<PathBuf>,
+    /// Print less: only failures and summaries.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub(crate) quiet: bool,
+    /// Print more: every compile unit, card acquisition and release.
+    #[arg(short, long, global = true)]
+    pub(crate) verbose: bool,
+    /// Colour the PASS/FAIL words: auto (on a terminal, unless NO_COLOR is set), always, never.
+    #[arg(long, global = true, value_name = "WHEN", value_enum)]
+    pub(crate) color: Option<ColorChoice>,
     #[command(subcommand)]
     pub(crate) command: Command,
+}
+
+/// `--color`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ColorChoice {
+    Auto,
+    Always,
+    Never,
 }
 
 #[derive(Debug, Subcommand)]
@@ -87,21 +107,15 @@ pub(crate) struct RunArgs {
     /// Stop a device run after this many seconds and retire its card (0 = no limit) [default: 300].
     #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
     pub(crate) case_timeout: Option<Duration>,
-    /// Write the per-case JSON report here.
+    /// Write the per-case JSON report here (`-` = stdout; case lines then go to stderr).
     #[arg(long, value_name = "FILE")]
     pub(crate) report_json: Option<PathBuf>,
     /// Write each case's inputs, outputs and goldens as .npy under DIR/<scene>/<case>/ [failing cases: always, default target/scene-dumps, env SCENE_FAILURE_DUMP_DIR].
     #[arg(long, value_name = "DIR")]
     pub(crate) dump: Option<PathBuf>,
-    /// Write a JUnit XML report here.
+    /// Write a JUnit XML report here (`-` = stdout; case lines then go to stderr).
     #[arg(long, value_name = "FILE")]
     pub(crate) junit: Option<PathBuf>,
-    /// Print only failures and the summary.
-    #[arg(short, long)]
-    pub(crate) quiet: bool,
-    /// Narrate card acquisition and release on stderr.
-    #[arg(short, long)]
-    pub(crate) verbose: bool,
     /// Fail a case whose tensors need more than BYTES (suffixes K, M, G, T; 0 = no bound) before allocating them [env: SCENE_MAX_CASE_BYTES] [default: a quarter of physical memory].
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     pub(crate) max_case_bytes: Option<u64>,
@@ -117,7 +131,8 @@ pub(crate) struct RunArgs {
 }
 
 impl RunArgs {
-    pub(crate) fn flags(&self) -> Flags {
+    /// `verbose`: `-v`, which narrates card acquisition and release.
+    pub(crate) fn flags(&self, verbose: bool) -> Flags {
         Flags {
             platform: self.selection.platform.clone(),
             compile_workers: self.compile_workers,
@@ -127,7 +142,7 @@ impl RunArgs {
             runtime: self.runtime.clone(),
             case_timeout: self.case_timeout,
             dump: self.dump.clone(),
-            verbose: self.verbose,
+            verbose,
             hold_card: self.hold_card,
             in_process: self.in_process,
             max_case_bytes: self.max_case_bytes,
@@ -146,9 +161,6 @@ pub(crate) struct CompileArgs {
     /// Bound on live compiler/linker processes across all selected scenes [env: SCENE_COMPILE_WORKERS] [default: available parallelism].
     #[arg(long, value_name = "N", value_parser = parse_count)]
     pub(crate) compile_workers: Option<NonZeroUsize>,
-    /// Print only failures and the summary.
-    #[arg(short, long)]
-    pub(crate) quiet: bool,
     /// Print every unit with the reason it was compiled or reused.
     #[arg(long)]
     pub(crate) explain: bool,
@@ -167,9 +179,6 @@ pub(crate) struct PrecompileArgs {
     /// Bound on live compiler/linker processes across all selected scenes [env: SCENE_COMPILE_WORKERS] [default: available parallelism].
     #[arg(long, value_name = "N", value_parser = parse_count)]
     pub(crate) compile_workers: Option<NonZeroUsize>,
-    /// Print only failures and the summary.
-    #[arg(short, long)]
-    pub(crate) quiet: bool,
     /// Fail a case whose tensors need more than BYTES (suffixes K, M, G, T; 0 = no bound) before allocating them [env: SCENE_MAX_CASE_BYTES] [default: a quarter of physical memory].
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     pub(crate) max_case_bytes: Option<u64>,

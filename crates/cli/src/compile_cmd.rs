@@ -11,22 +11,19 @@
 //! load the runtime library (it can run while every card is busy).
 
 use std::collections::HashMap;
-use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Instant;
 
 use scene_harness::compile::{compile_builder, scene_specs};
 use scene_harness::distinct_scenes;
-use scene_kernels::{
-    BuildOutput, CallableSpec, Observer, UnitKind, UnitOutcome, UnitReport, plan_outline,
-};
+use scene_kernels::{BuildOutput, CallableSpec, UnitOutcome, plan_outline};
 
-use crate::Layout;
 use crate::args::{CompileArgs, cpu_flags};
 use crate::env::Environment;
+use crate::progress::{self, UnitLines};
 use crate::prologue::{Prologue, prologue};
+use crate::{Layout, Verbosity};
 
 /// How a finished callable counts in the summary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,91 +64,6 @@ impl Tally {
             self.failed
         )
     }
-}
-
-/// `compiled`, `reused`, `cached`, `failed`: the variant name, so an
-/// outcome added later prints without a change here.
-fn outcome_word(outcome: UnitOutcome) -> String {
-    format!("{outcome:?}").to_lowercase()
-}
-
-fn kind_label(kind: UnitKind) -> String {
-    match kind {
-        UnitKind::Incore { func_id, core } => format!("{core}, func_id {func_id}"),
-        UnitKind::Orchestration => "orchestration".to_string(),
-    }
-}
-
-fn unit_line(report: &UnitReport) -> String {
-    format!(
-        "{} {} ({}) {:.3} s",
-        outcome_word(report.outcome),
-        report.unit,
-        kind_label(report.kind),
-        report.duration.as_secs_f64()
-    )
-}
-
-/// Why a unit was (or was not) compiled: the builder's miss reason when
-/// the compiler ran, else what the outcome implies.
-fn explanation(report: &UnitReport) -> String {
-    if let Some(miss) = &report.miss {
-        return miss.to_string();
-    }
-    match report.outcome {
-        UnitOutcome::Cached => "found in the persistent cache".to_string(),
-        UnitOutcome::Reused => "already built by this process".to_string(),
-        UnitOutcome::Failed => "failed before reaching the compiler (see below)".to_string(),
-        UnitOutcome::Compiled => "compiled (no reason recorded)".to_string(),
-    }
-}
-
-/// `<unit line> [key <16 hex>]: <explanation>`, for `--explain`.
-fn explain_line(report: &UnitReport) -> String {
-    let key = report
-        .key
-        .map(|k| k.to_hex()[..16].to_string())
-        .unwrap_or_else(|| "-".to_string());
-    format!("{} [key {key}]: {}", unit_line(report), explanation(report))
-}
-
-/// Per-unit progress: a bar on a terminal, plain lines otherwise.
-fn observer(
-    total: usize,
-    quiet: bool,
-    explain: bool,
-) -> (Observer, Option<indicatif::ProgressBar>) {
-    if explain {
-        let obs: Observer = Arc::new(|r: &UnitReport| {
-            println!("{}", explain_line(r));
-        });
-        return (obs, None);
-    }
-    if quiet {
-        return (Arc::new(|_: &UnitReport| {}), None);
-    }
-    if std::io::stderr().is_terminal() {
-        let bar = indicatif::ProgressBar::new(total as u64);
-        if let Ok(style) =
-            indicatif::ProgressStyle::with_template("{elapsed:>4} [{bar:30}] {pos}/{len} {msg}")
-        {
-            bar.set_style(style.progress_chars("=> "));
-        }
-        let progress = bar.clone();
-        let obs: Observer = Arc::new(move |r: &UnitReport| {
-            if r.outcome == UnitOutcome::Failed {
-                // Failures stay on screen above the bar; details follow at the end.
-                progress.println(unit_line(r));
-            }
-            progress.set_message(r.unit.clone());
-            progress.inc(1);
-        });
-        return (obs, Some(bar));
-    }
-    (
-        Arc::new(|r: &UnitReport| println!("{}", unit_line(r))),
-        None,
-    )
 }
 
 /// The outcome of each of the units every callable uses, matched by plan
@@ -210,6 +122,7 @@ pub(crate) fn run(
     layout: &Layout,
     env: &Environment,
     cache_dir: Option<&Path>,
+    verbosity: Verbosity,
     args: &CompileArgs,
 ) -> ExitCode {
     let started = Instant::now();
@@ -240,8 +153,20 @@ pub(crate) fn run(
     let specs = scene_specs(&config, &scenes);
 
     let total_units = plan_outline(&specs).units.len();
-    let (obs, bar) = observer(total_units, args.quiet, args.explain);
-    let builder = builder.with_observer(obs);
+    // `--explain` prints every unit with its reason; `-q` nothing per
+    // unit; else a bar on a terminal or, without one, a line per unit the
+    // compiler ran for (every unit with `-v`): a warm build prints its
+    // summary line alone.
+    let (bar, lines) = if args.explain {
+        (None, UnitLines::Explain)
+    } else if verbosity.quiet {
+        (None, UnitLines::None)
+    } else if verbosity.verbose {
+        (progress::bar(total_units, true), UnitLines::All)
+    } else {
+        (progress::bar(total_units, true), UnitLines::Work)
+    };
+    let builder = builder.with_observer(progress::observer(bar.as_ref(), lines));
     let out = builder.build_all(&specs);
     if let Some(bar) = bar {
         bar.finish_and_clear();
@@ -253,7 +178,13 @@ pub(crate) fn run(
         tally.add(*outcome);
         match result {
             Ok(callable) => {
-                if !args.quiet {
+                // A callable served whole from the cache is counted in the
+                // summary; its line only with `-v` (or `--explain`).
+                let show = match outcome {
+                    CallableOutcome::Cached => verbosity.verbose || args.explain,
+                    _ => !verbosity.quiet,
+                };
+                if show {
                     println!(
                         "ok {} ({} incores, digest {})",
                         scene.name,
@@ -299,13 +230,5 @@ mod tests {
             t.summary_line(1.234),
             "compiled 6 callables: 2 cached, 3 compiled, 1 failed in 1.23 s"
         );
-    }
-
-    #[test]
-    fn outcome_words_are_lowercase_variant_names() {
-        assert_eq!(outcome_word(UnitOutcome::Compiled), "compiled");
-        assert_eq!(outcome_word(UnitOutcome::Reused), "reused");
-        assert_eq!(outcome_word(UnitOutcome::Failed), "failed");
-        assert_eq!(outcome_word(UnitOutcome::Cached), "cached");
     }
 }

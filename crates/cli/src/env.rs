@@ -35,9 +35,12 @@ pub const VARIABLES: &[&str] = &[
     "SCENE_GOLDEN_THREADS",
     "SCENE_CACHE_DIR",
     "SCENE_SCENES_DIR",
+    "SCENE_ROOT",
     "SCENE_FAILURE_DUMP_DIR",
     "SCENE_NO_TESTS",
     "SCENE_MAX_CASE_BYTES",
+    // No colour unless `--color always` (https://no-color.org).
+    "NO_COLOR",
     // Where bare tool names (`cc`, `ld`) are found.
     "PATH",
 ];
@@ -132,6 +135,12 @@ impl std::str::FromStr for NoTests {
 }
 
 /// `--no-tests`, else `SCENE_NO_TESTS`, else [`NoTests::Fail`].
+/// `NO_COLOR` is set (to anything but the empty string): no colour unless
+/// `--color always`.
+pub fn no_color(env: &Environment) -> bool {
+    env.os("NO_COLOR").is_some()
+}
+
 pub fn no_tests(env: &Environment, flag: Option<NoTests>) -> Result<NoTests, ConfigError> {
     if let Some(f) = flag {
         return Ok(f);
@@ -327,6 +336,11 @@ pub fn resolve(
 ) -> Result<RunConfig, ConfigError> {
     let platform = resolve_platform(env, &layout.root, flags.platform.as_deref())?;
     let mut config = RunConfig::new(layout.root.clone(), platform);
+    if let Some(include) =
+        crate::locate::include_dir(&layout.root, crate::locate::exe_dir().as_deref())
+    {
+        config.abi_include_dir = include;
+    }
     config.cache_dir = Some(cache_dir(env, cache_dir_flag, &layout.root));
     // A flag wins: its variable is not even parsed (a bad value there
     // cannot break a run that overrides it).

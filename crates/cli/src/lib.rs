@@ -18,9 +18,11 @@ mod args;
 mod cache_cmd;
 mod compile_cmd;
 pub mod env;
+pub mod locate;
 mod output;
 mod paths;
 mod precompile_cmd;
+mod progress;
 mod prologue;
 mod run_cmd;
 pub mod testing;
@@ -31,14 +33,40 @@ use std::process::ExitCode;
 use clap::Parser;
 use scene_harness::GoldenRegistry;
 
-use crate::args::{Cli, Command};
+use crate::args::{Cli, ColorChoice, Command};
 use crate::env::Environment;
 
 /// Exit status when the selection matches no case and `--no-tests` (or
 /// `SCENE_NO_TESTS`) is `fail`, as in cargo-nextest.
 pub const EXIT_NO_TESTS: u8 = 4;
 
-/// Where the scenes package lives; given by the binary at compile time.
+/// `-q`, `-v` and `--color` (with `NO_COLOR`), global to every subcommand.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Verbosity {
+    pub(crate) quiet: bool,
+    pub(crate) verbose: bool,
+    /// `Some(on)` when decided (`--color always|never`, `NO_COLOR`);
+    /// `None` = colour when the stream written to is a terminal.
+    pub(crate) color: Option<bool>,
+}
+
+impl Verbosity {
+    fn new(cli: &Cli, env: &Environment) -> Self {
+        let color = match cli.color {
+            Some(ColorChoice::Always) => Some(true),
+            Some(ColorChoice::Never) => Some(false),
+            Some(ColorChoice::Auto) | None => env::no_color(env).then_some(false),
+        };
+        Self {
+            quiet: cli.quiet,
+            verbose: cli.verbose,
+            color,
+        }
+    }
+}
+
+/// Where the workspace and its scenes are. The binary passes the checkout
+/// it was built in; [`locate`] finds the one to use at run time.
 #[derive(Clone, Debug)]
 pub struct Layout {
     /// Workspace root (compilers run here).
@@ -70,6 +98,18 @@ pub fn main(layout: Layout, registry: GoldenRegistry) -> ExitCode {
         }
     };
     let env = Environment::capture();
+    let explicit_root = cli
+        .root
+        .clone()
+        .filter(|d| !d.as_os_str().is_empty())
+        .or_else(|| env.path("SCENE_ROOT"));
+    let cwd = std::env::current_dir().ok();
+    let layout = locate::locate(
+        layout,
+        explicit_root,
+        cwd.as_deref(),
+        locate::exe_dir().as_deref(),
+    );
     let layout = Layout {
         scenes_dir: cli
             .scenes_dir
@@ -80,6 +120,7 @@ pub fn main(layout: Layout, registry: GoldenRegistry) -> ExitCode {
         ..layout
     };
     let cache_dir = cli.cache_dir.as_deref();
+    let verbosity = Verbosity::new(&cli, &env);
     match cli.command {
         Command::Cache(args) => {
             let dir = env::cache_dir(&env, cache_dir, &layout.root);
@@ -90,8 +131,10 @@ pub fn main(layout: Layout, registry: GoldenRegistry) -> ExitCode {
             cache_cmd::run(&dir, &args)
         }
         Command::List(args) => run_cmd::list(&layout, &env, &args),
-        Command::Run(args) => run_cmd::run(&layout, &env, cache_dir, registry, &args),
-        Command::Compile(args) => compile_cmd::run(&layout, &env, cache_dir, &args),
-        Command::Precompile(args) => precompile_cmd::run(&layout, &env, cache_dir, registry, &args),
+        Command::Run(args) => run_cmd::run(&layout, &env, cache_dir, registry, verbosity, &args),
+        Command::Compile(args) => compile_cmd::run(&layout, &env, cache_dir, verbosity, &args),
+        Command::Precompile(args) => {
+            precompile_cmd::run(&layout, &env, cache_dir, registry, verbosity, &args)
+        }
     }
 }

@@ -14,10 +14,10 @@ use std::time::Instant;
 use scene_harness::bundle::BundleWriter;
 use scene_harness::{CpuStages, GoldenRegistry};
 
-use crate::Layout;
 use crate::args::{PrecompileArgs, cpu_flags};
 use crate::env::{Environment, Flags};
 use crate::prologue::{Prologue, prologue};
+use crate::{Layout, Verbosity};
 
 /// Runs `scene precompile`. Exit 0 when every selected case was stored,
 /// 1 when any failed (the others are still stored), 2 when no bundle could
@@ -27,6 +27,7 @@ pub(crate) fn run(
     env: &Environment,
     cache_dir: Option<&Path>,
     registry: GoldenRegistry,
+    verbosity: Verbosity,
     args: &PrecompileArgs,
 ) -> ExitCode {
     let started = Instant::now();
@@ -87,7 +88,7 @@ pub(crate) fn run(
         };
         match stored {
             Ok(()) => {
-                if !args.quiet {
+                if !verbosity.quiet {
                     println!("ok {}", c.id());
                 }
             }

@@ -5,14 +5,17 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use scene_harness::bundle::Bundle;
+use scene_harness::compile::{compile_builder, scene_specs};
 use scene_harness::report::RunReport;
-use scene_harness::{GoldenRegistry, Session, select_cases};
+use scene_harness::{GoldenRegistry, Session, distinct_scenes, select_cases};
+use scene_kernels::plan_outline;
 
-use crate::Layout;
 use crate::args::{ListArgs, RunArgs};
 use crate::env::{Environment, resolve_platform};
-use crate::output::CaseLines;
+use crate::output::{CaseLines, Stream};
+use crate::progress::{self, UnitLines};
 use crate::prologue::{LoadFailure, Prologue, load_scenes, prologue};
+use crate::{Layout, Verbosity};
 
 /// `scene list`: one `scene::case` a line; exit 1 if a scene did not load.
 pub(crate) fn list(layout: &Layout, env: &Environment, args: &ListArgs) -> ExitCode {
@@ -75,14 +78,28 @@ pub(crate) fn run(
     env: &Environment,
     cache_dir: Option<&Path>,
     registry: GoldenRegistry,
+    verbosity: Verbosity,
     args: &RunArgs,
 ) -> ExitCode {
     // Checked before any work: a report that cannot be written fails now.
+    let to_stdout = |p: &Option<std::path::PathBuf>| p.as_deref().is_some_and(is_stdout);
+    if to_stdout(&args.report_json) && to_stdout(&args.junit) {
+        eprintln!("error: --report-json - and --junit -: only one report can go to stdout");
+        return ExitCode::from(2);
+    }
+    // A report on stdout keeps stdout for the report: every human line
+    // (case lines, summary) goes to stderr.
+    let stream = if to_stdout(&args.report_json) || to_stdout(&args.junit) {
+        Stream::Stderr
+    } else {
+        Stream::Stdout
+    };
     for (flag, path) in [
         ("--report-json", &args.report_json),
         ("--junit", &args.junit),
     ] {
         if let Some(path) = path
+            && !is_stdout(path)
             && let Err(e) = crate::paths::check_output_file(flag, path)
         {
             eprintln!("error: {e}");
@@ -98,7 +115,7 @@ pub(crate) fn run(
         env,
         cache_dir,
         &args.selection,
-        &args.flags(),
+        &args.flags(verbosity.verbose),
         args.no_tests,
     ) {
         Ok(p) => p,
@@ -124,11 +141,42 @@ pub(crate) fn run(
             return ExitCode::from(1);
         }
     };
+    // On a terminal, the compile phase shows the bar `scene compile`
+    // shows (not with `--from`: pass 2 compiles only damaged slots).
+    let bar = match bundle {
+        Some(_) => None,
+        None => {
+            let specs = scene_specs(session.config(), &distinct_scenes(&cases));
+            progress::bar(plan_outline(&specs).units.len(), !verbosity.quiet)
+        }
+    };
+    let session = match &bar {
+        None => session,
+        Some(bar) => session.map_cpu(|cpu| match compile_builder(cpu.config()) {
+            Ok(b) => cpu.with_builder(b.with_observer(progress::observer(
+                Some(bar),
+                if verbosity.verbose {
+                    UnitLines::All
+                } else {
+                    UnitLines::Work
+                },
+            ))),
+            Err(_) => cpu,
+        }),
+    };
     let session = match bundle {
         Some(b) => session.with_bundle(b),
         None => session,
     };
-    let lines = CaseLines::new(args.quiet);
+    let lines = CaseLines::new(verbosity, stream);
+    // The bar goes away before the first case line.
+    let clear_bar = || {
+        if let Some(bar) = &bar
+            && !bar.is_finished()
+        {
+            bar.finish_and_clear();
+        }
+    };
     // Scenes that did not load are failed entries of the report (and the
     // JUnit file), not only lines on stderr: entries and totals agree.
     let load_reports: Vec<_> = load_errors.iter().map(LoadFailure::report).collect();
@@ -136,17 +184,21 @@ pub(crate) fn run(
         lines.print(r);
     }
     let report = session
-        .run(&cases, &mut |r| lines.print(r))
+        .run(&cases, &mut |r| {
+            clear_bar();
+            lines.print(r)
+        })
         .with_cases_before(load_reports);
+    clear_bar();
     if let Err(code) = write_reports(&report, args) {
         return code;
     }
     let t = &report.totals;
-    println!(
+    stream.line(&format!(
         "cards: {:.3} card-s held for {:.3} s of device work; {:.3} s queued",
         t.card_seconds_held, t.device_seconds, t.queueing_seconds
-    );
-    println!("{}", report.summary_line());
+    ));
+    stream.line(&report.summary_line());
     ExitCode::from(if report.all_passed() { 0 } else { 1 })
 }
 
@@ -161,12 +213,29 @@ fn write_reports(report: &RunReport, args: &RunArgs) -> Result<(), ExitCode> {
         .as_ref()
         .map(|path| (path, Ok(report.to_junit().into_bytes())));
     for (path, bytes) in json.into_iter().chain(junit) {
-        if let Err(e) =
-            bytes.and_then(|b| scene_util::write_atomically(path, &b).map_err(|e| e.to_string()))
-        {
+        if let Err(e) = bytes.and_then(|b| write_report(path, &b).map_err(|e| e.to_string())) {
             eprintln!("error: writing {}: {e}", path.display());
             return Err(ExitCode::from(1));
         }
     }
     Ok(())
+}
+
+/// `-` as a report path: the report goes to stdout.
+fn is_stdout(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// A report file, readable by everyone (0644: CI uploaders often run as
+/// another user), or stdout for `-`.
+fn write_report(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if is_stdout(path) {
+        let mut out = std::io::stdout().lock();
+        out.write_all(bytes)?;
+        if !bytes.ends_with(b"\n") {
+            out.write_all(b"\n")?;
+        }
+        return out.flush();
+    }
+    scene_util::write_atomically_with_mode(path, bytes, 0o644)
 }

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use libtest_mimic::{Arguments, Failed, Trial};
 use scene_harness::compile::CompiledScenes;
-use scene_harness::report::CaseStatus;
+use scene_harness::report::{CaseStatus, FailureStage};
 use scene_harness::scene::discover;
 use scene_harness::{GoldenRegistry, RunConfig, Scene, SelectedCase, Session, select_cases};
 
@@ -47,17 +47,42 @@ impl Shared {
         let report = session.run_case(sel, compiled);
         match report.status {
             CaseStatus::Passed => Ok(()),
-            CaseStatus::Failed => {
-                let stage = report
-                    .failure_stage
-                    .map_or_else(|| "an unknown".to_string(), |s| format!("the {s}"));
-                Err(Failed::from(format!(
-                    "{} failed in {stage} stage:\n{}",
-                    report.name,
-                    report.message.unwrap_or_default()
-                )))
-            }
+            CaseStatus::Failed => Err(Failed::from(failure_sentence(
+                &report.name,
+                report.failure_stage,
+                report.message.as_deref(),
+            ))),
         }
+    }
+}
+
+/// `vector_example::small failed comparing outputs: <message>`: what a
+/// failing trial says, as a sentence (a multi-line message continues on
+/// the following lines).
+pub(crate) fn failure_sentence(
+    name: &str,
+    stage: Option<FailureStage>,
+    message: Option<&str>,
+) -> String {
+    let doing = match stage {
+        Some(FailureStage::Load) => "loading its scene.toml",
+        Some(FailureStage::Compile) => "compiling",
+        Some(FailureStage::Fixtures) => "building input fixtures",
+        Some(FailureStage::Golden) => "computing the golden",
+        Some(FailureStage::Device) => "on the device",
+        Some(FailureStage::Compare) => "comparing outputs",
+        None => "",
+    };
+    let message = message.map(str::trim_end).unwrap_or("no message");
+    let failed = if doing.is_empty() {
+        format!("{name} failed")
+    } else {
+        format!("{name} failed {doing}")
+    };
+    if message.contains('\n') {
+        format!("{failed}:\n{message}")
+    } else {
+        format!("{failed}: {message}")
     }
 }
 
@@ -145,6 +170,17 @@ pub fn main(layout: Layout, registry: GoldenRegistry) -> ExitCode {
     }
     let args = Arguments::from_args();
     let env = Environment::capture();
+    // Found at run time like the CLI does (`SCENE_ROOT`, the current
+    // directory up, the executable up), so an archived test binary run in
+    // another checkout (`cargo nextest run --archive-file ...
+    // --workspace-remap DIR`) uses that checkout's scenes.
+    let cwd = std::env::current_dir().ok();
+    let layout = crate::locate::locate(
+        layout,
+        env.path("SCENE_ROOT"),
+        cwd.as_deref(),
+        crate::locate::exe_dir().as_deref(),
+    );
     libtest_mimic::run(&args, trials(layout, registry, &env)).exit_code()
 }
 
@@ -180,5 +216,72 @@ mod tests {
         let e = env(&[("SCENE_NO_TESTS", "maybe")]);
         let built = trials(layout, GoldenRegistry::new(), &e);
         assert_eq!(names(&built), ["scenes::config"]);
+    }
+
+    #[test]
+    fn failures_read_like_sentences() {
+        assert_eq!(
+            failure_sentence(
+                "vector_example::small",
+                Some(FailureStage::Compare),
+                Some("output `c` differs at 3")
+            ),
+            "vector_example::small failed comparing outputs: output `c` differs at 3"
+        );
+        assert_eq!(
+            failure_sentence(
+                "s::c",
+                Some(FailureStage::Compile),
+                Some("add.c:1: error\nmore\n")
+            ),
+            "s::c failed compiling:\nadd.c:1: error\nmore"
+        );
+        assert_eq!(
+            failure_sentence("s::c", Some(FailureStage::Device), None),
+            "s::c failed on the device: no message"
+        );
+        assert_eq!(failure_sentence("s::c", None, Some("x")), "s::c failed: x");
+    }
+
+    /// The test target reads its scenes from `SCENE_SCENES_DIR` like the
+    /// CLI: a folder elsewhere with a broken scene and one that does not
+    /// exist under the layout's scenes dir gives those trials, and running
+    /// them fails.
+    #[test]
+    fn scenes_dir_variable_is_honoured_and_its_failures_fail() {
+        let layout_dir = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let broken = elsewhere.path().join("only_elsewhere");
+        std::fs::create_dir_all(&broken).unwrap();
+        std::fs::write(broken.join("scene.toml"), "this is = not [ a scene").unwrap();
+        let layout = Layout {
+            root: layout_dir.path().to_path_buf(),
+            scenes_dir: layout_dir.path().to_path_buf(),
+        };
+        let dir = elsewhere.path().to_str().unwrap();
+        let built = trials(
+            layout.clone(),
+            GoldenRegistry::new(),
+            &env(&[("SCENE_SCENES_DIR", dir), ("SCENE_NO_TESTS", "pass")]),
+        );
+        assert_eq!(names(&built), ["only_elsewhere::load"]);
+        let args = Arguments {
+            test_threads: Some(1),
+            quiet: true,
+            // Its own report goes to a file, not into this test's output.
+            logfile: Some(elsewhere.path().join("log").to_string_lossy().into_owned()),
+            ..Arguments::default()
+        };
+        let conclusion = libtest_mimic::run(&args, built);
+        assert_eq!(conclusion.num_failed, 1);
+        assert_eq!(conclusion.num_passed, 0);
+
+        // Without the variable: the layout's (empty) dir, no such trial.
+        let built = trials(
+            layout,
+            GoldenRegistry::new(),
+            &env(&[("SCENE_NO_TESTS", "pass")]),
+        );
+        assert!(built.is_empty(), "{:?}", names(&built));
     }
 }

@@ -186,9 +186,6 @@ struct ResultFile {
 }
 
 const JOB: &str = "job.json";
-/// The held cards, written when the worker starts (the job is written
-/// before the card is known).
-const CARDS: &str = "cards.json";
 const DATA: &str = "data";
 const RESULT: &str = "result.json";
 const CRASH: &str = "crash.txt";
@@ -228,11 +225,29 @@ pub struct PreparedJob {
     names: Vec<Option<String>>,
 }
 
+/// A worker process waiting for its go; stopped and reaped if dropped
+/// unused (the card could not be had, say).
+#[derive(Debug)]
+pub struct StartedWorker {
+    child: Option<std::process::Child>,
+    stdin: Option<std::process::ChildStdin>,
+}
+
+impl Drop for StartedWorker {
+    fn drop(&mut self) {
+        // Closing stdin without a go makes the worker exit by itself.
+        drop(self.stdin.take());
+        if let Some(mut child) = self.child.take() {
+            let _ = child.wait();
+        }
+    }
+}
+
 /// The outcome of one supervised session.
 #[derive(Debug)]
 pub struct WorkerRun {
     pub result: Result<Duration, WorkerError>,
-    /// The worker's whole life: start, runtime load, session, exit.
+    /// From the go to the worker's exit: runtime load, session, exit.
     pub elapsed: Duration,
 }
 
@@ -330,21 +345,35 @@ pub fn prepare(job: &DeviceJob<'_>, runtime: &Path) -> Result<PreparedJob, Worke
 }
 
 impl PreparedJob {
-    /// Starts a worker on the prepared job for the first of the held
-    /// `cards` and waits for it, at most `deadline` (then the worker is
-    /// stopped).
+    /// Starts a worker on the prepared job, before any card is held: it
+    /// reads the job and its data, then waits for the supervisor's go (the
+    /// held cards, on its stdin) before it loads the runtime. Starting it
+    /// first keeps process start-up off the card, and the worker can never
+    /// inherit a card's lock file (it was forked before the lock existed).
+    pub fn start(&self, worker: &WorkerCommand) -> Result<StartedWorker, WorkerError> {
+        let mut child = Command::new(&worker.program)
+            .args(&worker.args)
+            .env(WORKER_ENV, self.dir.path())
+            .stdin(Stdio::piped())
+            .spawn()
+            .map_err(setup("cannot start the device worker", &worker.program))?;
+        let stdin = child.stdin.take();
+        Ok(StartedWorker {
+            child: Some(child),
+            stdin,
+        })
+    }
+
+    /// Tells the started worker to run on the held `cards` (the first is
+    /// opened) and waits for it, at most `deadline` (then it is stopped).
     pub fn run(
         &self,
+        mut worker: StartedWorker,
         cards: &dyn HeldCard,
-        worker: &WorkerCommand,
         deadline: Option<Duration>,
     ) -> WorkerRun {
         let started = Instant::now();
-        let path = self.dir.path().join(CARDS);
-        let result = serde_json::to_vec(cards.held_cards())
-            .map_err(|e| WorkerError::Setup(e.to_string()))
-            .and_then(|text| std::fs::write(&path, text).map_err(setup("cannot write", &path)))
-            .and_then(|()| self.supervise(worker, deadline));
+        let result = self.supervise(&mut worker, cards, deadline);
         WorkerRun {
             result,
             elapsed: started.elapsed(),
@@ -353,17 +382,31 @@ impl PreparedJob {
 
     fn supervise(
         &self,
-        worker: &WorkerCommand,
+        worker: &mut StartedWorker,
+        cards: &dyn HeldCard,
         deadline: Option<Duration>,
     ) -> Result<Duration, WorkerError> {
-        let mut child = Command::new(&worker.program)
-            .args(&worker.args)
-            .env(WORKER_ENV, self.dir.path())
-            .stdin(Stdio::piped())
-            .spawn()
-            .map_err(setup("cannot start the device worker", &worker.program))?;
+        let mut go = serde_json::to_vec(cards.held_cards())
+            .map_err(|e| WorkerError::Setup(e.to_string()))?;
+        go.push(b'\n');
         // Held open while the worker runs: closing it tells the worker to stop.
-        let stdin = child.stdin.take();
+        let mut stdin = worker.stdin.take();
+        let Some(mut child) = worker.child.take() else {
+            return Err(WorkerError::Setup(
+                "the device worker was already used".into(),
+            ));
+        };
+        let sent = stdin
+            .as_mut()
+            .map(|s| s.write_all(&go).and_then(|()| s.flush()));
+        if let Some(Err(e)) = sent {
+            // The worker died before its go: say how, from its status.
+            let _ = child.kill();
+            let status = child
+                .wait()
+                .map_err(|w| WorkerError::Setup(format!("device worker: {e}; {w}")))?;
+            return self.verdict(status);
+        }
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             let _ = tx.send(child.wait());
@@ -488,14 +531,6 @@ fn signal_name(sig: i32) -> String {
 /// The worker side: runs the job in `dir` and exits. Returns the process
 /// exit code (0 once a result is written, whatever the session's outcome).
 pub fn serve(dir: &Path) -> i32 {
-    // The supervisor holds the write end of stdin; when it dies or gives
-    // up, reading returns and this process ends at once.
-    std::thread::spawn(|| {
-        let mut sink = [0u8; 64];
-        let mut stdin = std::io::stdin();
-        while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
-        std::process::abort();
-    });
     match serve_job(dir) {
         Ok(()) => 0,
         Err(msg) => {
@@ -512,9 +547,6 @@ fn serve_job(dir: &Path) -> Result<(), String> {
     };
     let spec: JobFile =
         serde_json::from_slice(&read(JOB)?).map_err(|e| format!("malformed job file: {e}"))?;
-    let cards: Vec<u32> =
-        serde_json::from_slice(&read(CARDS)?).map_err(|e| format!("malformed card list: {e}"))?;
-    let card = *cards.first().ok_or("the supervisor holds no card")?;
     if spec.version != JOB_VERSION {
         return Err(format!(
             "job version {} but this worker speaks {JOB_VERSION}",
@@ -570,7 +602,7 @@ fn serve_job(dir: &Path) -> Result<(), String> {
         });
     }
     let job = DeviceJob {
-        card,
+        card: 0,
         options: &spec.options,
         callable: CallableImage {
             orch_so: &orch,
@@ -588,6 +620,9 @@ fn serve_job(dir: &Path) -> Result<(), String> {
         },
         args,
     };
+    let cards = wait_for_go()?;
+    let card = *cards.first().ok_or("the supervisor holds no card")?;
+    let job = DeviceJob { card, ..job };
     let held = SupervisedCard::new(cards);
     let outcome = Runtime::load(&held, &spec.runtime)
         .map_err(|e| SessionError {
@@ -632,6 +667,28 @@ fn serve_job(dir: &Path) -> Result<(), String> {
     let path = dir.join(RESULT);
     scene_util::write_atomically(&path, &text)
         .map_err(|e| format!("cannot write `{}`: {e}", path.display()))
+}
+
+/// Blocks until the supervisor holds the card and says so: one line on
+/// stdin, the held card ids as JSON. From then on, stdin closing (the
+/// supervisor died or gave up) ends this process at once.
+fn wait_for_go() -> Result<Vec<u32>, String> {
+    let mut line = String::new();
+    let n = std::io::stdin()
+        .read_line(&mut line)
+        .map_err(|e| format!("reading the go from the supervisor: {e}"))?;
+    if n == 0 {
+        // The supervisor gave up before it had a card: nothing to do.
+        std::process::exit(0);
+    }
+    std::thread::spawn(|| {
+        let mut sink = [0u8; 64];
+        let mut stdin = std::io::stdin();
+        while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+        std::process::abort();
+    });
+    serde_json::from_str(line.trim())
+        .map_err(|e| format!("malformed card list `{}`: {e}", line.trim()))
 }
 
 #[cfg(test)]

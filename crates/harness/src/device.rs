@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use scene_device::worker::{PreparedJob, WorkerCommand, WorkerError};
+use scene_device::worker::{PreparedJob, StartedWorker, WorkerCommand, WorkerError};
 use scene_device::{
     AcquireOptions, CallableImage, CardLease, CardPool, DeviceJob, Direction, IncoreImageRef,
     JobArg, Runtime, TensorArg, WaitStatus,
@@ -141,10 +141,14 @@ impl DeviceStage {
         // Everything that is not device work happens before the card is
         // taken: the worker's job files are written here.
         let prepared = match &self.worker {
-            Some(_) => Some(
-                scene_device::worker::prepare(&job, &runtime_path)
-                    .map_err(|e| DeviceFailure::plain(e.to_string()))?,
-            ),
+            Some(worker) => {
+                let prepared = scene_device::worker::prepare(&job, &runtime_path)
+                    .map_err(|e| DeviceFailure::plain(e.to_string()))?;
+                let started = prepared
+                    .start(worker)
+                    .map_err(|e| DeviceFailure::plain(e.to_string()))?;
+                Some((prepared, started))
+            }
             None => None,
         };
         let wait_start = Instant::now();
@@ -174,7 +178,12 @@ impl DeviceStage {
             card: lease.cards()[0],
             ..job
         };
-        let (result, device_time) = self.session(lease, &runtime_path, &job, prepared.as_ref());
+        let (prepared, started) = match prepared {
+            Some((p, s)) => (Some(p), Some(s)),
+            None => (None, None),
+        };
+        let (result, device_time) =
+            self.session(lease, &runtime_path, &job, prepared.as_ref().zip(started));
 
         // A held lease is released, and its hold accounted, by the run.
         if let Some(lease) = acquired {
@@ -231,10 +240,10 @@ impl DeviceStage {
             .map_err(|e| DeviceFailure::plain(format!("acquiring {cards} card(s): {e}")))
     }
 
-    /// The session on a held card: in a supervised worker when one is
-    /// configured (the job was written out before the card was taken),
-    /// else in this process. Returns the outcome and the device time: the
-    /// worker's whole life, or the session from open to close in-process
+    /// The session on a held card: in the supervised worker when one was
+    /// started (job written and worker started before the card was taken),
+    /// else in this process. Returns the outcome and the device time: from
+    /// the worker's go to its exit, or the session from open to close in-process
     /// (opening the card is device work too: a real runtime initialises
     /// the card there).
     fn session(
@@ -242,10 +251,10 @@ impl DeviceStage {
         lease: &CardLease,
         runtime_path: &Path,
         job: &DeviceJob<'_>,
-        prepared: Option<&PreparedJob>,
+        worker: Option<(&PreparedJob, StartedWorker)>,
     ) -> (Result<SessionDone, SessionError>, Duration) {
-        if let (Some(prepared), Some(worker)) = (prepared, &self.worker) {
-            let run = prepared.run(lease, worker, self.worker_deadline);
+        if let Some((prepared, started)) = worker {
+            let run = prepared.run(started, lease, self.worker_deadline);
             let done = run.result.map(|session| SessionDone {
                 outputs: None,
                 session,

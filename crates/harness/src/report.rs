@@ -207,6 +207,8 @@ pub struct RunReport {
     pub platform: String,
     pub cases: Vec<CaseReport>,
     pub totals: RunTotals,
+    /// When the run started (Unix seconds): the report's end less `wall_s`.
+    pub started_at: f64,
 }
 
 impl RunReport {
@@ -233,6 +235,7 @@ impl RunReport {
             platform: platform.to_string(),
             cases,
             totals: t,
+            started_at: unix_seconds(std::time::SystemTime::now()) - wall_s,
         }
     }
 
@@ -243,7 +246,10 @@ impl RunReport {
             return self;
         }
         first.extend(self.cases);
-        Self::new(&self.platform, first, self.totals.wall_s)
+        Self {
+            started_at: self.started_at,
+            ..Self::new(&self.platform, first, self.totals.wall_s)
+        }
     }
 
     /// The closing line every runner parses: `N passed, M failed[, K skipped]`.
@@ -272,68 +278,104 @@ pub fn unix_seconds(t: std::time::SystemTime) -> f64 {
 }
 
 impl RunReport {
-    /// JUnit XML: one `<testcase>` per case (classname = scene), failures
-    /// with their message, skipped cases marked skipped.
+    /// JUnit XML, as cargo-nextest writes it (with its `quick-junit`): one
+    /// `<testsuites>` and one `<testsuite name="scenes.<platform>">` with
+    /// counts (`tests`, `failures`, `errors`), `time` and the start
+    /// `timestamp`, the run's summary as the suite's `<system-out>`; one
+    /// `<testcase>` per case (classname = scene, name = case, `time`), its
+    /// phases as its `<system-out>`. A case that could not be built (its
+    /// `scene.toml` did not load, or it did not compile) is an `<error>`;
+    /// any later stage that failed is a `<failure>`. Both carry the stage as
+    /// `type`, the first line of the message as `message` and the whole
+    /// message as text.
     pub fn to_junit(&self) -> String {
+        use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
         let t = &self.totals;
-        let mut x = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-        x.push_str(&format!(
-            "<testsuites name=\"scenes\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{:.3}\">\n",
-            self.cases.len(),
-            t.failed,
-            t.skipped,
-            t.wall_s
-        ));
-        x.push_str(&format!(
-            "  <testsuite name=\"scenes.{}\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{:.3}\">\n",
-            xml_escape(&self.platform),
-            self.cases.len(),
-            t.failed,
-            t.skipped,
-            t.wall_s
+        let time = std::time::Duration::try_from_secs_f64(t.wall_s).unwrap_or_default();
+        let started = timestamp(self.started_at);
+        let mut suite = TestSuite::new(format!("scenes.{}", self.platform));
+        suite.set_time(time);
+        if let Some(ts) = started {
+            suite.set_timestamp(ts);
+        }
+        suite.set_system_out(format!(
+            "cards: {:.3} card-s held for {:.3} s of device work; {:.3} s queued\n{}\n",
+            t.card_seconds_held,
+            t.device_seconds,
+            t.queueing_seconds,
+            self.summary_line()
         ));
         for c in &self.cases {
-            x.push_str(&format!(
-                "    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\"",
-                xml_escape(&c.scene),
-                xml_escape(&c.case),
-                c.wall_s
-            ));
-            match c.status {
-                CaseStatus::Passed => x.push_str("/>\n"),
+            let status = match c.status {
+                CaseStatus::Passed => TestCaseStatus::success(),
                 CaseStatus::Failed => {
+                    let kind = match c.failure_stage {
+                        Some(FailureStage::Load | FailureStage::Compile) => NonSuccessKind::Error,
+                        _ => NonSuccessKind::Failure,
+                    };
                     let msg = c.message.as_deref().unwrap_or("failed");
-                    let first = msg.lines().next().unwrap_or("failed");
-                    let stage = c.failure_stage.map(|s| s.to_string()).unwrap_or_default();
-                    x.push_str(&format!(
-                        ">\n      <failure type=\"{}\" message=\"{}\">{}</failure>\n    </testcase>\n",
-                        xml_escape(&stage),
-                        xml_escape(first),
-                        xml_escape(msg)
-                    ));
+                    let mut status = TestCaseStatus::non_success(kind);
+                    status
+                        .set_message(xml_text(msg.lines().next().unwrap_or("failed")))
+                        .set_description(xml_text(msg));
+                    if let Some(stage) = c.failure_stage {
+                        status.set_type(stage.to_string());
+                    }
+                    status
                 }
-            }
+            };
+            let mut case = TestCase::new(c.case.as_str(), status);
+            case.set_classname(c.scene.as_str())
+                .set_time(std::time::Duration::try_from_secs_f64(c.wall_s).unwrap_or_default());
+            let p = &c.phases;
+            case.set_system_out(format!(
+                "compile_s={:.3} fixtures_s={:.3} golden_s={:.3} lock_wait_s={:.3} \
+                 lock_held_s={:.3} device_s={:.3} session_s={:.3} compare_s={:.3}\n",
+                p.compile_s,
+                p.fixtures_s,
+                p.golden_s,
+                p.lock_wait_s,
+                p.lock_held_s,
+                p.device_s,
+                p.session_s,
+                p.compare_s
+            ));
+            suite.add_test_case(case);
         }
-        x.push_str("  </testsuite>\n</testsuites>\n");
-        x
+        let mut report = Report::new("scenes");
+        report.set_time(time);
+        if let Some(ts) = started {
+            report.set_timestamp(ts);
+        }
+        report.add_test_suite(suite);
+        report
+            .to_string()
+            .unwrap_or_else(|e| format!("<!-- JUnit serialisation failed: {e} -->\n"))
     }
 }
 
-fn xml_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            // XML 1.0 forbids most control characters, even escaped.
-            c if (c as u32) < 0x20 && !matches!(c, '\n' | '\r' | '\t') => out.push('?'),
-            c => out.push(c),
-        }
+/// Unix seconds as the timestamp JUnit wants (UTC), if representable.
+fn timestamp(unix: f64) -> Option<chrono::DateTime<chrono::FixedOffset>> {
+    if !(unix.is_finite() && unix >= 0.0) {
+        return None;
     }
-    out
+    let secs = unix.trunc() as i64;
+    let nanos = ((unix - unix.trunc()) * 1e9) as u32;
+    chrono::DateTime::from_timestamp(secs, nanos.min(999_999_999)).map(|t| t.fixed_offset())
+}
+
+/// XML 1.0 forbids most control characters, even escaped: each becomes `?`
+/// (quick-junit escapes the rest).
+fn xml_text(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if (c as u32) < 0x20 && !matches!(c, '\n' | '\r' | '\t') {
+                '?'
+            } else {
+                c
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -343,18 +385,48 @@ mod tests {
     #[test]
     fn junit_escapes_and_counts() {
         let mut failed = CaseReport::new("s", "c<1>");
-        failed.fail(FailureStage::Compare, "tensor `f` & \"more\"\nline 2");
+        failed.fail(FailureStage::Compare, "tensor `f` & \"more\"\nline 2\u{1}");
         let passed = CaseReport::new("s", "ok");
         let r = RunReport::new("a2a3sim", vec![failed, passed], 1.0);
         let x = r.to_junit();
-        assert!(x.contains("tests=\"2\" failures=\"1\""), "{x}");
+        assert!(x.contains("tests=\"2\""), "{x}");
+        assert!(x.contains("failures=\"1\""), "{x}");
+        assert!(x.contains("errors=\"0\""), "{x}");
         assert!(x.contains("name=\"c&lt;1&gt;\""), "{x}");
         assert!(
-            x.contains("message=\"tensor `f` &amp; &quot;more&quot;\""),
+            x.contains("<failure message=\"tensor `f` &amp; &quot;more&quot;\" type=\"compare\">"),
             "{x}"
         );
-        assert!(x.contains("<testcase classname=\"s\" name=\"ok\""), "{x}");
+        assert!(x.contains("line 2?</failure>"), "{x}");
+        assert!(!x.contains('\u{1}'), "{x}");
+        assert!(x.contains("<testcase name=\"ok\" classname=\"s\""), "{x}");
+        assert!(x.contains("<system-out>compile_s=0.000 "), "{x}");
+        assert!(x.contains("1 passed, 1 failed\n</system-out>"), "{x}");
+        // Both the run and the suite carry the start time, in RFC 3339.
+        assert_eq!(x.matches(" timestamp=\"20").count(), 2, "{x}");
         assert_eq!(r.summary_line(), "1 passed, 1 failed");
+    }
+
+    #[test]
+    fn junit_compile_and_load_failures_are_errors() {
+        let mut compile = CaseReport::new("s", "c");
+        compile.fail(FailureStage::Compile, "add.c:1: error");
+        let mut device = CaseReport::new("s", "d");
+        device.fail(FailureStage::Device, "card 0 hung");
+        let r = RunReport::new("a2a3sim", vec![compile, device], 1.0)
+            .with_cases_before(vec![CaseReport::load_failure("bad", "oops")]);
+        let x = r.to_junit();
+        assert!(x.contains("failures=\"1\""), "{x}");
+        assert!(x.contains("errors=\"2\""), "{x}");
+        assert!(
+            x.contains("<error message=\"add.c:1: error\" type=\"compile\">"),
+            "{x}"
+        );
+        assert!(x.contains("<error message=\"oops\" type=\"load\">"), "{x}");
+        assert!(
+            x.contains("<failure message=\"card 0 hung\" type=\"device\">"),
+            "{x}"
+        );
     }
 
     #[test]
@@ -374,9 +446,10 @@ mod tests {
         assert_eq!((r.totals.passed, r.totals.failed), (1, 1));
         assert_eq!(r.totals.wall_s, 2.0);
         let x = r.to_junit();
-        assert!(x.contains("tests=\"2\" failures=\"1\""), "{x}");
+        assert!(x.contains("tests=\"2\""), "{x}");
+        assert!(x.contains("errors=\"1\""), "{x}");
         assert!(
-            x.contains("type=\"load\" message=\"bad/scene.toml: oops\""),
+            x.contains("<error message=\"bad/scene.toml: oops\" type=\"load\">"),
             "{x}"
         );
     }

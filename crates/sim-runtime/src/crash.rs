@@ -9,8 +9,9 @@
 //!   `SIGBUS`, `SIGFPE`, `SIGILL`, `SIGTRAP`, `SIGABRT`, `SIGSYS`) that write
 //!   `key=value` lines to the report file: the signal, who was running, the
 //!   faulting address and, for device memory, which buffer's guard it hit;
-//!   then the default action runs (`SA_RESETHAND`), so the process still
-//!   dies by that signal;
+//!   then the default action is restored and the signal raised again, so
+//!   the process still dies by it (one thread reports; others that fault
+//!   meanwhile wait for the end);
 //! - registers an `atexit` hook: `exit()` called by a kernel or the
 //!   orchestration is reported too (the worker itself never exits from
 //!   those threads).
@@ -74,6 +75,9 @@ pub struct MemoryView {
 }
 
 static REPORT_FD: AtomicI32 = AtomicI32::new(-1);
+/// Set by the first thread that reports a fatal signal: others wait for
+/// the process to end instead of racing it (or dying first, unreported).
+static REPORTING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 /// The `MemoryView` of the device being run (leaked on install: one per
 /// worker process, alive until it exits).
 static MEMORY: AtomicPtr<MemoryView> = AtomicPtr::new(std::ptr::null_mut());
@@ -117,7 +121,7 @@ pub fn install(path: &str) -> RtResult<()> {
         let rc = unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
             sa.sa_sigaction = on_signal as *const () as usize;
-            sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESETHAND;
+            sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
             libc::sigemptyset(&mut sa.sa_mask);
             libc::sigaction(sig, &sa, std::ptr::null_mut())
         };
@@ -348,7 +352,16 @@ fn write_fault(w: &mut StackWriter, sig: i32, info: *const libc::siginfo_t) {
 #[allow(unsafe_code)]
 extern "C" fn on_signal(sig: i32, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
     let fd = REPORT_FD.load(Ordering::SeqCst);
+    if REPORTING.swap(true, Ordering::SeqCst) {
+        // Another thread is reporting (several blocks often fault at
+        // once); the process ends when it is done.
+        loop {
+            // SAFETY: pause(2) is async-signal-safe and has no preconditions.
+            unsafe { libc::pause() };
+        }
+    }
     if fd < 0 {
+        die_by(sig);
         return;
     }
     let mut w = StackWriter {
@@ -360,9 +373,19 @@ extern "C" fn on_signal(sig: i32, info: *mut libc::siginfo_t, _ctx: *mut libc::c
     write_fault(&mut w, sig, info);
     // SAFETY: write(2) is async-signal-safe; the buffer is valid for `len`.
     unsafe { libc::write(fd, w.buf.as_ptr().cast(), w.len) };
-    // SA_RESETHAND restored the default action: returning re-executes the
-    // faulting instruction (or abort() re-raises), and the process dies by
-    // the same signal.
+    die_by(sig);
+}
+
+/// Restores the default action of `sig` and raises it: the process ends by
+/// the same signal the user code caused.
+#[allow(unsafe_code)]
+fn die_by(sig: i32) {
+    // SAFETY: signal(2) and raise(3) are async-signal-safe; SIG_DFL is a
+    // valid disposition for every signal handled here.
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+        libc::raise(sig);
+    }
 }
 
 #[allow(unsafe_code)]

@@ -14,6 +14,18 @@ use std::path::{Component, Path};
 /// rename, creating the directory if needed: a reader sees the old file,
 /// or the whole new one, never a part.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_atomically_inner(path, bytes, None)
+}
+
+/// [`write_atomically`], the file getting exactly `mode` (e.g. `0o644`
+/// for a report others read), whatever the umask: the temp file it is
+/// written through is created 0600.
+pub fn write_atomically_with_mode(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    write_atomically_inner(path, bytes, Some(mode))
+}
+
+fn write_atomically_inner(path: &Path, bytes: &[u8], mode: Option<u32>) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -21,6 +33,10 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
     tmp.write_all(bytes)?;
+    if let Some(mode) = mode {
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(mode))?;
+    }
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
@@ -291,6 +307,23 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, ["report.json"], "no temp file left behind");
+    }
+
+    #[test]
+    fn atomic_write_with_mode_sets_exactly_that_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("report.json");
+        write_atomically(&p, b"one").unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(
+            mode(&p),
+            0o600,
+            "the plain write keeps the temp file's mode"
+        );
+        write_atomically_with_mode(&p, b"two", 0o644).unwrap();
+        assert_eq!(mode(&p), 0o644);
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
     }
 
     #[test]

@@ -6,6 +6,7 @@ mod dtype_copy;
 mod gemm;
 mod paged_attention;
 mod rmsnorm;
+mod scalar_data;
 mod scope_loop;
 mod softmax;
 mod vector_example;
@@ -18,6 +19,7 @@ pub fn register(r: GoldenRegistry) -> GoldenRegistry {
         .register("softmax", softmax::golden)
         .register("rmsnorm", rmsnorm::golden)
         .register("decode_layer", decode_layer::golden)
+        .register("scalar_data", scalar_data::golden)
         .register("paged_attention", paged_attention::golden)
         .register("scope_loop", scope_loop::golden)
         .register("dtype_copy", dtype_copy::golden)

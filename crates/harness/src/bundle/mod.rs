@@ -719,6 +719,10 @@ mod pinned_keys {
                 "26a71260947fba016af67c592398772f8cd87a2b729ac54feb306de296e9c02a",
             ),
             (
+                "scalar_data::default",
+                "aadd6bc398060be80147aa8885f56df7e60500615b13b8cf8bd0388e70e55b4e",
+            ),
+            (
                 "scope_loop::small",
                 "5d2fe73819e8bd0aeef81701dcef86da3c9eaa4d6656509e6af076d7fe68fcaa",
             ),

@@ -1,0 +1,126 @@
+//! The `scene` binary works from wherever it is unpacked: pass 2 (`run
+//! --from`) with only what docs/ci.md says to upload (the `scene` binary,
+//! `libscene_sim_runtime.so`, the bundle, `tests/scenes/`), from another
+//! directory, with no compiler.
+//!
+//! The checkout the binary was built in cannot be made unusable safely from
+//! a test (it is the one running the test), so the test proves it is not
+//! used instead: the unpacked tree holds a scene, `vec_reloc`, that the
+//! checkout does not have; the run's current directory is a fresh temp dir
+//! outside any workspace; the environment is cleared (no
+//! `SCENE_SCENES_DIR`, `SCENE_RUNTIME_LIB`, `SCENE_CACHE_DIR`, ...) but for
+//! `PATH`, a temp lock dir and `SCENE_CC=false` / `SCENE_LD=false`. A binary
+//! that fell back to the checkout's scenes would find no `vec_reloc` case
+//! and exit 4.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{copy_dir, package_scenes_dir, run_ok};
+
+/// The built simulator runtime, where the `scene` binary finds it.
+fn built_runtime() -> PathBuf {
+    let exe = Path::new(env!("CARGO_BIN_EXE_scene"));
+    let dir = exe.parent().expect("the binary has a directory");
+    [dir.to_path_buf(), dir.join("deps")]
+        .iter()
+        .map(|d| d.join("libscene_sim_runtime.so"))
+        .find(|p| p.is_file())
+        .expect("libscene_sim_runtime.so is built beside the scene binary")
+}
+
+fn text(out: &std::process::Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn pass_two_runs_from_an_unpacked_tree_elsewhere() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The unpacked tree: scene, the runtime, tests/scenes/, the bundle.
+    let tree = tmp.path().join("unpacked");
+    let scenes = tree.join("tests/scenes");
+    copy_dir(
+        &package_scenes_dir().join("vector_example"),
+        &scenes.join("vec_reloc"),
+    );
+    let toml = scenes.join("vec_reloc/scene.toml");
+    let t = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(
+        &toml,
+        t.replace("name = \"vector_example\"", "name = \"vec_reloc\""),
+    )
+    .unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_scene"), tree.join("scene")).unwrap();
+    std::fs::copy(built_runtime(), tree.join("libscene_sim_runtime.so")).unwrap();
+    let bundle = tree.join("bundle");
+
+    // Pass 1, on the "build machine": the checkout's binary.
+    run_ok(
+        Command::new(env!("CARGO_BIN_EXE_scene"))
+            .args(["precompile", "--out"])
+            .arg(&bundle)
+            .env("SCENE_SCENES_DIR", &scenes)
+            .env("SCENE_CACHE_DIR", tmp.path().join("cache"))
+            .env_remove("SCENE_PLATFORM"),
+    );
+
+    // Pass 2: the unpacked binary, elsewhere, with nothing pointing back.
+    let cwd = tmp.path().join("elsewhere");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let unpacked = |args: &[&str]| {
+        let mut cmd = Command::new(tree.join("scene"));
+        cmd.args(args)
+            .current_dir(&cwd)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &cwd)
+            .env("SCENE_LOCK_DIR", tmp.path().join("locks"))
+            .env("SCENE_CC", "false")
+            .env("SCENE_LD", "false");
+        cmd
+    };
+    let list = run_ok(&mut unpacked(&["list"]));
+    assert_eq!(
+        String::from_utf8_lossy(&list.stdout)
+            .lines()
+            .collect::<Vec<_>>(),
+        ["vec_reloc::small", "vec_reloc::odd"],
+        "{}",
+        text(&list)
+    );
+    let report = cwd.join("report.json");
+    let out = unpacked(&["run", "--from", "../unpacked/bundle", "--report-json"])
+        .arg(&report)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("PASS vec_reloc::small"), "{}", text(&out));
+    assert!(stdout.ends_with("2 passed, 0 failed\n"), "{}", text(&out));
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("rebuilding"),
+        "{}",
+        text(&out)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    for case in json["cases"].as_array().unwrap() {
+        assert_eq!(case["phases"]["compile_s"], 0.0, "{json:#}");
+    }
+
+    // `--root` and `SCENE_ROOT` name the tree from anywhere.
+    let list = run_ok(unpacked(&["list", "--root"]).arg(&tree).current_dir("/"));
+    assert_eq!(String::from_utf8_lossy(&list.stdout).lines().count(), 2);
+    let list = run_ok(
+        unpacked(&["list"])
+            .env("SCENE_ROOT", &tree)
+            .current_dir("/"),
+    );
+    assert_eq!(String::from_utf8_lossy(&list.stdout).lines().count(), 2);
+}
