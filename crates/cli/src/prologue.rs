@@ -89,16 +89,29 @@ pub(crate) fn prologue(
     // A scene that did not load already fails the run; an empty selection
     // with nothing else wrong would otherwise pass having run nothing.
     if cases.is_empty() && load_errors.is_empty() {
-        let what = format!(
-            "no cases selected on {} (filter: {}{})",
-            config.platform,
-            sel.filter.as_deref().unwrap_or("none"),
-            if sel.include_manual {
-                ""
-            } else {
-                "; manual cases need --include-manual"
-            }
+        let reasons = scene_harness::select::why_not_selected(
+            &scenes,
+            sel.filter.as_deref(),
+            config.platform.scenes(),
         );
+        for r in &reasons {
+            eprintln!("note: {r}");
+        }
+        let what = match reasons.first() {
+            Some(first) if reasons.len() == 1 => {
+                format!("no cases selected on {}: {first}", config.platform)
+            }
+            _ => format!(
+                "no cases selected on {} (filter: {}{})",
+                config.platform,
+                sel.filter.as_deref().unwrap_or("none"),
+                if sel.include_manual {
+                    ""
+                } else {
+                    "; manual cases need --include-manual"
+                }
+            ),
+        };
         match no_tests {
             NoTests::Fail => {
                 eprintln!("error: {what}; --no-tests=warn or =pass allows this");

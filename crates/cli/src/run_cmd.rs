@@ -38,14 +38,35 @@ pub(crate) fn list(layout: &Layout, env: &Environment, args: &ListArgs) -> ExitC
         eprintln!("error: {}", e.message);
     }
     let mut out = std::io::stdout().lock();
-    for c in select_cases(
+    let selected: std::collections::BTreeSet<String> = select_cases(
         &scenes,
         sel.filter.as_deref(),
         platform.scenes(),
         sel.include_manual,
-    ) {
-        if writeln!(out, "{}", c.id()).is_err() {
-            break;
+    )
+    .iter()
+    .map(|c| c.id())
+    .collect();
+    let hardware: std::collections::BTreeMap<String, String> =
+        scene_harness::select::hardware_only_cases(&scenes, sel.filter.as_deref())
+            .iter()
+            .map(|c| (c.id(), c.scene.case_platforms(c.case()).join(", ")))
+            .collect();
+    // In scene order: the selected cases, and the hardware-only ones marked
+    // (listed for completeness; no simulator runs them).
+    for scene in &scenes {
+        for case in &scene.cases {
+            let id = format!("{}::{}", scene.name, case.name);
+            let line = if selected.contains(&id) {
+                id
+            } else if let Some(p) = hardware.get(&id) {
+                format!("{id}  [hardware only: {p}]")
+            } else {
+                continue;
+            };
+            if writeln!(out, "{line}").is_err() {
+                return ExitCode::from(if errors.is_empty() { 0 } else { 1 });
+            }
         }
     }
     ExitCode::from(if errors.is_empty() { 0 } else { 1 })

@@ -151,7 +151,7 @@ pub fn trials(layout: Layout, registry: GoldenRegistry, env: &Environment) -> Ve
         }
     }
     for sel in selected {
-        let manual = sel.case().manual;
+        let manual = sel.case().manual.on(platform.as_str());
         let shared = Arc::clone(&shared);
         let id = sel.id();
         trials.push(Trial::test(id, move || shared.run(&sel)).with_ignored_flag(manual));

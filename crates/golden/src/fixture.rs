@@ -43,6 +43,17 @@ pub enum Init {
     /// block table whose requests never share a block); a 1-D tensor of
     /// `n` elements is one permutation. `n == 0` fills zeros.
     Permutation { n: u64 },
+    /// The given values in row-major order (a list param of the case);
+    /// integers are exact. Elements beyond the list stay zero (scene
+    /// loading requires one value per element).
+    List { values: Vec<ListItem> },
+}
+
+/// One value of an [`Init::List`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ListItem {
+    Int(i64),
+    Float(f64),
 }
 
 /// Identity of a fixture: the seed stream is derived from all four fields.
@@ -86,6 +97,17 @@ pub fn make_fixture(dtype: DType, shape: &[usize], init: &Init, seed: &FixtureSe
         }
     };
     match *init {
+        Init::List { ref values } => {
+            for (i, v) in values.iter().take(n).enumerate() {
+                put(
+                    i,
+                    match *v {
+                        ListItem::Int(v) => Value::I(v),
+                        ListItem::Float(v) => Value::F(v),
+                    },
+                );
+            }
+        }
         Init::Zeros => {}
         Init::Const { value } => (0..n).for_each(|i| put(i, Value::F(value))),
         Init::Arange { start, step } => {
@@ -440,6 +462,26 @@ mod tests {
         assert_eq!(c.to_f32_vec(), [half::bf16::from_f64(0.1).to_f32(); 4]);
         let z = make_fixture(DType::F16, &[4], &Init::Zeros, &seed("z"));
         assert_eq!(z, Tensor::zeros(DType::F16, &[4]));
+    }
+
+    #[test]
+    fn list_fills_in_order_exactly() {
+        let init = Init::List {
+            values: vec![
+                ListItem::Int(i64::MAX),
+                ListItem::Int(-3),
+                ListItem::Float(2.5),
+            ],
+        };
+        let t = make_fixture(DType::I64, &[3], &init, &seed("l"));
+        let got: Vec<i64> = t
+            .bytes()
+            .chunks(8)
+            .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(got, [i64::MAX, -3, 2], "2.5 rounds half-even to 2");
+        let f = make_fixture(DType::F32, &[2, 2], &init, &seed("l"));
+        assert_eq!(f.to_f32_vec(), [i64::MAX as f32, -3.0, 2.5, 0.0]);
     }
 
     #[test]

@@ -44,5 +44,5 @@ pub mod tensor;
 
 pub use compare::{Mismatch, MismatchReport, Tolerance, Worst, assert_close, is_close};
 pub use dtype::{DType, ParseDTypeError};
-pub use fixture::{FixtureSeed, Init, make_fixture};
+pub use fixture::{FixtureSeed, Init, ListItem, make_fixture};
 pub use tensor::{Tensor, TensorError};

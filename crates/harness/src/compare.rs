@@ -5,7 +5,7 @@ use scene_golden::{Tensor, assert_close};
 
 use crate::golden::GoldenOutputs;
 use crate::prepare::{missing_golden_message, missing_golden_output};
-use crate::scene::Scene;
+use crate::scene::{Case, Scene};
 
 /// Every output of `scene` (`outputs` in declaration order) checked against
 /// `golden` with the scene's tolerances, on `pool`. Returns one message per
@@ -13,6 +13,7 @@ use crate::scene::Scene;
 pub fn compare_outputs(
     pool: &rayon::ThreadPool,
     scene: &Scene,
+    case: &Case,
     outputs: &[Tensor],
     golden: &GoldenOutputs,
 ) -> Vec<String> {
@@ -22,18 +23,24 @@ pub fn compare_outputs(
         return vec![missing_golden_message(scene, name)];
     }
     let mut problems = Vec::new();
-    for (spec, actual) in scene
+    for ((index, spec), actual) in scene
         .tensors
         .iter()
-        .filter(|t| t.direction.is_output())
+        .enumerate()
+        .filter(|(_, t)| t.direction.is_output())
         .zip(outputs)
     {
         let Some(expected) = golden.get(&spec.name) else {
             continue;
         };
-        if let Err(m) =
-            pool.install(|| assert_close(&spec.name, actual, expected, scene.tolerance_for(spec)))
-        {
+        if let Err(m) = pool.install(|| {
+            assert_close(
+                &spec.name,
+                actual,
+                expected,
+                scene.tolerance_for(case, index),
+            )
+        }) {
             problems.push(m.to_string());
         }
     }

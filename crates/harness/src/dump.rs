@@ -146,7 +146,8 @@ pub fn meta_json(dump: &CaseDump<'_>) -> Value {
             let tensor = groups
                 .iter()
                 .find_map(|(_, ts)| ts.iter().find(|(n, _)| n == name).map(|(_, t)| t));
-            let spec = scene.tensors.iter().find(|t| t.name == name);
+            let index = scene.tensors.iter().position(|t| t.name == name);
+            let spec = index.map(|i| &scene.tensors[i]);
             let mut v = json!({
                 "name": name,
                 "direction": spec.map(|s| s.direction.to_string()),
@@ -155,8 +156,8 @@ pub fn meta_json(dump: &CaseDump<'_>) -> Value {
                 "npy_descr": tensor.map(|t| npy::descr(t.dtype())),
                 "files": files,
             });
-            if let Some(spec) = spec.filter(|s| s.direction.is_output()) {
-                let tol = scene.tolerance_for(spec);
+            if let Some(i) = index.filter(|&i| scene.tensors[i].direction.is_output()) {
+                let tol = scene.tolerance_for(dump.case, i);
                 v["tolerance"] = json!({
                     "rtol": tol.rtol,
                     "atol": tol.atol,

@@ -16,6 +16,8 @@ pub struct GoldenCtx<'a> {
     pub scene: &'a str,
     pub case: &'a str,
     pub params: &'a BTreeMap<String, i64>,
+    /// Every param of the case, typed (strings, floats, lists too).
+    pub(crate) values: Option<&'a crate::expr::Params>,
     pub(crate) tensors: &'a [(String, Tensor)],
     pub(crate) scalars: &'a [(String, f64)],
     /// The integer scalars again, exactly (an `i64` beyond 2^53 is not an
@@ -37,10 +39,48 @@ impl<'a> GoldenCtx<'a> {
             scene,
             case,
             params,
+            values: None,
             tensors,
             scalars: &[],
             int_scalars: &[],
             threads,
+        }
+    }
+
+    /// Every param of the case, typed.
+    pub fn with_values(mut self, values: &'a crate::expr::Params) -> Self {
+        self.values = Some(values);
+        self
+    }
+
+    /// A case param of any type (`dtype = "bf16"`, `scale = 0.5`,
+    /// `lens = [3, 7]`).
+    pub fn value(&self, name: &str) -> Result<&'a crate::expr::Value, GoldenError> {
+        self.values
+            .and_then(|v| v.get(name))
+            .ok_or_else(|| GoldenError::MissingParam(name.to_string()))
+    }
+
+    /// A string case param.
+    pub fn param_str(&self, name: &str) -> Result<&'a str, GoldenError> {
+        match self.value(name)? {
+            crate::expr::Value::Str(s) => Ok(s),
+            v => Err(GoldenError::Failed(format!(
+                "param `{name}` is {}, not a string",
+                v.kind()
+            ))),
+        }
+    }
+
+    /// A numeric case param as `f64` (integer or float).
+    pub fn param_f64(&self, name: &str) -> Result<f64, GoldenError> {
+        match self.value(name)? {
+            crate::expr::Value::Int(i) => Ok(*i as f64),
+            crate::expr::Value::Float(f) => Ok(*f),
+            v => Err(GoldenError::Failed(format!(
+                "param `{name}` is {}, not a number",
+                v.kind()
+            ))),
         }
     }
 

@@ -24,6 +24,7 @@ pub mod compile;
 pub mod config;
 pub mod device;
 pub mod dump;
+pub mod expr;
 pub mod golden;
 pub mod platform;
 pub mod prepare;

@@ -13,11 +13,11 @@ use scene_kernels::{Builder, ChipCallable};
 
 use crate::compile::{CompiledScenes, compile_builder, compile_scenes};
 use crate::config::RunConfig;
+use crate::expr::Num;
 use crate::golden::{GoldenCtx, GoldenOutputs, GoldenRegistry};
 use crate::report::{CaseFailure, CaseReport};
-use crate::scene::{Case, ParamValue, Scene};
+use crate::scene::{Case, ScalarSpec, Scene};
 use crate::select::{SelectedCase, distinct_scenes};
-use crate::shape::eval_shape;
 
 /// Why the CPU stages could not be set up at all.
 #[derive(Debug, thiserror::Error)]
@@ -223,7 +223,9 @@ pub fn compute_golden(
     };
     let scalars = scalar_values(scene, case)?;
     let int_scalars = int_scalar_values(scene, case)?;
-    let ctx = GoldenCtx::new(&scene.name, &case.name, &case.params, inputs, threads)
+    let int_params = case.int_params();
+    let ctx = GoldenCtx::new(&scene.name, &case.name, &int_params, inputs, threads)
+        .with_values(&case.params)
         .with_scalars(&scalars)
         .with_int_scalars(&int_scalars);
     pool.install(|| golden_fn(&ctx))
@@ -231,14 +233,11 @@ pub fn compute_golden(
 }
 
 /// Bytes of the case's tensors (each tensor once, inputs and outputs);
-/// `None` when the sum does not fit a `u64`. A shape that does not
-/// evaluate counts as 0 here: building its fixture reports the error.
-pub fn case_bytes(scene: &Scene, case: &Case) -> Option<u64> {
-    scene.tensors.iter().try_fold(0u64, |total, t| {
-        let Ok(shape) = eval_shape(&t.shape, &case.params) else {
-            return Some(total);
-        };
-        let elements = shape
+/// `None` when the sum does not fit a `u64`.
+pub fn case_bytes(_scene: &Scene, case: &Case) -> Option<u64> {
+    case.tensors.iter().try_fold(0u64, |total, t| {
+        let elements = t
+            .shape
             .iter()
             .try_fold(1u64, |n, &d| n.checked_mul(u64::try_from(d).ok()?))?;
         let bytes = elements.checked_mul(u64::try_from(t.dtype.size_of()).ok()?)?;
@@ -248,65 +247,66 @@ pub fn case_bytes(scene: &Scene, case: &Case) -> Option<u64> {
 
 /// The case's input fixtures, one per tensor in signature order.
 pub fn build_fixtures(scene: &Scene, case: &Case) -> Result<Vec<(String, Tensor)>, String> {
-    scene
+    if case.tensors.len() != scene.tensors.len() {
+        return Err(format!(
+            "case `{}` resolves {} tensors, the scene declares {}",
+            case.name,
+            case.tensors.len(),
+            scene.tensors.len()
+        ));
+    }
+    Ok(scene
         .tensors
         .iter()
-        .map(|t| {
-            let shape = eval_shape(&t.shape, &case.params)
-                .map_err(|e| format!("tensor `{}`: {e}", t.name))?;
-            let init = t
-                .init
-                .resolve(&case.params)
-                .map_err(|e| format!("tensor `{}`: init: {e}", t.name))?;
+        .zip(&case.tensors)
+        .map(|(t, r)| {
             let seed = FixtureSeed {
                 scene: &scene.name,
                 case: &case.name,
                 tensor: &t.name,
                 seed: t.seed ^ case.seed.rotate_left(32),
             };
-            Ok((t.name.clone(), make_fixture(t.dtype, &shape, &init, &seed)))
+            (
+                t.name.clone(),
+                make_fixture(r.dtype, &r.shape, &r.init, &seed),
+            )
         })
-        .collect()
+        .collect())
+}
+
+/// The case's scalar values, paired with their specs.
+fn case_scalars<'s>(
+    scene: &'s Scene,
+    case: &'s Case,
+) -> Result<impl Iterator<Item = (&'s ScalarSpec, Num)>, String> {
+    if case.scalars.len() != scene.scalars.len() {
+        return Err(format!(
+            "case `{}` resolves {} scalars, the scene declares {}",
+            case.name,
+            case.scalars.len(),
+            scene.scalars.len()
+        ));
+    }
+    Ok(scene.scalars.iter().zip(case.scalars.iter().copied()))
 }
 
 /// The case's scalar arguments as numbers, by name, in signature order.
 pub fn scalar_values(scene: &Scene, case: &Case) -> Result<Vec<(String, f64)>, String> {
-    scene
-        .scalars
-        .iter()
-        .map(|s| {
-            let v = match &s.value {
-                ParamValue::Int(i) => *i as f64,
-                ParamValue::Float(f) => *f,
-                ParamValue::Param(p) => *case
-                    .params
-                    .get(p)
-                    .ok_or_else(|| format!("scalar `{}`: param `{p}` not bound", s.name))?
-                    as f64,
-            };
-            Ok((s.name.clone(), v))
-        })
-        .collect()
+    Ok(case_scalars(scene, case)?
+        .map(|(s, v)| (s.name.clone(), v.as_f64()))
+        .collect())
 }
 
 /// The case's integer scalar arguments, exactly, by name in signature order.
 pub fn int_scalar_values(scene: &Scene, case: &Case) -> Result<Vec<(String, i64)>, String> {
-    scene
-        .scalars
-        .iter()
-        .filter(|s| crate::scene::int_range(s.dtype).is_some())
-        .filter_map(|s| {
-            let v = match &s.value {
-                ParamValue::Int(i) => Ok(*i),
-                ParamValue::Param(p) => case
-                    .params
-                    .get(p)
-                    .copied()
-                    .ok_or_else(|| format!("scalar `{}`: param `{p}` not bound", s.name)),
-                // Refused at load; not an integer scalar here.
-                ParamValue::Float(_) => return None,
-            };
-            Some(v.map(|v| (s.name.clone(), v)))
+    case_scalars(scene, case)?
+        .filter(|(s, _)| crate::scene::int_range(s.dtype).is_some())
+        .map(|(s, v)| match v {
+            Num::Int(i) => Ok((s.name.clone(), i)),
+            Num::Float(f) => Err(format!(
+                "scalar `{}`: {f} is not an integer ({})",
+                s.name, s.dtype
+            )),
         })
         .collect()
 }
@@ -317,31 +317,20 @@ pub fn int_scalar_values(scene: &Scene, case: &Case) -> Result<Vec<(String, i64)
 /// device exactly as written (validation at load checked the range).
 pub fn scalar_bits(scene: &Scene, case: &Case) -> Result<Vec<u64>, String> {
     use scene_golden::DType;
-    scene
-        .scalars
-        .iter()
-        .map(|s| {
-            let value = match &s.value {
-                ParamValue::Param(p) => ParamValue::Int(
-                    *case
-                        .params
-                        .get(p)
-                        .ok_or_else(|| format!("scalar `{}`: param `{p}` not bound", s.name))?,
-                ),
-                v => v.clone(),
-            };
+    case_scalars(scene, case)?
+        .map(|(s, value)| {
             Ok(match (s.dtype, value) {
-                (DType::F32, ParamValue::Int(i)) => u64::from((i as f32).to_bits()),
-                (DType::F32, ParamValue::Float(f)) => u64::from((f as f32).to_bits()),
-                (DType::F64, ParamValue::Int(i)) => (i as f64).to_bits(),
-                (DType::F64, ParamValue::Float(f)) => f.to_bits(),
+                (DType::F32, Num::Int(i)) => u64::from((i as f32).to_bits()),
+                (DType::F32, Num::Float(f)) => u64::from((f as f32).to_bits()),
+                (DType::F64, Num::Int(i)) => (i as f64).to_bits(),
+                (DType::F64, Num::Float(f)) => f.to_bits(),
                 (DType::F16 | DType::BF16 | DType::Bool, _) => {
                     return Err(format!(
                         "scalar `{}`: dtype {} is not supported for scalars",
                         s.name, s.dtype
                     ));
                 }
-                (dtype, ParamValue::Int(i)) => match crate::scene::int_range(dtype) {
+                (dtype, Num::Int(i)) => match crate::scene::int_range(dtype) {
                     Some((lo, hi)) if (lo..=hi).contains(&i) => i as u64,
                     _ => {
                         return Err(format!(
@@ -364,7 +353,8 @@ pub fn scalar_bits(scene: &Scene, case: &Case) -> Result<Vec<u64>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scene::ScalarSpec;
+    use crate::expr::Value;
+    use crate::scene::NumSpec;
 
     /// An `i64` above 2^53 reaches the device bit for bit.
     #[test]
@@ -372,10 +362,19 @@ mod tests {
         let big = (1i64 << 53) + 1;
         let case = Case {
             name: "c".into(),
-            params: [("N".to_string(), big + 2)].into_iter().collect(),
+            params: [("N".to_string(), Value::Int(big + 2))]
+                .into_iter()
+                .collect(),
             platforms: None,
-            manual: false,
+            manual: Default::default(),
             seed: 0,
+            tensors: vec![],
+            scalars: vec![
+                Num::Int(big),
+                Num::Int(big + 2),
+                Num::Int(-1),
+                Num::Float(0.5),
+            ],
         };
         let scalar = |name: &str, dtype, value| ScalarSpec {
             name: name.into(),
@@ -383,10 +382,10 @@ mod tests {
             value,
         };
         let scalars = vec![
-            scalar("a", scene_golden::DType::I64, ParamValue::Int(big)),
-            scalar("b", scene_golden::DType::I64, ParamValue::Param("N".into())),
-            scalar("c", scene_golden::DType::I32, ParamValue::Int(-1)),
-            scalar("d", scene_golden::DType::F32, ParamValue::Float(0.5)),
+            scalar("a", scene_golden::DType::I64, NumSpec::Int(big)),
+            scalar("b", scene_golden::DType::I64, NumSpec::Int(0)),
+            scalar("c", scene_golden::DType::I32, NumSpec::Int(-1)),
+            scalar("d", scene_golden::DType::F32, NumSpec::Float(0.5)),
         ];
         let scene = Scene {
             name: "s".into(),
@@ -414,7 +413,8 @@ mod tests {
         assert_eq!(names, ["a", "b", "c"]);
         assert_eq!(ints[0].1, big);
         assert_eq!(ints[1].1, big + 2);
-        let ctx = GoldenCtx::new("s", "c", &case.params, &[], 1).with_int_scalars(&ints);
+        let int_params = case.int_params();
+        let ctx = GoldenCtx::new("s", "c", &int_params, &[], 1).with_int_scalars(&ints);
         assert_eq!(ctx.scalar_i64("a").unwrap(), big);
         assert!(ctx.scalar_i64("zz").is_err());
         let bits = scalar_bits(&scene, &case).unwrap();

@@ -10,11 +10,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use scene_golden::{DType, Init, Tolerance};
+use scene_golden::{DType, Init, ListItem, Tolerance};
 use scene_kernels::CoreType;
 use serde::Deserialize;
 
+use crate::expr::{Expr, ExprError, Num, Params, Value};
 use crate::shape::{Dim, ShapeError};
+
+/// Platforms that are real hardware: a case may name them (it is listed
+/// for completeness) but the built-in simulators never run it.
+pub const HARDWARE_PLATFORMS: [&str; 2] = ["a2a3", "a5"];
 
 /// Problems with a scene directory or its `scene.toml`.
 #[derive(Debug, thiserror::Error)]
@@ -81,13 +86,119 @@ impl fmt::Display for ArgDirection {
     }
 }
 
-/// A number or the name of a case parameter.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(untagged)]
-pub enum ParamValue {
+/// A number, or an expression of the case params (see [`crate::expr`]),
+/// as `scene.toml` wrote it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NumSpec {
     Int(i64),
     Float(f64),
+    Expr { text: String, expr: Expr },
+}
+
+impl NumSpec {
+    /// The value in one case.
+    pub fn eval(&self, params: &Params) -> Result<Num, ExprError> {
+        match self {
+            NumSpec::Int(i) => Ok(Num::Int(*i)),
+            NumSpec::Float(f) => Ok(Num::Float(*f)),
+            NumSpec::Expr { expr, .. } => expr.eval(params),
+        }
+    }
+
+    /// The param a bare `"N"` names, if that is all it is.
+    pub fn param(&self) -> Option<&str> {
+        match self {
+            NumSpec::Expr {
+                expr: Expr::Param(p),
+                ..
+            } => Some(p),
+            _ => None,
+        }
+    }
+
+    /// Canonical form for a field that used to be an `f64`: a literal is
+    /// the same JSON number as before (bundle slot keys), an expression
+    /// its text.
+    pub fn identity_f64(&self) -> serde_json::Value {
+        match self {
+            NumSpec::Int(i) => serde_json::json!(*i as f64),
+            NumSpec::Float(f) => serde_json::json!(f),
+            NumSpec::Expr { text, .. } => serde_json::json!(text),
+        }
+    }
+
+    /// Canonical form for a field that used to be an `i64`.
+    pub fn identity_i64(&self) -> serde_json::Value {
+        match self {
+            NumSpec::Int(i) => serde_json::json!(i),
+            NumSpec::Float(f) => serde_json::json!(f),
+            NumSpec::Expr { text, .. } => serde_json::json!(text),
+        }
+    }
+}
+
+impl fmt::Display for NumSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NumSpec::Int(i) => write!(f, "{i}"),
+            NumSpec::Float(x) => write!(f, "{x}"),
+            NumSpec::Expr { text, .. } => f.write_str(text),
+        }
+    }
+}
+
+/// A number or an expression, as TOML holds it.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(untagged)]
+enum RawNum {
+    Int(i64),
+    Float(f64),
+    Expr(String),
+}
+
+/// A tensor's dtype: fixed, or named by a string param of each case.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DTypeSpec {
+    Fixed(DType),
     Param(String),
+}
+
+impl fmt::Display for DTypeSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DTypeSpec::Fixed(d) => write!(f, "{d}"),
+            DTypeSpec::Param(p) => f.write_str(p),
+        }
+    }
+}
+
+/// `manual = true`, `false`, or the platforms on which the case is manual.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(untagged)]
+enum RawManual {
+    All(bool),
+    On(Vec<String>),
+}
+
+/// When a case runs only if asked (`--include-manual`) or named.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Manual {
+    #[default]
+    Never,
+    Always,
+    /// Manual on these platforms only.
+    On(Vec<String>),
+}
+
+impl Manual {
+    /// Whether the case is manual on `platform`.
+    pub fn on(&self, platform: &str) -> bool {
+        match self {
+            Manual::Never => false,
+            Manual::Always => true,
+            Manual::On(list) => list.iter().any(|p| p == platform),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -102,8 +213,8 @@ struct RawScene {
     level: u32,
     platforms: Vec<String>,
     golden: String,
-    rtol: Option<f64>,
-    atol: Option<f64>,
+    rtol: Option<RawNum>,
+    atol: Option<RawNum>,
     #[serde(default)]
     equal_nan: bool,
     #[serde(default = "default_devices")]
@@ -161,8 +272,8 @@ struct RawTensor {
     init: Option<RawInit>,
     #[serde(default)]
     seed: u64,
-    rtol: Option<f64>,
-    atol: Option<f64>,
+    rtol: Option<RawNum>,
+    atol: Option<RawNum>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -176,44 +287,77 @@ enum RawDim {
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 enum RawInit {
     Const {
-        value: f64,
+        value: RawNum,
     },
     Uniform {
-        low: f64,
-        high: f64,
+        low: RawNum,
+        high: RawNum,
     },
     Normal {
-        #[serde(default)]
-        mean: f64,
+        #[serde(default = "zero")]
+        mean: RawNum,
         #[serde(default = "one")]
-        std: f64,
+        std: RawNum,
     },
     Arange {
-        #[serde(default)]
-        start: f64,
+        #[serde(default = "zero")]
+        start: RawNum,
         #[serde(default = "one")]
-        step: f64,
+        step: RawNum,
     },
     Zeros,
     Randint {
-        low: RawInt,
-        high: RawInt,
+        low: RawNum,
+        high: RawNum,
     },
     Permutation {
-        n: RawInt,
+        n: RawNum,
+    },
+    List {
+        param: String,
     },
 }
 
-/// An integer `init` parameter: a literal or an expression of case params.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum RawInt {
-    Lit(i64),
-    Expr(String),
+fn zero() -> RawNum {
+    RawNum::Float(0.0)
+}
+fn one() -> RawNum {
+    RawNum::Float(1.0)
 }
 
-fn one() -> f64 {
-    1.0
+/// A tensor's `init`, as written: every number may be an expression of
+/// the case params; each case resolves it to a [`scene_golden::Init`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum InitSpec {
+    Const {
+        value: NumSpec,
+    },
+    Uniform {
+        low: NumSpec,
+        high: NumSpec,
+    },
+    Normal {
+        mean: NumSpec,
+        std: NumSpec,
+    },
+    Arange {
+        start: NumSpec,
+        step: NumSpec,
+    },
+    Zeros,
+    Randint {
+        low: NumSpec,
+        high: NumSpec,
+    },
+    /// Seeded shuffles of `0..n` dealt column by column (an integer
+    /// expression, `n >= 1`).
+    Permutation {
+        n: NumSpec,
+    },
+    /// One value per element from the case's list param `param`.
+    List {
+        param: String,
+    },
 }
 
 #[derive(Debug, Deserialize)]
@@ -221,7 +365,7 @@ fn one() -> f64 {
 struct RawScalar {
     name: String,
     dtype: String,
-    value: ParamValue,
+    value: RawNum,
 }
 
 #[derive(Debug, Deserialize)]
@@ -229,10 +373,10 @@ struct RawScalar {
 struct RawCase {
     name: String,
     #[serde(default)]
-    params: BTreeMap<String, i64>,
+    params: BTreeMap<String, Value>,
     platforms: Option<Vec<String>>,
     #[serde(default)]
-    manual: bool,
+    manual: Option<RawManual>,
     #[serde(default)]
     seed: Option<u64>,
 }
@@ -261,10 +405,10 @@ pub struct Scene {
 }
 
 /// Scene-level tolerance overrides; unset fields take the dtype default.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ToleranceSpec {
-    pub rtol: Option<f64>,
-    pub atol: Option<f64>,
+    pub rtol: Option<NumSpec>,
+    pub atol: Option<NumSpec>,
     pub equal_nan: bool,
 }
 
@@ -288,92 +432,63 @@ pub struct Incore {
     pub defines: Vec<(String, String)>,
 }
 
-/// An integer `init` parameter: a literal, or an expression of case params
-/// like a shape dimension (`"B*NB"`, which must evaluate to a positive value).
-#[derive(Clone, Debug, PartialEq)]
-pub enum InitInt {
-    Lit(i64),
-    Expr(Dim),
-}
-
-impl InitInt {
-    pub fn eval(&self, params: &BTreeMap<String, i64>) -> Result<i64, ShapeError> {
-        match self {
-            InitInt::Lit(v) => Ok(*v),
-            InitInt::Expr(d) => {
-                let v = d.eval(params)?;
-                i64::try_from(v).map_err(|_| ShapeError::Overflow(d.to_string()))
-            }
-        }
-    }
-}
-
-impl fmt::Display for InitInt {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            InitInt::Lit(v) => write!(f, "{v}"),
-            InitInt::Expr(d) => write!(f, "{d}"),
-        }
-    }
-}
-
-/// A tensor's fixture `init` as declared: the integer kinds may depend on
-/// the case params, so a case resolves it into an [`Init`].
-#[derive(Clone, Debug, PartialEq)]
-pub enum InitSpec {
-    /// Every kind without integer parameters.
-    Fixed(Init),
-    Randint {
-        low: InitInt,
-        high: InitInt,
-    },
-    Permutation {
-        n: InitInt,
-    },
-}
-
-impl InitSpec {
-    /// The fixture init of one case.
-    pub fn resolve(&self, params: &BTreeMap<String, i64>) -> Result<Init, ShapeError> {
-        Ok(match self {
-            InitSpec::Fixed(init) => init.clone(),
-            InitSpec::Randint { low, high } => Init::Randint {
-                low: low.eval(params)?,
-                high: high.eval(params)?,
-            },
-            InitSpec::Permutation { n } => Init::Permutation {
-                n: u64::try_from(n.eval(params)?).unwrap_or(0),
-            },
-        })
-    }
-}
-
 #[derive(Clone, Debug)]
 pub struct TensorSpec {
     pub name: String,
-    pub dtype: DType,
+    pub dtype: DTypeSpec,
     pub shape: Vec<Dim>,
     pub init: InitSpec,
     pub seed: u64,
     pub direction: ArgDirection,
-    pub rtol: Option<f64>,
-    pub atol: Option<f64>,
+    pub rtol: Option<NumSpec>,
+    pub atol: Option<NumSpec>,
 }
 
 #[derive(Clone, Debug)]
 pub struct ScalarSpec {
     pub name: String,
     pub dtype: DType,
-    pub value: ParamValue,
+    pub value: NumSpec,
 }
 
 #[derive(Clone, Debug)]
 pub struct Case {
     pub name: String,
-    pub params: BTreeMap<String, i64>,
+    /// The case's params as written (serialised as before: an integer
+    /// param is a JSON number).
+    pub params: Params,
     pub platforms: Option<Vec<String>>,
-    pub manual: bool,
+    pub manual: Manual,
     pub seed: u64,
+    /// Every tensor of the scene as this case resolves it, in signature
+    /// order (validated at load).
+    pub tensors: Vec<CaseTensor>,
+    /// Every scalar's value in this case, in signature order (checked at
+    /// load against its dtype).
+    pub scalars: Vec<Num>,
+}
+
+impl Case {
+    /// The integer params (what goldens read with `param` / `size`).
+    pub fn int_params(&self) -> BTreeMap<String, i64> {
+        self.params
+            .iter()
+            .filter_map(|(k, v)| match v {
+                Value::Int(i) => Some((k.clone(), *i)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// One tensor as a case resolves it: dtype, shape, fixture and tolerance.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CaseTensor {
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    pub init: Init,
+    /// Per-tensor, then scene, then dtype default.
+    pub tolerance: Tolerance,
 }
 
 impl Scene {
@@ -400,21 +515,31 @@ impl Scene {
         Validator { dir, manifest }.validate(raw)
     }
 
-    /// The tolerance for one output tensor: per-tensor override, then scene
-    /// level, then the dtype default.
-    pub fn tolerance_for(&self, tensor: &TensorSpec) -> Tolerance {
-        let default = Tolerance::default_for(tensor.dtype);
-        Tolerance {
-            rtol: tensor.rtol.or(self.tolerance.rtol).unwrap_or(default.rtol),
-            atol: tensor.atol.or(self.tolerance.atol).unwrap_or(default.atol),
-            equal_nan: self.tolerance.equal_nan,
-        }
+    /// The tolerance of tensor `index` (in signature order) in `case`:
+    /// per-tensor override, then scene level, then the dtype default.
+    pub fn tolerance_for(&self, case: &Case, index: usize) -> Tolerance {
+        case.tensors
+            .get(index)
+            .map(|t| t.tolerance)
+            .unwrap_or_else(|| Tolerance::default_for(DType::F32))
     }
 
     /// Whether `case` runs on `platform`.
     pub fn case_enabled_on(&self, case: &Case, platform: &str) -> bool {
-        let list = case.platforms.as_ref().unwrap_or(&self.platforms);
-        list.iter().any(|p| p == platform)
+        self.case_platforms(case).iter().any(|p| p == platform)
+    }
+
+    /// The platforms `case` is for: its own list, else the scene's.
+    pub fn case_platforms<'a>(&'a self, case: &'a Case) -> &'a [String] {
+        case.platforms.as_deref().unwrap_or(&self.platforms)
+    }
+
+    /// Whether `case` is for hardware only (no simulator runs it): listed
+    /// for completeness, never run here.
+    pub fn case_hardware_only(&self, case: &Case) -> bool {
+        self.case_platforms(case)
+            .iter()
+            .all(|p| HARDWARE_PLATFORMS.contains(&p.as_str()))
     }
 
     /// Source and include paths of this scene relative to `root`, falling
@@ -447,12 +572,15 @@ impl Validator<'_> {
             return Err(self.err(field, "must name at least one platform"));
         }
         for p in list {
-            if p.parse::<crate::platform::BuiltinPlatform>().is_err() {
+            if p.parse::<crate::platform::BuiltinPlatform>().is_err()
+                && !HARDWARE_PLATFORMS.contains(&p.as_str())
+            {
                 return Err(self.err(
                     field,
                     format!(
-                        "unknown platform `{p}` (known: {})",
-                        crate::platform::BuiltinPlatform::known()
+                        "unknown platform `{p}` (known: {}; hardware: {})",
+                        crate::platform::BuiltinPlatform::known(),
+                        HARDWARE_PLATFORMS.join(", ")
                     ),
                 ));
             }
@@ -522,13 +650,25 @@ impl Validator<'_> {
 
     /// A tolerance, when given, is a finite number >= 0: `nan` or `inf`
     /// would let any output pass.
-    fn tolerance(&self, field: &str, v: Option<f64>) -> Result<(), SceneError> {
-        match v {
-            Some(v) if !(v >= 0.0 && v.is_finite()) => {
-                Err(self.err(field, format!("must be a finite number >= 0, got {v}")))
-            }
-            _ => Ok(()),
+    fn tolerance(
+        &self,
+        field: &str,
+        prefix: &str,
+        v: Option<&NumSpec>,
+        params: &Params,
+    ) -> Result<Option<f64>, SceneError> {
+        let Some(spec) = v else { return Ok(None) };
+        let v = spec
+            .eval(params)
+            .map_err(|e| self.err(field, format!("{prefix}{e}")))?
+            .as_f64();
+        if !(v >= 0.0 && v.is_finite()) {
+            return Err(self.err(
+                field,
+                format!("{prefix}must be a finite number >= 0, got {v}"),
+            ));
         }
+        Ok(Some(v))
     }
 
     /// A name that becomes a file name (dumps, bundles): one plain path
@@ -539,42 +679,34 @@ impl Validator<'_> {
             .map_err(|e| self.err(field, format!("`{name}` is not a valid {what} name: {e}")))
     }
 
-    /// A finite init parameter.
-    fn finite(&self, field: &str, what: &str, v: f64) -> Result<(), SceneError> {
-        if v.is_finite() {
-            Ok(())
-        } else {
-            Err(self.err(field, format!("{what} must be finite, got {v}")))
-        }
-    }
-
-    /// A scalar's value (a literal or a case parameter) as its dtype
-    /// passes it: in range and exact, or an error naming `field`.
+    /// A scalar's value (a literal, or its value in one case) as its
+    /// dtype passes it: in range and exact, or an error naming `field`.
     fn scalar_value(
         &self,
         field: &str,
+        prefix: &str,
         name: &str,
         dtype: DType,
-        value: &ParamValue,
+        value: Num,
     ) -> Result<(), SceneError> {
-        let bad = |m: String| Err(self.err(field, format!("scalar `{name}` ({dtype}): {m}")));
+        let bad =
+            |m: String| Err(self.err(field, format!("{prefix}scalar `{name}` ({dtype}): {m}")));
         match (value, int_range(dtype)) {
-            (ParamValue::Param(_), _) => Ok(()),
-            (ParamValue::Int(i), Some((lo, hi))) if *i < lo || *i > hi => {
+            (Num::Int(i), Some((lo, hi))) if i < lo || i > hi => {
                 bad(format!("{i} is out of range ({lo}..={hi})"))
             }
-            (ParamValue::Int(_), Some(_)) => Ok(()),
-            (ParamValue::Float(f), Some(_)) => bad(format!(
+            (Num::Int(_), Some(_)) => Ok(()),
+            (Num::Float(f), Some(_)) => bad(format!(
                 "{f} is not an integer (write an integer literal for an integer scalar)"
             )),
-            (ParamValue::Int(i), None) => {
-                if float_exact(dtype, *i) {
+            (Num::Int(i), None) => {
+                if float_exact(dtype, i) {
                     Ok(())
                 } else {
                     bad(format!("{i} is not exactly representable"))
                 }
             }
-            (ParamValue::Float(f), None) => {
+            (Num::Float(f), None) => {
                 let max = if dtype == DType::F32 {
                     f64::from(f32::MAX)
                 } else {
@@ -589,6 +721,23 @@ impl Validator<'_> {
         }
     }
 
+    /// A number or an expression; a malformed expression is an error
+    /// naming `field`.
+    fn num(&self, field: &str, raw: RawNum) -> Result<NumSpec, SceneError> {
+        Ok(match raw {
+            RawNum::Int(i) => NumSpec::Int(i),
+            RawNum::Float(f) => NumSpec::Float(f),
+            RawNum::Expr(text) => {
+                let expr = Expr::parse(&text).map_err(|e| self.err(field, e.to_string()))?;
+                NumSpec::Expr { text, expr }
+            }
+        })
+    }
+
+    fn opt_num(&self, field: &str, raw: Option<RawNum>) -> Result<Option<NumSpec>, SceneError> {
+        raw.map(|r| self.num(field, r)).transpose()
+    }
+
     fn dtype(&self, field: &str, name: &str) -> Result<DType, SceneError> {
         name.parse::<DType>()
             .map_err(|_| self.err(field, format!("unknown dtype `{name}`")))
@@ -598,6 +747,16 @@ impl Validator<'_> {
     /// problem found is the error, naming its field.
     fn validate(&self, raw: RawScene) -> Result<Scene, SceneError> {
         self.check_header(&raw)?;
+        let tolerance = ToleranceSpec {
+            rtol: self.opt_num("rtol", raw.rtol)?,
+            atol: self.opt_num("atol", raw.atol)?,
+            equal_nan: raw.equal_nan,
+        };
+        for (field, v) in [("rtol", &tolerance.rtol), ("atol", &tolerance.atol)] {
+            if let Some(NumSpec::Int(_) | NumSpec::Float(_)) = v {
+                self.tolerance(field, "", v.as_ref(), &Params::new())?;
+            }
+        }
         let o = raw.orchestration;
         self.check_orchestration(&o)?;
         let incores = self.incores(raw.incores)?;
@@ -605,7 +764,7 @@ impl Validator<'_> {
         let mut arg_names = BTreeSet::new();
         let tensors = self.tensors(raw.tensors, &o.signature, &mut arg_names)?;
         let scalars = self.scalars(raw.scalars, &o.signature, tensors.len(), &mut arg_names)?;
-        let cases = self.cases(raw.cases, &tensors, &scalars)?;
+        let cases = self.cases(raw.cases, &tensors, &scalars, &tolerance)?;
         Ok(Scene {
             name: raw.name,
             dir: self.dir.to_path_buf(),
@@ -613,11 +772,7 @@ impl Validator<'_> {
             level: raw.level,
             platforms: raw.platforms,
             golden: raw.golden,
-            tolerance: ToleranceSpec {
-                rtol: raw.rtol,
-                atol: raw.atol,
-                equal_nan: raw.equal_nan,
-            },
+            tolerance,
             devices: raw.devices,
             orchestration: Orchestration {
                 source: o.source,
@@ -659,8 +814,6 @@ impl Validator<'_> {
             return Err(self.err("devices", "must be at least 1"));
         }
         self.platform_list("platforms", &raw.platforms)?;
-        self.tolerance("rtol", raw.rtol)?;
-        self.tolerance("atol", raw.atol)?;
 
         Ok(())
     }
@@ -779,9 +932,21 @@ impl Validator<'_> {
                     format!("duplicate argument name `{}`", t.name),
                 ));
             }
-            let dtype = self.dtype(&field("dtype"), &t.dtype)?;
-            self.tolerance(&field("rtol"), t.rtol)?;
-            self.tolerance(&field("atol"), t.atol)?;
+            let dtype = match t.dtype.parse::<DType>() {
+                Ok(d) => DTypeSpec::Fixed(d),
+                // A name: a string param of each case names the dtype.
+                Err(_) if is_c_identifier(&t.dtype) => DTypeSpec::Param(t.dtype.clone()),
+                Err(_) => {
+                    return Err(self.err(field("dtype"), format!("unknown dtype `{}`", t.dtype)));
+                }
+            };
+            let rtol = self.opt_num(&field("rtol"), t.rtol)?;
+            let atol = self.opt_num(&field("atol"), t.atol)?;
+            for (f, v) in [("rtol", &rtol), ("atol", &atol)] {
+                if let Some(NumSpec::Int(_) | NumSpec::Float(_)) = v {
+                    self.tolerance(&field(f), "", v.as_ref(), &Params::new())?;
+                }
+            }
             if t.shape.is_empty() {
                 return Err(self.err(field("shape"), "must have at least one dimension"));
             }
@@ -796,8 +961,8 @@ impl Validator<'_> {
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| self.err(field("shape"), e.to_string()))?;
             let init = match t.init {
-                None => InitSpec::Fixed(Init::Zeros),
-                Some(init) => self.init(&field("init"), init, dtype)?,
+                None => InitSpec::Zeros,
+                Some(init) => self.init_spec(&field("init"), init)?,
             };
             tensors.push(TensorSpec {
                 name: t.name,
@@ -806,8 +971,8 @@ impl Validator<'_> {
                 init,
                 seed: t.seed,
                 direction,
-                rtol: t.rtol,
-                atol: t.atol,
+                rtol,
+                atol,
             });
         }
         Ok(tensors)
@@ -848,23 +1013,31 @@ impl Validator<'_> {
                     ),
                 ));
             }
-            self.scalar_value(&field("value"), &s.name, dtype, &s.value)?;
+            let value = self.num(&field("value"), s.value)?;
+            // A literal is checked once; an expression in every case.
+            if let NumSpec::Int(_) | NumSpec::Float(_) = value
+                && let Ok(v) = value.eval(&Params::new())
+            {
+                self.scalar_value(&field("value"), "", &s.name, dtype, v)?;
+            }
             scalars.push(ScalarSpec {
                 name: s.name,
                 dtype,
-                value: s.value,
+                value,
             });
         }
 
         Ok(scalars)
     }
 
-    /// Unique case names; every symbolic dim and scalar bound.
+    /// Unique case names; every dtype, dim, init, tolerance and scalar
+    /// resolved in every case.
     fn cases(
         &self,
         raw: Vec<RawCase>,
         tensors: &[TensorSpec],
         scalars: &[ScalarSpec],
+        tolerance: &ToleranceSpec,
     ) -> Result<Vec<Case>, SceneError> {
         if raw.is_empty() {
             return Err(self.err("cases", "a scene needs at least one case"));
@@ -886,160 +1059,317 @@ impl Validator<'_> {
             if let Some(p) = &c.platforms {
                 self.platform_list(&field("platforms"), p)?;
             }
-            for t in tensors {
-                for d in &t.shape {
-                    d.eval(&c.params).map_err(|e| {
-                        self.err(
-                            field("params"),
-                            format!("case `{}`: shape of tensor `{}`: {e}", c.name, t.name),
-                        )
-                    })?;
+            let manual = match c.manual {
+                None | Some(RawManual::All(false)) => Manual::Never,
+                Some(RawManual::All(true)) => Manual::Always,
+                Some(RawManual::On(list)) => {
+                    self.platform_list(&field("manual"), &list)?;
+                    Manual::On(list)
+                }
+            };
+            let prefix = format!("case `{}`: ", c.name);
+            for (name, v) in &c.params {
+                if let Value::List(items) = v
+                    && let Some(bad) = items
+                        .iter()
+                        .find(|x| !matches!(x, Value::Int(_) | Value::Float(_)))
+                {
+                    return Err(self.err(
+                        format!("cases[{i}].params.{name}"),
+                        format!(
+                            "{prefix}a list param holds numbers only, got {} ({bad})",
+                            bad.kind()
+                        ),
+                    ));
                 }
             }
-            for (j, t) in tensors.iter().enumerate() {
-                let init = t.init.resolve(&c.params).map_err(|e| {
+            let resolved = tensors
+                .iter()
+                .enumerate()
+                .map(|(j, t)| self.case_tensor(j, t, &prefix, &c.params, tolerance))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut values = Vec::with_capacity(scalars.len());
+            for (j, s) in scalars.iter().enumerate() {
+                let at = match s.value.param() {
+                    Some(p) => format!("cases[{i}].params.{p}"),
+                    None => format!("scalars[{j}].value"),
+                };
+                let v = s.value.eval(&c.params).map_err(|e| {
                     self.err(
-                        field("params"),
-                        format!("case `{}`: init of tensor `{}`: {e}", c.name, t.name),
+                        format!("scalars[{j}].value"),
+                        format!("{prefix}scalar `{}`: {e}", s.name),
                     )
                 })?;
-                self.check_int_init(&format!("tensors[{j}].init"), &init, t.dtype)
-                    .map_err(|e| match e {
-                        SceneError::Invalid {
-                            path,
-                            field,
-                            message,
-                        } => SceneError::Invalid {
-                            path,
-                            field,
-                            message: format!("case `{}`: {message}", c.name),
-                        },
-                        other => other,
-                    })?;
-            }
-            for s in scalars {
-                if let ParamValue::Param(p) = &s.value {
-                    let Some(&v) = c.params.get(p) else {
-                        return Err(self.err(
-                            field("params"),
-                            format!(
-                                "case `{}` does not bind `{p}` used by scalar `{}`",
-                                c.name, s.name
-                            ),
-                        ));
-                    };
-                    self.scalar_value(
-                        &format!("cases[{i}].params.{p}"),
-                        &s.name,
-                        s.dtype,
-                        &ParamValue::Int(v),
-                    )?;
-                }
+                self.scalar_value(&at, &prefix, &s.name, s.dtype, v)?;
+                values.push(v);
             }
             cases.push(Case {
                 name: c.name,
                 params: c.params,
                 platforms: c.platforms,
-                manual: c.manual,
+                manual,
                 seed: c.seed.unwrap_or(0),
+                tensors: resolved,
+                scalars: values,
             });
         }
 
         Ok(cases)
     }
 
-    fn init(&self, field: &str, raw: RawInit, dtype: DType) -> Result<InitSpec, SceneError> {
-        Ok(InitSpec::Fixed(match raw {
-            RawInit::Const { value } => {
-                self.finite(field, "const value", value)?;
-                Init::Const { value }
+    /// Tensor `j` as one case resolves it.
+    fn case_tensor(
+        &self,
+        j: usize,
+        t: &TensorSpec,
+        prefix: &str,
+        params: &Params,
+        scene_tol: &ToleranceSpec,
+    ) -> Result<CaseTensor, SceneError> {
+        let field = |f: &str| format!("tensors[{j}].{f}");
+        let dtype = match &t.dtype {
+            DTypeSpec::Fixed(d) => *d,
+            DTypeSpec::Param(p) => match params.get(p) {
+                Some(Value::Str(name)) => name.parse::<DType>().map_err(|_| {
+                    self.err(
+                        field("dtype"),
+                        format!("{prefix}param `{p}` = \"{name}\" is not a dtype (f32 f64 f16 bf16 i8 u8 i16 i32 i64 bool)"),
+                    )
+                })?,
+                Some(v) => {
+                    return Err(self.err(
+                        field("dtype"),
+                        format!(
+                            "{prefix}param `{p}` is {} ({v}), not a dtype name (a string such as \"f16\")",
+                            v.kind()
+                        ),
+                    ));
+                }
+                None => {
+                    return Err(self.err(
+                        field("dtype"),
+                        format!("{prefix}unknown dtype `{p}` (neither a dtype nor a param of the case)"),
+                    ));
+                }
+            },
+        };
+        let mut shape = Vec::with_capacity(t.shape.len());
+        for (k, d) in t.shape.iter().enumerate() {
+            shape.push(d.eval(params).map_err(|e| {
+                self.err(
+                    format!("tensors[{j}].shape[{k}]"),
+                    format!("{prefix}tensor `{}` dimension `{d}`: {e}", t.name),
+                )
+            })?);
+        }
+        let init = self.resolve_init(&field("init"), prefix, &t.init, dtype, &shape, params)?;
+        let default = Tolerance::default_for(dtype);
+        let rtol = match self.tolerance(&field("rtol"), prefix, t.rtol.as_ref(), params)? {
+            Some(v) => v,
+            None => self
+                .tolerance("rtol", prefix, scene_tol.rtol.as_ref(), params)?
+                .unwrap_or(default.rtol),
+        };
+        let atol = match self.tolerance(&field("atol"), prefix, t.atol.as_ref(), params)? {
+            Some(v) => v,
+            None => self
+                .tolerance("atol", prefix, scene_tol.atol.as_ref(), params)?
+                .unwrap_or(default.atol),
+        };
+        Ok(CaseTensor {
+            dtype,
+            shape,
+            init,
+            tolerance: Tolerance {
+                rtol,
+                atol,
+                equal_nan: scene_tol.equal_nan,
+            },
+        })
+    }
+
+    /// The raw `init` with its expressions parsed.
+    fn init_spec(&self, field: &str, raw: RawInit) -> Result<InitSpec, SceneError> {
+        Ok(match raw {
+            RawInit::Const { value } => InitSpec::Const {
+                value: self.num(field, value)?,
+            },
+            RawInit::Uniform { low, high } => InitSpec::Uniform {
+                low: self.num(field, low)?,
+                high: self.num(field, high)?,
+            },
+            RawInit::Normal { mean, std } => InitSpec::Normal {
+                mean: self.num(field, mean)?,
+                std: self.num(field, std)?,
+            },
+            RawInit::Arange { start, step } => InitSpec::Arange {
+                start: self.num(field, start)?,
+                step: self.num(field, step)?,
+            },
+            RawInit::Zeros => InitSpec::Zeros,
+            RawInit::Randint { low, high } => InitSpec::Randint {
+                low: self.num(field, low)?,
+                high: self.num(field, high)?,
+            },
+            RawInit::Permutation { n } => InitSpec::Permutation {
+                n: self.num(field, n)?,
+            },
+            RawInit::List { param } => InitSpec::List { param },
+        })
+    }
+
+    /// The fixture of one tensor in one case, checked: finite parameters,
+    /// ordered ranges, randint values of the dtype, one list value per
+    /// element.
+    fn resolve_init(
+        &self,
+        field: &str,
+        prefix: &str,
+        spec: &InitSpec,
+        dtype: DType,
+        shape: &[usize],
+        params: &Params,
+    ) -> Result<Init, SceneError> {
+        let num = |what: &str, n: &NumSpec| {
+            n.eval(params)
+                .map_err(|e| self.err(field, format!("{prefix}{what}: {e}")))
+        };
+        let float = |what: &str, n: &NumSpec| -> Result<f64, SceneError> {
+            let v = num(what, n)?.as_f64();
+            if v.is_finite() {
+                Ok(v)
+            } else {
+                Err(self.err(field, format!("{prefix}{what} must be finite, got {v}")))
             }
-            RawInit::Uniform { low, high } => {
-                self.finite(field, "uniform low", low)?;
-                self.finite(field, "uniform high", high)?;
+        };
+        let int = |what: &str, n: &NumSpec| -> Result<i64, SceneError> {
+            match num(what, n)? {
+                Num::Int(i) => Ok(i),
+                Num::Float(f) => {
+                    Err(self.err(field, format!("{prefix}{what} must be an integer, got {f}")))
+                }
+            }
+        };
+        Ok(match spec {
+            InitSpec::Const { value } => Init::Const {
+                value: float("const value", value)?,
+            },
+            InitSpec::Uniform { low, high } => {
+                let low = float("uniform low", low)?;
+                let high = float("uniform high", high)?;
                 if low.partial_cmp(&high) != Some(std::cmp::Ordering::Less) {
                     return Err(self.err(
                         field,
-                        format!("uniform needs low < high, got {low} >= {high}"),
+                        format!("{prefix}uniform needs low < high, got {low} >= {high}"),
                     ));
                 }
                 Init::Uniform { low, high }
             }
-            RawInit::Normal { mean, std } => {
-                self.finite(field, "normal mean", mean)?;
+            InitSpec::Normal { mean, std } => {
+                let mean = float("normal mean", mean)?;
+                let std = num("normal std", std)?.as_f64();
                 if !(std >= 0.0 && std.is_finite()) {
-                    return Err(
-                        self.err(field, format!("normal needs a finite std >= 0, got {std}"))
-                    );
+                    return Err(self.err(
+                        field,
+                        format!("{prefix}normal needs a finite std >= 0, got {std}"),
+                    ));
                 }
                 Init::Normal { mean, std }
             }
-            RawInit::Arange { start, step } => {
-                self.finite(field, "arange start", start)?;
-                self.finite(field, "arange step", step)?;
-                Init::Arange { start, step }
-            }
-            RawInit::Zeros => Init::Zeros,
-            RawInit::Randint { low, high } => {
-                let spec = InitSpec::Randint {
-                    low: self.init_int(field, low)?,
-                    high: self.init_int(field, high)?,
-                };
-                // Literal bounds are checked now; symbolic ones per case.
-                if let Ok(init) = spec.resolve(&BTreeMap::new()) {
-                    self.check_int_init(field, &init, dtype)?;
-                }
-                return Ok(spec);
-            }
-            RawInit::Permutation { n } => {
-                let spec = InitSpec::Permutation {
-                    n: self.init_int(field, n)?,
-                };
-                if let InitSpec::Permutation { n: InitInt::Lit(v) } = &spec
-                    && *v < 1
-                {
-                    return Err(self.err(field, format!("permutation needs n >= 1, got {v}")));
-                }
-                if let Ok(init) = spec.resolve(&BTreeMap::new()) {
-                    self.check_int_init(field, &init, dtype)?;
-                }
-                return Ok(spec);
-            }
-        }))
-    }
-
-    fn init_int(&self, field: &str, raw: RawInt) -> Result<InitInt, SceneError> {
-        match raw {
-            RawInt::Lit(v) => Ok(InitInt::Lit(v)),
-            RawInt::Expr(e) => Dim::parse(&e)
-                .map(InitInt::Expr)
-                .map_err(|e| self.err(field, e.to_string())),
-        }
-    }
-
-    /// The checks of an integer init once its parameters are known:
-    /// `randint` needs `low < high`, and on an integer or bool tensor every
-    /// value it can draw must be a value of the dtype (`permutation`:
-    /// `0..n`).
-    fn check_int_init(&self, field: &str, init: &Init, dtype: DType) -> Result<(), SceneError> {
-        let (what, low, high) = match *init {
-            Init::Randint { low, high } => {
+            InitSpec::Arange { start, step } => Init::Arange {
+                start: float("arange start", start)?,
+                step: float("arange step", step)?,
+            },
+            InitSpec::Zeros => Init::Zeros,
+            InitSpec::Randint { low, high } => {
+                let low = int("randint low", low)?;
+                let high = int("randint high", high)?;
                 if low >= high {
                     return Err(self.err(
                         field,
-                        format!("randint needs low < high, got {low} >= {high}"),
+                        format!("{prefix}randint needs low < high, got {low} >= {high}"),
                     ));
                 }
-                ("randint", low, high)
+                self.fits(field, prefix, "randint", low, high, dtype)?;
+                Init::Randint { low, high }
             }
-            Init::Permutation { n } => {
-                if n == 0 {
-                    return Err(self.err(field, "permutation needs n >= 1, got 0"));
+            InitSpec::Permutation { n } => {
+                let n = int("permutation n", n)?;
+                if n < 1 {
+                    return Err(
+                        self.err(field, format!("{prefix}permutation needs n >= 1, got {n}"))
+                    );
                 }
-                ("permutation", 0, i64::try_from(n).unwrap_or(i64::MAX))
+                // Values are 0..n.
+                self.fits(field, prefix, "permutation", 0, n, dtype)?;
+                Init::Permutation { n: n as u64 }
             }
-            _ => return Ok(()),
-        };
+            InitSpec::List { param } => {
+                let items = match params.get(param) {
+                    Some(Value::List(items)) => items,
+                    Some(v) => {
+                        return Err(self.err(
+                            field,
+                            format!(
+                                "{prefix}list param `{param}` is {} ({v}), not a list",
+                                v.kind()
+                            ),
+                        ));
+                    }
+                    None => {
+                        return Err(self.err(
+                            field,
+                            format!("{prefix}unknown param `{param}` (the case binds: {})", {
+                                let names: Vec<&str> = params.keys().map(String::as_str).collect();
+                                if names.is_empty() {
+                                    "nothing".to_string()
+                                } else {
+                                    names.join(", ")
+                                }
+                            }),
+                        ));
+                    }
+                };
+                let numel = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+                if numel != Some(items.len()) {
+                    return Err(self.err(
+                        field,
+                        format!(
+                            "{prefix}list param `{param}` has {} values, the tensor's shape {shape:?} has {} elements",
+                            items.len(),
+                            numel.map_or_else(|| "too many".to_string(), |n| n.to_string())
+                        ),
+                    ));
+                }
+                let values = items
+                    .iter()
+                    .map(|v| match v {
+                        Value::Int(i) => Ok(ListItem::Int(*i)),
+                        Value::Float(f) if f.is_finite() => Ok(ListItem::Float(*f)),
+                        other => Err(self.err(
+                            field,
+                            format!(
+                                "{prefix}list param `{param}` holds {other}, not a finite number"
+                            ),
+                        )),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Init::List { values }
+            }
+        })
+    }
+
+    /// Values drawn from `low..high` (`low < high`) on an integer tensor
+    /// must each be one of its values (bool: 0 or 1).
+    fn fits(
+        &self,
+        field: &str,
+        prefix: &str,
+        what: &str,
+        low: i64,
+        high: i64,
+        dtype: DType,
+    ) -> Result<(), SceneError> {
         let range = if dtype == DType::Bool {
             Some((0, 1))
         } else {
@@ -1050,7 +1380,7 @@ impl Validator<'_> {
         {
             return Err(self.err(
                 field,
-                format!("{what} {low}..{high} does not fit {dtype} ({lo}..={hi})"),
+                format!("{prefix}{what} {low}..{high} does not fit {dtype} ({lo}..={hi})"),
             ));
         }
         Ok(())
@@ -1189,8 +1519,10 @@ params = { N = 8 }
         assert_eq!(s.name, "demo");
         assert_eq!(s.tensors.len(), 2);
         assert_eq!(s.tensors[1].direction, ArgDirection::Out);
-        assert_eq!(s.scalars[0].value, ParamValue::Param("N".into()));
-        assert_eq!(s.cases[0].params["N"], 8);
+        assert_eq!(s.scalars[0].value.param(), Some("N"));
+        assert_eq!(s.cases[0].params["N"], Value::Int(8));
+        assert_eq!(s.cases[0].tensors[1].shape, [32]);
+        assert_eq!(s.cases[0].scalars, [Num::Int(8)]);
     }
 
     #[test]
@@ -1231,8 +1563,9 @@ params = { N = 8 }
     #[test]
     fn unbound_shape() {
         let e = err_of(&GOOD.replace("params = { N = 8 }", "params = { M = 8 }"));
-        assert!(e.contains("cases[0].params"), "{e}");
-        assert!(e.contains("`N`"), "{e}");
+        assert!(e.contains("tensors[0].shape[0]"), "{e}");
+        assert!(e.contains("case `small`"), "{e}");
+        assert!(e.contains("unknown param `N`"), "{e}");
     }
 
     #[test]
@@ -1315,7 +1648,7 @@ params = { N = 8 }
     #[test]
     fn tolerance_precedence() {
         let s = load(&GOOD.replace("golden = \"demo\"", "golden = \"demo\"\nrtol = 0.5")).unwrap();
-        let t = s.tolerance_for(&s.tensors[1]);
+        let t = s.tolerance_for(&s.cases[0], 1);
         assert_eq!(t.rtol, 0.5);
         assert_eq!(t.atol, Tolerance::default_for(DType::F32).atol);
     }
@@ -1406,24 +1739,27 @@ params = { N = 8 }
         // randint bounds from the case: 1..=N per element.
         let s = load(&int_x("{ kind = \"randint\", low = 1, high = \"N+1\" }")).unwrap();
         assert_eq!(
-            s.tensors[0].init.resolve(&s.cases[0].params).unwrap(),
+            s.cases[0].tensors[0].init,
             Init::Randint { low: 1, high: 9 }
         );
         // A permutation of 0..N*4 (the tensor is [N, 4]).
         let s = load(&int_x("{ kind = \"permutation\", n = \"N*4\" }")).unwrap();
-        assert_eq!(
-            s.tensors[0].init.resolve(&s.cases[0].params).unwrap(),
-            Init::Permutation { n: 32 }
-        );
+        assert_eq!(s.cases[0].tensors[0].init, Init::Permutation { n: 32 });
+        let s = load(&int_x("{ kind = \"permutation\", n = \"ceil_div(N, 3)\" }")).unwrap();
+        assert_eq!(s.cases[0].tensors[0].init, Init::Permutation { n: 3 });
         let s = load(&int_x("{ kind = \"permutation\", n = 5 }")).unwrap();
         assert_eq!(
             s.tensors[0].init,
-            InitSpec::Permutation { n: InitInt::Lit(5) }
+            InitSpec::Permutation { n: NumSpec::Int(5) }
         );
+        assert_eq!(s.cases[0].tensors[0].init, Init::Permutation { n: 5 });
         // Checked per case, naming the case: a bound the case leaves
         // unbound, an empty range, a range that does not fit the dtype.
         let e = err_of(&int_x("{ kind = \"randint\", low = 0, high = \"M\" }"));
-        assert!(e.contains("cases[0].params") && e.contains("`M`"), "{e}");
+        assert!(
+            e.contains("tensors[0].init") && e.contains("case `small`") && e.contains("`M`"),
+            "{e}"
+        );
         let e = err_of(&int_x("{ kind = \"randint\", low = 8, high = \"N\" }"));
         assert!(
             e.contains("tensors[0].init") && e.contains("case `small`") && e.contains("low < high"),
@@ -1436,11 +1772,24 @@ params = { N = 8 }
                 1,
             ),
         );
-        assert!(e.contains("permutation 0..800 does not fit i8"), "{e}");
+        assert!(
+            e.contains("case `small`") && e.contains("permutation 0..800 does not fit i8"),
+            "{e}"
+        );
         let e = err_of(&int_x("{ kind = \"permutation\", n = 0 }"));
         assert!(e.contains("tensors[0].init") && e.contains("n >= 1"), "{e}");
-        let e = err_of(&int_x("{ kind = \"permutation\", n = \"N/2\" }"));
-        assert!(e.contains("tensors[0].init") && e.contains("N/2"), "{e}");
+        let e = err_of(&int_x("{ kind = \"permutation\", n = \"N-9\" }"));
+        assert!(
+            e.contains("tensors[0].init") && e.contains("n >= 1, got -1"),
+            "{e}"
+        );
+        let e = err_of(&int_x("{ kind = \"permutation\", n = \"N / 3.0\" }"));
+        assert!(
+            e.contains("tensors[0].init") && e.contains("permutation n must be an integer"),
+            "{e}"
+        );
+        let e = err_of(&int_x("{ kind = \"permutation\", n = 2.5 }"));
+        assert!(e.contains("permutation n must be an integer"), "{e}");
         let e = err_of(&int_x("{ kind = \"permutation\" }"));
         assert!(e.contains("missing field `n`"), "{e}");
     }
@@ -1468,7 +1817,7 @@ params = { N = 8 }
         }
         // Exact beyond 2^53 for i64, as an integer all the way.
         let s = load(&with("i64", "9007199254740993")).unwrap();
-        assert_eq!(s.scalars[0].value, ParamValue::Int(9_007_199_254_740_993));
+        assert_eq!(s.scalars[0].value, NumSpec::Int(9_007_199_254_740_993));
         assert!(load(&with("f64", "0.25")).is_ok());
         assert!(load(&with("u8", "255")).is_ok());
     }
@@ -1499,5 +1848,371 @@ params = { N = 8 }
         );
         let e = err_of(&GOOD.replace("name = \"y\"", "name = \"\""));
         assert!(e.contains("tensors[1].name"), "{e}");
+    }
+    /// A scene with typed params for the error matrix: `x` takes its dtype
+    /// from `DT`, its shape and init from expressions.
+    const TYPED: &str = r#"
+name = "demo"
+platforms = ["a2a3sim", "a5sim"]
+golden = "demo"
+
+[orchestration]
+source = "orch.c"
+function = "demo_orch"
+signature = ["in", "in", "out", "scalar"]
+
+[[incores]]
+func_id = 0
+name = "k"
+core = "aiv"
+source = "k.c"
+
+[[tensors]]
+name = "x"
+dtype = "DT"
+shape = ["N", "ceil_div(N, 4)"]
+init = { kind = "uniform", low = "-X", high = "X * 2" }
+
+[[tensors]]
+name = "lens"
+dtype = "i32"
+shape = ["B"]
+init = { kind = "list", param = "L" }
+
+[[tensors]]
+name = "y"
+dtype = "DT"
+shape = ["N * ceil_div(N, 4)"]
+rtol = "X / 100"
+
+[[scalars]]
+name = "n"
+dtype = "i64"
+value = "N + 1"
+
+[[cases]]
+name = "small"
+params = { N = 8, DT = "f16", X = 0.5, B = 3, L = [1, 2, 3], S = "text", F = true }
+"#;
+
+    #[test]
+    fn typed_params_resolve_per_case() {
+        let two = format!(
+            "{TYPED}\n[[cases]]\nname = \"wide\"\nparams = {{ N = 13, DT = \"bf16\", X = 2, B = 1, L = [7] }}\nmanual = [\"a5sim\"]\n\n[[cases]]\nname = \"card\"\nparams = {{ N = 1, DT = \"f32\", X = 1, B = 1, L = [1] }}\nplatforms = [\"a2a3\"]\n"
+        );
+        let s = load(&two).unwrap();
+        let (small, wide, card) = (&s.cases[0], &s.cases[1], &s.cases[2]);
+        assert_eq!(small.tensors[0].dtype, DType::F16);
+        assert_eq!(small.tensors[0].shape, [8, 2]);
+        assert_eq!(
+            small.tensors[0].init,
+            Init::Uniform {
+                low: -0.5,
+                high: 1.0
+            }
+        );
+        assert_eq!(
+            small.tensors[1].init,
+            Init::List {
+                values: vec![ListItem::Int(1), ListItem::Int(2), ListItem::Int(3)]
+            }
+        );
+        assert_eq!(small.tensors[2].tolerance.rtol, 0.005);
+        assert_eq!(
+            small.tensors[0].tolerance.rtol,
+            Tolerance::default_for(DType::F16).rtol
+        );
+        assert_eq!(small.scalars, [Num::Int(9)]);
+        assert_eq!(wide.tensors[2].dtype, DType::BF16);
+        assert_eq!(wide.tensors[2].shape, [13 * 4]);
+        assert!(!small.manual.on("a5sim"));
+        assert!(wide.manual.on("a5sim") && !wide.manual.on("a2a3sim"));
+        assert!(s.case_hardware_only(card) && !s.case_hardware_only(small));
+        assert!(!s.case_enabled_on(card, "a2a3sim"));
+        assert_eq!(small.int_params()["N"], 8);
+        assert!(!small.int_params().contains_key("DT"));
+    }
+
+    /// Malformed expressions and new fields: each error names the file,
+    /// the field and the case, and says what was wrong.
+    #[test]
+    fn error_matrix_names_file_field_and_case() {
+        let shape_x = "shape = [\"N\", \"ceil_div(N, 4)\"]";
+        let init_x = "init = { kind = \"uniform\", low = \"-X\", high = \"X * 2\" }";
+        let init_l = "init = { kind = \"list\", param = \"L\" }";
+        let params = "params = { N = 8, DT = \"f16\", X = 0.5, B = 3, L = [1, 2, 3], S = \"text\", F = true }";
+        let x_shape = |new: &str| (shape_x, format!("shape = [\"N\", \"{new}\"]"));
+        let x_init = |new: &str| (init_x, format!("init = {new}"));
+        let matrix: Vec<((&str, String), &str, &str)> = vec![
+            (x_shape("M * 2"), "tensors[0].shape[1]", "unknown param `M`"),
+            (
+                x_shape("N / (N - 8)"),
+                "tensors[0].shape[1]",
+                "division by zero",
+            ),
+            (
+                x_shape("N % (N - 8)"),
+                "tensors[0].shape[1]",
+                "division by zero",
+            ),
+            (
+                x_shape("ceil_div(N, N - 8)"),
+                "tensors[0].shape[1]",
+                "division by zero",
+            ),
+            (
+                x_shape("N - 100"),
+                "tensors[0].shape[1]",
+                "-92, not a positive size",
+            ),
+            (
+                x_shape("N / 3.0"),
+                "tensors[0].shape[1]",
+                "not an integer size",
+            ),
+            (
+                x_shape("DT * 2"),
+                "tensors[0].shape[1]",
+                "param `DT` is a string",
+            ),
+            (
+                x_shape("F + 1"),
+                "tensors[0].shape[1]",
+                "param `F` is a boolean",
+            ),
+            (
+                x_shape("L + 1"),
+                "tensors[0].shape[1]",
+                "param `L` is a list",
+            ),
+            (
+                x_shape("L[3]"),
+                "tensors[0].shape[1]",
+                "index 3 is out of range",
+            ),
+            (
+                x_shape("N * 9223372036854775807"),
+                "tensors[0].shape[1]",
+                "overflow",
+            ),
+            (
+                x_shape("min(N, S)"),
+                "tensors[0].shape[1]",
+                "param `S` is a string",
+            ),
+            (
+                ("dtype = \"DT\"", "dtype = \"WHAT\"".into()),
+                "tensors[0].dtype",
+                "neither a dtype nor a param",
+            ),
+            (
+                ("DT = \"f16\"", "DT = \"f17\"".into()),
+                "tensors[0].dtype",
+                "\"f17\" is not a dtype",
+            ),
+            (
+                ("DT = \"f16\"", "DT = 16".into()),
+                "tensors[0].dtype",
+                "is an integer (16), not a dtype name",
+            ),
+            (
+                x_init("{ kind = \"const\", value = \"S\" }"),
+                "tensors[0].init",
+                "const value: param `S` is a string",
+            ),
+            (
+                x_init("{ kind = \"uniform\", low = \"X\", high = \"X / 2\" }"),
+                "tensors[0].init",
+                "uniform needs low < high",
+            ),
+            (
+                x_init("{ kind = \"normal\", std = \"0 - X\" }"),
+                "tensors[0].init",
+                "finite std >= 0",
+            ),
+            (
+                x_init("{ kind = \"randint\", low = 0, high = \"N / 3.0\" }"),
+                "tensors[0].init",
+                "randint high must be an integer",
+            ),
+            (
+                x_init("{ kind = \"arange\", step = \"1 / 0\" }"),
+                "tensors[0].init",
+                "division by zero",
+            ),
+            (
+                (init_l, "init = { kind = \"list\", param = \"Q\" }".into()),
+                "tensors[1].init",
+                "unknown param `Q`",
+            ),
+            (
+                (init_l, "init = { kind = \"list\", param = \"N\" }".into()),
+                "tensors[1].init",
+                "is an integer (8), not a list",
+            ),
+            (
+                ("L = [1, 2, 3]", "L = [1, 2]".into()),
+                "tensors[1].init",
+                "has 2 values, the tensor's shape [3] has 3 elements",
+            ),
+            (
+                ("rtol = \"X / 100\"", "rtol = \"0 - X\"".into()),
+                "tensors[2].rtol",
+                "must be a finite number >= 0, got -0.5",
+            ),
+            (
+                ("rtol = \"X / 100\"", "rtol = \"Y\"".into()),
+                "tensors[2].rtol",
+                "unknown param `Y`",
+            ),
+            (
+                (
+                    "golden = \"demo\"",
+                    "golden = \"demo\"\natol = \"X - 1\"".into(),
+                ),
+                "atol",
+                "must be a finite number >= 0",
+            ),
+            (
+                ("value = \"N + 1\"", "value = \"N / 2.5\"".into()),
+                "scalars[0].value",
+                "3.2 is not an integer",
+            ),
+            (
+                ("value = \"N + 1\"", "value = \"DT\"".into()),
+                "scalars[0].value",
+                "param `DT` is a string",
+            ),
+            (
+                (
+                    "value = \"N + 1\"",
+                    "value = \"N * 2000000000000000000\"".into(),
+                ),
+                "scalars[0].value",
+                "overflow",
+            ),
+            (
+                (
+                    "dtype = \"i64\"\nvalue = \"N + 1\"",
+                    "dtype = \"u8\"\nvalue = \"N * 40\"".into(),
+                ),
+                "scalars[0].value",
+                "scalar `n` (u8): 320 is out of range",
+            ),
+            (
+                (params, params.replace("N = 8", "N = 300")).clone(),
+                "cases[0].params.N",
+                "placeholder",
+            ),
+            (
+                ("L = [1, 2, 3]", "L = [1, \"two\", 3]".into()),
+                "cases[0].params.L",
+                "a list param holds numbers only",
+            ),
+            (
+                (
+                    "name = \"small\"",
+                    "name = \"small\"\nmanual = [\"a9sim\"]".into(),
+                ),
+                "cases[0].manual",
+                "unknown platform `a9sim`",
+            ),
+            (
+                (
+                    "name = \"small\"",
+                    "name = \"small\"\nplatforms = [\"a3\"]".into(),
+                ),
+                "cases[0].platforms",
+                "unknown platform `a3`",
+            ),
+        ];
+        assert!(matrix.len() >= 20);
+        for ((old, new), field, needle) in matrix {
+            assert!(TYPED.contains(old), "matrix entry does not apply: {old}");
+            let mut text = TYPED.replacen(old, &new, 1);
+            let mut needle = needle;
+            if field == "cases[0].params.N" {
+                // An i8 scalar bound to a param out of its range.
+                text = text
+                    .replace("value = \"N + 1\"", "value = \"N\"")
+                    .replace("dtype = \"i64\"", "dtype = \"i8\"")
+                    .replace("shape = [\"N\", \"ceil_div(N, 4)\"]", "shape = [4]")
+                    .replace("shape = [\"N * ceil_div(N, 4)\"]", "shape = [4]");
+                needle = "300 is out of range";
+            }
+            let e = err_of(&text);
+            assert!(e.contains("scene.toml"), "{new}: file missing: {e}");
+            assert!(
+                e.contains(&format!("`{field}`")),
+                "{new}: field `{field}` missing: {e}"
+            );
+            assert!(
+                e.contains("case `small`") || field.starts_with("cases[0]"),
+                "{new}: case missing: {e}"
+            );
+            assert!(e.contains(needle), "{new}: `{needle}` missing: {e}");
+        }
+    }
+
+    /// Expressions that do not parse fail at load, naming the file, the
+    /// field and what is wrong (no case is involved).
+    #[test]
+    fn malformed_expressions_fail_at_load() {
+        for (old, new, field, needle) in [
+            (
+                "\"ceil_div(N, 4)\"",
+                "\"N +\"",
+                "tensors[0].shape",
+                "expression ends early",
+            ),
+            (
+                "\"ceil_div(N, 4)\"",
+                "\"N ** 2\"",
+                "tensors[0].shape",
+                "not an expression",
+            ),
+            (
+                "\"ceil_div(N, 4)\"",
+                "\"sqrt(N)\"",
+                "tensors[0].shape",
+                "unknown function `sqrt`",
+            ),
+            (
+                "\"ceil_div(N, 4)\"",
+                "\"min(N)\"",
+                "tensors[0].shape",
+                "takes 2 or more arguments",
+            ),
+            (
+                "\"ceil_div(N, 4)\"",
+                "\"ceil_div(N)\"",
+                "tensors[0].shape",
+                "takes 2 arguments",
+            ),
+            (
+                "\"X * 2\"",
+                "\"X *\"",
+                "tensors[0].init",
+                "not an expression",
+            ),
+            ("\"X / 100\"", "\"(X\"", "tensors[2].rtol", "missing `)`"),
+            (
+                "\"N + 1\"",
+                "\"N $ 1\"",
+                "scalars[0].value",
+                "unexpected character",
+            ),
+            (
+                "dtype = \"DT\"",
+                "dtype = \"f-16\"",
+                "tensors[0].dtype",
+                "unknown dtype",
+            ),
+        ] {
+            let e = err_of(&TYPED.replacen(old, new, 1));
+            assert!(e.contains("scene.toml"), "{new}: {e}");
+            assert!(e.contains(&format!("`{field}`")), "{new}: {e}");
+            assert!(e.contains(needle), "{new}: {e}");
+        }
     }
 }

@@ -333,7 +333,13 @@ impl Session {
         };
 
         let t = Instant::now();
-        let problems = compare_outputs(self.cpu.golden_pool(), &sel.scene, &outputs, &golden);
+        let problems = compare_outputs(
+            self.cpu.golden_pool(),
+            &sel.scene,
+            sel.case(),
+            &outputs,
+            &golden,
+        );
         report.phases.compare_s = t.elapsed().as_secs_f64();
         let failure = (!problems.is_empty()).then(|| problems.join("\n"));
         let dump_note = crate::dump::sink(

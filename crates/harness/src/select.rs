@@ -46,12 +46,54 @@ pub fn select_cases(
             if !scene.case_enabled_on(case, platform.as_str()) {
                 continue;
             }
-            if case.manual && !include_manual && filter != Some(id.as_str()) {
+            if case.manual.on(platform.as_str()) && !include_manual && filter != Some(id.as_str()) {
                 continue;
             }
             out.push(sel);
         }
     }
+    out
+}
+
+/// Cases of `scenes` whose `scene::case` contains `filter` and that run on
+/// hardware only (their platforms are all hardware platforms such as
+/// `a2a3`): no simulator runs them, `scene list` shows them marked.
+pub fn hardware_only_cases(scenes: &[Arc<Scene>], filter: Option<&str>) -> Vec<SelectedCase> {
+    let mut out = Vec::new();
+    for scene in scenes {
+        for (i, case) in scene.cases.iter().enumerate() {
+            let sel = SelectedCase {
+                scene: Arc::clone(scene),
+                case: i,
+            };
+            if filter.is_none_or(|f| sel.id().contains(f)) && scene.case_hardware_only(case) {
+                out.push(sel);
+            }
+        }
+    }
+    out
+}
+
+/// Why a selection is empty, case by case: the cases `filter` matches
+/// that are manual on `platform` (they need `--include-manual`) or run on
+/// hardware only. Empty when nothing matches at all.
+pub fn why_not_selected(
+    scenes: &[Arc<Scene>],
+    filter: Option<&str>,
+    platform: crate::platform::BuiltinPlatform,
+) -> Vec<String> {
+    let mut out: Vec<String> = select_cases(scenes, filter, platform, true)
+        .iter()
+        .filter(|c| c.case().manual.on(platform.as_str()))
+        .map(|c| format!("case {} is manual: add --include-manual", c.id()))
+        .collect();
+    out.extend(hardware_only_cases(scenes, filter).iter().map(|c| {
+        format!(
+            "case {} runs on hardware only ({}), not on {platform}",
+            c.id(),
+            c.scene.case_platforms(c.case()).join(", ")
+        )
+    }));
     out
 }
 

@@ -2,6 +2,7 @@
 
 mod common;
 mod decode_layer;
+mod dtype_copy;
 mod gemm;
 mod paged_attention;
 mod rmsnorm;
@@ -21,4 +22,5 @@ pub fn register(r: GoldenRegistry) -> GoldenRegistry {
         .register("scalar_data", scalar_data::golden)
         .register("paged_attention", paged_attention::golden)
         .register("scope_loop", scope_loop::golden)
+        .register("dtype_copy", dtype_copy::golden)
 }

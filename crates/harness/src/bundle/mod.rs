@@ -279,10 +279,10 @@ pub fn slot_key(
     field("params", &canonical(&case.params));
     field("case_seed", &case.seed.to_le_bytes());
     field("golden", scene.golden.as_bytes());
-    for t in &scene.tensors {
+    for (i, t) in scene.tensors.iter().enumerate() {
         field("tensor", &canonical(&tensor_identity(t)));
         if t.direction.is_output() {
-            field("tolerance", &canonical(&scene.tolerance_for(t)));
+            field("tolerance", &canonical(&scene.tolerance_for(case, i)));
         }
     }
     field("scalars", &canonical(&scalars));
@@ -324,43 +324,35 @@ fn canonical<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value).unwrap_or_default()
 }
 
-/// A literal init parameter as a number, an expression as its text.
-fn init_int(v: &crate::scene::InitInt) -> serde_json::Value {
-    match v {
-        crate::scene::InitInt::Lit(i) => serde_json::json!(i),
-        crate::scene::InitInt::Expr(d) => serde_json::json!(d.to_string()),
-    }
-}
-
 /// Everything about a tensor argument that decides its fixture and its
 /// comparison, as a canonical value.
 fn tensor_identity(t: &TensorSpec) -> serde_json::Value {
+    // Literals serialise as the numbers they always were (old bundles keep
+    // their keys); an expression as its text (the case's params, hashed
+    // too, decide its value).
     use crate::scene::InitSpec;
-    use scene_golden::Init;
+    let f = crate::scene::NumSpec::identity_f64;
     let init = match &t.init {
-        InitSpec::Randint { low, high } => {
-            serde_json::json!({ "kind": "randint", "low": init_int(low), "high": init_int(high) })
+        InitSpec::Const { value } => serde_json::json!({ "kind": "const", "value": f(value) }),
+        InitSpec::Uniform { low, high } => {
+            serde_json::json!({ "kind": "uniform", "low": f(low), "high": f(high) })
         }
+        InitSpec::Normal { mean, std } => {
+            serde_json::json!({ "kind": "normal", "mean": f(mean), "std": f(std) })
+        }
+        InitSpec::Arange { start, step } => {
+            serde_json::json!({ "kind": "arange", "start": f(start), "step": f(step) })
+        }
+        InitSpec::Zeros => serde_json::json!({ "kind": "zeros" }),
+        InitSpec::Randint { low, high } => serde_json::json!({
+            "kind": "randint",
+            "low": low.identity_i64(),
+            "high": high.identity_i64(),
+        }),
         InitSpec::Permutation { n } => {
-            serde_json::json!({ "kind": "permutation", "n": init_int(n) })
+            serde_json::json!({ "kind": "permutation", "n": n.identity_i64() })
         }
-        InitSpec::Fixed(init) => match init {
-            Init::Const { value } => serde_json::json!({ "kind": "const", "value": value }),
-            Init::Uniform { low, high } => {
-                serde_json::json!({ "kind": "uniform", "low": low, "high": high })
-            }
-            Init::Normal { mean, std } => {
-                serde_json::json!({ "kind": "normal", "mean": mean, "std": std })
-            }
-            Init::Arange { start, step } => {
-                serde_json::json!({ "kind": "arange", "start": start, "step": step })
-            }
-            Init::Zeros => serde_json::json!({ "kind": "zeros" }),
-            Init::Randint { low, high } => {
-                serde_json::json!({ "kind": "randint", "low": low, "high": high })
-            }
-            Init::Permutation { n } => serde_json::json!({ "kind": "permutation", "n": n }),
-        },
+        InitSpec::List { param } => serde_json::json!({ "kind": "list", "param": param }),
     };
     serde_json::json!({
         "name": t.name,
@@ -369,8 +361,8 @@ fn tensor_identity(t: &TensorSpec) -> serde_json::Value {
         "init": init,
         "seed": t.seed,
         "direction": t.direction.to_string(),
-        "rtol": t.rtol,
-        "atol": t.atol,
+        "rtol": t.rtol.as_ref().map(f),
+        "atol": t.atol.as_ref().map(f),
     })
 }
 
@@ -593,5 +585,190 @@ mod tests {
             Bundle::open(&empty).unwrap_err(),
             BundleError::NotABundle { .. }
         ));
+    }
+}
+
+/// The slot keys of the package's own scenes are pinned: a change to what a
+/// case's data is (the scene model, params, expressions) must leave every
+/// existing scene's keys as they were, or bundles built before it would be
+/// refused as stale.
+#[cfg(test)]
+mod pinned_keys {
+    use super::*;
+
+    fn callable() -> ChipCallable {
+        ChipCallable {
+            label: "pinned".into(),
+            orch_so: b"orch".to_vec(),
+            orch_symbol: "orch".into(),
+            incores: vec![],
+        }
+    }
+
+    pub(super) fn keys() -> Vec<(String, String)> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/scenes");
+        let mut out = Vec::new();
+        for scene in crate::scene::discover(&root).expect("scenes dir") {
+            let scene = scene.expect("package scene loads");
+            for case in &scene.cases {
+                let scalars = crate::prepare::scalar_bits(&scene, case).expect("scalars");
+                let key = slot_key(&callable(), &scene, case, &scalars, "a2a3sim");
+                out.push((format!("{}::{}", scene.name, case.name), key));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn existing_scenes_keep_their_slot_keys() {
+        let expected: &[(&str, &str)] = &[
+            (
+                "cxx_kernels::small",
+                "de95156c0b8126eb669591b2246a4ffae12c1eb0a4b6605e1cb8e6720e55cfcc",
+            ),
+            (
+                "cxx_kernels::odd",
+                "87caafc61fee8601372873e4dcd352657314125e84b4b6e96221a74bf2a49b63",
+            ),
+            (
+                "decode_layer::step16",
+                "e960b8c303fe6601b4fb1bb0867e1038727da9aae4ef3e7f6acfb64bb6d72841",
+            ),
+            (
+                "decode_layer::first_token",
+                "cb3b15416aa679ba06986c0b8291182839f22c07fb0c69fdcfd6f5e2bd8e2181",
+            ),
+            (
+                "decode_layer::full_cache_hd8",
+                "f004dacd5d8eb500a548342bb8a6ad138aa76d281a2c116b1e1dae3fdffdc079",
+            ),
+            (
+                "gemm::square64",
+                "0b63eb8fa88944ee57f99b38be20c9dc506cefa088eb56d5cff84811b9d5d2ff",
+            ),
+            (
+                "gemm::ragged",
+                "7ab9a6eb726a0860fff72da8887d1a7a7bd28267baba14ba906ff8cda47a177f",
+            ),
+            (
+                "gemm::skinny",
+                "55b0907821d4de71f8faf89f12649e75985a803807fb42a941af790927b1ac40",
+            ),
+            (
+                "gemm::tall",
+                "227eb7c98a9422471d24f83076ffadae80b48ce5332af3bfe87f1bac585a8d2b",
+            ),
+            (
+                "paged_attention::Case1",
+                "d9d3230503d31f0130c7ad39d3423975bead5823606e5257b83f7275acd13b23",
+            ),
+            (
+                "paged_attention::Case2",
+                "8011ecbd4f9b3a03574aa7d4ab3c1d3fdb83d3d63a4ed58129aaf8cf89e51ee1",
+            ),
+            (
+                "paged_attention::small1",
+                "d710513a77a13cb8755f678e187a9da7469c941e625e025ae1859bf9d2ee851f",
+            ),
+            (
+                "paged_attention::small2",
+                "40e9d4de55dd2204ad846bd115f290f9b96c0a38314d7712fcbfc55c3f7a449c",
+            ),
+            (
+                "paged_attention::small_batch4",
+                "18b183b3b41adc3f75971ff3847687e54a43ccea6b92722a7822ccdccee91b83",
+            ),
+            (
+                "paged_attention_unroll_4dims::Case1",
+                "105cbcc2ea52f5bed974edacbc2a5b02467973807c19dba904948c86e2d3182a",
+            ),
+            (
+                "paged_attention_unroll_4dims::Case2",
+                "32e24ddf2567420215ce093e4bb5aa57e966f7c0903cc1221f4a9190cd9687ba",
+            ),
+            (
+                "paged_attention_unroll_4dims::Case3",
+                "9ca93b43e7c396ee0863c9f58a6603e80e6952fa04d96de74527ebc55eb8e277",
+            ),
+            (
+                "paged_attention_unroll_4dims::small1",
+                "e6247a261ab0a895cd53cb9ed39f688b17387923e69dd4257df06527400517f2",
+            ),
+            (
+                "paged_attention_unroll_4dims::small_batch4",
+                "3e03d8034d4c1352fa51eef1da9ae5ed4ecc81308b846416160b54c8b3fec2c9",
+            ),
+            (
+                "paged_attention_unroll_4dims::small_groups",
+                "df428b73486fd733154f92498a565e9aebb7da679380072baceba16d69adb5a5",
+            ),
+            (
+                "rmsnorm::small",
+                "f08251367cedd3137fd46be3681889cfcb85171fa2b3801dc50b08dea4e71832",
+            ),
+            (
+                "rmsnorm::odd",
+                "77d1efb2df8bafd7124a17dc27262a7dcf10eaf7ae86ab85d1ee0b7c8fdd928b",
+            ),
+            (
+                "rmsnorm::one_row",
+                "2792d63d5d6d2599f3b402f0382e46f6a5064e7d0b95f3369d641fa39bb2185b",
+            ),
+            (
+                "rmsnorm::many_rows",
+                "26a71260947fba016af67c592398772f8cd87a2b729ac54feb306de296e9c02a",
+            ),
+            (
+                "scalar_data::default",
+                "aadd6bc398060be80147aa8885f56df7e60500615b13b8cf8bd0388e70e55b4e",
+            ),
+            (
+                "scope_loop::small",
+                "5d2fe73819e8bd0aeef81701dcef86da3c9eaa4d6656509e6af076d7fe68fcaa",
+            ),
+            (
+                "scope_loop::loop_100k",
+                "39b290b6f00a9880384ed67b27dcbdfd899fb16da43cf0474b77e25780763fd5",
+            ),
+            (
+                "softmax::small",
+                "92b20bf05543f0d23e9d23b15067eec41de61cf4589fd8d3edef86862126c28e",
+            ),
+            (
+                "softmax::wide_odd",
+                "f23a20baaefab5c2b6176988948674dee15aac83104252f7bcf9f3bc8547d318",
+            ),
+            (
+                "softmax::overflow_naive",
+                "683807c0058047a95801e419bcf38fb8a7fbe46b0adff5157c52073147cbaf6a",
+            ),
+            (
+                "softmax::huge",
+                "8b3798877dbc46c79a0c1f4222ed9d79b111acf2cc9d1cfc8ece44316fdd5097",
+            ),
+            (
+                "softmax::single_col",
+                "318953e25ae636211c994bfb6e3b264e58e50331907725ea6b0ec97e976e58b7",
+            ),
+            (
+                "vector_example::small",
+                "6eb28ccb6750e9c9b79d566397135dbd468557dcee4b8606a397f9a4d8296b1d",
+            ),
+            (
+                "vector_example::odd",
+                "eaf7280021e35a93a19c54accf94b8efe0cb4fdbe24583a2bcc8b1bd0fd26892",
+            ),
+            (
+                "vector_example::large",
+                "3b3915a87ab6a3afd34d8016b176555e40d66e87b4ae5f6993d0e82a8220c5ca",
+            ),
+            (
+                "vector_example::large_odd",
+                "d8dcb3926b8855e6f03733921fc99f4083a03ef08677503ddcaf5e5855f632da",
+            ),
+        ];
+        let got = keys();
+        let got: Vec<(&str, &str)> = got.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+        assert_eq!(got, expected);
     }
 }

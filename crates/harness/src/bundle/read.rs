@@ -13,9 +13,8 @@ use super::{
 };
 use crate::golden::GoldenOutputs;
 use crate::prepare::missing_golden_output;
-use crate::scene::{Case, Scene, TensorSpec};
+use crate::scene::{Case, Scene};
 use crate::select::SelectedCase;
-use crate::shape::eval_shape;
 
 /// An opened bundle: its manifest, checked for schema, and its directory.
 #[derive(Debug)]
@@ -177,18 +176,24 @@ fn check_case(slot: &SlotManifest, scene: &Scene, case: &Case) -> Result<(), Slo
             "its tensors are {names:?}, the case's are {expected:?}"
         )));
     }
-    let same = |entry: &TensorEntry, spec: &TensorSpec, what: &str| {
-        let shape = eval_shape(&spec.shape, &case.params)
-            .map_err(|e| SlotProblem::WrongCase(format!("tensor `{}`: {e}", spec.name)))?;
-        if entry.dtype != spec.dtype || entry.shape != shape {
+    let same = |entry: &TensorEntry, index: usize, what: &str| {
+        let spec = &scene.tensors[index];
+        let Some(resolved) = case.tensors.get(index) else {
+            return Err(SlotProblem::WrongCase(format!(
+                "tensor `{}` is not resolved by the case",
+                spec.name
+            )));
+        };
+        let shape = &resolved.shape;
+        if entry.dtype != resolved.dtype || &entry.shape != shape {
             return Err(SlotProblem::WrongCase(format!(
                 "{what} `{}` is recorded as {}{:?}, the case has {}{shape:?}",
-                spec.name, entry.dtype, entry.shape, spec.dtype
+                spec.name, entry.dtype, entry.shape, resolved.dtype
             )));
         }
         Ok(())
     };
-    for (entry, spec) in slot.inputs.iter().zip(&scene.tensors) {
+    for (index, (entry, spec)) in slot.inputs.iter().zip(&scene.tensors).enumerate() {
         let direction = spec.direction.to_string();
         if let Some(found) = entry.direction.as_deref().filter(|d| *d != direction) {
             return Err(SlotProblem::WrongCase(format!(
@@ -196,22 +201,22 @@ fn check_case(slot: &SlotManifest, scene: &Scene, case: &Case) -> Result<(), Slo
                 spec.name
             )));
         }
-        same(entry, spec, "tensor")?;
+        same(entry, index, "tensor")?;
     }
     for entry in &slot.golden {
-        let Some(spec) = scene.tensors.iter().find(|t| t.name == entry.name) else {
+        let Some(index) = scene.tensors.iter().position(|t| t.name == entry.name) else {
             return Err(SlotProblem::WrongCase(format!(
                 "it has a golden for `{}`, which is not a tensor of the case",
                 entry.name
             )));
         };
-        if !spec.direction.is_output() {
+        if !scene.tensors[index].direction.is_output() {
             return Err(SlotProblem::WrongCase(format!(
                 "it has a golden for `{}`, which is not an output of the case",
                 entry.name
             )));
         }
-        same(entry, spec, "golden")?;
+        same(entry, index, "golden")?;
     }
     Ok(())
 }

@@ -145,8 +145,9 @@ impl BundleWriter {
         let tolerances = scene
             .tensors
             .iter()
-            .filter(|t| t.direction.is_output())
-            .map(|t| (t.name.clone(), scene.tolerance_for(t)))
+            .enumerate()
+            .filter(|(_, t)| t.direction.is_output())
+            .map(|(i, t)| (t.name.clone(), scene.tolerance_for(case, i)))
             .collect();
         let mut slot = SlotManifest {
             dir,

@@ -1,0 +1,825 @@
+//! Case params and the small expression language of `scene.toml`.
+//!
+//! A case binds typed params ([`Value`]: integers, floats, booleans,
+//! strings, lists of numbers). Wherever a number goes (shapes, scalar
+//! values, init parameters, tolerances) a scene may write an expression of
+//! those params instead: `+ - * / %`, unary `-`, parentheses, `ceil_div(a,
+//! b)`, `min(a, b, ...)`, `max(a, b, ...)`, param names and `LIST[i]`.
+//!
+//! Evaluation is exact on integers (`i64`, checked: overflow is an error),
+//! integer `/` and `%` floor (as in Python: `-7 / 2 = -4`, `-7 % 2 = 1`),
+//! and any float operand makes the operation a float one. Division by
+//! zero, an unknown param, a string or boolean param used as a number and
+//! an index out of range are errors, never a silent value.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// A case param's value, as `scene.toml` wrote it.
+///
+/// Serialised untagged, so an integer param is the same JSON number it
+/// always was (dumps, reports and bundle slot keys are unchanged).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Value {
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Str(String),
+    List(Vec<Value>),
+}
+
+impl Value {
+    /// What kind of value this is, for messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Value::Int(_) => "an integer",
+            Value::Float(_) => "a float",
+            Value::Bool(_) => "a boolean",
+            Value::Str(_) => "a string",
+            Value::List(_) => "a list",
+        }
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Int(i) => write!(f, "{i}"),
+            Value::Float(x) => write!(f, "{x:?}"),
+            Value::Bool(b) => write!(f, "{b}"),
+            Value::Str(s) => write!(f, "{s:?}"),
+            Value::List(items) => {
+                f.write_str("[")?;
+                for (i, v) in items.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{v}")?;
+                }
+                f.write_str("]")
+            }
+        }
+    }
+}
+
+/// The params of one case, by name.
+pub type Params = BTreeMap<String, Value>;
+
+/// A number an expression evaluates to.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Num {
+    Int(i64),
+    Float(f64),
+}
+
+impl Num {
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Num::Int(i) => i as f64,
+            Num::Float(f) => f,
+        }
+    }
+}
+
+impl fmt::Display for Num {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Num::Int(i) => write!(f, "{i}"),
+            Num::Float(x) => write!(f, "{x}"),
+        }
+    }
+}
+
+/// Why an expression did not parse or evaluate.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ExprError {
+    #[error("`{text}` is not an expression: {what} at offset {at}")]
+    Syntax {
+        text: String,
+        what: String,
+        at: usize,
+    },
+    #[error("unknown param `{name}` (the case binds: {bound})")]
+    UnknownParam { name: String, bound: String },
+    #[error("unknown function `{0}` (known: ceil_div, min, max)")]
+    UnknownFunction(String),
+    #[error("`{func}` takes {expected} arguments, got {got}")]
+    Arity {
+        func: String,
+        expected: &'static str,
+        got: usize,
+    },
+    #[error("param `{name}` is {kind} ({value}), not a number")]
+    NotANumber {
+        name: String,
+        kind: &'static str,
+        value: String,
+    },
+    #[error("param `{name}` is a list: index it (`{name}[i]`)")]
+    UnindexedList { name: String },
+    #[error("param `{name}` is {kind}, it cannot be indexed")]
+    NotAList { name: String, kind: &'static str },
+    #[error("index {index} is out of range for param `{name}` ({len} items)")]
+    IndexOutOfRange {
+        name: String,
+        index: i64,
+        len: usize,
+    },
+    #[error("an index must be an integer, got {0}")]
+    NonIntegerIndex(String),
+    #[error("division by zero in `{0}`")]
+    DivisionByZero(String),
+    #[error("integer overflow in `{0}`")]
+    Overflow(String),
+    #[error("`{func}` needs integer arguments, got {got}")]
+    NeedsInteger { func: &'static str, got: String },
+    #[error("`{0}` is not finite")]
+    NotFinite(String),
+}
+
+/// A binary operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+}
+
+impl Op {
+    fn symbol(self) -> char {
+        match self {
+            Op::Add => '+',
+            Op::Sub => '-',
+            Op::Mul => '*',
+            Op::Div => '/',
+            Op::Rem => '%',
+        }
+    }
+}
+
+/// A parsed expression.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expr {
+    Int(i64),
+    Float(f64),
+    Param(String),
+    Index(String, Box<Expr>),
+    Neg(Box<Expr>),
+    Bin(Op, Box<Expr>, Box<Expr>),
+    Call(Func, Vec<Expr>),
+}
+
+/// A built-in function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Func {
+    CeilDiv,
+    Min,
+    Max,
+}
+
+impl Func {
+    fn name(self) -> &'static str {
+        match self {
+            Func::CeilDiv => "ceil_div",
+            Func::Min => "min",
+            Func::Max => "max",
+        }
+    }
+}
+
+impl Expr {
+    /// Parses `text`.
+    pub fn parse(text: &str) -> Result<Expr, ExprError> {
+        let mut p = Parser {
+            text,
+            bytes: text.as_bytes(),
+            pos: 0,
+        };
+        p.skip_ws();
+        if p.pos == p.bytes.len() {
+            return Err(p.error("empty expression"));
+        }
+        let e = p.sum()?;
+        p.skip_ws();
+        if p.pos != p.bytes.len() {
+            return Err(p.error("unexpected character"));
+        }
+        Ok(e)
+    }
+
+    /// The param names the expression reads, each once, in order.
+    pub fn params(&self) -> Vec<&str> {
+        let mut out = Vec::new();
+        self.collect_params(&mut out);
+        out
+    }
+
+    fn collect_params<'a>(&'a self, out: &mut Vec<&'a str>) {
+        match self {
+            Expr::Int(_) | Expr::Float(_) => {}
+            Expr::Param(p) => {
+                if !out.contains(&p.as_str()) {
+                    out.push(p);
+                }
+            }
+            Expr::Index(p, i) => {
+                if !out.contains(&p.as_str()) {
+                    out.push(p);
+                }
+                i.collect_params(out);
+            }
+            Expr::Neg(e) => e.collect_params(out),
+            Expr::Bin(_, a, b) => {
+                a.collect_params(out);
+                b.collect_params(out);
+            }
+            Expr::Call(_, args) => args.iter().for_each(|a| a.collect_params(out)),
+        }
+    }
+
+    /// Evaluates the expression with `params`.
+    pub fn eval(&self, params: &Params) -> Result<Num, ExprError> {
+        match self {
+            Expr::Int(i) => Ok(Num::Int(*i)),
+            Expr::Float(f) => Ok(Num::Float(*f)),
+            Expr::Param(name) => match lookup(params, name)? {
+                Value::Int(i) => Ok(Num::Int(*i)),
+                Value::Float(f) => Ok(Num::Float(*f)),
+                Value::List(_) => Err(ExprError::UnindexedList { name: name.clone() }),
+                v => Err(ExprError::NotANumber {
+                    name: name.clone(),
+                    kind: v.kind(),
+                    value: v.to_string(),
+                }),
+            },
+            Expr::Index(name, index) => {
+                let items = match lookup(params, name)? {
+                    Value::List(items) => items,
+                    v => {
+                        return Err(ExprError::NotAList {
+                            name: name.clone(),
+                            kind: v.kind(),
+                        });
+                    }
+                };
+                let i = match index.eval(params)? {
+                    Num::Int(i) => i,
+                    Num::Float(f) => return Err(ExprError::NonIntegerIndex(f.to_string())),
+                };
+                let item = usize::try_from(i)
+                    .ok()
+                    .and_then(|u| items.get(u))
+                    .ok_or_else(|| ExprError::IndexOutOfRange {
+                        name: name.clone(),
+                        index: i,
+                        len: items.len(),
+                    })?;
+                match item {
+                    Value::Int(i) => Ok(Num::Int(*i)),
+                    Value::Float(f) => Ok(Num::Float(*f)),
+                    v => Err(ExprError::NotANumber {
+                        name: format!("{name}[{i}]"),
+                        kind: v.kind(),
+                        value: v.to_string(),
+                    }),
+                }
+            }
+            Expr::Neg(e) => match e.eval(params)? {
+                Num::Int(i) => i
+                    .checked_neg()
+                    .map(Num::Int)
+                    .ok_or_else(|| ExprError::Overflow(self.to_string())),
+                Num::Float(f) => Ok(Num::Float(-f)),
+            },
+            Expr::Bin(op, a, b) => {
+                let (a, b) = (a.eval(params)?, b.eval(params)?);
+                self.binary(*op, a, b)
+            }
+            Expr::Call(func, args) => {
+                let vals = args
+                    .iter()
+                    .map(|a| a.eval(params))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let arity = |expected| ExprError::Arity {
+                    func: func.name().to_string(),
+                    expected,
+                    got: vals.len(),
+                };
+                match func {
+                    Func::CeilDiv => {
+                        let &[x, y] = vals.as_slice() else {
+                            return Err(arity("2"));
+                        };
+                        let (Num::Int(a), Num::Int(b)) = (x, y) else {
+                            return Err(ExprError::NeedsInteger {
+                                func: "ceil_div",
+                                got: format!("{x}, {y}"),
+                            });
+                        };
+                        if b == 0 {
+                            return Err(ExprError::DivisionByZero(self.to_string()));
+                        }
+                        // ceil(a / b) = -floor(-a / b)
+                        let neg = a
+                            .checked_neg()
+                            .ok_or_else(|| ExprError::Overflow(self.to_string()))?;
+                        floor_div(neg, b)
+                            .and_then(i64::checked_neg)
+                            .map(Num::Int)
+                            .ok_or_else(|| ExprError::Overflow(self.to_string()))
+                    }
+                    Func::Min | Func::Max => {
+                        let pick_min = *func == Func::Min;
+                        let Some((&first, rest)) =
+                            vals.split_first().filter(|(_, r)| !r.is_empty())
+                        else {
+                            return Err(arity("2 or more"));
+                        };
+                        let mut best = first;
+                        for &v in rest {
+                            let better = match (best, v) {
+                                (Num::Int(x), Num::Int(y)) => {
+                                    if pick_min {
+                                        y < x
+                                    } else {
+                                        y > x
+                                    }
+                                }
+                                (x, y) => {
+                                    if pick_min {
+                                        y.as_f64() < x.as_f64()
+                                    } else {
+                                        y.as_f64() > x.as_f64()
+                                    }
+                                }
+                            };
+                            if better {
+                                best = v;
+                            }
+                        }
+                        // Mixed: the result is a float when any argument is.
+                        if vals.iter().any(|v| matches!(v, Num::Float(_))) {
+                            best = Num::Float(best.as_f64());
+                        }
+                        Ok(best)
+                    }
+                }
+            }
+        }
+    }
+
+    fn binary(&self, op: Op, a: Num, b: Num) -> Result<Num, ExprError> {
+        let overflow = || ExprError::Overflow(self.to_string());
+        match (a, b) {
+            (Num::Int(a), Num::Int(b)) => {
+                let v = match op {
+                    Op::Add => a.checked_add(b),
+                    Op::Sub => a.checked_sub(b),
+                    Op::Mul => a.checked_mul(b),
+                    Op::Div | Op::Rem if b == 0 => {
+                        return Err(ExprError::DivisionByZero(self.to_string()));
+                    }
+                    Op::Div => floor_div(a, b),
+                    Op::Rem => floor_div(a, b)
+                        .and_then(|q| q.checked_mul(b))
+                        .and_then(|qb| a.checked_sub(qb)),
+                };
+                v.map(Num::Int).ok_or_else(overflow)
+            }
+            (a, b) => {
+                let (a, b) = (a.as_f64(), b.as_f64());
+                if matches!(op, Op::Div | Op::Rem) && b == 0.0 {
+                    return Err(ExprError::DivisionByZero(self.to_string()));
+                }
+                let v = match op {
+                    Op::Add => a + b,
+                    Op::Sub => a - b,
+                    Op::Mul => a * b,
+                    Op::Div => a / b,
+                    Op::Rem => a - b * (a / b).floor(),
+                };
+                if v.is_finite() {
+                    Ok(Num::Float(v))
+                } else {
+                    Err(ExprError::NotFinite(self.to_string()))
+                }
+            }
+        }
+    }
+}
+
+/// Integer division rounding toward negative infinity; `None` on overflow.
+fn floor_div(a: i64, b: i64) -> Option<i64> {
+    let q = a.checked_div(b)?;
+    if (a % b != 0) && ((a < 0) != (b < 0)) {
+        q.checked_sub(1)
+    } else {
+        Some(q)
+    }
+}
+
+fn lookup<'p>(params: &'p Params, name: &str) -> Result<&'p Value, ExprError> {
+    params.get(name).ok_or_else(|| ExprError::UnknownParam {
+        name: name.to_string(),
+        bound: if params.is_empty() {
+            "nothing".to_string()
+        } else {
+            params.keys().cloned().collect::<Vec<_>>().join(", ")
+        },
+    })
+}
+
+impl fmt::Display for Expr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Expr::Int(i) => write!(f, "{i}"),
+            Expr::Float(x) => write!(f, "{x:?}"),
+            Expr::Param(p) => f.write_str(p),
+            Expr::Index(p, i) => write!(f, "{p}[{i}]"),
+            Expr::Neg(e) => write!(f, "-({e})"),
+            Expr::Bin(op, a, b) => write!(f, "({a} {} {b})", op.symbol()),
+            Expr::Call(func, args) => {
+                write!(f, "{}(", func.name())?;
+                for (i, a) in args.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{a}")?;
+                }
+                f.write_str(")")
+            }
+        }
+    }
+}
+
+/// Recursive descent: sum := product (('+'|'-') product)*;
+/// product := unary (('*'|'/'|'%') unary)*; unary := '-' unary | atom;
+/// atom := number | name | name '[' sum ']' | name '(' args ')' | '(' sum ')'.
+struct Parser<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+/// Deeper nesting than this is refused (no stack overflow on hostile input).
+const MAX_DEPTH: usize = 64;
+
+impl Parser<'_> {
+    fn error(&self, what: &str) -> ExprError {
+        ExprError::Syntax {
+            text: self.text.to_string(),
+            what: what.to_string(),
+            at: self.pos,
+        }
+    }
+
+    fn skip_ws(&mut self) {
+        while self.pos < self.bytes.len() && self.bytes[self.pos].is_ascii_whitespace() {
+            self.pos += 1;
+        }
+    }
+
+    fn peek(&mut self) -> Option<u8> {
+        self.skip_ws();
+        self.bytes.get(self.pos).copied()
+    }
+
+    fn eat(&mut self, c: u8) -> bool {
+        if self.peek() == Some(c) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn depth_check(&self, depth: usize) -> Result<(), ExprError> {
+        if depth > MAX_DEPTH {
+            Err(self.error("nested too deeply"))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn sum(&mut self) -> Result<Expr, ExprError> {
+        self.sum_at(0)
+    }
+
+    fn sum_at(&mut self, depth: usize) -> Result<Expr, ExprError> {
+        self.depth_check(depth)?;
+        let mut e = self.product(depth)?;
+        loop {
+            let op = match self.peek() {
+                Some(b'+') => Op::Add,
+                Some(b'-') => Op::Sub,
+                _ => return Ok(e),
+            };
+            self.pos += 1;
+            let rhs = self.product(depth)?;
+            e = Expr::Bin(op, Box::new(e), Box::new(rhs));
+        }
+    }
+
+    fn product(&mut self, depth: usize) -> Result<Expr, ExprError> {
+        let mut e = self.unary(depth)?;
+        loop {
+            let op = match self.peek() {
+                Some(b'*') => Op::Mul,
+                Some(b'/') => Op::Div,
+                Some(b'%') => Op::Rem,
+                _ => return Ok(e),
+            };
+            self.pos += 1;
+            let rhs = self.unary(depth)?;
+            e = Expr::Bin(op, Box::new(e), Box::new(rhs));
+        }
+    }
+
+    fn unary(&mut self, depth: usize) -> Result<Expr, ExprError> {
+        self.depth_check(depth)?;
+        if self.eat(b'-') {
+            let inner = self.unary(depth + 1)?;
+            return Ok(match inner {
+                Expr::Int(i) => Expr::Int(-i),
+                Expr::Float(f) => Expr::Float(-f),
+                e => Expr::Neg(Box::new(e)),
+            });
+        }
+        if self.eat(b'+') {
+            return self.unary(depth + 1);
+        }
+        self.atom(depth)
+    }
+
+    fn atom(&mut self, depth: usize) -> Result<Expr, ExprError> {
+        match self.peek() {
+            None => Err(self.error("expression ends early")),
+            Some(b'(') => {
+                self.pos += 1;
+                let e = self.sum_at(depth + 1)?;
+                if !self.eat(b')') {
+                    return Err(self.error("missing `)`"));
+                }
+                Ok(e)
+            }
+            Some(c) if c.is_ascii_digit() || c == b'.' => self.number(),
+            Some(c) if c.is_ascii_alphabetic() || c == b'_' => {
+                let start = self.pos;
+                while self.pos < self.bytes.len()
+                    && (self.bytes[self.pos].is_ascii_alphanumeric()
+                        || self.bytes[self.pos] == b'_')
+                {
+                    self.pos += 1;
+                }
+                let name = &self.text[start..self.pos];
+                if self.eat(b'(') {
+                    let func = match name {
+                        "ceil_div" => Func::CeilDiv,
+                        "min" => Func::Min,
+                        "max" => Func::Max,
+                        _ => return Err(ExprError::UnknownFunction(name.to_string())),
+                    };
+                    let mut args = Vec::new();
+                    if !self.eat(b')') {
+                        loop {
+                            args.push(self.sum_at(depth + 1)?);
+                            if self.eat(b')') {
+                                break;
+                            }
+                            if !self.eat(b',') {
+                                return Err(self.error("expected `,` or `)`"));
+                            }
+                        }
+                    }
+                    let (ok, expected) = match func {
+                        Func::CeilDiv => (args.len() == 2, "2"),
+                        Func::Min | Func::Max => (args.len() >= 2, "2 or more"),
+                    };
+                    if !ok {
+                        return Err(ExprError::Arity {
+                            func: name.to_string(),
+                            expected,
+                            got: args.len(),
+                        });
+                    }
+                    return Ok(Expr::Call(func, args));
+                }
+                if self.eat(b'[') {
+                    let index = self.sum_at(depth + 1)?;
+                    if !self.eat(b']') {
+                        return Err(self.error("missing `]`"));
+                    }
+                    return Ok(Expr::Index(name.to_string(), Box::new(index)));
+                }
+                Ok(Expr::Param(name.to_string()))
+            }
+            Some(_) => Err(self.error("unexpected character")),
+        }
+    }
+
+    fn number(&mut self) -> Result<Expr, ExprError> {
+        let start = self.pos;
+        let mut float = false;
+        while self.pos < self.bytes.len() {
+            let c = self.bytes[self.pos];
+            if c.is_ascii_digit() || c == b'_' {
+                self.pos += 1;
+            } else if c == b'.' {
+                float = true;
+                self.pos += 1;
+            } else if c == b'e' || c == b'E' {
+                float = true;
+                self.pos += 1;
+                if self.pos < self.bytes.len() && matches!(self.bytes[self.pos], b'+' | b'-') {
+                    self.pos += 1;
+                }
+            } else {
+                break;
+            }
+        }
+        let raw: String = self.text[start..self.pos]
+            .chars()
+            .filter(|&c| c != '_')
+            .collect();
+        if float {
+            match raw.parse::<f64>() {
+                Ok(f) if f.is_finite() => Ok(Expr::Float(f)),
+                _ => Err(ExprError::Syntax {
+                    text: self.text.to_string(),
+                    what: format!("`{raw}` is not a number"),
+                    at: start,
+                }),
+            }
+        } else {
+            raw.parse::<i64>()
+                .map(Expr::Int)
+                .map_err(|_| ExprError::Syntax {
+                    text: self.text.to_string(),
+                    what: format!("`{raw}` is not an integer that fits i64"),
+                    at: start,
+                })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params() -> Params {
+        [
+            ("N", Value::Int(10)),
+            ("H", Value::Int(4)),
+            ("X", Value::Float(0.5)),
+            ("DT", Value::Str("bf16".into())),
+            ("ON", Value::Bool(true)),
+            (
+                "L",
+                Value::List(vec![Value::Int(3), Value::Int(7), Value::Float(1.5)]),
+            ),
+            ("BIG", Value::Int(i64::MAX)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    }
+
+    fn ev(text: &str) -> Result<Num, ExprError> {
+        Expr::parse(text)?.eval(&params())
+    }
+
+    #[test]
+    fn integer_arithmetic_and_precedence() {
+        assert_eq!(ev("N + H * 2").unwrap(), Num::Int(18));
+        assert_eq!(ev("(N + H) * 2").unwrap(), Num::Int(28));
+        assert_eq!(ev("N - H - 1").unwrap(), Num::Int(5), "left associative");
+        assert_eq!(ev("N / H").unwrap(), Num::Int(2));
+        assert_eq!(ev("-7 / 2").unwrap(), Num::Int(-4), "integer / floors");
+        assert_eq!(ev("-7 % 2").unwrap(), Num::Int(1), "% follows the floor");
+        assert_eq!(ev("7 % -2").unwrap(), Num::Int(-1));
+        assert_eq!(ev("N % H").unwrap(), Num::Int(2));
+        assert_eq!(ev("-N").unwrap(), Num::Int(-10));
+        assert_eq!(ev("- (N - 12)").unwrap(), Num::Int(2));
+        assert_eq!(ev("1_000 * 2").unwrap(), Num::Int(2000));
+    }
+
+    #[test]
+    fn functions() {
+        assert_eq!(ev("ceil_div(N, H)").unwrap(), Num::Int(3));
+        assert_eq!(ev("ceil_div(8, 4)").unwrap(), Num::Int(2));
+        assert_eq!(ev("ceil_div(-7, 2)").unwrap(), Num::Int(-3));
+        assert_eq!(ev("min(N, H, 7)").unwrap(), Num::Int(4));
+        assert_eq!(ev("max(N, H * 3)").unwrap(), Num::Int(12));
+        assert_eq!(ev("max(1, X)").unwrap(), Num::Float(1.0));
+        assert_eq!(ev("min(N, max(H, 6))").unwrap(), Num::Int(6));
+    }
+
+    #[test]
+    fn floats_and_lists() {
+        assert_eq!(ev("X * 4").unwrap(), Num::Float(2.0));
+        assert_eq!(ev("1e-3 * 2").unwrap(), Num::Float(2e-3));
+        assert_eq!(ev("N / 4.0").unwrap(), Num::Float(2.5));
+        assert_eq!(ev("L[1] + L[0]").unwrap(), Num::Int(10));
+        assert_eq!(ev("L[N - 8]").unwrap(), Num::Float(1.5));
+    }
+
+    #[test]
+    fn errors_say_what_is_wrong() {
+        let e = ev("M * 2").unwrap_err();
+        assert!(
+            matches!(&e, ExprError::UnknownParam { name, .. } if name == "M"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("N"), "lists what is bound: {e}");
+        assert!(matches!(ev("N / 0"), Err(ExprError::DivisionByZero(_))));
+        assert!(matches!(
+            ev("N % (H - 4)"),
+            Err(ExprError::DivisionByZero(_))
+        ));
+        assert!(matches!(ev("X / 0"), Err(ExprError::DivisionByZero(_))));
+        assert!(matches!(
+            ev("ceil_div(N, 0)"),
+            Err(ExprError::DivisionByZero(_))
+        ));
+        assert!(matches!(
+            ev("ceil_div(X, 2)"),
+            Err(ExprError::NeedsInteger { .. })
+        ));
+        let e = ev("DT + 1").unwrap_err();
+        assert!(e.to_string().contains("is a string"), "{e}");
+        assert!(matches!(ev("ON * 2"), Err(ExprError::NotANumber { .. })));
+        assert!(matches!(ev("L + 1"), Err(ExprError::UnindexedList { .. })));
+        assert!(matches!(ev("N[0]"), Err(ExprError::NotAList { .. })));
+        assert!(matches!(ev("L[3]"), Err(ExprError::IndexOutOfRange { .. })));
+        assert!(matches!(
+            ev("L[-1]"),
+            Err(ExprError::IndexOutOfRange { .. })
+        ));
+        assert!(matches!(ev("L[X]"), Err(ExprError::NonIntegerIndex(_))));
+        assert!(matches!(ev("BIG + 1"), Err(ExprError::Overflow(_))));
+        assert!(matches!(ev("BIG * 2"), Err(ExprError::Overflow(_))));
+        assert!(matches!(ev("sqrt(N)"), Err(ExprError::UnknownFunction(_))));
+        assert!(matches!(ev("min(N)"), Err(ExprError::Arity { .. })));
+        assert!(matches!(
+            ev("ceil_div(N, H, 1)"),
+            Err(ExprError::Arity { .. })
+        ));
+        // A hand-built call of the wrong arity is an error, not a panic.
+        for func in [Func::CeilDiv, Func::Min, Func::Max] {
+            let e = Expr::Call(func, vec![Expr::Int(1)]).eval(&params());
+            assert!(matches!(e, Err(ExprError::Arity { got: 1, .. })), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn syntax_errors() {
+        for bad in [
+            "",
+            "  ",
+            "N +",
+            "N ** 2",
+            "(N",
+            "N)",
+            "N H",
+            "2N",
+            "N $ 2",
+            "L[1",
+            "min(N,",
+            "1e",
+            "99999999999999999999",
+        ] {
+            assert!(
+                matches!(Expr::parse(bad), Err(ExprError::Syntax { .. })),
+                "{bad:?}: {:?}",
+                Expr::parse(bad)
+            );
+        }
+        let deep = format!("{}N{}", "(".repeat(200), ")".repeat(200));
+        assert!(Expr::parse(&deep).is_err());
+        let neg = format!("{}N", "-".repeat(200));
+        assert!(Expr::parse(&neg).is_err());
+    }
+
+    #[test]
+    fn params_are_collected_once() {
+        let e = Expr::parse("N * H + ceil_div(N, L[H])").unwrap();
+        assert_eq!(e.params(), ["N", "H", "L"]);
+    }
+
+    #[test]
+    fn values_serialise_as_before() {
+        // Integer params are plain JSON numbers, as when params were `i64`.
+        let p: Params = [("N".to_string(), Value::Int(16384))].into_iter().collect();
+        assert_eq!(serde_json::to_string(&p).unwrap(), r#"{"N":16384}"#);
+        let v: Value = toml::from_str::<BTreeMap<String, Value>>("a = [1, 2.5]\nb = \"f16\"")
+            .unwrap()
+            .remove("a")
+            .unwrap();
+        assert_eq!(v, Value::List(vec![Value::Int(1), Value::Float(2.5)]));
+    }
+}
