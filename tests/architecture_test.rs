@@ -11,8 +11,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// Read at run time first (a nextest archive run with `--workspace-remap`
+/// sets it to the checkout it runs in).
 fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    manifest
         .parent()
         .expect("tests/ has a parent")
         .to_path_buf()
@@ -20,7 +25,7 @@ fn workspace() -> PathBuf {
 
 /// `package -> its normal (non-dev) dependencies`, from `cargo metadata`.
 fn dependencies() -> BTreeMap<String, BTreeSet<String>> {
-    let out = Command::new(env!("CARGO"))
+    let out = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into()))
         .args([
             "metadata",
             "--format-version",
@@ -296,5 +301,68 @@ fn no_environment_reads_below_the_entry_points() {
         reads.is_empty(),
         "environment reads below the entry points:\n{}",
         reads.join("\n")
+    );
+}
+
+/// Rust files under `dir`, recursively.
+fn rust_files_in(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries {
+        let p = e.expect("entry").path();
+        if p.is_dir() {
+            if p.file_name()
+                .is_some_and(|n| n != "scenes" && n != "target")
+            {
+                rust_files_in(&p, out);
+            }
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// A test reading the checkout through a compile-time path breaks as soon
+/// as its binary runs elsewhere: a `cargo nextest archive` extracted with
+/// `--workspace-remap` on another runner (tests/archive_test.rs). So every
+/// compile-time `CARGO_MANIFEST_DIR` / `CARGO_BIN_EXE_*` in test code is
+/// only a fallback after the run-time variable (`var_os(` in the same
+/// statement, a few lines up).
+#[test]
+fn tests_find_the_checkout_at_run_time() {
+    let root = workspace();
+    let mut files = Vec::new();
+    rust_files_in(&root.join("tests"), &mut files);
+    for krate in std::fs::read_dir(root.join("crates")).expect("crates/") {
+        rust_files_in(&krate.expect("entry").path().join("tests"), &mut files);
+    }
+    assert!(files.len() > 20, "found only {} test files", files.len());
+    let mut baked = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).expect("readable");
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if !(code.contains("env!(\"CARGO_MANIFEST_DIR\")")
+                || code.contains("env!(\"CARGO_BIN_EXE_"))
+            {
+                continue;
+            }
+            let window = &lines[i.saturating_sub(3)..=i];
+            if !window.iter().any(|l| l.contains("var_os(")) {
+                baked.push(format!(
+                    "{}:{}: {}",
+                    f.strip_prefix(&root).unwrap_or(f).display(),
+                    i + 1,
+                    line.trim()
+                ));
+            }
+        }
+    }
+    assert!(
+        baked.is_empty(),
+        "compile-time checkout paths in tests (use tests/common's manifest_dir() / scene_exe()):\n{}",
+        baked.join("\n")
     );
 }

@@ -10,10 +10,7 @@ use std::path::{Path, PathBuf};
 use common::TestEnv;
 
 fn workspace_file(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .join(name)
+    common::workspace_root().join(name)
 }
 
 fn on_path(tool: &str) -> bool {

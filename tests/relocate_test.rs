@@ -3,26 +3,31 @@
 //! `libscene_sim_runtime.so`, the bundle, `tests/scenes/`), from another
 //! directory, with no compiler.
 //!
-//! The checkout the binary was built in cannot be made unusable safely from
-//! a test (it is the one running the test), so the test proves it is not
-//! used instead: the unpacked tree holds a scene, `vec_reloc`, that the
-//! checkout does not have; the run's current directory is a fresh temp dir
-//! outside any workspace; the environment is cleared (no
-//! `SCENE_SCENES_DIR`, `SCENE_RUNTIME_LIB`, `SCENE_CACHE_DIR`, ...) but for
-//! `PATH`, a temp lock dir and `SCENE_CC=false` / `SCENE_LD=false`. A binary
-//! that fell back to the checkout's scenes would find no `vec_reloc` case
-//! and exit 4.
+//! Pass 2 runs with the checkout the binary was built in (and its target
+//! directory) covered by an empty tmpfs in a private mount namespace
+//! (`unshare -r -m`), so nothing there can be read. Where the host forbids
+//! that (some CI images restrict user namespaces) the test says so and
+//! still proves the checkout is not used: the unpacked tree holds a scene,
+//! `vec_reloc`, that the checkout does not have; the run's current
+//! directory is a fresh temp dir outside any workspace; the environment is
+//! cleared (no `SCENE_SCENES_DIR`, `SCENE_RUNTIME_LIB`, `SCENE_CACHE_DIR`,
+//! ...) but for `PATH`, a temp lock dir and `SCENE_CC=false` /
+//! `SCENE_LD=false`. A binary that fell back to the checkout's scenes would
+//! find no `vec_reloc` case and exit 4.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{copy_dir, package_scenes_dir, run_ok};
+use common::{
+    build_machine_dirs, can_hide_dirs, command_hiding, copy_dir, package_scenes_dir, run_ok,
+    scene_exe,
+};
 
 /// The built simulator runtime, where the `scene` binary finds it.
 fn built_runtime() -> PathBuf {
-    let exe = Path::new(env!("CARGO_BIN_EXE_scene"));
+    let exe = scene_exe();
     let dir = exe.parent().expect("the binary has a directory");
     [dir.to_path_buf(), dir.join("deps")]
         .iter()
@@ -57,13 +62,13 @@ fn pass_two_runs_from_an_unpacked_tree_elsewhere() {
         t.replace("name = \"vector_example\"", "name = \"vec_reloc\""),
     )
     .unwrap();
-    std::fs::copy(env!("CARGO_BIN_EXE_scene"), tree.join("scene")).unwrap();
+    std::fs::copy(scene_exe(), tree.join("scene")).unwrap();
     std::fs::copy(built_runtime(), tree.join("libscene_sim_runtime.so")).unwrap();
     let bundle = tree.join("bundle");
 
     // Pass 1, on the "build machine": the checkout's binary.
     run_ok(
-        Command::new(env!("CARGO_BIN_EXE_scene"))
+        Command::new(scene_exe())
             .args(["precompile", "--out"])
             .arg(&bundle)
             .env("SCENE_SCENES_DIR", &scenes)
@@ -74,8 +79,29 @@ fn pass_two_runs_from_an_unpacked_tree_elsewhere() {
     // Pass 2: the unpacked binary, elsewhere, with nothing pointing back.
     let cwd = tmp.path().join("elsewhere");
     std::fs::create_dir_all(&cwd).unwrap();
+    let hide = build_machine_dirs();
+    assert!(
+        hide.iter().all(|d| !tmp.path().starts_with(d)),
+        "the temp dir {} must be outside the checkout {hide:?}",
+        tmp.path().display()
+    );
+    if can_hide_dirs() {
+        // The hiding itself works: the checkout's Cargo.toml is gone.
+        let probe = command_hiding(&hide, Path::new("/bin/sh"))
+            .args(["-c", "test ! -e \"$0/Cargo.toml\""])
+            .arg(&hide[0])
+            .status()
+            .unwrap();
+        assert!(probe.success(), "{} is still readable", hide[0].display());
+        eprintln!("pass 2 runs with {hide:?} hidden");
+    } else {
+        eprintln!(
+            "note: this host cannot hide directories (`unshare -r -m` fails); \
+             pass 2 runs with {hide:?} readable, proven unused by the scene only the tree has"
+        );
+    }
     let unpacked = |args: &[&str]| {
-        let mut cmd = Command::new(tree.join("scene"));
+        let mut cmd = command_hiding(&hide, &tree.join("scene"));
         cmd.args(args)
             .current_dir(&cwd)
             .env_clear()

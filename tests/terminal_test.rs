@@ -157,7 +157,7 @@ fn cold_run_on_a_terminal_shows_compile_progress() {
         return;
     }
     let env = TestEnv::new();
-    let command = format!("{} run vector_example", env!("CARGO_BIN_EXE_scene"));
+    let command = format!("{} run vector_example", common::scene_exe().display());
     let out = std::process::Command::new("script")
         .args(["-qec", &command, "/dev/null"])
         .env("SCENE_LOCK_DIR", &env.lock_dir)

@@ -14,8 +14,33 @@ pub struct TestEnv {
     pub scenes_dir: Option<PathBuf>,
 }
 
+/// The `scenes` package directory (`tests/`), read at run time first: a
+/// nextest archive run with `--workspace-remap` points `CARGO_MANIFEST_DIR`
+/// at the checkout it runs in, while the compile-time value names the build
+/// machine's (see tests/archive_test.rs).
+pub fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}
+
+/// The `scene` binary under test, read at run time first: nextest sets
+/// `NEXTEST_BIN_EXE_scene` to where an archive was extracted.
+pub fn scene_exe() -> PathBuf {
+    std::env::var_os("NEXTEST_BIN_EXE_scene")
+        .or_else(|| std::env::var_os("CARGO_BIN_EXE_scene"))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_scene")))
+}
+
 pub fn package_scenes_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("scenes")
+    manifest_dir().join("scenes")
+}
+
+/// The workspace root (the parent of `tests/`).
+pub fn workspace_root() -> PathBuf {
+    let dir = manifest_dir();
+    dir.parent().map(Path::to_path_buf).unwrap_or(dir)
 }
 
 impl TestEnv {
@@ -45,7 +70,7 @@ impl TestEnv {
     }
 
     pub fn scene(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_scene"));
+        let mut cmd = Command::new(scene_exe());
         cmd.args(args)
             .env("SCENE_LOCK_DIR", &self.lock_dir)
             .env("SCENE_CACHE_DIR", &self.cache_dir)
@@ -217,4 +242,50 @@ pub fn run_ok(cmd: &mut Command) -> std::process::Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
+}
+
+/// Whether this machine lets an unprivileged process hide directories from
+/// its children (a user + mount namespace, `unshare -r -m`). Some hosts
+/// forbid it (Ubuntu 24.04 restricts unprivileged user namespaces; macOS
+/// has none).
+pub fn can_hide_dirs() -> bool {
+    Command::new("unshare")
+        .args(["-r", "-m", "true"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+/// A command running `program` with every directory of `hide` covered by an
+/// empty tmpfs, so neither it nor its children can read what was there; a
+/// plain `Command::new(program)` when the host cannot hide directories
+/// (callers say so: [`can_hide_dirs`]). Arguments, environment and
+/// current directory are the caller's, as with any `Command`.
+pub fn command_hiding(hide: &[PathBuf], program: &Path) -> Command {
+    if hide.is_empty() || !can_hide_dirs() {
+        return Command::new(program);
+    }
+    let mut cmd = Command::new("unshare");
+    cmd.args(["-r", "-m", "--", "sh", "-c"]).arg(
+        r#"set -e
+while [ "$1" != "--" ]; do mount -t tmpfs none "$1"; shift; done
+shift
+exec "$@""#,
+    );
+    cmd.arg("sh").args(hide).arg("--").arg(program);
+    cmd
+}
+
+/// The directories a relocated run must not need: the checkout and the
+/// target directory the test binaries were built in (when it is elsewhere).
+pub fn build_machine_dirs() -> Vec<PathBuf> {
+    let root = workspace_root();
+    let mut dirs = vec![root.clone()];
+    // <target>/<profile>/scene
+    if let Some(target) = scene_exe().parent().and_then(Path::parent)
+        && !target.starts_with(&root)
+    {
+        dirs.push(target.to_path_buf());
+    }
+    dirs
 }

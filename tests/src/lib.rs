@@ -13,7 +13,13 @@ use scene_harness::GoldenRegistry;
 
 /// Where the scenes and the workspace root are.
 pub fn layout() -> Layout {
-    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    // Run time first: `cargo run` and nextest (also from an archive
+    // extracted with `--workspace-remap`) set it to this package's current
+    // checkout; the compile-time value names the checkout it was built in.
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .filter(|d| d.join("scenes").is_dir())
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
     let root = manifest_dir
         .parent()
         .map(PathBuf::from)

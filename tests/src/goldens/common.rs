@@ -73,7 +73,6 @@ pub fn rms_inv(x: &[f32], eps: f32) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
     use std::process::Command;
 
     /// The port is bit-for-bit the header's `scene_expf` (compiled as the
@@ -104,7 +103,10 @@ int main(void) {
 "#,
         )
         .expect("write");
-        let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/device/include");
+        let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+        let include = manifest.join("../crates/device/include");
         let exe = dir.path().join("expf");
         let out = Command::new("cc")
             .args(["-O2", "-fno-math-errno", "-I"])

@@ -11,7 +11,10 @@ use scene_kernels::toolchain::{BUILTINS_SOURCE, KERNEL_LINK_SCRIPT};
 use scene_kernels::{CallableSpec, CoreType, IncoreUnit, OrchUnit, Toolchain};
 
 pub fn headers_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../device/include")
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+        .join("../device/include")
 }
 
 /// A temp dir used as the builder root, with the device headers copied into

@@ -11,7 +11,14 @@ pub mod programs;
 
 use scene_sim_runtime::*;
 
-pub const INCLUDE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../device/include");
+/// The device headers. The manifest dir is read at run time first: a nextest
+/// archive run with `--workspace-remap` points it at the checkout it runs in.
+pub fn include() -> String {
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    manifest.join("../device/include").display().to_string()
+}
 
 const KERNEL_LD: &str = "ENTRY(kernel_entry) SECTIONS { . = 0; .text 0 : { KEEP(*(.text.kernel_entry)) *(.text .text.*) *(.rodata .rodata.*) } /DISCARD/ : { *(.comment) *(.note*) *(.eh_frame*) } }";
 
@@ -54,7 +61,7 @@ pub fn kernel_image(dir: &Path, name: &str, src: &str) -> Vec<u8> {
             "-ffunction-sections",
             "-fdata-sections",
             "-I",
-            INCLUDE,
+            &include(),
             "-c",
         ])
         .arg(&c)
@@ -91,7 +98,7 @@ pub fn orch_so(dir: &Path, name: &str, src: &str) -> Vec<u8> {
     let so: PathBuf = dir.join(format!("{name}.so"));
     std::fs::write(&c, format!("#include \"scene_orch.h\"\n{src}\n")).unwrap();
     run(Command::new("cc")
-        .args(["-shared", "-fPIC", "-O2", "-I", INCLUDE])
+        .args(["-shared", "-fPIC", "-O2", "-I", &include()])
         .arg(&c)
         .arg("-o")
         .arg(&so));
