@@ -5,10 +5,10 @@
 
 use std::collections::BTreeMap;
 use std::mem::{offset_of, size_of};
+use std::path::PathBuf;
 use std::process::Command;
 
 use scene_device::abi::*;
-use scene_device::include_dir;
 
 const HEADERS: [&str; 4] = [
     "scene_runtime.h",
@@ -297,4 +297,15 @@ fn header_examples_compile_as_c_and_cxx() {
         "kernel.cpp",
         &kernel[0],
     );
+}
+
+/// The device headers of the checkout the test runs in: the manifest dir is
+/// read at run time first (a nextest archive run with `--workspace-remap`
+/// points it at the checkout it runs in; `scene_device::include_dir()` is
+/// the build machine's).
+fn include_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+        .join("include")
 }

@@ -9,7 +9,7 @@ use scene_device::abi::{
 };
 use scene_device::{
     AcquireOptions, CallableImage, CardLease, CardPool, Direction, IncoreImageRef, RunArg, Runtime,
-    RuntimeError, default_runtime_path, include_dir,
+    RuntimeError, default_runtime_path,
 };
 
 fn lease(dir: &Path) -> CardLease {
@@ -327,4 +327,15 @@ const char *scene_rt_last_error(void) { return ""; }
         "{e:?}"
     );
     assert!(e.to_string().contains("999"), "{e}");
+}
+
+/// The device headers of the checkout the test runs in: the manifest dir is
+/// read at run time first (a nextest archive run with `--workspace-remap`
+/// points it at the checkout it runs in; `scene_device::include_dir()` is
+/// the build machine's).
+fn include_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+        .join("include")
 }

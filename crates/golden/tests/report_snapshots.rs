@@ -1,6 +1,23 @@
 //! Snapshots of the human mismatch report.
 
+use std::path::PathBuf;
+
 use scene_golden::{DType, Mismatch, Tensor, Tolerance, assert_close};
+
+/// `insta::assert_snapshot!` against `tests/snapshots/` of the checkout the
+/// test runs in. insta resolves snapshot files from the compile-time
+/// manifest dir; a nextest archive run with `--workspace-remap` sets the
+/// run-time one to the checkout it runs in.
+macro_rules! assert_snapshot {
+    ($value:expr) => {{
+        let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+        let mut settings = insta::Settings::clone_current();
+        settings.set_snapshot_path(manifest.join("tests/snapshots"));
+        settings.bind(|| insta::assert_snapshot!($value));
+    }};
+}
 
 fn report(name: &str, a: &Tensor, e: &Tensor, tol: Tolerance) -> String {
     match assert_close(name, a, e, tol) {
@@ -18,7 +35,7 @@ fn f32_report() {
     a[16383] = f32::NAN;
     let t = |v: &[f32]| Tensor::from_f32(DType::F32, &[16384], v).unwrap();
     let r = report("f", &t(&a), &t(&e), Tolerance::new(1e-5, 1e-5));
-    insta::assert_snapshot!(r);
+    assert_snapshot!(r);
 }
 
 #[test]
@@ -37,7 +54,7 @@ fn bf16_report_multi_dim() {
         &t(&e),
         Tolerance::default_for(DType::BF16),
     );
-    insta::assert_snapshot!(r);
+    assert_snapshot!(r);
 }
 
 #[test]
@@ -53,5 +70,5 @@ fn i32_report() {
         &t(&e),
         Tolerance::default_for(DType::I32),
     );
-    insta::assert_snapshot!(r);
+    assert_snapshot!(r);
 }

@@ -606,7 +606,12 @@ mod pinned_keys {
     }
 
     pub(super) fn keys() -> Vec<(String, String)> {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/scenes");
+        // Run time first: a nextest archive run with `--workspace-remap`
+        // points it at the checkout it runs in.
+        let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+        let root = manifest.join("../../tests/scenes");
         let mut out = Vec::new();
         for scene in crate::scene::discover(&root).expect("scenes dir") {
             let scene = scene.expect("package scene loads");
