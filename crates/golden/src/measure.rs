@@ -7,7 +7,7 @@
 
 use crate::compare::{Mismatch, check_layout, unravel};
 use crate::tensor::read_f64;
-use crate::{DType, Tensor};
+use crate::Tensor;
 
 /// The elements of `t` as `f64`, row-major.
 fn values(t: &Tensor) -> impl Iterator<Item = f64> + '_ {
@@ -132,6 +132,7 @@ pub fn leading_rows(t: &Tensor, rows: usize) -> Option<Tensor> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::DType;
 
     fn f32t(shape: &[usize], v: &[f32]) -> Tensor {
         Tensor::from_f32(DType::F32, shape, v).unwrap()

@@ -1,28 +1,43 @@
 //! The compare stage: the device's outputs against the golden, after the
-//! card is released.
+//! card is released. Each output is judged by its comparison
+//! ([`crate::comparison`]): allclose, exact, a registered custom one, or
+//! none (`skip_golden`, then only checked for NaN / inf).
 
-use scene_golden::{Tensor, assert_close};
+use scene_golden::Tensor;
 
-use crate::golden::GoldenOutputs;
+use crate::comparison::{Comparison, Judged, OutputReport, Verdict};
+use crate::golden::{GoldenOutputs, GoldenRegistry};
 use crate::prepare::{missing_golden_message, missing_golden_output};
 use crate::scene::{Case, Scene};
 
-/// Every output of `scene` (`outputs` in declaration order) checked against
-/// `golden` with the scene's tolerances, on `pool`. Returns one message per
-/// mismatching tensor; empty means the case passed.
+/// What the compare stage found: one record per output (which comparison
+/// judged it, the verdict) and one message per failing output.
+#[derive(Debug, Default)]
+pub struct CompareOutcome {
+    pub outputs: Vec<OutputReport>,
+    /// Empty means the case passed.
+    pub problems: Vec<String>,
+}
+
+/// Every output of `scene` (`outputs` in declaration order) judged against
+/// `golden` by its comparison in `case`, on `pool`.
 pub fn compare_outputs(
     pool: &rayon::ThreadPool,
+    registry: &GoldenRegistry,
     scene: &Scene,
     case: &Case,
     outputs: &[Tensor],
     golden: &GoldenOutputs,
-) -> Vec<String> {
+) -> CompareOutcome {
     // Prepared cases and bundle slots both guarantee this; checked once
     // more so a broken invariant is a failed case, not a silent pass.
-    if let Some(name) = missing_golden_output(scene, golden) {
-        return vec![missing_golden_message(scene, name)];
+    if let Some(name) = missing_golden_output(scene, case, golden) {
+        return CompareOutcome {
+            outputs: Vec::new(),
+            problems: vec![missing_golden_message(scene, name)],
+        };
     }
-    let mut problems = Vec::new();
+    let mut outcome = CompareOutcome::default();
     for ((index, spec), actual) in scene
         .tensors
         .iter()
@@ -30,19 +45,26 @@ pub fn compare_outputs(
         .filter(|(_, t)| t.direction.is_output())
         .zip(outputs)
     {
-        let Some(expected) = golden.get(&spec.name) else {
-            continue;
+        let comparison = scene
+            .comparison_for(case, index)
+            .unwrap_or(&Comparison::AllClose);
+        let judged = Judged {
+            scene: &scene.name,
+            case: &case.name,
+            tensor: &spec.name,
+            comparison,
+            tolerance: scene.tolerance_for(case, index),
+            allow_nonfinite: spec.allow_nonfinite,
+            actual,
+            expected: golden.get(&spec.name),
         };
-        if let Err(m) = pool.install(|| {
-            assert_close(
-                &spec.name,
-                actual,
-                expected,
-                scene.tolerance_for(case, index),
-            )
-        }) {
-            problems.push(m.to_string());
+        let report = pool.install(|| judged.judge(registry));
+        if report.verdict == Verdict::Fail {
+            outcome
+                .problems
+                .push(report.detail.clone().unwrap_or_default());
         }
+        outcome.outputs.push(report);
     }
-    problems
+    outcome
 }
