@@ -836,12 +836,15 @@ mod tests {
         let pz = Tensor::from_f32(DType::F32, &[1], &[0.0]).unwrap();
         let nz = Tensor::from_f32(DType::F32, &[1], &[-0.0]).unwrap();
         assert!(assert_close("z", &nz, &pz, Tolerance::EXACT).is_ok());
-        assert!(assert_exact("z", &nz, &pz).is_err(), "-0 is not +0 bit for bit");
+        assert!(
+            assert_exact("z", &nz, &pz).is_err(),
+            "-0 is not +0 bit for bit"
+        );
         // Two NaNs with different payloads and signs are equal.
-        let n1 = Tensor::from_bytes(DType::F32, &[1], 0x7fc0_0001u32.to_le_bytes().to_vec())
-            .unwrap();
-        let n2 = Tensor::from_bytes(DType::F32, &[1], 0xffc0_0000u32.to_le_bytes().to_vec())
-            .unwrap();
+        let n1 =
+            Tensor::from_bytes(DType::F32, &[1], 0x7fc0_0001u32.to_le_bytes().to_vec()).unwrap();
+        let n2 =
+            Tensor::from_bytes(DType::F32, &[1], 0xffc0_0000u32.to_le_bytes().to_vec()).unwrap();
         assert!(assert_exact("n", &n1, &n2).is_ok());
         assert!(assert_exact("n", &n1, &pz).is_err());
         // f16 / bf16 / f64 go through the same bytes rule.
@@ -857,7 +860,10 @@ mod tests {
         assert!(assert_exact("i", &a, &e).is_err());
         let a = Tensor::from_bytes(DType::Bool, &[2], vec![2, 0]).unwrap();
         let e = Tensor::from_bytes(DType::Bool, &[2], vec![1, 0]).unwrap();
-        assert!(assert_exact("b", &a, &e).is_ok(), "bool compares by truth value");
+        assert!(
+            assert_exact("b", &a, &e).is_ok(),
+            "bool compares by truth value"
+        );
         let e = f32t(&[1.0, 2.0]);
         let Err(Mismatch::Shape { .. }) = assert_exact("s", &pz, &e) else {
             panic!("shape mismatch first")

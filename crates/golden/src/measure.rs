@@ -5,9 +5,9 @@
 //! Every measure reads elements as `f64` (narrower floats widened exactly)
 //! and sums in row-major order, so a result is the same on every machine.
 
+use crate::Tensor;
 use crate::compare::{Mismatch, check_layout, unravel};
 use crate::tensor::read_f64;
-use crate::Tensor;
 
 /// The elements of `t` as `f64`, row-major.
 fn values(t: &Tensor) -> impl Iterator<Item = f64> + '_ {

@@ -850,7 +850,10 @@ mod tests {
         let r = run(&c, &bad, Some(&e), false);
         assert_eq!(r.verdict, Verdict::Fail);
         let d = r.detail.unwrap();
-        assert!(d.contains("in rows 0..2 of 3: tensor `y` mismatch: 1 / 4"), "{d}");
+        assert!(
+            d.contains("in rows 0..2 of 3: tensor `y` mismatch: 1 / 4"),
+            "{d}"
+        );
         assert!(d.contains("[1, 0]"), "{d}");
         let r = run(&custom("first_rows", &[("rows", 4.0)]), &e, Some(&e), false);
         assert!(r.detail.unwrap().contains("rows = 4, but"));
@@ -866,7 +869,11 @@ mod tests {
         assert_eq!(ok.verdict, Verdict::Pass, "{ok:?}");
         let bad = run(&custom("max_abs", &[("max", 0.25)]), &a, Some(&e), false);
         assert_eq!(bad.verdict, Verdict::Fail);
-        assert!(bad.detail.unwrap().contains("= 0.5 at index [1] > max 0.25"));
+        assert!(
+            bad.detail
+                .unwrap()
+                .contains("= 0.5 at index [1] > max 0.25")
+        );
         let ok = run(&custom("mean_abs", &[("max", 0.2)]), &a, Some(&e), false);
         assert_eq!(ok.verdict, Verdict::Pass, "{ok:?}");
         let bad = run(&custom("mean_abs", &[("max", 0.1)]), &a, Some(&e), false);

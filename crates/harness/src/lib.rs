@@ -36,8 +36,8 @@ pub mod schedule;
 pub mod select;
 pub mod shape;
 
-pub use config::{DEFAULT_CASE_TIMEOUT, DumpPolicy, RunConfig};
 pub use comparison::{Comparison, ComparisonCtx, ComparisonFn, OutputReport, Verdict};
+pub use config::{DEFAULT_CASE_TIMEOUT, DumpPolicy, RunConfig};
 pub use golden::{GoldenCtx, GoldenError, GoldenFn, GoldenOutputs, GoldenRegistry};
 pub use platform::Platform;
 pub use prepare::{CpuStages, Prepared, SetupError};

@@ -11,10 +11,10 @@ use std::time::Instant;
 use scene_golden::{FixtureSeed, Tensor, make_fixture};
 use scene_kernels::{Builder, ChipCallable};
 
+use crate::comparison::{Comparison, check_registered};
 use crate::compile::{CompiledScenes, compile_builder, compile_scenes};
 use crate::config::RunConfig;
 use crate::expr::Num;
-use crate::comparison::{Comparison, check_registered};
 use crate::golden::{GoldenCtx, GoldenOutputs, GoldenRegistry};
 use crate::report::{CaseFailure, CaseReport};
 use crate::scene::{Case, ScalarSpec, Scene};

@@ -998,9 +998,8 @@ impl Validator<'_> {
             };
             let compare_given = t.compare.is_some();
             let own_tolerance = rtol.is_some() || atol.is_some();
-            let compare =
-                comparison::compare_spec(i, direction, &t.name, t.compare, own_tolerance)
-                    .map_err(|e| self.err(e.field, e.message))?;
+            let compare = comparison::compare_spec(i, direction, &t.name, t.compare, own_tolerance)
+                .map_err(|e| self.err(e.field, e.message))?;
             let spec = TensorSpec {
                 name: t.name,
                 dtype,

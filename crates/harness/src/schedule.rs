@@ -303,11 +303,11 @@ impl Session {
                     return Err(Box::new(r));
                 }
                 Ok(Prepared {
-                sel: sel.clone(),
-                callable: slot.callable,
-                inputs: slot.inputs,
-                scalars: slot.scalars,
-                golden: slot.golden,
+                    sel: sel.clone(),
+                    callable: slot.callable,
+                    inputs: slot.inputs,
+                    scalars: slot.scalars,
+                    golden: slot.golden,
                     report: CaseReport::new(&sel.scene.name, &sel.case().name),
                     started: Instant::now(),
                 })
