@@ -587,7 +587,7 @@ fn two_pass_runs_honour_the_comparison() {
 #[test]
 fn malformed_comparison_fields_name_file_field_and_case() {
     let env = TestEnv::with_scenes(&[]);
-    let cases: Vec<(Cmp, &str, &str)> = vec![
+    let cases: Vec<(Cmp<'_>, &str, &str)> = vec![
         (
             Cmp {
                 y_extra: r#"compare = "close""#,
