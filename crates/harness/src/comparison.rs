@@ -795,6 +795,142 @@ mod tests {
         }
     }
 
+    const SCENE: &str = r#"
+name = "demo"
+platforms = ["a2a3sim"]
+golden = "demo"
+
+[orchestration]
+source = "k.c"
+function = "o"
+signature = ["in", "out", "out", "out"]
+
+[[incores]]
+func_id = 0
+name = "k"
+core = "aiv"
+source = "k.c"
+
+[[tensors]]
+name = "x"
+dtype = "f32"
+shape = ["R", 4]
+
+[[tensors]]
+name = "y"
+dtype = "f32"
+shape = ["R", 4]
+compare = { custom = "first_rows", rows = "valid" }
+
+[[tensors]]
+name = "n"
+dtype = "i32"
+shape = ["R"]
+
+[[tensors]]
+name = "w"
+dtype = "f32"
+shape = ["R"]
+allow_nonfinite = true
+
+[[cases]]
+name = "a"
+params = { R = 8, valid = 3 }
+skip_golden = ["w"]
+
+[[cases]]
+name = "b"
+params = { R = 4, valid = 4 }
+skip_golden = true
+"#;
+
+    fn load(text: &str) -> Result<crate::scene::Scene, crate::scene::SceneError> {
+        let tmp = tempfile::Builder::new().prefix("cmp").tempdir().unwrap();
+        let dir = tmp.path().join("demo");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("k.c"), "").unwrap();
+        std::fs::write(dir.join("scene.toml"), text).unwrap();
+        crate::scene::Scene::load(&dir)
+    }
+
+    /// Arguments resolve per case, skips per case and tensor, and integer
+    /// outputs keep allclose with tolerance 0 (exact) by default.
+    #[test]
+    fn comparisons_resolve_per_case() {
+        let s = load(SCENE).unwrap();
+        let (a, b) = (&s.cases[0], &s.cases[1]);
+        assert_eq!(s.comparison_for(a, 0), None, "inputs are not compared");
+        assert_eq!(
+            s.comparison_for(a, 1),
+            Some(&custom("first_rows", &[("rows", 3.0)]))
+        );
+        assert_eq!(s.comparison_for(a, 2), Some(&Comparison::AllClose));
+        assert!(s.tolerance_for(a, 2).is_exact());
+        assert_eq!(s.comparison_for(a, 3), Some(&Comparison::Skipped));
+        assert!(!s.case_skips_every_output(a));
+        for j in 1..4 {
+            assert_eq!(s.comparison_for(b, j), Some(&Comparison::Skipped), "{j}");
+        }
+        assert!(s.case_skips_every_output(b));
+        let registry = GoldenRegistry::new();
+        assert!(check_registered(&registry, &s, a).is_ok());
+    }
+
+    #[test]
+    fn check_registered_names_file_field_and_case() {
+        let s = load(&SCENE.replace("\"first_rows\"", "\"first_row\"")).unwrap();
+        let e = check_registered(&GoldenRegistry::new(), &s, &s.cases[0]).unwrap_err();
+        assert!(e.contains("scene.toml: `tensors[1].compare.custom`: case `a`: tensor `y`: comparison `first_row` is not registered (registered: cosine, first_rows"), "{e}");
+        let s = load(&SCENE.replace("rows = \"valid\"", "rows = 1, extra = 2")).unwrap();
+        let e = check_registered(&GoldenRegistry::new(), &s, &s.cases[0]).unwrap_err();
+        assert!(e.contains("`tensors[1].compare.extra`: case `a`"), "{e}");
+        assert!(
+            e.contains("takes no argument `extra` (it takes: rows)"),
+            "{e}"
+        );
+        let s = load(&SCENE.replace("rows = \"valid\"", "")).unwrap();
+        let e = check_registered(&GoldenRegistry::new(), &s, &s.cases[0]).unwrap_err();
+        assert!(e.contains("`tensors[1].compare`: case `a`"), "{e}");
+        assert!(e.contains("needs argument `rows`"), "{e}");
+    }
+
+    #[test]
+    fn load_errors_name_the_field_and_case() {
+        for (from, to, needle) in [
+            (
+                "rows = \"valid\"",
+                "rows = \"nope\"",
+                "`tensors[1].compare.rows`: case `a`: ",
+            ),
+            (
+                "skip_golden = [\"w\"]",
+                "skip_golden = [\"n\", 1]",
+                "`cases[0].skip_golden`: case `a`: a list names output tensors (strings), got an integer",
+            ),
+            ("skip_golden = [\"w\"]", "", ""),
+            (
+                "compare = { custom = \"first_rows\", rows = \"valid\" }",
+                "compare = [1]",
+                "`tensors[1].compare`: expected \"allclose\", \"exact\", or { custom = \"NAME\", ... }, got an array",
+            ),
+            (
+                "compare = { custom = \"first_rows\", rows = \"valid\" }",
+                "compare = { custom = \"first_rows\", rows = \"(valid\" }",
+                "`tensors[1].compare.rows`: ",
+            ),
+        ] {
+            let text = SCENE.replace(from, to);
+            match load(&text) {
+                Ok(_) => assert!(needle.is_empty(), "{to} should fail"),
+                Err(e) => {
+                    let e = e.to_string();
+                    assert!(e.contains("scene.toml: "), "{e}");
+                    assert!(!needle.is_empty() && e.contains(needle), "{to}: {e}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn descriptions_name_the_rule_and_its_numbers() {
         let t = Tolerance::new(1e-3, 1e-5);
