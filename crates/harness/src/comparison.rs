@@ -8,7 +8,7 @@
 //! * `"exact"`: bit for bit, any NaN equal to any NaN
 //!   ([`scene_golden::assert_exact`]);
 //! * `{ custom = "NAME", arg = number | "expression", ... }`: a function
-//!   registered under `NAME` ([`GoldenRegistry::register_comparison`]),
+//!   registered under `NAME` ([`crate::golden::GoldenRegistry::register_comparison`]),
 //!   given the output, its golden, its tolerance and its arguments resolved
 //!   in the case. The harness ships [`BUILTIN_COMPARISONS`].
 //!
@@ -17,20 +17,21 @@
 //! only finite values unless the tensor says `allow_nonfinite = true`.
 //!
 //! Parsing lives here, apart from the rest of the scene model, and reports
-//! problems as [`FieldError`]s that the scene validator turns into
-//! `scene.toml` errors naming the field.
+//! problems as `FieldError`s that the scene validator turns into
+//! `scene.toml` errors naming the field. This module knows neither the
+//! scene model nor the registry (both use it): judging an output against
+//! the registry is the compare stage's (`crate::compare`), the check that
+//! a case's custom comparisons are registered the CPU stages'.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use scene_golden::compare::fmt_num;
-use scene_golden::measure::{abs_error, cosine_similarity, first_nonfinite, leading_rows};
-use scene_golden::{Tensor, Tolerance, assert_close, assert_exact};
+use scene_golden::measure::{abs_error, cosine_similarity, leading_rows};
+use scene_golden::{Tensor, Tolerance, assert_close};
 use serde::Serialize;
 
 use crate::expr::{Expr, Params};
-use crate::golden::GoldenRegistry;
-use crate::scene::{ArgDirection, NumSpec, TensorSpec};
 
 /// A problem with one field of `scene.toml` (the validator adds the file).
 #[derive(Debug)]
@@ -46,6 +47,38 @@ fn ferr(field: impl Into<String>, message: impl Into<String>) -> FieldError {
     }
 }
 
+/// A number or an expression of the case params, as a comparison argument
+/// was written.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ArgSpec {
+    Int(i64),
+    Float(f64),
+    Expr { text: String, expr: Expr },
+}
+
+impl ArgSpec {
+    fn eval(&self, params: &Params) -> Result<f64, crate::expr::ExprError> {
+        Ok(match self {
+            ArgSpec::Int(i) => *i as f64,
+            ArgSpec::Float(f) => *f,
+            ArgSpec::Expr { expr, .. } => expr.eval(params)?.as_f64(),
+        })
+    }
+}
+
+/// What the comparison rules need to know of a tensor argument.
+#[derive(Clone, Debug)]
+pub(crate) struct TensorInfo<'a> {
+    pub name: &'a str,
+    /// `out` or `inout`.
+    pub output: bool,
+    /// `in`, `out`, `inout`, as written in the signature.
+    pub direction: String,
+    pub compare: &'a CompareSpec,
+    pub allow_nonfinite: bool,
+    pub skip_golden: bool,
+}
+
 /// A tensor's `compare`, as written.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub enum CompareSpec {
@@ -56,7 +89,7 @@ pub enum CompareSpec {
     /// of the case params), in name order.
     Custom {
         name: String,
-        args: Vec<(String, NumSpec)>,
+        args: Vec<(String, ArgSpec)>,
     },
 }
 
@@ -137,8 +170,7 @@ const KINDS: &str = "\"allclose\", \"exact\", or { custom = \"NAME\", ... }";
 /// and its own `rtol` / `atol`.
 pub(crate) fn compare_spec(
     i: usize,
-    direction: ArgDirection,
-    name: &str,
+    (name, output, direction): (&str, bool, &str),
     raw: Option<toml::Value>,
     has_own_tolerance: bool,
 ) -> Result<CompareSpec, FieldError> {
@@ -146,7 +178,7 @@ pub(crate) fn compare_spec(
     let Some(raw) = raw else {
         return Ok(CompareSpec::AllClose);
     };
-    if !direction.is_output() {
+    if !output {
         return Err(ferr(
             field,
             format!(
@@ -186,7 +218,7 @@ pub(crate) fn compare_spec(
                     continue;
                 }
                 let num = match v {
-                    toml::Value::Integer(n) => NumSpec::Int(n),
+                    toml::Value::Integer(n) => ArgSpec::Int(n),
                     toml::Value::Float(f) => {
                         if !f.is_finite() {
                             return Err(ferr(
@@ -194,11 +226,11 @@ pub(crate) fn compare_spec(
                                 format!("comparison argument `{k}` must be finite, got {f}"),
                             ));
                         }
-                        NumSpec::Float(f)
+                        ArgSpec::Float(f)
                     }
                     toml::Value::String(text) => {
                         let expr = Expr::parse(&text).map_err(|e| ferr(&at, e.to_string()))?;
-                        NumSpec::Expr { text, expr }
+                        ArgSpec::Expr { text, expr }
                     }
                     other => {
                         return Err(ferr(
@@ -245,10 +277,10 @@ pub(crate) fn compare_spec(
 /// tensor that is never compared takes no `compare`.
 pub(crate) fn check_tensor_flags(
     i: usize,
-    t: &TensorSpec,
+    t: &TensorInfo<'_>,
     compare_given: bool,
 ) -> Result<(), FieldError> {
-    let input = !t.direction.is_output();
+    let input = !t.output;
     for (flag, on) in [
         ("allow_nonfinite", t.allow_nonfinite),
         ("skip_golden", t.skip_golden),
@@ -280,7 +312,7 @@ pub(crate) fn case_skip(
     i: usize,
     case: &str,
     raw: Option<toml::Value>,
-    tensors: &[TensorSpec],
+    tensors: &[TensorInfo<'_>],
 ) -> Result<CaseSkip, FieldError> {
     let field = format!("cases[{i}].skip_golden");
     let prefix = format!("case `{case}`: ");
@@ -303,8 +335,8 @@ pub(crate) fn case_skip(
                     None => {
                         let outputs: Vec<&str> = tensors
                             .iter()
-                            .filter(|t| t.direction.is_output())
-                            .map(|t| t.name.as_str())
+                            .filter(|t| t.output)
+                            .map(|t| t.name)
                             .collect();
                         return Err(ferr(
                             field,
@@ -314,7 +346,7 @@ pub(crate) fn case_skip(
                             ),
                         ));
                     }
-                    Some(t) if !t.direction.is_output() => {
+                    Some(t) if !t.output => {
                         return Err(ferr(
                             field,
                             format!(
@@ -347,15 +379,15 @@ pub(crate) fn case_skip(
 /// else its `compare` with the arguments evaluated (finite numbers).
 pub(crate) fn resolve(
     j: usize,
-    t: &TensorSpec,
+    t: &TensorInfo<'_>,
     case_skip: &CaseSkip,
     prefix: &str,
     params: &Params,
 ) -> Result<Comparison, FieldError> {
-    if t.skip_golden || case_skip.skips(&t.name) {
+    if t.skip_golden || case_skip.skips(t.name) {
         return Ok(Comparison::Skipped);
     }
-    Ok(match &t.compare {
+    Ok(match t.compare {
         CompareSpec::AllClose => Comparison::AllClose,
         CompareSpec::Exact => Comparison::Exact,
         CompareSpec::Custom { name, args } => {
@@ -364,8 +396,7 @@ pub(crate) fn resolve(
                 let at = format!("tensors[{j}].compare.{k}");
                 let v = spec
                     .eval(params)
-                    .map_err(|e| ferr(&at, format!("{prefix}{e}")))?
-                    .as_f64();
+                    .map_err(|e| ferr(&at, format!("{prefix}{e}")))?;
                 if !v.is_finite() {
                     return Err(ferr(
                         at,
@@ -386,7 +417,7 @@ pub(crate) fn resolve(
 /// outputs are judged against the golden, NaN and inf included); on an
 /// output every case compares it would silently do nothing.
 pub(crate) fn check_allow_nonfinite(
-    tensors: &[TensorSpec],
+    tensors: &[TensorInfo<'_>],
     skipped_somewhere: &[bool],
 ) -> Result<(), FieldError> {
     for (i, t) in tensors.iter().enumerate() {
@@ -616,153 +647,12 @@ pub struct OutputReport {
     pub detail: Option<String>,
 }
 
-/// One output to judge.
-#[derive(Debug)]
-pub struct Judged<'a> {
-    pub scene: &'a str,
-    pub case: &'a str,
-    pub tensor: &'a str,
-    pub comparison: &'a Comparison,
-    pub tolerance: Tolerance,
-    pub allow_nonfinite: bool,
-    pub actual: &'a Tensor,
-    /// `None` only for a skipped output the golden did not give.
-    pub expected: Option<&'a Tensor>,
-}
-
-impl Judged<'_> {
-    /// The verdict; a failing one's `detail` is the whole failure text
-    /// (naming the tensor and the comparison).
-    pub fn judge(&self, registry: &GoldenRegistry) -> OutputReport {
-        let comparison = self.comparison.describe(&self.tolerance);
-        let report = |verdict, detail| OutputReport {
-            name: self.tensor.to_string(),
-            comparison: comparison.clone(),
-            verdict,
-            detail,
-        };
-        let fail = |text: String| {
-            report(
-                Verdict::Fail,
-                Some(format!("{text}\n  comparison: {comparison}")),
-            )
-        };
-        if *self.comparison == Comparison::Skipped {
-            return match first_nonfinite(self.actual) {
-                Some(nf) if !self.allow_nonfinite => fail(format!(
-                    "tensor `{}`: not compared (skip_golden), but holds a non-finite value: {} at index {:?} ({} non-finite of {} elements); set `allow_nonfinite = true` on the tensor to allow it",
-                    self.tensor,
-                    fmt_num(nf.value, false),
-                    nf.index,
-                    nf.count,
-                    self.actual.numel()
-                )),
-                Some(nf) => report(
-                    Verdict::Skipped,
-                    Some(format!(
-                        "{} non-finite element(s), allowed (allow_nonfinite)",
-                        nf.count
-                    )),
-                ),
-                None => report(Verdict::Skipped, None),
-            };
-        }
-        let Some(expected) = self.expected else {
-            return fail(format!(
-                "tensor `{}`: the golden gave no value to compare with",
-                self.tensor
-            ));
-        };
-        match self.comparison {
-            Comparison::AllClose | Comparison::Exact => {
-                let r = if *self.comparison == Comparison::Exact {
-                    assert_exact(self.tensor, self.actual, expected)
-                } else {
-                    assert_close(self.tensor, self.actual, expected, self.tolerance)
-                };
-                match r {
-                    Ok(()) => report(Verdict::Pass, None),
-                    Err(m) => fail(m.to_string()),
-                }
-            }
-            Comparison::Custom { name, args } => {
-                let Some(custom) = registry.comparison(name) else {
-                    return fail(format!(
-                        "tensor `{}`: comparison `{name}` is not registered (registered: {})",
-                        self.tensor,
-                        registry.comparison_names().collect::<Vec<_>>().join(", ")
-                    ));
-                };
-                let ctx = ComparisonCtx {
-                    scene: self.scene,
-                    case: self.case,
-                    tensor: self.tensor,
-                    actual: self.actual,
-                    expected,
-                    tolerance: self.tolerance,
-                    args,
-                };
-                match (custom.f)(&ctx) {
-                    Ok(detail) => report(Verdict::Pass, Some(detail)),
-                    Err(detail) => fail(format!(
-                        "tensor `{}` failed comparison {comparison}: {detail}",
-                        self.tensor
-                    )),
-                }
-            }
-            Comparison::Skipped => unreachable!("handled above"),
-        }
-    }
-}
-
-/// Checks, before any device work, that every custom comparison of the
-/// case is registered and gets exactly the arguments it takes. The error
-/// names the file, the field and the case.
-pub fn check_registered(
-    registry: &GoldenRegistry,
-    scene: &crate::scene::Scene,
-    case: &crate::scene::Case,
-) -> Result<(), String> {
-    for (j, (t, ct)) in scene.tensors.iter().zip(&case.tensors).enumerate() {
-        let Some(Comparison::Custom { name, args }) = &ct.comparison else {
-            continue;
-        };
-        let at = |f: &str| {
-            format!(
-                "{}: `tensors[{j}].compare{f}`: case `{}`: tensor `{}`",
-                scene.manifest.display(),
-                case.name,
-                t.name
-            )
-        };
-        let Some(custom) = registry.comparison(name) else {
-            return Err(format!(
-                "{}: comparison `{name}` is not registered (registered: {})",
-                at(".custom"),
-                registry.comparison_names().collect::<Vec<_>>().join(", ")
-            ));
-        };
-        if let Some(extra) = args.keys().find(|k| !custom.args.contains(&k.as_str())) {
-            return Err(format!(
-                "{}: comparison `{name}` takes no argument `{extra}` (it takes: {})",
-                at(&format!(".{extra}")),
-                custom.args.join(", ")
-            ));
-        }
-        if let Some(missing) = custom.args.iter().find(|a| !args.contains_key(**a)) {
-            return Err(format!(
-                "{}: comparison `{name}` needs argument `{missing}` (it takes: {})",
-                at(""),
-                custom.args.join(", ")
-            ));
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compare::Judged;
+    use crate::golden::GoldenRegistry;
+    use crate::prepare::check_registered;
     use scene_golden::DType;
 
     fn f32t(shape: &[usize], v: &[f32]) -> Tensor {

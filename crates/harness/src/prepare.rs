@@ -11,7 +11,7 @@ use std::time::Instant;
 use scene_golden::{FixtureSeed, Tensor, make_fixture};
 use scene_kernels::{Builder, ChipCallable};
 
-use crate::comparison::{Comparison, check_registered};
+use crate::comparison::Comparison;
 use crate::compile::{CompiledScenes, compile_builder, compile_scenes};
 use crate::config::RunConfig;
 use crate::expr::Num;
@@ -261,6 +261,51 @@ pub fn compute_golden(
         .with_int_scalars(&int_scalars);
     pool.install(|| golden_fn(&ctx))
         .map_err(|e| format!("golden `{}`: {e}", scene.golden))
+}
+
+/// Checks, before any device work, that every custom comparison of the
+/// case is registered and gets exactly the arguments it takes. The error
+/// names the file, the field and the case.
+pub fn check_registered(
+    registry: &GoldenRegistry,
+    scene: &Scene,
+    case: &Case,
+) -> Result<(), String> {
+    for (j, (t, ct)) in scene.tensors.iter().zip(&case.tensors).enumerate() {
+        let Some(Comparison::Custom { name, args }) = &ct.comparison else {
+            continue;
+        };
+        let at = |f: &str| {
+            format!(
+                "{}: `tensors[{j}].compare{f}`: case `{}`: tensor `{}`",
+                scene.manifest.display(),
+                case.name,
+                t.name
+            )
+        };
+        let Some(custom) = registry.comparison(name) else {
+            return Err(format!(
+                "{}: comparison `{name}` is not registered (registered: {})",
+                at(".custom"),
+                registry.comparison_names().collect::<Vec<_>>().join(", ")
+            ));
+        };
+        if let Some(extra) = args.keys().find(|k| !custom.args.contains(&k.as_str())) {
+            return Err(format!(
+                "{}: comparison `{name}` takes no argument `{extra}` (it takes: {})",
+                at(&format!(".{extra}")),
+                custom.args.join(", ")
+            ));
+        }
+        if let Some(missing) = custom.args.iter().find(|a| !args.contains_key(**a)) {
+            return Err(format!(
+                "{}: comparison `{name}` needs argument `{missing}` (it takes: {})",
+                at(""),
+                custom.args.join(", ")
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Bytes of the case's tensors (each tensor once, inputs and outputs);

@@ -414,6 +414,20 @@ pub struct Scene {
     pub cases: Vec<Case>,
 }
 
+impl TensorSpec {
+    /// What the comparison rules see of this tensor.
+    fn info(&self) -> comparison::TensorInfo<'_> {
+        comparison::TensorInfo {
+            name: &self.name,
+            output: self.direction.is_output(),
+            direction: self.direction.to_string(),
+            compare: &self.compare,
+            allow_nonfinite: self.allow_nonfinite,
+            skip_golden: self.skip_golden,
+        }
+    }
+}
+
 /// Scene-level tolerance overrides; unset fields take the dtype default.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ToleranceSpec {
@@ -998,8 +1012,13 @@ impl Validator<'_> {
             };
             let compare_given = t.compare.is_some();
             let own_tolerance = rtol.is_some() || atol.is_some();
-            let compare = comparison::compare_spec(i, direction, &t.name, t.compare, own_tolerance)
-                .map_err(|e| self.err(e.field, e.message))?;
+            let compare = comparison::compare_spec(
+                i,
+                (&t.name, direction.is_output(), &direction.to_string()),
+                t.compare,
+                own_tolerance,
+            )
+            .map_err(|e| self.err(e.field, e.message))?;
             let spec = TensorSpec {
                 name: t.name,
                 dtype,
@@ -1013,7 +1032,7 @@ impl Validator<'_> {
                 allow_nonfinite: t.allow_nonfinite,
                 skip_golden: t.skip_golden,
             };
-            comparison::check_tensor_flags(i, &spec, compare_given)
+            comparison::check_tensor_flags(i, &spec.info(), compare_given)
                 .map_err(|e| self.err(e.field, e.message))?;
             tensors.push(spec);
         }
@@ -1087,6 +1106,7 @@ impl Validator<'_> {
         let mut case_names = BTreeSet::new();
         let mut cases = Vec::with_capacity(raw.len());
         let mut skipped_somewhere = vec![false; tensors.len()];
+        let infos: Vec<_> = tensors.iter().map(TensorSpec::info).collect();
         for (i, c) in raw.into_iter().enumerate() {
             let field = |f: &str| format!("cases[{i}].{f}");
             if c.name.is_empty() || c.name.contains("::") || c.name.contains(char::is_whitespace) {
@@ -1131,10 +1151,10 @@ impl Validator<'_> {
                 .enumerate()
                 .map(|(j, t)| self.case_tensor(j, t, &prefix, &c.params, tolerance))
                 .collect::<Result<Vec<_>, _>>()?;
-            let skip = comparison::case_skip(i, &c.name, c.skip_golden, tensors)
+            let skip = comparison::case_skip(i, &c.name, c.skip_golden, &infos)
                 .map_err(|e| self.err(e.field, e.message))?;
-            for (j, (t, r)) in tensors.iter().zip(resolved.iter_mut()).enumerate() {
-                if t.direction.is_output() {
+            for (j, (t, r)) in infos.iter().zip(resolved.iter_mut()).enumerate() {
+                if t.output {
                     let cmp = comparison::resolve(j, t, &skip, &prefix, &c.params)
                         .map_err(|e| self.err(e.field, e.message))?;
                     skipped_somewhere[j] |= cmp == Comparison::Skipped;
@@ -1166,7 +1186,7 @@ impl Validator<'_> {
                 scalars: values,
             });
         }
-        comparison::check_allow_nonfinite(tensors, &skipped_somewhere)
+        comparison::check_allow_nonfinite(&infos, &skipped_somewhere)
             .map_err(|e| self.err(e.field, e.message))?;
 
         Ok(cases)
