@@ -397,6 +397,43 @@ mod tests {
     use super::*;
 
     #[test]
+    fn outputs_say_which_comparison_judged_them() {
+        use crate::comparison::Verdict;
+        let mut c = CaseReport::new("s", "c");
+        c.outputs = vec![
+            OutputReport {
+                name: "y".into(),
+                comparison: "exact".into(),
+                verdict: Verdict::Pass,
+                detail: None,
+            },
+            OutputReport {
+                name: "z".into(),
+                comparison: "cosine(min=0.9)".into(),
+                verdict: Verdict::Fail,
+                detail: Some("cosine similarity 0.5 < min 0.9".into()),
+            },
+        ];
+        let fresh = CaseReport::new("s", "d");
+        let r = RunReport::new("a2a3sim", vec![c, fresh], 1.0);
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(
+            json["cases"][0]["outputs"],
+            serde_json::json!([
+                { "name": "y", "comparison": "exact", "verdict": "pass" },
+                { "name": "z", "comparison": "cosine(min=0.9)", "verdict": "fail",
+                  "detail": "cosine similarity 0.5 < min 0.9" },
+            ])
+        );
+        assert_eq!(json["cases"][1]["outputs"], serde_json::json!([]));
+        let x = r.to_junit();
+        assert!(
+            x.contains("output y: exact pass\noutput z: cosine(min=0.9) fail"),
+            "{x}"
+        );
+    }
+
+    #[test]
     fn junit_escapes_and_counts() {
         let mut failed = CaseReport::new("s", "c<1>");
         failed.fail(FailureStage::Compare, "tensor `f` & \"more\"\nline 2\u{1}");
