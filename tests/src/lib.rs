@@ -4,6 +4,7 @@
 //! Adding a scene whose golden is already registered needs no Rust change:
 //! drop a directory with `scene.toml` and its C sources under `scenes/`.
 
+pub mod comparisons;
 pub mod goldens;
 
 use std::path::PathBuf;
@@ -30,7 +31,7 @@ pub fn layout() -> Layout {
     }
 }
 
-/// Every golden the scenes use, by name.
+/// Every golden and custom comparison the scenes use, by name.
 pub fn registry() -> GoldenRegistry {
-    goldens::register(GoldenRegistry::new())
+    comparisons::register(goldens::register(GoldenRegistry::new()))
 }

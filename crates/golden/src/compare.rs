@@ -123,6 +123,8 @@ pub struct MismatchReport {
     pub tolerance: Tolerance,
     /// The first [`MAX_LISTED`] mismatches: (multi-index, actual, expected).
     pub first: Vec<(Vec<usize>, f64, f64)>,
+    /// Judged bit for bit ([`assert_exact`]) rather than by `tolerance`.
+    pub exact: bool,
 }
 
 /// Verdict of [`assert_close`] when the tensors differ. `Display` is the
@@ -152,6 +154,34 @@ pub fn assert_close(
     expected: &Tensor,
     tol: Tolerance,
 ) -> Result<(), Mismatch> {
+    check_layout(name, actual, expected)?;
+    let (a, e) = (actual.bytes(), expected.bytes());
+    let dtype = actual.dtype();
+    let found = match dtype {
+        DType::F32 => scan(&FloatCheck::<F32>::new(tol), a, e),
+        DType::F64 => scan(&FloatCheck::<F64>::new(tol), a, e),
+        DType::F16 => scan(&FloatCheck::<F16>::new(tol), a, e),
+        DType::BF16 => scan(&FloatCheck::<BF16>::new(tol), a, e),
+        _ if tol.is_exact() => scan(&ExactInt { dtype }, a, e),
+        _ => scan(&IntTol { dtype, tol }, a, e),
+    };
+    verdict(name, actual, found, tol, false)
+}
+
+/// Compares `actual` against `expected` bit for bit: every element's bytes
+/// must be equal, except that a NaN equals any NaN (whatever its payload
+/// or sign). So `-0` differs from `+0` and a float one ulp off fails even
+/// where [`assert_close`] would accept it. Integers and bool compare by
+/// value, as [`assert_close`] with zero tolerance does.
+pub fn assert_exact(name: &str, actual: &Tensor, expected: &Tensor) -> Result<(), Mismatch> {
+    check_layout(name, actual, expected)?;
+    let dtype = actual.dtype();
+    let found = scan(&BitExact { dtype }, actual.bytes(), expected.bytes());
+    verdict(name, actual, found, Tolerance::EXACT, true)
+}
+
+/// Same shape and dtype, or the mismatch saying which differs.
+pub fn check_layout(name: &str, actual: &Tensor, expected: &Tensor) -> Result<(), Mismatch> {
     if actual.shape() != expected.shape() {
         return Err(Mismatch::Shape {
             tensor: name.to_owned(),
@@ -166,19 +196,21 @@ pub fn assert_close(
             expected: expected.dtype(),
         });
     }
-    let (a, e) = (actual.bytes(), expected.bytes());
-    let dtype = actual.dtype();
-    let found = match dtype {
-        DType::F32 => scan(&FloatCheck::<F32>::new(tol), a, e),
-        DType::F64 => scan(&FloatCheck::<F64>::new(tol), a, e),
-        DType::F16 => scan(&FloatCheck::<F16>::new(tol), a, e),
-        DType::BF16 => scan(&FloatCheck::<BF16>::new(tol), a, e),
-        _ if tol.is_exact() => scan(&ExactInt { dtype }, a, e),
-        _ => scan(&IntTol { dtype, tol }, a, e),
-    };
+    Ok(())
+}
+
+/// The verdict of a finished scan.
+fn verdict(
+    name: &str,
+    actual: &Tensor,
+    found: Found,
+    tol: Tolerance,
+    exact: bool,
+) -> Result<(), Mismatch> {
     if found.mismatched == 0 {
         return Ok(());
     }
+    let dtype = actual.dtype();
     let shape = actual.shape();
     let worst = |w: Option<Cand>| {
         w.map(|c| Worst {
@@ -203,6 +235,7 @@ pub fn assert_close(
             .into_iter()
             .map(|c| (unravel(c.flat, shape), c.actual, c.expected))
             .collect(),
+        exact,
     })))
 }
 
@@ -431,6 +464,29 @@ impl Check for ExactInt {
     }
 }
 
+/// Bit-for-bit equality; for float dtypes a NaN equals any NaN.
+struct BitExact {
+    dtype: DType,
+}
+
+impl Check for BitExact {
+    fn size(&self) -> usize {
+        self.dtype.size_of()
+    }
+    fn chunk_clean(&self, a: &[u8], e: &[u8]) -> bool {
+        a == e
+    }
+    fn value(&self, b: &[u8]) -> f64 {
+        read_f64(self.dtype, b)
+    }
+    fn ok(&self, a: &[u8], e: &[u8]) -> bool {
+        if self.dtype == DType::Bool {
+            return (a[0] != 0) == (e[0] != 0);
+        }
+        a == e || (self.dtype.is_float() && self.value(a).is_nan() && self.value(e).is_nan())
+    }
+}
+
 /// Integers (and bool) with a tolerance: the `f64` formula.
 struct IntTol {
     dtype: DType,
@@ -595,19 +651,27 @@ impl fmt::Display for MismatchReport {
         let narrow = matches!(self.dtype, DType::F32 | DType::F16 | DType::BF16);
         let n = |x: f64| fmt_num(x, narrow);
         let pct = 100.0 * self.mismatched as f64 / self.total.max(1) as f64;
-        write!(
-            f,
-            "tensor `{}` mismatch: {} / {} elements ({pct:.3}%) differ beyond tolerance (rtol={}, atol={}",
-            self.tensor,
-            self.mismatched,
-            self.total,
-            fmt_num(self.tolerance.rtol, false),
-            fmt_num(self.tolerance.atol, false),
-        )?;
-        if self.tolerance.equal_nan {
-            f.write_str(", equal_nan")?;
+        if self.exact {
+            writeln!(
+                f,
+                "tensor `{}` mismatch: {} / {} elements ({pct:.3}%) differ (exact: bit for bit, any NaN equals any NaN)",
+                self.tensor, self.mismatched, self.total,
+            )?;
+        } else {
+            write!(
+                f,
+                "tensor `{}` mismatch: {} / {} elements ({pct:.3}%) differ beyond tolerance (rtol={}, atol={}",
+                self.tensor,
+                self.mismatched,
+                self.total,
+                fmt_num(self.tolerance.rtol, false),
+                fmt_num(self.tolerance.atol, false),
+            )?;
+            if self.tolerance.equal_nan {
+                f.write_str(", equal_nan")?;
+            }
+            writeln!(f, ")")?;
         }
-        writeln!(f, ")")?;
         write!(
             f,
             "  shape {}, dtype {}",
@@ -744,6 +808,66 @@ mod tests {
         assert_eq!(r.max_abs, None, "NaN differences are not ranked");
         assert_eq!(r.first.len(), 1);
         assert!(r.first[0].1.is_nan());
+    }
+
+    #[test]
+    fn exact_catches_one_ulp_that_allclose_accepts() {
+        let e = f32t(&[0.1, 1.0, -3.5]);
+        let mut v = e.to_f32_vec();
+        v[1] = f32::from_bits(v[1].to_bits() + 1);
+        let a = Tensor::from_f32(DType::F32, &[3], &v).unwrap();
+        assert!(assert_close("t", &a, &e, Tolerance::default_for(DType::F32)).is_ok());
+        let Err(Mismatch::Values(r)) = assert_exact("t", &a, &e) else {
+            panic!("one ulp must fail exact")
+        };
+        assert_eq!((r.mismatched, r.exact), (1, true));
+        assert_eq!(r.first[0].0, vec![1]);
+        let text = r.to_string();
+        assert!(
+            text.contains("tensor `t` mismatch: 1 / 3 elements") && text.contains("bit for bit"),
+            "{text}"
+        );
+        assert!(!text.contains("rtol"), "{text}");
+        assert!(assert_exact("t", &e, &e).is_ok());
+    }
+
+    #[test]
+    fn exact_signed_zero_nan_payloads_and_integers() {
+        let pz = Tensor::from_f32(DType::F32, &[1], &[0.0]).unwrap();
+        let nz = Tensor::from_f32(DType::F32, &[1], &[-0.0]).unwrap();
+        assert!(assert_close("z", &nz, &pz, Tolerance::EXACT).is_ok());
+        assert!(
+            assert_exact("z", &nz, &pz).is_err(),
+            "-0 is not +0 bit for bit"
+        );
+        // Two NaNs with different payloads and signs are equal.
+        let n1 =
+            Tensor::from_bytes(DType::F32, &[1], 0x7fc0_0001u32.to_le_bytes().to_vec()).unwrap();
+        let n2 =
+            Tensor::from_bytes(DType::F32, &[1], 0xffc0_0000u32.to_le_bytes().to_vec()).unwrap();
+        assert!(assert_exact("n", &n1, &n2).is_ok());
+        assert!(assert_exact("n", &n1, &pz).is_err());
+        // f16 / bf16 / f64 go through the same bytes rule.
+        for dt in [DType::F16, DType::BF16, DType::F64] {
+            let a = Tensor::from_f32(dt, &[2], &[1.0, 2.0]).unwrap();
+            let mut b = a.clone();
+            b.bytes_mut()[0] ^= 1;
+            assert!(assert_exact("h", &a, &a).is_ok(), "{dt}");
+            assert!(assert_exact("h", &b, &a).is_err(), "{dt}");
+        }
+        let a = Tensor::from_i64(DType::I64, &[2], &[(1 << 60) + 1, 3]).unwrap();
+        let e = Tensor::from_i64(DType::I64, &[2], &[1 << 60, 3]).unwrap();
+        assert!(assert_exact("i", &a, &e).is_err());
+        let a = Tensor::from_bytes(DType::Bool, &[2], vec![2, 0]).unwrap();
+        let e = Tensor::from_bytes(DType::Bool, &[2], vec![1, 0]).unwrap();
+        assert!(
+            assert_exact("b", &a, &e).is_ok(),
+            "bool compares by truth value"
+        );
+        let e = f32t(&[1.0, 2.0]);
+        let Err(Mismatch::Shape { .. }) = assert_exact("s", &pz, &e) else {
+            panic!("shape mismatch first")
+        };
     }
 
     #[test]

@@ -13,6 +13,9 @@
 //! * [`make_fixture`] — platform-independent seeded inputs ([`fixture`]);
 //! * [`assert_close`] — streaming, parallel tolerance check with a human
 //!   report ([`compare`]);
+//!   [`assert_exact`] compares bit for bit;
+//! * [`measure`] — whole-tensor measures for other comparisons (cosine
+//!   similarity, absolute-error statistics, the first non-finite element);
 //! * [`npy`] — `.npy` v1.0 read/write;
 //! * [`reference`](mod@reference) — CPU reference ops (matmul, softmax, rmsnorm, rope,
 //!   decode attention, ...) and thread caps for goldens.
@@ -38,11 +41,14 @@
 pub mod compare;
 pub mod dtype;
 pub mod fixture;
+pub mod measure;
 pub mod npy;
 pub mod reference;
 pub mod tensor;
 
-pub use compare::{Mismatch, MismatchReport, Tolerance, Worst, assert_close, is_close};
+pub use compare::{
+    Mismatch, MismatchReport, Tolerance, Worst, assert_close, assert_exact, is_close,
+};
 pub use dtype::{DType, ParseDTypeError};
 pub use fixture::{FixtureSeed, Init, ListItem, make_fixture};
 pub use tensor::{Tensor, TensorError};

@@ -1,28 +1,45 @@
 //! The compare stage: the device's outputs against the golden, after the
-//! card is released.
+//! card is released. Each output is judged by its comparison
+//! ([`crate::comparison`]): allclose, exact, a registered custom one, or
+//! none (`skip_golden`, then only checked for NaN / inf).
 
-use scene_golden::{Tensor, assert_close};
+use scene_golden::compare::fmt_num;
+use scene_golden::measure::first_nonfinite;
+use scene_golden::{Tensor, Tolerance, assert_close, assert_exact};
 
-use crate::golden::GoldenOutputs;
+use crate::comparison::{Comparison, ComparisonCtx, OutputReport, Verdict};
+use crate::golden::{GoldenOutputs, GoldenRegistry};
 use crate::prepare::{missing_golden_message, missing_golden_output};
 use crate::scene::{Case, Scene};
 
-/// Every output of `scene` (`outputs` in declaration order) checked against
-/// `golden` with the scene's tolerances, on `pool`. Returns one message per
-/// mismatching tensor; empty means the case passed.
+/// What the compare stage found: one record per output (which comparison
+/// judged it, the verdict) and one message per failing output.
+#[derive(Debug, Default)]
+pub struct CompareOutcome {
+    pub outputs: Vec<OutputReport>,
+    /// Empty means the case passed.
+    pub problems: Vec<String>,
+}
+
+/// Every output of `scene` (`outputs` in declaration order) judged against
+/// `golden` by its comparison in `case`, on `pool`.
 pub fn compare_outputs(
     pool: &rayon::ThreadPool,
+    registry: &GoldenRegistry,
     scene: &Scene,
     case: &Case,
     outputs: &[Tensor],
     golden: &GoldenOutputs,
-) -> Vec<String> {
+) -> CompareOutcome {
     // Prepared cases and bundle slots both guarantee this; checked once
     // more so a broken invariant is a failed case, not a silent pass.
-    if let Some(name) = missing_golden_output(scene, golden) {
-        return vec![missing_golden_message(scene, name)];
+    if let Some(name) = missing_golden_output(scene, case, golden) {
+        return CompareOutcome {
+            outputs: Vec::new(),
+            problems: vec![missing_golden_message(scene, name)],
+        };
     }
-    let mut problems = Vec::new();
+    let mut outcome = CompareOutcome::default();
     for ((index, spec), actual) in scene
         .tensors
         .iter()
@@ -30,19 +47,125 @@ pub fn compare_outputs(
         .filter(|(_, t)| t.direction.is_output())
         .zip(outputs)
     {
-        let Some(expected) = golden.get(&spec.name) else {
-            continue;
+        let comparison = scene
+            .comparison_for(case, index)
+            .unwrap_or(&Comparison::AllClose);
+        let judged = Judged {
+            scene: &scene.name,
+            case: &case.name,
+            tensor: &spec.name,
+            comparison,
+            tolerance: scene.tolerance_for(case, index),
+            allow_nonfinite: spec.allow_nonfinite,
+            actual,
+            expected: golden.get(&spec.name),
         };
-        if let Err(m) = pool.install(|| {
-            assert_close(
-                &spec.name,
-                actual,
-                expected,
-                scene.tolerance_for(case, index),
+        let report = pool.install(|| judged.judge(registry));
+        if report.verdict == Verdict::Fail {
+            outcome
+                .problems
+                .push(report.detail.clone().unwrap_or_default());
+        }
+        outcome.outputs.push(report);
+    }
+    outcome
+}
+
+/// One output to judge.
+#[derive(Debug)]
+pub struct Judged<'a> {
+    pub scene: &'a str,
+    pub case: &'a str,
+    pub tensor: &'a str,
+    pub comparison: &'a Comparison,
+    pub tolerance: Tolerance,
+    pub allow_nonfinite: bool,
+    pub actual: &'a Tensor,
+    /// `None` only for a skipped output the golden did not give.
+    pub expected: Option<&'a Tensor>,
+}
+
+impl Judged<'_> {
+    /// The verdict; a failing one's `detail` is the whole failure text
+    /// (naming the tensor and the comparison).
+    pub fn judge(&self, registry: &GoldenRegistry) -> OutputReport {
+        let comparison = self.comparison.describe(&self.tolerance);
+        let report = |verdict, detail| OutputReport {
+            name: self.tensor.to_string(),
+            comparison: comparison.clone(),
+            verdict,
+            detail,
+        };
+        let fail = |text: String| {
+            report(
+                Verdict::Fail,
+                Some(format!("{text}\n  comparison: {comparison}")),
             )
-        }) {
-            problems.push(m.to_string());
+        };
+        if *self.comparison == Comparison::Skipped {
+            return match first_nonfinite(self.actual) {
+                Some(nf) if !self.allow_nonfinite => fail(format!(
+                    "tensor `{}`: not compared (skip_golden), but holds a non-finite value: {} at index {:?} ({} non-finite of {} elements); set `allow_nonfinite = true` on the tensor to allow it",
+                    self.tensor,
+                    fmt_num(nf.value, false),
+                    nf.index,
+                    nf.count,
+                    self.actual.numel()
+                )),
+                Some(nf) => report(
+                    Verdict::Skipped,
+                    Some(format!(
+                        "{} non-finite element(s), allowed (allow_nonfinite)",
+                        nf.count
+                    )),
+                ),
+                None => report(Verdict::Skipped, None),
+            };
+        }
+        let Some(expected) = self.expected else {
+            return fail(format!(
+                "tensor `{}`: the golden gave no value to compare with",
+                self.tensor
+            ));
+        };
+        match self.comparison {
+            Comparison::AllClose | Comparison::Exact => {
+                let r = if *self.comparison == Comparison::Exact {
+                    assert_exact(self.tensor, self.actual, expected)
+                } else {
+                    assert_close(self.tensor, self.actual, expected, self.tolerance)
+                };
+                match r {
+                    Ok(()) => report(Verdict::Pass, None),
+                    Err(m) => fail(m.to_string()),
+                }
+            }
+            Comparison::Custom { name, args } => {
+                let Some(custom) = registry.comparison(name) else {
+                    return fail(format!(
+                        "tensor `{}`: comparison `{name}` is not registered (registered: {})",
+                        self.tensor,
+                        registry.comparison_names().collect::<Vec<_>>().join(", ")
+                    ));
+                };
+                let ctx = ComparisonCtx {
+                    scene: self.scene,
+                    case: self.case,
+                    tensor: self.tensor,
+                    actual: self.actual,
+                    expected,
+                    tolerance: self.tolerance,
+                    args,
+                };
+                match (custom.f)(&ctx) {
+                    Ok(detail) => report(Verdict::Pass, Some(detail)),
+                    Err(detail) => fail(format!(
+                        "tensor `{}` failed comparison {comparison}: {detail}",
+                        self.tensor
+                    )),
+                }
+            }
+            Comparison::Skipped => unreachable!("handled above"),
         }
     }
-    problems
 }

@@ -163,6 +163,9 @@ pub fn meta_json(dump: &CaseDump<'_>) -> Value {
                     "atol": tol.atol,
                     "equal_nan": tol.equal_nan,
                 });
+                if let Some(c) = scene.comparison_for(dump.case, i) {
+                    v["comparison"] = json!(c.describe(&tol));
+                }
             }
             if tensor.is_some_and(|t| t.dtype() == scene_golden::DType::BF16) {
                 v["note"] = json!(BF16_NOTE);

@@ -10,6 +10,8 @@ use std::fmt;
 
 use scene_golden::Tensor;
 
+use crate::comparison::{BUILTIN_COMPARISONS, ComparisonFn, CustomComparison};
+
 /// What a golden function can see of one case.
 #[derive(Debug)]
 pub struct GoldenCtx<'a> {
@@ -182,19 +184,39 @@ impl GoldenOutputs {
 
 pub type GoldenFn = fn(&GoldenCtx<'_>) -> Result<GoldenOutputs, GoldenError>;
 
-/// Golden functions by the name scenes use for them.
-#[derive(Clone, Default)]
+/// Golden functions by the name scenes use for them, and the custom
+/// comparisons scenes name in `compare = { custom = "NAME", ... }`.
+#[derive(Clone)]
 pub struct GoldenRegistry {
     map: BTreeMap<String, GoldenFn>,
+    comparisons: BTreeMap<String, CustomComparison>,
+}
+
+impl Default for GoldenRegistry {
+    /// No goldens; the built-in comparisons
+    /// ([`crate::comparison::BUILTIN_COMPARISONS`]).
+    fn default() -> Self {
+        Self {
+            map: BTreeMap::new(),
+            comparisons: BUILTIN_COMPARISONS
+                .iter()
+                .map(|(name, c)| (name.to_string(), *c))
+                .collect(),
+        }
+    }
 }
 
 impl fmt::Debug for GoldenRegistry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_set().entries(self.map.keys()).finish()
+        f.debug_struct("GoldenRegistry")
+            .field("goldens", &self.map.keys().collect::<Vec<_>>())
+            .field("comparisons", &self.comparisons.keys().collect::<Vec<_>>())
+            .finish()
     }
 }
 
 impl GoldenRegistry {
+    /// No goldens, the built-in comparisons.
     pub fn new() -> Self {
         Self::default()
     }
@@ -210,5 +232,27 @@ impl GoldenRegistry {
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.map.keys().map(String::as_str)
+    }
+
+    /// Registers a custom comparison under `name` (replacing a built-in of
+    /// that name), taking the arguments `args` (each required; a scene
+    /// giving another is refused before the device stage).
+    pub fn register_comparison(
+        mut self,
+        name: &str,
+        args: &'static [&'static str],
+        f: ComparisonFn,
+    ) -> Self {
+        self.comparisons
+            .insert(name.to_string(), CustomComparison { args, f });
+        self
+    }
+
+    pub fn comparison(&self, name: &str) -> Option<CustomComparison> {
+        self.comparisons.get(name).copied()
+    }
+
+    pub fn comparison_names(&self) -> impl Iterator<Item = &str> {
+        self.comparisons.keys().map(String::as_str)
     }
 }

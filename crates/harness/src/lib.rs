@@ -14,12 +14,14 @@
 //! ([`GoldenRegistry`]).
 //!
 //! Modules in stage order: [`scene`] (model), [`select`], [`compile`],
-//! [`prepare`] (fixtures, goldens), [`device`], [`compare`], then
+//! [`prepare`] (fixtures, goldens), [`device`], [`compare`] (with the
+//! rules in [`comparison`]), then
 //! [`schedule`] (the order across cases and cards), [`dump`] (a sink after
 //! the verdict), [`bundle`] (two-pass runs) and [`report`].
 
 pub mod bundle;
 pub mod compare;
+pub mod comparison;
 pub mod compile;
 pub mod config;
 pub mod device;
@@ -34,6 +36,7 @@ pub mod schedule;
 pub mod select;
 pub mod shape;
 
+pub use comparison::{Comparison, ComparisonCtx, ComparisonFn, OutputReport, Verdict};
 pub use config::{DEFAULT_CASE_TIMEOUT, DumpPolicy, RunConfig};
 pub use golden::{GoldenCtx, GoldenError, GoldenFn, GoldenOutputs, GoldenRegistry};
 pub use platform::Platform;

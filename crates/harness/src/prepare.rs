@@ -11,6 +11,7 @@ use std::time::Instant;
 use scene_golden::{FixtureSeed, Tensor, make_fixture};
 use scene_kernels::{Builder, ChipCallable};
 
+use crate::comparison::Comparison;
 use crate::compile::{CompiledScenes, compile_builder, compile_scenes};
 use crate::config::RunConfig;
 use crate::expr::Num;
@@ -116,6 +117,11 @@ impl CpuStages {
             report.wall_s = started.elapsed().as_secs_f64();
             Box::new(report)
         };
+        // A custom comparison that is not registered (or gets the wrong
+        // arguments) fails the case before anything is built or run.
+        if let Err(e) = self.check_comparisons(sel) {
+            return Err(fail(report, CaseFailure::Compare(e)));
+        }
         let callable = match compiled.callables.get(&scene.name) {
             Some(Ok(c)) => Arc::clone(c),
             Some(Err(e)) => return Err(fail(report, CaseFailure::Compile(e.clone()))),
@@ -163,6 +169,17 @@ impl CpuStages {
         })
     }
 
+    /// Every custom comparison of the case is registered and gets the
+    /// arguments it takes; the error names the file, field and case.
+    pub fn check_comparisons(&self, sel: &SelectedCase) -> Result<(), String> {
+        check_registered(&self.registry, &sel.scene, sel.case())
+    }
+
+    /// The registry of goldens and comparisons.
+    pub fn registry(&self) -> &GoldenRegistry {
+        &self.registry
+    }
+
     /// The case's golden, checked to cover every output tensor.
     fn golden(
         &self,
@@ -170,6 +187,11 @@ impl CpuStages {
         case: &Case,
         inputs: &[(String, Tensor)],
     ) -> Result<GoldenOutputs, String> {
+        // Nothing to compare: the golden is not called (and need not be
+        // registered); outputs are still checked for NaN / inf.
+        if scene.case_skips_every_output(case) {
+            return Ok(GoldenOutputs::new());
+        }
         let golden = compute_golden(
             &self.registry,
             &self.golden_pool,
@@ -178,21 +200,30 @@ impl CpuStages {
             case,
             inputs,
         )?;
-        match missing_golden_output(scene, &golden) {
+        match missing_golden_output(scene, case, &golden) {
             Some(name) => Err(missing_golden_message(scene, name)),
             None => Ok(golden),
         }
     }
 }
 
-/// The first output tensor of `scene` that `golden` has no value for.
-pub fn missing_golden_output<'s>(scene: &'s Scene, golden: &GoldenOutputs) -> Option<&'s str> {
+/// The first output tensor of `scene` that `case` compares and `golden`
+/// has no value for (outputs skipped with `skip_golden` need none).
+pub fn missing_golden_output<'s>(
+    scene: &'s Scene,
+    case: &Case,
+    golden: &GoldenOutputs,
+) -> Option<&'s str> {
     scene
         .tensors
         .iter()
-        .filter(|t| t.direction.is_output())
-        .find(|t| golden.get(&t.name).is_none())
-        .map(|t| t.name.as_str())
+        .enumerate()
+        .filter(|(i, t)| {
+            t.direction.is_output()
+                && !matches!(scene.comparison_for(case, *i), Some(Comparison::Skipped))
+        })
+        .find(|(_, t)| golden.get(&t.name).is_none())
+        .map(|(_, t)| t.name.as_str())
 }
 
 /// What a case whose golden lacks output `name` fails with.
@@ -230,6 +261,51 @@ pub fn compute_golden(
         .with_int_scalars(&int_scalars);
     pool.install(|| golden_fn(&ctx))
         .map_err(|e| format!("golden `{}`: {e}", scene.golden))
+}
+
+/// Checks, before any device work, that every custom comparison of the
+/// case is registered and gets exactly the arguments it takes. The error
+/// names the file, the field and the case.
+pub fn check_registered(
+    registry: &GoldenRegistry,
+    scene: &Scene,
+    case: &Case,
+) -> Result<(), String> {
+    for (j, (t, ct)) in scene.tensors.iter().zip(&case.tensors).enumerate() {
+        let Some(Comparison::Custom { name, args }) = &ct.comparison else {
+            continue;
+        };
+        let at = |f: &str| {
+            format!(
+                "{}: `tensors[{j}].compare{f}`: case `{}`: tensor `{}`",
+                scene.manifest.display(),
+                case.name,
+                t.name
+            )
+        };
+        let Some(custom) = registry.comparison(name) else {
+            return Err(format!(
+                "{}: comparison `{name}` is not registered (registered: {})",
+                at(".custom"),
+                registry.comparison_names().collect::<Vec<_>>().join(", ")
+            ));
+        };
+        if let Some(extra) = args.keys().find(|k| !custom.args.contains(&k.as_str())) {
+            return Err(format!(
+                "{}: comparison `{name}` takes no argument `{extra}` (it takes: {})",
+                at(&format!(".{extra}")),
+                custom.args.join(", ")
+            ));
+        }
+        if let Some(missing) = custom.args.iter().find(|a| !args.contains_key(**a)) {
+            return Err(format!(
+                "{}: comparison `{name}` needs argument `{missing}` (it takes: {})",
+                at(""),
+                custom.args.join(", ")
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Bytes of the case's tensors (each tensor once, inputs and outputs);

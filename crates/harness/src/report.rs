@@ -6,6 +6,8 @@
 
 use serde::Serialize;
 
+use crate::comparison::OutputReport;
+
 /// Outcome of one case.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -140,6 +142,10 @@ pub struct CaseReport {
     pub failure: Option<CaseFailure>,
     /// Wall time of the case from its first stage to its verdict.
     pub wall_s: f64,
+    /// Every output, in declaration order, with the comparison that judged
+    /// it and its verdict (`pass`, `fail`, `skipped`); empty when the case
+    /// failed before the compare stage.
+    pub outputs: Vec<OutputReport>,
 }
 
 impl CaseReport {
@@ -156,6 +162,7 @@ impl CaseReport {
             message: None,
             failure: None,
             wall_s: 0.0,
+            outputs: Vec::new(),
         }
     }
 
@@ -328,7 +335,7 @@ impl RunReport {
             case.set_classname(c.scene.as_str())
                 .set_time(std::time::Duration::try_from_secs_f64(c.wall_s).unwrap_or_default());
             let p = &c.phases;
-            case.set_system_out(format!(
+            let mut out = format!(
                 "compile_s={:.3} fixtures_s={:.3} golden_s={:.3} lock_wait_s={:.3} \
                  lock_held_s={:.3} device_s={:.3} session_s={:.3} compare_s={:.3}\n",
                 p.compile_s,
@@ -339,7 +346,14 @@ impl RunReport {
                 p.device_s,
                 p.session_s,
                 p.compare_s
-            ));
+            );
+            for o in &c.outputs {
+                out.push_str(&format!(
+                    "output {}: {} {}\n",
+                    o.name, o.comparison, o.verdict
+                ));
+            }
+            case.set_system_out(xml_text(&out));
             suite.add_test_case(case);
         }
         let mut report = Report::new("scenes");
@@ -381,6 +395,43 @@ fn xml_text(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outputs_say_which_comparison_judged_them() {
+        use crate::comparison::Verdict;
+        let mut c = CaseReport::new("s", "c");
+        c.outputs = vec![
+            OutputReport {
+                name: "y".into(),
+                comparison: "exact".into(),
+                verdict: Verdict::Pass,
+                detail: None,
+            },
+            OutputReport {
+                name: "z".into(),
+                comparison: "cosine(min=0.9)".into(),
+                verdict: Verdict::Fail,
+                detail: Some("cosine similarity 0.5 < min 0.9".into()),
+            },
+        ];
+        let fresh = CaseReport::new("s", "d");
+        let r = RunReport::new("a2a3sim", vec![c, fresh], 1.0);
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(
+            json["cases"][0]["outputs"],
+            serde_json::json!([
+                { "name": "y", "comparison": "exact", "verdict": "pass" },
+                { "name": "z", "comparison": "cosine(min=0.9)", "verdict": "fail",
+                  "detail": "cosine similarity 0.5 < min 0.9" },
+            ])
+        );
+        assert_eq!(json["cases"][1]["outputs"], serde_json::json!([]));
+        let x = r.to_junit();
+        assert!(
+            x.contains("output y: exact pass\noutput z: cosine(min=0.9) fail"),
+            "{x}"
+        );
+    }
 
     #[test]
     fn junit_escapes_and_counts() {

@@ -14,6 +14,7 @@ use scene_golden::{DType, Init, ListItem, Tolerance};
 use scene_kernels::CoreType;
 use serde::Deserialize;
 
+use crate::comparison::{self, CompareSpec, Comparison};
 use crate::expr::{Expr, ExprError, Num, Params, Value};
 use crate::shape::{Dim, ShapeError};
 
@@ -274,6 +275,13 @@ struct RawTensor {
     seed: u64,
     rtol: Option<RawNum>,
     atol: Option<RawNum>,
+    /// `"allclose"`, `"exact"` or `{ custom = "NAME", ... }`
+    /// ([`crate::comparison`]).
+    compare: Option<toml::Value>,
+    #[serde(default)]
+    allow_nonfinite: bool,
+    #[serde(default)]
+    skip_golden: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -379,6 +387,8 @@ struct RawCase {
     manual: Option<RawManual>,
     #[serde(default)]
     seed: Option<u64>,
+    /// `true`, or a list of output tensors ([`crate::comparison`]).
+    skip_golden: Option<toml::Value>,
 }
 
 // ---------------------------------------------------------------------------
@@ -402,6 +412,20 @@ pub struct Scene {
     pub tensors: Vec<TensorSpec>,
     pub scalars: Vec<ScalarSpec>,
     pub cases: Vec<Case>,
+}
+
+impl TensorSpec {
+    /// What the comparison rules see of this tensor.
+    fn info(&self) -> comparison::TensorInfo<'_> {
+        comparison::TensorInfo {
+            name: &self.name,
+            output: self.direction.is_output(),
+            direction: self.direction.to_string(),
+            compare: &self.compare,
+            allow_nonfinite: self.allow_nonfinite,
+            skip_golden: self.skip_golden,
+        }
+    }
 }
 
 /// Scene-level tolerance overrides; unset fields take the dtype default.
@@ -442,6 +466,12 @@ pub struct TensorSpec {
     pub direction: ArgDirection,
     pub rtol: Option<NumSpec>,
     pub atol: Option<NumSpec>,
+    /// How the output is judged ([`crate::comparison`]).
+    pub compare: CompareSpec,
+    /// A skipped output may hold NaN / inf.
+    pub allow_nonfinite: bool,
+    /// Never compared (in any case).
+    pub skip_golden: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -489,6 +519,8 @@ pub struct CaseTensor {
     pub init: Init,
     /// Per-tensor, then scene, then dtype default.
     pub tolerance: Tolerance,
+    /// How this output is judged in this case (`None` for inputs).
+    pub comparison: Option<Comparison>,
 }
 
 impl Scene {
@@ -522,6 +554,20 @@ impl Scene {
             .get(index)
             .map(|t| t.tolerance)
             .unwrap_or_else(|| Tolerance::default_for(DType::F32))
+    }
+
+    /// How output `index` (in signature order) is judged in `case`
+    /// (`None` for an input).
+    pub fn comparison_for<'c>(&self, case: &'c Case, index: usize) -> Option<&'c Comparison> {
+        case.tensors.get(index).and_then(|t| t.comparison.as_ref())
+    }
+
+    /// Whether `case` compares no output at all (every one is skipped):
+    /// then its golden is not called.
+    pub fn case_skips_every_output(&self, case: &Case) -> bool {
+        case.tensors
+            .iter()
+            .all(|t| matches!(t.comparison, None | Some(Comparison::Skipped)))
     }
 
     /// Whether `case` runs on `platform`.
@@ -964,7 +1010,16 @@ impl Validator<'_> {
                 None => InitSpec::Zeros,
                 Some(init) => self.init_spec(&field("init"), init)?,
             };
-            tensors.push(TensorSpec {
+            let compare_given = t.compare.is_some();
+            let own_tolerance = rtol.is_some() || atol.is_some();
+            let compare = comparison::compare_spec(
+                i,
+                (&t.name, direction.is_output(), &direction.to_string()),
+                t.compare,
+                own_tolerance,
+            )
+            .map_err(|e| self.err(e.field, e.message))?;
+            let spec = TensorSpec {
                 name: t.name,
                 dtype,
                 shape,
@@ -973,7 +1028,13 @@ impl Validator<'_> {
                 direction,
                 rtol,
                 atol,
-            });
+                compare,
+                allow_nonfinite: t.allow_nonfinite,
+                skip_golden: t.skip_golden,
+            };
+            comparison::check_tensor_flags(i, &spec.info(), compare_given)
+                .map_err(|e| self.err(e.field, e.message))?;
+            tensors.push(spec);
         }
         Ok(tensors)
     }
@@ -1044,6 +1105,8 @@ impl Validator<'_> {
         }
         let mut case_names = BTreeSet::new();
         let mut cases = Vec::with_capacity(raw.len());
+        let mut skipped_somewhere = vec![false; tensors.len()];
+        let infos: Vec<_> = tensors.iter().map(TensorSpec::info).collect();
         for (i, c) in raw.into_iter().enumerate() {
             let field = |f: &str| format!("cases[{i}].{f}");
             if c.name.is_empty() || c.name.contains("::") || c.name.contains(char::is_whitespace) {
@@ -1083,11 +1146,21 @@ impl Validator<'_> {
                     ));
                 }
             }
-            let resolved = tensors
+            let mut resolved = tensors
                 .iter()
                 .enumerate()
                 .map(|(j, t)| self.case_tensor(j, t, &prefix, &c.params, tolerance))
                 .collect::<Result<Vec<_>, _>>()?;
+            let skip = comparison::case_skip(i, &c.name, c.skip_golden, &infos)
+                .map_err(|e| self.err(e.field, e.message))?;
+            for (j, (t, r)) in infos.iter().zip(resolved.iter_mut()).enumerate() {
+                if t.output {
+                    let cmp = comparison::resolve(j, t, &skip, &prefix, &c.params)
+                        .map_err(|e| self.err(e.field, e.message))?;
+                    skipped_somewhere[j] |= cmp == Comparison::Skipped;
+                    r.comparison = Some(cmp);
+                }
+            }
             let mut values = Vec::with_capacity(scalars.len());
             for (j, s) in scalars.iter().enumerate() {
                 let at = match s.value.param() {
@@ -1113,6 +1186,8 @@ impl Validator<'_> {
                 scalars: values,
             });
         }
+        comparison::check_allow_nonfinite(&infos, &skipped_somewhere)
+            .map_err(|e| self.err(e.field, e.message))?;
 
         Ok(cases)
     }
@@ -1185,6 +1260,7 @@ impl Validator<'_> {
                 atol,
                 equal_nan: scene_tol.equal_nan,
             },
+            comparison: None,
         })
     }
 

@@ -294,15 +294,24 @@ impl Session {
         compiled: &CompiledScenes,
     ) -> Result<Prepared, Box<CaseReport>> {
         match slot {
-            Some(slot) => Ok(Prepared {
-                sel: sel.clone(),
-                callable: slot.callable,
-                inputs: slot.inputs,
-                scalars: slot.scalars,
-                golden: slot.golden,
-                report: CaseReport::new(&sel.scene.name, &sel.case().name),
-                started: Instant::now(),
-            }),
+            Some(slot) => {
+                // The bundle holds inputs and goldens, not the verdict's
+                // functions: a custom comparison must be registered here.
+                if let Err(e) = self.cpu.check_comparisons(sel) {
+                    let mut r = CaseReport::new(&sel.scene.name, &sel.case().name);
+                    r.fail(FailureStage::Compare, e);
+                    return Err(Box::new(r));
+                }
+                Ok(Prepared {
+                    sel: sel.clone(),
+                    callable: slot.callable,
+                    inputs: slot.inputs,
+                    scalars: slot.scalars,
+                    golden: slot.golden,
+                    report: CaseReport::new(&sel.scene.name, &sel.case().name),
+                    started: Instant::now(),
+                })
+            }
             None => self.cpu.prepare(sel, compiled),
         }
     }
@@ -333,14 +342,17 @@ impl Session {
         };
 
         let t = Instant::now();
-        let problems = compare_outputs(
+        let outcome = compare_outputs(
             self.cpu.golden_pool(),
+            self.cpu.registry(),
             &sel.scene,
             sel.case(),
             &outputs,
             &golden,
         );
         report.phases.compare_s = t.elapsed().as_secs_f64();
+        report.outputs = outcome.outputs;
+        let problems = outcome.problems;
         let failure = (!problems.is_empty()).then(|| problems.join("\n"));
         let dump_note = crate::dump::sink(
             &self.config().dumps,

@@ -1,6 +1,7 @@
 //! Golden functions, registered by the name scenes give in `golden = "..."`.
 
 mod common;
+mod compare_demo;
 mod decode_layer;
 mod dtype_copy;
 mod gemm;
@@ -23,4 +24,5 @@ pub fn register(r: GoldenRegistry) -> GoldenRegistry {
         .register("paged_attention", paged_attention::golden)
         .register("scope_loop", scope_loop::golden)
         .register("dtype_copy", dtype_copy::golden)
+        .register("compare_demo", compare_demo::golden)
 }

@@ -249,8 +249,10 @@ pub struct SlotData {
 /// decides the case's fixtures, scalars, golden and verdict. A bundle slot is
 /// used only when the key recomputed from its stored callable and the
 /// current scene definition equals the recorded one, so an edited
-/// `scene.toml` (shapes, seeds, params, tolerances) never runs against stale
-/// data.
+/// `scene.toml` (shapes, seeds, params, tolerances, comparisons,
+/// `skip_golden`) never runs against stale data. Pass 2 judges with the
+/// comparisons of the current `scene.toml`, which the key ties to the ones
+/// the slot was built for.
 pub fn slot_key(
     callable: &ChipCallable,
     scene: &Scene,
@@ -283,6 +285,18 @@ pub fn slot_key(
         field("tensor", &canonical(&tensor_identity(t)));
         if t.direction.is_output() {
             field("tolerance", &canonical(&scene.tolerance_for(case, i)));
+            // Hashed only when the scene chose one, so slots of scenes that
+            // say nothing about comparisons keep the keys they had.
+            let comparison = scene.comparison_for(case, i);
+            if comparison.is_some_and(|c| !c.is_default()) || t.allow_nonfinite {
+                field(
+                    "comparison",
+                    &canonical(&serde_json::json!({
+                        "comparison": comparison,
+                        "allow_nonfinite": t.allow_nonfinite,
+                    })),
+                );
+            }
         }
     }
     field("scalars", &canonical(&scalars));

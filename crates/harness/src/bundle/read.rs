@@ -137,7 +137,7 @@ impl Bundle {
                 expected: key,
             });
         }
-        let (inputs, golden) = reader.tensors(&sel.scene)?;
+        let (inputs, golden) = reader.tensors(&sel.scene, sel.case())?;
         Ok(SlotData {
             callable: Arc::new(callable),
             inputs,
@@ -284,6 +284,7 @@ impl SlotReader<'_> {
     fn tensors(
         &self,
         scene: &Scene,
+        case: &Case,
     ) -> Result<(Vec<(String, Tensor)>, GoldenOutputs), SlotProblem> {
         // `check_case` matched them to the scene's tensors already.
         let slot = self.slot;
@@ -296,7 +297,7 @@ impl SlotReader<'_> {
         for t in &slot.golden {
             golden = golden.with(&t.name, self.tensor(t)?);
         }
-        if let Some(name) = missing_golden_output(scene, &golden) {
+        if let Some(name) = missing_golden_output(scene, case, &golden) {
             return Err(SlotProblem::Malformed(format!(
                 "no golden for output tensor `{name}`"
             )));

@@ -1,0 +1,988 @@
+//! Comparisons: how each output of a case is judged.
+//!
+//! A tensor's `compare` in `scene.toml` picks the rule:
+//!
+//! * `"allclose"` (the default): `|a - e| <= atol + rtol * |e|` with the
+//!   tensor's resolved tolerance ([`scene_golden::assert_close`]); integer
+//!   and bool outputs default to tolerance 0, i.e. exact;
+//! * `"exact"`: bit for bit, any NaN equal to any NaN
+//!   ([`scene_golden::assert_exact`]);
+//! * `{ custom = "NAME", arg = number | "expression", ... }`: a function
+//!   registered under `NAME` ([`crate::golden::GoldenRegistry::register_comparison`]),
+//!   given the output, its golden, its tolerance and its arguments resolved
+//!   in the case. The harness ships [`BUILTIN_COMPARISONS`].
+//!
+//! `skip_golden` (on a case, a case's list of outputs, or a tensor) leaves
+//! an output unjudged against the golden; it is still dumped and must hold
+//! only finite values unless the tensor says `allow_nonfinite = true`.
+//!
+//! Parsing lives here, apart from the rest of the scene model, and reports
+//! problems as `FieldError`s that the scene validator turns into
+//! `scene.toml` errors naming the field. This module knows neither the
+//! scene model nor the registry (both use it): judging an output against
+//! the registry is the compare stage's (`crate::compare`), the check that
+//! a case's custom comparisons are registered the CPU stages'.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use scene_golden::compare::fmt_num;
+use scene_golden::measure::{abs_error, cosine_similarity, leading_rows};
+use scene_golden::{Tensor, Tolerance, assert_close};
+use serde::Serialize;
+
+use crate::expr::{Expr, Params};
+
+/// A problem with one field of `scene.toml` (the validator adds the file).
+#[derive(Debug)]
+pub(crate) struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+fn ferr(field: impl Into<String>, message: impl Into<String>) -> FieldError {
+    FieldError {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// A number or an expression of the case params, as a comparison argument
+/// was written.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ArgSpec {
+    Int(i64),
+    Float(f64),
+    Expr { text: String, expr: Expr },
+}
+
+impl ArgSpec {
+    fn eval(&self, params: &Params) -> Result<f64, crate::expr::ExprError> {
+        Ok(match self {
+            ArgSpec::Int(i) => *i as f64,
+            ArgSpec::Float(f) => *f,
+            ArgSpec::Expr { expr, .. } => expr.eval(params)?.as_f64(),
+        })
+    }
+}
+
+/// What the comparison rules need to know of a tensor argument.
+#[derive(Clone, Debug)]
+pub(crate) struct TensorInfo<'a> {
+    pub name: &'a str,
+    /// `out` or `inout`.
+    pub output: bool,
+    /// `in`, `out`, `inout`, as written in the signature.
+    pub direction: String,
+    pub compare: &'a CompareSpec,
+    pub allow_nonfinite: bool,
+    pub skip_golden: bool,
+}
+
+/// A tensor's `compare`, as written.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum CompareSpec {
+    #[default]
+    AllClose,
+    Exact,
+    /// A registered comparison and its arguments (numbers or expressions
+    /// of the case params), in name order.
+    Custom {
+        name: String,
+        args: Vec<(String, ArgSpec)>,
+    },
+}
+
+/// How one output of one case is judged, resolved (arguments evaluated).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Comparison {
+    /// `assert_close` with the tensor's tolerance.
+    AllClose,
+    /// `assert_exact`.
+    Exact,
+    /// A registered comparison with its arguments.
+    Custom {
+        name: String,
+        args: BTreeMap<String, f64>,
+    },
+    /// `skip_golden`: not compared; checked for NaN/inf unless
+    /// `allow_nonfinite`.
+    Skipped,
+}
+
+impl Comparison {
+    /// What the report calls it, e.g. `allclose(rtol=0.001, atol=1e-05)`,
+    /// `exact`, `cosine(min=0.999)`, `skip_golden`.
+    pub fn describe(&self, tol: &Tolerance) -> String {
+        match self {
+            Comparison::AllClose => {
+                let nan = if tol.equal_nan { ", equal_nan" } else { "" };
+                format!(
+                    "allclose(rtol={}, atol={}{nan})",
+                    fmt_num(tol.rtol, false),
+                    fmt_num(tol.atol, false)
+                )
+            }
+            Comparison::Exact => "exact".to_string(),
+            Comparison::Custom { name, args } => {
+                let args: Vec<String> = args
+                    .iter()
+                    .map(|(k, v)| format!("{k}={}", fmt_num(*v, false)))
+                    .collect();
+                format!("{name}({})", args.join(", "))
+            }
+            Comparison::Skipped => "skip_golden".to_string(),
+        }
+    }
+
+    /// Whether this is what a tensor gets when the scene says nothing
+    /// (bundle keys hash a comparison only when it is not).
+    pub fn is_default(&self) -> bool {
+        matches!(self, Comparison::AllClose)
+    }
+}
+
+/// A case's `skip_golden`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) enum CaseSkip {
+    #[default]
+    None,
+    /// `skip_golden = true`: every output.
+    All,
+    /// `skip_golden = ["out2"]`.
+    Some(BTreeSet<String>),
+}
+
+impl CaseSkip {
+    pub fn skips(&self, tensor: &str) -> bool {
+        match self {
+            CaseSkip::None => false,
+            CaseSkip::All => true,
+            CaseSkip::Some(s) => s.contains(tensor),
+        }
+    }
+}
+
+const KINDS: &str = "\"allclose\", \"exact\", or { custom = \"NAME\", ... }";
+
+/// A tensor's `compare` (absent: allclose), checked against its direction
+/// and its own `rtol` / `atol`.
+pub(crate) fn compare_spec(
+    i: usize,
+    (name, output, direction): (&str, bool, &str),
+    raw: Option<toml::Value>,
+    has_own_tolerance: bool,
+) -> Result<CompareSpec, FieldError> {
+    let field = format!("tensors[{i}].compare");
+    let Some(raw) = raw else {
+        return Ok(CompareSpec::AllClose);
+    };
+    if !output {
+        return Err(ferr(
+            field,
+            format!(
+                "tensor `{name}` is an input ({direction}): only `out` / `inout` tensors are compared"
+            ),
+        ));
+    }
+    let spec = match raw {
+        toml::Value::String(s) => match s.as_str() {
+            "allclose" => CompareSpec::AllClose,
+            "exact" => CompareSpec::Exact,
+            other => {
+                return Err(ferr(
+                    field,
+                    format!("unknown comparison `{other}` (expected {KINDS})"),
+                ));
+            }
+        },
+        toml::Value::Table(table) => {
+            let mut custom = None;
+            let mut args = Vec::new();
+            for (k, v) in table {
+                let at = format!("{field}.{k}");
+                if k == "custom" {
+                    match v {
+                        toml::Value::String(s) if !s.trim().is_empty() => custom = Some(s),
+                        other => {
+                            return Err(ferr(
+                                at,
+                                format!(
+                                    "must be the name of a registered comparison (a non-empty string), got {}",
+                                    toml_kind(&other)
+                                ),
+                            ));
+                        }
+                    }
+                    continue;
+                }
+                let num = match v {
+                    toml::Value::Integer(n) => ArgSpec::Int(n),
+                    toml::Value::Float(f) => {
+                        if !f.is_finite() {
+                            return Err(ferr(
+                                at,
+                                format!("comparison argument `{k}` must be finite, got {f}"),
+                            ));
+                        }
+                        ArgSpec::Float(f)
+                    }
+                    toml::Value::String(text) => {
+                        let expr = Expr::parse(&text).map_err(|e| ferr(&at, e.to_string()))?;
+                        ArgSpec::Expr { text, expr }
+                    }
+                    other => {
+                        return Err(ferr(
+                            at,
+                            format!(
+                                "comparison argument `{k}` must be a number or an expression of the case params, got {}",
+                                toml_kind(&other)
+                            ),
+                        ));
+                    }
+                };
+                args.push((k, num));
+            }
+            let Some(name) = custom else {
+                return Err(ferr(
+                    field,
+                    format!(
+                        "a table names a custom comparison: {{ custom = \"NAME\", ... }} (missing `custom`; expected {KINDS})"
+                    ),
+                ));
+            };
+            args.sort_by(|a, b| a.0.cmp(&b.0));
+            CompareSpec::Custom { name, args }
+        }
+        other => {
+            return Err(ferr(
+                field,
+                format!("expected {KINDS}, got {}", toml_kind(&other)),
+            ));
+        }
+    };
+    if spec == CompareSpec::Exact && has_own_tolerance {
+        return Err(ferr(
+            field,
+            format!(
+                "tensor `{name}`: `compare = \"exact\"` takes no tolerance; remove its `rtol` / `atol` (or use \"allclose\")"
+            ),
+        ));
+    }
+    Ok(spec)
+}
+
+/// `allow_nonfinite` and `skip_golden` on a tensor: outputs only, and a
+/// tensor that is never compared takes no `compare`.
+pub(crate) fn check_tensor_flags(
+    i: usize,
+    t: &TensorInfo<'_>,
+    compare_given: bool,
+) -> Result<(), FieldError> {
+    let input = !t.output;
+    for (flag, on) in [
+        ("allow_nonfinite", t.allow_nonfinite),
+        ("skip_golden", t.skip_golden),
+    ] {
+        if on && input {
+            return Err(ferr(
+                format!("tensors[{i}].{flag}"),
+                format!(
+                    "tensor `{}` is an input ({}): `{flag}` applies to `out` / `inout` tensors only",
+                    t.name, t.direction
+                ),
+            ));
+        }
+    }
+    if t.skip_golden && compare_given {
+        return Err(ferr(
+            format!("tensors[{i}].compare"),
+            format!(
+                "tensor `{}` has `skip_golden = true`, so it is never compared: remove `compare`",
+                t.name
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A case's `skip_golden`: `true`, `false`, or a list of output tensors.
+pub(crate) fn case_skip(
+    i: usize,
+    case: &str,
+    raw: Option<toml::Value>,
+    tensors: &[TensorInfo<'_>],
+) -> Result<CaseSkip, FieldError> {
+    let field = format!("cases[{i}].skip_golden");
+    let prefix = format!("case `{case}`: ");
+    Ok(match raw {
+        None | Some(toml::Value::Boolean(false)) => CaseSkip::None,
+        Some(toml::Value::Boolean(true)) => CaseSkip::All,
+        Some(toml::Value::Array(items)) => {
+            let mut names = BTreeSet::new();
+            for item in items {
+                let toml::Value::String(name) = item else {
+                    return Err(ferr(
+                        field,
+                        format!(
+                            "{prefix}a list names output tensors (strings), got {}",
+                            toml_kind(&item)
+                        ),
+                    ));
+                };
+                match tensors.iter().find(|t| t.name == name) {
+                    None => {
+                        let outputs: Vec<&str> = tensors
+                            .iter()
+                            .filter(|t| t.output)
+                            .map(|t| t.name)
+                            .collect();
+                        return Err(ferr(
+                            field,
+                            format!(
+                                "{prefix}no tensor `{name}` in the scene (outputs: {})",
+                                outputs.join(", ")
+                            ),
+                        ));
+                    }
+                    Some(t) if !t.output => {
+                        return Err(ferr(
+                            field,
+                            format!(
+                                "{prefix}tensor `{name}` is an input ({}), not an output: only outputs have goldens",
+                                t.direction
+                            ),
+                        ));
+                    }
+                    Some(_) => {}
+                }
+                if !names.insert(name.clone()) {
+                    return Err(ferr(field, format!("{prefix}`{name}` is listed twice")));
+                }
+            }
+            CaseSkip::Some(names)
+        }
+        Some(other) => {
+            return Err(ferr(
+                field,
+                format!(
+                    "{prefix}expected true, false or a list of output tensor names, got {}",
+                    toml_kind(&other)
+                ),
+            ));
+        }
+    })
+}
+
+/// Output `j`'s comparison in one case: skipped by the tensor or the case,
+/// else its `compare` with the arguments evaluated (finite numbers).
+pub(crate) fn resolve(
+    j: usize,
+    t: &TensorInfo<'_>,
+    case_skip: &CaseSkip,
+    prefix: &str,
+    params: &Params,
+) -> Result<Comparison, FieldError> {
+    if t.skip_golden || case_skip.skips(t.name) {
+        return Ok(Comparison::Skipped);
+    }
+    Ok(match t.compare {
+        CompareSpec::AllClose => Comparison::AllClose,
+        CompareSpec::Exact => Comparison::Exact,
+        CompareSpec::Custom { name, args } => {
+            let mut values = BTreeMap::new();
+            for (k, spec) in args {
+                let at = format!("tensors[{j}].compare.{k}");
+                let v = spec
+                    .eval(params)
+                    .map_err(|e| ferr(&at, format!("{prefix}{e}")))?;
+                if !v.is_finite() {
+                    return Err(ferr(
+                        at,
+                        format!("{prefix}comparison argument `{k}` must be finite, got {v}"),
+                    ));
+                }
+                values.insert(k.clone(), v);
+            }
+            Comparison::Custom {
+                name: name.clone(),
+                args: values,
+            }
+        }
+    })
+}
+
+/// `allow_nonfinite` only matters for an output some case skips (compared
+/// outputs are judged against the golden, NaN and inf included); on an
+/// output every case compares it would silently do nothing.
+pub(crate) fn check_allow_nonfinite(
+    tensors: &[TensorInfo<'_>],
+    skipped_somewhere: &[bool],
+) -> Result<(), FieldError> {
+    for (i, t) in tensors.iter().enumerate() {
+        if t.allow_nonfinite && !skipped_somewhere.get(i).copied().unwrap_or(false) {
+            return Err(ferr(
+                format!("tensors[{i}].allow_nonfinite"),
+                format!(
+                    "tensor `{}` is compared in every case, and its comparison judges NaN and inf \
+                     against the golden (see `equal_nan`); `allow_nonfinite` applies to outputs \
+                     skipped with `skip_golden`",
+                    t.name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn toml_kind(v: &toml::Value) -> &'static str {
+    match v {
+        toml::Value::String(_) => "a string",
+        toml::Value::Integer(_) => "an integer",
+        toml::Value::Float(_) => "a float",
+        toml::Value::Boolean(_) => "a boolean",
+        toml::Value::Datetime(_) => "a datetime",
+        toml::Value::Array(_) => "an array",
+        toml::Value::Table(_) => "a table",
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Custom comparisons: the registry's side.
+
+/// What a custom comparison sees of one output.
+#[derive(Debug)]
+pub struct ComparisonCtx<'a> {
+    pub scene: &'a str,
+    pub case: &'a str,
+    pub tensor: &'a str,
+    /// What the device wrote.
+    pub actual: &'a Tensor,
+    /// The golden's value.
+    pub expected: &'a Tensor,
+    /// The tensor's resolved tolerance (per tensor, scene, dtype default).
+    pub tolerance: Tolerance,
+    /// The arguments of `compare = { custom = ..., ... }`, evaluated.
+    pub args: &'a BTreeMap<String, f64>,
+}
+
+impl ComparisonCtx<'_> {
+    /// Argument `name` (declared at registration, so present).
+    pub fn arg(&self, name: &str) -> Result<f64, String> {
+        self.args
+            .get(name)
+            .copied()
+            .ok_or_else(|| format!("comparison argument `{name}` is missing"))
+    }
+
+    /// Argument `name` as a non-negative integer.
+    pub fn arg_usize(&self, name: &str) -> Result<usize, String> {
+        let v = self.arg(name)?;
+        if v >= 0.0 && v.fract() == 0.0 && v <= usize::MAX as f64 {
+            Ok(v as usize)
+        } else {
+            Err(format!(
+                "comparison argument `{name}` = {} is not a non-negative integer",
+                fmt_num(v, false)
+            ))
+        }
+    }
+}
+
+/// A custom comparison: `Ok(detail)` passes the output, `Err(detail)`
+/// fails it; the detail says what was measured (it goes to the report).
+pub type ComparisonFn = fn(&ComparisonCtx<'_>) -> Result<String, String>;
+
+/// A registered custom comparison: its function and the arguments it
+/// takes (each required; any other is refused before the device stage).
+#[derive(Clone, Copy, Debug)]
+pub struct CustomComparison {
+    pub args: &'static [&'static str],
+    pub f: ComparisonFn,
+}
+
+/// The comparisons every registry starts with.
+pub const BUILTIN_COMPARISONS: [(&str, CustomComparison); 4] = [
+    (
+        "cosine",
+        CustomComparison {
+            args: &["min"],
+            f: cosine,
+        },
+    ),
+    (
+        "first_rows",
+        CustomComparison {
+            args: &["rows"],
+            f: first_rows,
+        },
+    ),
+    (
+        "max_abs",
+        CustomComparison {
+            args: &["max"],
+            f: max_abs,
+        },
+    ),
+    (
+        "mean_abs",
+        CustomComparison {
+            args: &["max"],
+            f: mean_abs,
+        },
+    ),
+];
+
+/// `cosine(min)`: the cosine similarity of output and golden (in `f64`,
+/// over all elements) is at least `min`. NaN or inf anywhere fails.
+fn cosine(ctx: &ComparisonCtx<'_>) -> Result<String, String> {
+    let min = ctx.arg("min")?;
+    let c = cosine_similarity(ctx.tensor, ctx.actual, ctx.expected).map_err(|e| e.to_string())?;
+    let text = format!(
+        "cosine similarity {} {} min {}",
+        fmt_num(c, false),
+        if c >= min { ">=" } else { "<" },
+        fmt_num(min, false)
+    );
+    if c >= min { Ok(text) } else { Err(text) }
+}
+
+/// `first_rows(rows)`: allclose (the tensor's tolerance) on the first
+/// `rows` rows of the leading dimension; the other rows are ignored.
+fn first_rows(ctx: &ComparisonCtx<'_>) -> Result<String, String> {
+    let rows = ctx.arg_usize("rows")?;
+    let lead = ctx.expected.shape().first().copied().unwrap_or(0);
+    if ctx.actual.shape() != ctx.expected.shape() {
+        return Err(format!(
+            "shape mismatch: actual {:?}, expected {:?}",
+            ctx.actual.shape(),
+            ctx.expected.shape()
+        ));
+    }
+    let (Some(a), Some(e)) = (
+        leading_rows(ctx.actual, rows),
+        leading_rows(ctx.expected, rows),
+    ) else {
+        return Err(format!(
+            "rows = {rows}, but the leading dimension of {:?} has {lead} rows",
+            ctx.expected.shape()
+        ));
+    };
+    let tol = ctx.tolerance;
+    let within = Comparison::AllClose.describe(&tol);
+    match assert_close(ctx.tensor, &a, &e, tol) {
+        Ok(()) => Ok(format!(
+            "rows 0..{rows} of {lead} within {within}; rows {rows}..{lead} ignored"
+        )),
+        Err(m) => Err(format!("in rows 0..{rows} of {lead}: {m}")),
+    }
+}
+
+/// `max_abs(max)`: the greatest `|a - e|` is at most `max`.
+fn max_abs(ctx: &ComparisonCtx<'_>) -> Result<String, String> {
+    let max = ctx.arg("max")?;
+    let s = abs_error(ctx.tensor, ctx.actual, ctx.expected).map_err(|e| e.to_string())?;
+    let at = s
+        .max_at
+        .map(|i| format!(" at index {i:?}"))
+        .unwrap_or_default();
+    let ok = s.max <= max;
+    let text = format!(
+        "max |actual - expected| = {}{at} {} max {}",
+        fmt_num(s.max, false),
+        if ok { "<=" } else { ">" },
+        fmt_num(max, false)
+    );
+    if ok { Ok(text) } else { Err(text) }
+}
+
+/// `mean_abs(max)`: the mean `|a - e|` is at most `max`.
+fn mean_abs(ctx: &ComparisonCtx<'_>) -> Result<String, String> {
+    let max = ctx.arg("max")?;
+    let s = abs_error(ctx.tensor, ctx.actual, ctx.expected).map_err(|e| e.to_string())?;
+    let ok = s.mean <= max;
+    let text = format!(
+        "mean |actual - expected| = {} {} max {}",
+        fmt_num(s.mean, false),
+        if ok { "<=" } else { ">" },
+        fmt_num(max, false)
+    );
+    if ok { Ok(text) } else { Err(text) }
+}
+
+// ---------------------------------------------------------------------------
+// Judging one output.
+
+/// Whether an output passed, failed or was not compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Pass,
+    Fail,
+    Skipped,
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Verdict::Pass => "pass",
+            Verdict::Fail => "fail",
+            Verdict::Skipped => "skipped",
+        })
+    }
+}
+
+/// One output of a case in the report: which comparison judged it and
+/// what it said.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OutputReport {
+    pub name: String,
+    /// e.g. `allclose(rtol=0.001, atol=1e-05)`, `exact`,
+    /// `cosine(min=0.999)`, `skip_golden`.
+    pub comparison: String,
+    pub verdict: Verdict,
+    /// What was measured (custom comparisons), or why it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::Judged;
+    use crate::golden::GoldenRegistry;
+    use crate::prepare::check_registered;
+    use scene_golden::DType;
+
+    fn f32t(shape: &[usize], v: &[f32]) -> Tensor {
+        Tensor::from_f32(DType::F32, shape, v).unwrap()
+    }
+
+    fn run(
+        comparison: &Comparison,
+        actual: &Tensor,
+        expected: Option<&Tensor>,
+        allow_nonfinite: bool,
+    ) -> OutputReport {
+        Judged {
+            scene: "s",
+            case: "c",
+            tensor: "y",
+            comparison,
+            tolerance: Tolerance::new(1e-3, 1e-3),
+            allow_nonfinite,
+            actual,
+            expected,
+        }
+        .judge(&GoldenRegistry::new())
+    }
+
+    fn custom(name: &str, args: &[(&str, f64)]) -> Comparison {
+        Comparison::Custom {
+            name: name.into(),
+            args: args.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        }
+    }
+
+    const SCENE: &str = r#"
+name = "demo"
+platforms = ["a2a3sim"]
+golden = "demo"
+
+[orchestration]
+source = "k.c"
+function = "o"
+signature = ["in", "out", "out", "out"]
+
+[[incores]]
+func_id = 0
+name = "k"
+core = "aiv"
+source = "k.c"
+
+[[tensors]]
+name = "x"
+dtype = "f32"
+shape = ["R", 4]
+
+[[tensors]]
+name = "y"
+dtype = "f32"
+shape = ["R", 4]
+compare = { custom = "first_rows", rows = "valid" }
+
+[[tensors]]
+name = "n"
+dtype = "i32"
+shape = ["R"]
+
+[[tensors]]
+name = "w"
+dtype = "f32"
+shape = ["R"]
+allow_nonfinite = true
+
+[[cases]]
+name = "a"
+params = { R = 8, valid = 3 }
+skip_golden = ["w"]
+
+[[cases]]
+name = "b"
+params = { R = 4, valid = 4 }
+skip_golden = true
+"#;
+
+    fn load(text: &str) -> Result<crate::scene::Scene, crate::scene::SceneError> {
+        let tmp = tempfile::Builder::new().prefix("cmp").tempdir().unwrap();
+        let dir = tmp.path().join("demo");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("k.c"), "").unwrap();
+        std::fs::write(dir.join("scene.toml"), text).unwrap();
+        crate::scene::Scene::load(&dir)
+    }
+
+    /// Arguments resolve per case, skips per case and tensor, and integer
+    /// outputs keep allclose with tolerance 0 (exact) by default.
+    #[test]
+    fn comparisons_resolve_per_case() {
+        let s = load(SCENE).unwrap();
+        let (a, b) = (&s.cases[0], &s.cases[1]);
+        assert_eq!(s.comparison_for(a, 0), None, "inputs are not compared");
+        assert_eq!(
+            s.comparison_for(a, 1),
+            Some(&custom("first_rows", &[("rows", 3.0)]))
+        );
+        assert_eq!(s.comparison_for(a, 2), Some(&Comparison::AllClose));
+        assert!(s.tolerance_for(a, 2).is_exact());
+        assert_eq!(s.comparison_for(a, 3), Some(&Comparison::Skipped));
+        assert!(!s.case_skips_every_output(a));
+        for j in 1..4 {
+            assert_eq!(s.comparison_for(b, j), Some(&Comparison::Skipped), "{j}");
+        }
+        assert!(s.case_skips_every_output(b));
+        let registry = GoldenRegistry::new();
+        assert!(check_registered(&registry, &s, a).is_ok());
+    }
+
+    #[test]
+    fn check_registered_names_file_field_and_case() {
+        let s = load(&SCENE.replace("\"first_rows\"", "\"first_row\"")).unwrap();
+        let e = check_registered(&GoldenRegistry::new(), &s, &s.cases[0]).unwrap_err();
+        assert!(e.contains("scene.toml: `tensors[1].compare.custom`: case `a`: tensor `y`: comparison `first_row` is not registered (registered: cosine, first_rows"), "{e}");
+        let s = load(&SCENE.replace("rows = \"valid\"", "rows = 1, extra = 2")).unwrap();
+        let e = check_registered(&GoldenRegistry::new(), &s, &s.cases[0]).unwrap_err();
+        assert!(e.contains("`tensors[1].compare.extra`: case `a`"), "{e}");
+        assert!(
+            e.contains("takes no argument `extra` (it takes: rows)"),
+            "{e}"
+        );
+        let s = load(&SCENE.replace("rows = \"valid\"", "")).unwrap();
+        let e = check_registered(&GoldenRegistry::new(), &s, &s.cases[0]).unwrap_err();
+        assert!(e.contains("`tensors[1].compare`: case `a`"), "{e}");
+        assert!(e.contains("needs argument `rows`"), "{e}");
+    }
+
+    #[test]
+    fn load_errors_name_the_field_and_case() {
+        for (from, to, needle) in [
+            (
+                "rows = \"valid\"",
+                "rows = \"nope\"",
+                "`tensors[1].compare.rows`: case `a`: ",
+            ),
+            (
+                "skip_golden = [\"w\"]",
+                "skip_golden = [\"n\", 1]",
+                "`cases[0].skip_golden`: case `a`: a list names output tensors (strings), got an integer",
+            ),
+            ("skip_golden = [\"w\"]", "", ""),
+            (
+                "compare = { custom = \"first_rows\", rows = \"valid\" }",
+                "compare = [1]",
+                "`tensors[1].compare`: expected \"allclose\", \"exact\", or { custom = \"NAME\", ... }, got an array",
+            ),
+            (
+                "compare = { custom = \"first_rows\", rows = \"valid\" }",
+                "compare = { custom = \"first_rows\", rows = \"(valid\" }",
+                "`tensors[1].compare.rows`: ",
+            ),
+        ] {
+            let text = SCENE.replace(from, to);
+            match load(&text) {
+                Ok(_) => assert!(needle.is_empty(), "{to} should fail"),
+                Err(e) => {
+                    let e = e.to_string();
+                    assert!(e.contains("scene.toml: "), "{e}");
+                    assert!(!needle.is_empty() && e.contains(needle), "{to}: {e}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn descriptions_name_the_rule_and_its_numbers() {
+        let t = Tolerance::new(1e-3, 1e-5);
+        assert_eq!(
+            Comparison::AllClose.describe(&t),
+            "allclose(rtol=0.001, atol=1e-05)"
+        );
+        assert_eq!(
+            Comparison::AllClose.describe(&t.with_equal_nan(true)),
+            "allclose(rtol=0.001, atol=1e-05, equal_nan)"
+        );
+        assert_eq!(Comparison::Exact.describe(&t), "exact");
+        assert_eq!(
+            custom("cosine", &[("min", 0.999)]).describe(&t),
+            "cosine(min=0.999)"
+        );
+        assert_eq!(Comparison::Skipped.describe(&t), "skip_golden");
+    }
+
+    #[test]
+    fn cosine_passes_a_scaled_output_and_fails_a_flipped_one() {
+        let e = f32t(&[4], &[1.0, 2.0, 3.0, 4.0]);
+        let scaled = f32t(&[4], &[1.1, 2.2, 3.3, 4.4]);
+        let c = custom("cosine", &[("min", 0.999)]);
+        let r = run(&c, &scaled, Some(&e), false);
+        assert_eq!(r.verdict, Verdict::Pass, "{r:?}");
+        assert!(r.detail.unwrap().contains(">= min 0.999"));
+        // allclose would have failed it.
+        assert_eq!(
+            run(&Comparison::AllClose, &scaled, Some(&e), false).verdict,
+            Verdict::Fail
+        );
+        let flipped = f32t(&[4], &[-1.0, 2.0, -3.0, 4.0]);
+        let r = run(&c, &flipped, Some(&e), false);
+        assert_eq!(r.verdict, Verdict::Fail);
+        let d = r.detail.unwrap();
+        assert!(
+            d.contains("tensor `y` failed comparison cosine(min=0.999): cosine similarity"),
+            "{d}"
+        );
+        assert!(d.contains("< min 0.999"), "{d}");
+    }
+
+    #[test]
+    fn first_rows_ignores_the_rest_and_catches_a_bad_valid_row() {
+        let e = f32t(&[3, 2], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        let garbage = f32t(&[3, 2], &[1.0, 2.0, 3.0, 4.0, f32::NAN, 1e30]);
+        let c = custom("first_rows", &[("rows", 2.0)]);
+        let r = run(&c, &garbage, Some(&e), false);
+        assert_eq!(r.verdict, Verdict::Pass, "{r:?}");
+        assert!(r.detail.unwrap().contains("rows 2..3 ignored"));
+        let bad = f32t(&[3, 2], &[1.0, 2.0, 3.5, 4.0, 5.0, 6.0]);
+        let r = run(&c, &bad, Some(&e), false);
+        assert_eq!(r.verdict, Verdict::Fail);
+        let d = r.detail.unwrap();
+        assert!(
+            d.contains("in rows 0..2 of 3: tensor `y` mismatch: 1 / 4"),
+            "{d}"
+        );
+        assert!(d.contains("[1, 0]"), "{d}");
+        let r = run(&custom("first_rows", &[("rows", 4.0)]), &e, Some(&e), false);
+        assert!(r.detail.unwrap().contains("rows = 4, but"));
+        let r = run(&custom("first_rows", &[("rows", 1.5)]), &e, Some(&e), false);
+        assert!(r.detail.unwrap().contains("not a non-negative integer"));
+    }
+
+    #[test]
+    fn abs_error_builtins() {
+        let e = f32t(&[3], &[1.0, 2.0, 3.0]);
+        let a = f32t(&[3], &[1.0, 2.5, 3.0]);
+        let ok = run(&custom("max_abs", &[("max", 0.5)]), &a, Some(&e), false);
+        assert_eq!(ok.verdict, Verdict::Pass, "{ok:?}");
+        let bad = run(&custom("max_abs", &[("max", 0.25)]), &a, Some(&e), false);
+        assert_eq!(bad.verdict, Verdict::Fail);
+        assert!(
+            bad.detail
+                .unwrap()
+                .contains("= 0.5 at index [1] > max 0.25")
+        );
+        let ok = run(&custom("mean_abs", &[("max", 0.2)]), &a, Some(&e), false);
+        assert_eq!(ok.verdict, Verdict::Pass, "{ok:?}");
+        let bad = run(&custom("mean_abs", &[("max", 0.1)]), &a, Some(&e), false);
+        assert_eq!(bad.verdict, Verdict::Fail);
+    }
+
+    #[test]
+    fn exact_and_allclose_name_the_comparison_in_the_failure() {
+        let e = f32t(&[2], &[1.0, 2.0]);
+        let a = f32t(&[2], &[1.0, f32::from_bits(2.0f32.to_bits() + 1)]);
+        assert_eq!(
+            run(&Comparison::AllClose, &a, Some(&e), false).verdict,
+            Verdict::Pass
+        );
+        let r = run(&Comparison::Exact, &a, Some(&e), false);
+        assert_eq!(r.verdict, Verdict::Fail);
+        let d = r.detail.unwrap();
+        assert!(d.starts_with("tensor `y` mismatch: 1 / 2"), "{d}");
+        assert!(d.ends_with("comparison: exact"), "{d}");
+    }
+
+    #[test]
+    fn skipped_outputs_are_checked_for_nonfinite_values() {
+        let fine = f32t(&[2, 2], &[1.0, 2.0, 3.0, 4.0]);
+        let r = run(&Comparison::Skipped, &fine, None, false);
+        assert_eq!((r.verdict, r.detail), (Verdict::Skipped, None));
+        let nan = f32t(&[2, 2], &[1.0, 2.0, f32::NAN, f32::INFINITY]);
+        let r = run(&Comparison::Skipped, &nan, None, false);
+        assert_eq!(r.verdict, Verdict::Fail);
+        let d = r.detail.unwrap();
+        assert!(
+            d.contains("tensor `y`: not compared (skip_golden), but holds a non-finite value: nan at index [1, 0] (2 non-finite of 4 elements)"),
+            "{d}"
+        );
+        assert!(d.contains("allow_nonfinite = true"), "{d}");
+        let r = run(&Comparison::Skipped, &nan, None, true);
+        assert_eq!(r.verdict, Verdict::Skipped);
+        // A compared output without a golden fails, never passes silently.
+        let r = run(&Comparison::AllClose, &fine, None, false);
+        assert_eq!(r.verdict, Verdict::Fail);
+    }
+
+    #[test]
+    fn unregistered_custom_comparison_fails_naming_the_registered_ones() {
+        let e = f32t(&[1], &[1.0]);
+        let r = run(&custom("nope", &[]), &e, Some(&e), false);
+        assert_eq!(r.verdict, Verdict::Fail);
+        let d = r.detail.unwrap();
+        assert!(d.contains("comparison `nope` is not registered"), "{d}");
+        assert!(d.contains("cosine, first_rows, max_abs, mean_abs"), "{d}");
+    }
+
+    #[test]
+    fn a_registered_comparison_is_called_with_its_args() {
+        fn at_least(ctx: &ComparisonCtx<'_>) -> Result<String, String> {
+            let min = ctx.arg("min")?;
+            let all = ctx.actual.to_f32_vec().iter().all(|&v| f64::from(v) >= min);
+            if all {
+                Ok(format!("all >= {min}"))
+            } else {
+                Err(format!("some < {min}"))
+            }
+        }
+        let registry = GoldenRegistry::new().register_comparison("at_least", &["min"], at_least);
+        assert!(registry.comparison_names().any(|n| n == "at_least"));
+        let e = f32t(&[2], &[5.0, 6.0]);
+        let c = custom("at_least", &[("min", 5.5)]);
+        let judged = |actual: &Tensor| {
+            Judged {
+                scene: "s",
+                case: "c",
+                tensor: "y",
+                comparison: &c,
+                tolerance: Tolerance::EXACT,
+                allow_nonfinite: false,
+                actual,
+                expected: Some(&e),
+            }
+            .judge(&registry)
+        };
+        assert_eq!(judged(&f32t(&[2], &[6.0, 7.0])).verdict, Verdict::Pass);
+        let r = judged(&e);
+        assert_eq!(r.verdict, Verdict::Fail);
+        assert!(r.detail.unwrap().contains("some < 5.5"));
+    }
+}
