@@ -647,6 +647,60 @@ mod tests {
     }
 
     #[test]
+    fn reports_read_back_and_merge_into_sums() {
+        let mut a = CaseReport::new("s", "a");
+        a.devices = vec![0];
+        a.phases.lock_held_s = 0.25;
+        a.phases.device_s = 0.125;
+        a.phases.compile_s = 2.0;
+        let mut b = CaseReport::new("s", "b");
+        b.fail(FailureStage::Compare, "tensor `f` mismatch");
+        b.phases.lock_held_s = 0.5;
+        let one = RunReport::new("a2a3sim", vec![a], 1.0).with_unit_counts(UnitCounts {
+            cached: 3,
+            compiled: 1,
+            failed: 0,
+        });
+        let two = RunReport::new("a2a3sim", vec![b], 2.0);
+        let json = serde_json::to_vec(&two).unwrap();
+        let back = RunReport::from_json(&json).unwrap();
+        assert_eq!(back.schema, REPORT_SCHEMA);
+        assert_eq!(
+            back.cases[0].failure,
+            Some(CaseFailure::Compare("tensor `f` mismatch".into()))
+        );
+        let merged = RunReport::merge(&[one.clone(), back]);
+        assert_eq!(merged.len(), 1);
+        let t = &merged[0].totals;
+        assert_eq!((t.passed, t.failed), (1, 1));
+        assert!((t.card_seconds_held - 0.75).abs() < 1e-12);
+        assert!((t.device_seconds - 0.125).abs() < 1e-12);
+        assert!((t.compile_seconds - 2.0).abs() < 1e-12);
+        assert_eq!((t.units_cached, t.units_compiled), (3, 1));
+        let x = junit_of(&merged);
+        assert!(x.contains("tests=\"2\""), "{x}");
+        // Two platforms: two suites.
+        let other = RunReport::new("a5sim", vec![CaseReport::new("s", "c")], 1.0);
+        assert_eq!(RunReport::merge(&[one, other]).len(), 2);
+
+        let mut old = serde_json::to_value(&two).unwrap();
+        old.as_object_mut().unwrap().remove("schema");
+        let e = RunReport::from_json(&serde_json::to_vec(&old).unwrap()).unwrap_err();
+        assert_eq!(e, ReportReadError::NoSchema);
+        old["schema"] = serde_json::json!(2);
+        let e = RunReport::from_json(&serde_json::to_vec(&old).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("report schema 2"), "{e}");
+        assert!(matches!(
+            RunReport::from_json(b"[1]"),
+            Err(ReportReadError::NotAReport(_))
+        ));
+        assert!(matches!(
+            RunReport::from_json(b"{"),
+            Err(ReportReadError::Json(_))
+        ));
+    }
+
+    #[test]
     fn totals_ratio() {
         let mut a = CaseReport::new("s", "a");
         a.devices = vec![0];
