@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use scene_device::DeviceList;
 use scene_harness::platform::PlatformName;
+use scene_harness::select::Partition;
 
 use crate::env::{Flags, NoTests, parse_bytes, parse_count, parse_threads};
 
@@ -62,6 +63,24 @@ pub(crate) enum Command {
     Cache(CacheArgs),
     /// Compile, build fixtures and goldens into a bundle for `run --from`; never touches a card.
     Precompile(PrecompileArgs),
+    /// Summarise `run --report-json` files (e.g. one per partition): a Markdown table and a merged JUnit.
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ReportArgs {
+    /// `scene run --report-json` files to summarise, e.g. one per `--partition`.
+    #[arg(required = true, value_name = "FILE")]
+    pub(crate) files: Vec<PathBuf>,
+    /// Write the Markdown summary here (`-` = stdout) [default: stdout, unless `--junit -`].
+    #[arg(long, value_name = "FILE")]
+    pub(crate) markdown: Option<PathBuf>,
+    /// Write one JUnit XML file merging every report (`-` = stdout).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) junit: Option<PathBuf>,
+    /// Also append the Markdown summary to the file named by GITHUB_STEP_SUMMARY (GitHub Actions' job summary).
+    #[arg(long)]
+    pub(crate) github_summary: bool,
 }
 
 #[derive(Debug, Args)]
@@ -74,6 +93,9 @@ pub(crate) struct Selection {
     /// Include cases marked `manual = true`.
     #[arg(long)]
     pub(crate) include_manual: bool,
+    /// Take only partition K of N of the selection (K from 1), as `cargo nextest --partition`: `hash:K/N` (by a stable hash of `scene::case`) or `slice:K/N` (every N-th of the sorted selection).
+    #[arg(long, value_name = "KIND:K/N", value_parser = parse_partition)]
+    pub(crate) partition: Option<Partition>,
 }
 
 #[derive(Debug, Args)]
@@ -222,6 +244,10 @@ pub(crate) enum CacheCommand {
     },
     /// Remove every entry.
     Clear,
+}
+
+fn parse_partition(s: &str) -> Result<Partition, String> {
+    s.parse::<Partition>().map_err(|e| e.to_string())
 }
 
 fn parse_no_tests(s: &str) -> Result<NoTests, String> {

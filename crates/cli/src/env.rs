@@ -43,6 +43,8 @@ pub const VARIABLES: &[&str] = &[
     "NO_COLOR",
     // Where bare tool names (`cc`, `ld`) are found.
     "PATH",
+    // GitHub Actions' job summary file (`scene report --github-summary`).
+    "GITHUB_STEP_SUMMARY",
 ];
 
 /// The values of [`VARIABLES`] at one moment; empty values are `None`.

@@ -24,6 +24,7 @@ mod paths;
 mod precompile_cmd;
 mod progress;
 mod prologue;
+mod report_cmd;
 mod run_cmd;
 pub mod testing;
 
@@ -136,5 +137,6 @@ pub fn main(layout: Layout, registry: GoldenRegistry) -> ExitCode {
         Command::Precompile(args) => {
             precompile_cmd::run(&layout, &env, cache_dir, registry, verbosity, &args)
         }
+        Command::Report(args) => report_cmd::run(&env, &args),
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use scene_harness::report::CaseReport;
 use scene_harness::scene::discover;
+use scene_harness::select::Partition;
 use scene_harness::{RunConfig, Scene, SelectedCase, select_cases};
 
 use crate::Layout;
@@ -32,6 +33,11 @@ pub(crate) struct LoadFailure {
 }
 
 impl LoadFailure {
+    /// Its entry's name, `<scene>::load`.
+    pub(crate) fn id(&self) -> String {
+        format!("{}::load", self.scene)
+    }
+
     /// Its report entry: `<scene>::load`, failed in the `load` stage.
     pub(crate) fn report(&self) -> CaseReport {
         CaseReport::load_failure(&self.scene, self.message.clone())
@@ -53,6 +59,39 @@ pub(crate) fn load_scenes(dir: &Path) -> Result<(Vec<Arc<Scene>>, Vec<LoadFailur
         }
     }
     Ok((scenes, errors))
+}
+
+/// The cases and load failures (as their `<scene>::load` entries) in
+/// `partition`, split together so each entry is in exactly one partition.
+pub(crate) fn partitioned(
+    partition: Option<Partition>,
+    cases: Vec<SelectedCase>,
+    load_errors: Vec<LoadFailure>,
+) -> (Vec<SelectedCase>, Vec<LoadFailure>) {
+    let Some(partition) = partition else {
+        return (cases, load_errors);
+    };
+    let case_ids: Vec<String> = cases.iter().map(SelectedCase::id).collect();
+    let load_ids: Vec<String> = load_errors.iter().map(LoadFailure::id).collect();
+    let all: Vec<&str> = case_ids
+        .iter()
+        .chain(&load_ids)
+        .map(String::as_str)
+        .collect();
+    let taken: std::collections::HashSet<&str> = partition.apply_ids(&all).into_iter().collect();
+    let cases = cases
+        .into_iter()
+        .zip(&case_ids)
+        .filter(|(_, id)| taken.contains(id.as_str()))
+        .map(|(c, _)| c)
+        .collect();
+    let load_errors = load_errors
+        .into_iter()
+        .zip(&load_ids)
+        .filter(|(_, id)| taken.contains(id.as_str()))
+        .map(|(e, _)| e)
+        .collect();
+    (cases, load_errors)
 }
 
 /// Builds the [`Prologue`]; `Err` is the exit code to return (already reported).
@@ -86,9 +125,21 @@ pub(crate) fn prologue(
         config.platform.scenes(),
         sel.include_manual,
     );
+    let selected = cases.len();
+    let load_failures = load_errors.len();
+    let (cases, load_errors) = partitioned(sel.partition, cases, load_errors);
+    if let Some(p) = sel.partition
+        && cases.is_empty()
+        && load_errors.is_empty()
+        && selected > 0
+    {
+        // Not an error (as in cargo-nextest): with more runners than
+        // cases some partitions are empty, and the union still covers all.
+        eprintln!("note: partition {p} selected none of the {selected} selected cases");
+    }
     // A scene that did not load already fails the run; an empty selection
     // with nothing else wrong would otherwise pass having run nothing.
-    if cases.is_empty() && load_errors.is_empty() {
+    if selected == 0 && load_failures == 0 {
         let reasons = scene_harness::select::why_not_selected(
             &scenes,
             sel.filter.as_deref(),

@@ -38,20 +38,33 @@ pub(crate) fn list(layout: &Layout, env: &Environment, args: &ListArgs) -> ExitC
         eprintln!("error: {}", e.message);
     }
     let mut out = std::io::stdout().lock();
-    let selected: std::collections::BTreeSet<String> = select_cases(
+    let cases = select_cases(
         &scenes,
         sel.filter.as_deref(),
         platform.scenes(),
         sel.include_manual,
-    )
-    .iter()
-    .map(|c| c.id())
-    .collect();
-    let hardware: std::collections::BTreeMap<String, String> =
-        scene_harness::select::hardware_only_cases(&scenes, sel.filter.as_deref())
+    );
+    let all = cases.len();
+    let cases = match sel.partition {
+        Some(p) => p.apply(cases),
+        None => cases,
+    };
+    if let Some(p) = sel.partition
+        && cases.is_empty()
+        && all > 0
+    {
+        eprintln!("note: partition {p} selected none of the {all} selected cases");
+    }
+    let selected: std::collections::BTreeSet<String> = cases.iter().map(|c| c.id()).collect();
+    // With a partition the list is exactly what that partition runs: the
+    // hardware-only cases (which no simulator runs) are left out.
+    let hardware: std::collections::BTreeMap<String, String> = match sel.partition {
+        Some(_) => Default::default(),
+        None => scene_harness::select::hardware_only_cases(&scenes, sel.filter.as_deref())
             .iter()
             .map(|c| (c.id(), c.scene.case_platforms(c.case()).join(", ")))
-            .collect();
+            .collect(),
+    };
     // In scene order: the selected cases, and the hardware-only ones marked
     // (listed for completeness; no simulator runs them).
     for scene in &scenes {

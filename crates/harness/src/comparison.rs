@@ -29,7 +29,7 @@ use std::fmt;
 use scene_golden::compare::fmt_num;
 use scene_golden::measure::{abs_error, cosine_similarity, leading_rows};
 use scene_golden::{Tensor, Tolerance, assert_close};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::expr::{Expr, Params};
 
@@ -615,7 +615,7 @@ fn mean_abs(ctx: &ComparisonCtx<'_>) -> Result<String, String> {
 // Judging one output.
 
 /// Whether an output passed, failed or was not compared.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
     Pass,
@@ -635,7 +635,7 @@ impl fmt::Display for Verdict {
 
 /// One output of a case in the report: which comparison judged it and
 /// what it said.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OutputReport {
     pub name: String,
     /// e.g. `allclose(rtol=0.001, atol=1e-05)`, `exact`,
@@ -643,7 +643,7 @@ pub struct OutputReport {
     pub comparison: String,
     pub verdict: Verdict,
     /// What was measured (custom comparisons), or why it failed.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
 }
 

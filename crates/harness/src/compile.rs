@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use scene_kernels::{
     BuildOptions, BuildOutput, Builder, CacheConfig, CallableSpec, ChipCallable, IncoreUnit,
-    OrchUnit, plan_outline,
+    OrchUnit, UnitOutcome, plan_outline,
 };
 
 use crate::config::RunConfig;
@@ -74,6 +74,8 @@ pub struct CompiledScenes {
     /// Seconds of compiler work for each scene's callable: a unit shared by
     /// several scenes counts for each of them (each would have needed it).
     pub compile_s: BTreeMap<String, f64>,
+    /// The plan's units by outcome (each distinct unit once).
+    pub units: crate::report::UnitCounts,
 }
 
 /// The specs of `scenes`, in order.
@@ -93,7 +95,14 @@ pub fn compile_scenes(
     let specs = scene_specs(config, scenes);
     let out = builder.build_all(&specs);
     let compile_s = unit_seconds_per_callable(&specs, &out);
-    let mut compiled = CompiledScenes::default();
+    let mut compiled = CompiledScenes {
+        units: crate::report::UnitCounts {
+            cached: out.count(UnitOutcome::Cached) + out.count(UnitOutcome::Reused),
+            compiled: out.count(UnitOutcome::Compiled),
+            failed: out.count(UnitOutcome::Failed),
+        },
+        ..CompiledScenes::default()
+    };
     for ((scene, result), seconds) in scenes.iter().zip(out.callables).zip(compile_s) {
         compiled
             .callables

@@ -4,12 +4,17 @@
 //! Field names here are a contract with users' CI scripts: add fields, never
 //! rename them.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+/// The `--report-json` schema this `scene` writes (`schema`) and reads
+/// (`scene report`). Reports written before the field existed have none
+/// and are refused by the reader.
+pub const REPORT_SCHEMA: u32 = 1;
 
 use crate::comparison::OutputReport;
 
 /// Outcome of one case.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CaseStatus {
     Passed,
@@ -17,7 +22,7 @@ pub enum CaseStatus {
 }
 
 /// Which stage a failure came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureStage {
     /// The scene's `scene.toml` did not load (the entry is `<scene>::load`).
@@ -96,7 +101,8 @@ impl CaseFailure {
 }
 
 /// Seconds spent in each phase of one case.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Phases {
     pub compile_s: f64,
     pub fixtures_s: f64,
@@ -116,21 +122,24 @@ pub struct Phases {
 }
 
 /// When the card lock was held (Unix seconds).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LockInterval {
     pub acquired_at: f64,
     pub released_at: f64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CaseReport {
     /// `scene::case`.
     pub name: String,
     pub scene: String,
     pub case: String,
     pub status: CaseStatus,
+    #[serde(default)]
     pub devices: Vec<u32>,
+    #[serde(default)]
     pub phases: Phases,
+    #[serde(default)]
     pub lock: Option<LockInterval>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure_stage: Option<FailureStage>,
@@ -141,10 +150,12 @@ pub struct CaseReport {
     #[serde(skip)]
     pub failure: Option<CaseFailure>,
     /// Wall time of the case from its first stage to its verdict.
+    #[serde(default)]
     pub wall_s: f64,
     /// Every output, in declaration order, with the comparison that judged
     /// it and its verdict (`pass`, `fail`, `skipped`); empty when the case
     /// failed before the compare stage.
+    #[serde(default)]
     pub outputs: Vec<OutputReport>,
 }
 
@@ -191,7 +202,8 @@ impl CaseReport {
 }
 
 /// Totals over a run.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RunTotals {
     pub passed: usize,
     pub failed: usize,
@@ -207,10 +219,30 @@ pub struct RunTotals {
     /// Sum of `lock_wait_s`.
     pub queueing_seconds: f64,
     pub wall_s: f64,
+    /// Sum of `compile_s`: seconds of compiler work charged to the cases.
+    pub compile_seconds: f64,
+    /// Compile units (one orchestration or incore kernel) the run needed,
+    /// by outcome: served from the kernel cache or an earlier build of the
+    /// run (`units_cached`), compiled (`units_compiled`: a compiler ran),
+    /// failed. All 0 when every case came from a bundle slot.
+    pub units_cached: usize,
+    pub units_compiled: usize,
+    pub units_failed: usize,
 }
 
-#[derive(Clone, Debug, Serialize)]
+/// What the compile stage of a run did, by unit outcome (see
+/// [`RunTotals::units_cached`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UnitCounts {
+    pub cached: usize,
+    pub compiled: usize,
+    pub failed: usize,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunReport {
+    /// [`REPORT_SCHEMA`].
+    pub schema: u32,
     pub platform: String,
     pub cases: Vec<CaseReport>,
     pub totals: RunTotals,
@@ -232,6 +264,7 @@ impl RunReport {
             t.card_seconds_held += c.phases.lock_held_s * c.devices.len().max(1) as f64;
             t.device_seconds += c.phases.device_s * c.devices.len().max(1) as f64;
             t.queueing_seconds += c.phases.lock_wait_s;
+            t.compile_seconds += c.phases.compile_s;
         }
         t.held_to_device_ratio = if t.device_seconds > 0.0 {
             t.card_seconds_held / t.device_seconds
@@ -239,6 +272,7 @@ impl RunReport {
             0.0
         };
         Self {
+            schema: REPORT_SCHEMA,
             platform: platform.to_string(),
             cases,
             totals: t,
@@ -252,11 +286,66 @@ impl RunReport {
         if first.is_empty() {
             return self;
         }
+        let units = self.unit_counts();
         first.extend(self.cases);
         Self {
             started_at: self.started_at,
             ..Self::new(&self.platform, first, self.totals.wall_s)
         }
+        .with_unit_counts(units)
+    }
+
+    /// The report with the compile stage's unit counts in its totals.
+    pub fn with_unit_counts(mut self, units: UnitCounts) -> Self {
+        self.totals.units_cached = units.cached;
+        self.totals.units_compiled = units.compiled;
+        self.totals.units_failed = units.failed;
+        self
+    }
+
+    /// The compile stage's unit counts, from the totals.
+    pub fn unit_counts(&self) -> UnitCounts {
+        UnitCounts {
+            cached: self.totals.units_cached,
+            compiled: self.totals.units_compiled,
+            failed: self.totals.units_failed,
+        }
+    }
+
+    /// Reads a `--report-json` file's bytes. Refuses a report without a
+    /// `schema` (written before schema 1) or with another schema than
+    /// [`REPORT_SCHEMA`], and one that is not a report at all. Each
+    /// case's typed `failure` is rebuilt from its stage and message.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, ReportReadError> {
+        let value: serde_json::Value =
+            serde_json::from_slice(bytes).map_err(|e| ReportReadError::Json(e.to_string()))?;
+        let Some(object) = value.as_object() else {
+            return Err(ReportReadError::NotAReport(
+                "it is not a JSON object".into(),
+            ));
+        };
+        match object.get("schema") {
+            None if object.contains_key("cases") && object.contains_key("totals") => {
+                return Err(ReportReadError::NoSchema);
+            }
+            None => {
+                return Err(ReportReadError::NotAReport(
+                    "it has no `schema`, `cases` or `totals`".into(),
+                ));
+            }
+            Some(v) if v.as_u64() != Some(u64::from(REPORT_SCHEMA)) => {
+                return Err(ReportReadError::Schema(v.to_string()));
+            }
+            Some(_) => {}
+        }
+        let mut report: RunReport =
+            serde_json::from_value(value).map_err(|e| ReportReadError::Json(e.to_string()))?;
+        for c in &mut report.cases {
+            if let (Some(stage), Some(message)) = (c.failure_stage, &c.message) {
+                c.failure = Some(CaseFailure::from_stage(stage, message.clone()));
+            }
+        }
+        Ok(report)
     }
 
     /// The closing line every runner parses: `N passed, M failed[, K skipped]`.
@@ -275,6 +364,21 @@ impl RunReport {
     pub fn all_passed(&self) -> bool {
         self.totals.failed == 0
     }
+}
+
+/// Why a `--report-json` file could not be read back.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReportReadError {
+    #[error("not valid report JSON: {0}")]
+    Json(String),
+    #[error("not a `scene run --report-json` report: {0}")]
+    NotAReport(String),
+    #[error(
+        "report has no `schema` field: written by an older `scene` (before report schema {REPORT_SCHEMA}); re-run it with this one"
+    )]
+    NoSchema,
+    #[error("report schema {0} is not the one this `scene` reads ({REPORT_SCHEMA})")]
+    Schema(String),
 }
 
 /// Seconds since the Unix epoch of a `SystemTime`, as a float.
@@ -296,7 +400,12 @@ impl RunReport {
     /// `type`, the first line of the message as `message` and the whole
     /// message as text.
     pub fn to_junit(&self) -> String {
-        use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+        junit_of(std::slice::from_ref(self))
+    }
+
+    /// This report's `<testsuite>` (see [`RunReport::to_junit`]).
+    fn junit_suite(&self) -> quick_junit::TestSuite {
+        use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus, TestSuite};
         let t = &self.totals;
         let time = std::time::Duration::try_from_secs_f64(t.wall_s).unwrap_or_default();
         let started = timestamp(self.started_at);
@@ -356,16 +465,80 @@ impl RunReport {
             case.set_system_out(xml_text(&out));
             suite.add_test_case(case);
         }
-        let mut report = Report::new("scenes");
-        report.set_time(time);
-        if let Some(ts) = started {
+        suite
+    }
+
+    /// Merges reports of one suite split across runners (`--partition`)
+    /// into one report per platform, in the order platforms first appear:
+    /// cases concatenated, totals recomputed from them (so they are the
+    /// sums of the parts), compile unit counts summed, `started_at` the
+    /// earliest start and `wall_s` from it to the latest end.
+    pub fn merge(reports: &[RunReport]) -> Vec<RunReport> {
+        let mut platforms: Vec<&str> = Vec::new();
+        for r in reports {
+            if !platforms.contains(&r.platform.as_str()) {
+                platforms.push(&r.platform);
+            }
+        }
+        platforms
+            .into_iter()
+            .map(|platform| {
+                let parts: Vec<&RunReport> =
+                    reports.iter().filter(|r| r.platform == platform).collect();
+                let started_at = parts
+                    .iter()
+                    .map(|r| r.started_at)
+                    .fold(f64::INFINITY, f64::min);
+                let ended_at = parts
+                    .iter()
+                    .map(|r| r.started_at + r.totals.wall_s)
+                    .fold(f64::NEG_INFINITY, f64::max);
+                let cases = parts.iter().flat_map(|r| r.cases.iter().cloned()).collect();
+                let units = parts.iter().fold(UnitCounts::default(), |u, r| UnitCounts {
+                    cached: u.cached + r.totals.units_cached,
+                    compiled: u.compiled + r.totals.units_compiled,
+                    failed: u.failed + r.totals.units_failed,
+                });
+                Self {
+                    started_at,
+                    ..Self::new(platform, cases, (ended_at - started_at).max(0.0))
+                }
+                .with_unit_counts(units)
+            })
+            .collect()
+    }
+}
+
+/// JUnit XML of `reports` as one `<testsuites>` (named `scenes`) with one
+/// `<testsuite>` per report ([`RunReport::to_junit`] for one): counts,
+/// `time` from the earliest start to the latest end, and that start's
+/// `timestamp`.
+pub fn junit_of(reports: &[RunReport]) -> String {
+    use quick_junit::Report;
+    let started_at = reports
+        .iter()
+        .map(|r| r.started_at)
+        .fold(f64::INFINITY, f64::min);
+    let ended_at = reports
+        .iter()
+        .map(|r| r.started_at + r.totals.wall_s)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let mut report = Report::new("scenes");
+    if started_at.is_finite() && ended_at.is_finite() {
+        report.set_time(
+            std::time::Duration::try_from_secs_f64((ended_at - started_at).max(0.0))
+                .unwrap_or_default(),
+        );
+        if let Some(ts) = timestamp(started_at) {
             report.set_timestamp(ts);
         }
-        report.add_test_suite(suite);
-        report
-            .to_string()
-            .unwrap_or_else(|e| format!("<!-- JUnit serialisation failed: {e} -->\n"))
     }
+    for r in reports {
+        report.add_test_suite(r.junit_suite());
+    }
+    report
+        .to_string()
+        .unwrap_or_else(|e| format!("<!-- JUnit serialisation failed: {e} -->\n"))
 }
 
 /// Unix seconds as the timestamp JUnit wants (UTC), if representable.
@@ -523,6 +696,60 @@ mod tests {
         let mut r = CaseReport::new("s", "c");
         r.fail(FailureStage::Device, "card 0 hung");
         assert_eq!(r.failure, Some(CaseFailure::Device("card 0 hung".into())));
+    }
+
+    #[test]
+    fn reports_read_back_and_merge_into_sums() {
+        let mut a = CaseReport::new("s", "a");
+        a.devices = vec![0];
+        a.phases.lock_held_s = 0.25;
+        a.phases.device_s = 0.125;
+        a.phases.compile_s = 2.0;
+        let mut b = CaseReport::new("s", "b");
+        b.fail(FailureStage::Compare, "tensor `f` mismatch");
+        b.phases.lock_held_s = 0.5;
+        let one = RunReport::new("a2a3sim", vec![a], 1.0).with_unit_counts(UnitCounts {
+            cached: 3,
+            compiled: 1,
+            failed: 0,
+        });
+        let two = RunReport::new("a2a3sim", vec![b], 2.0);
+        let json = serde_json::to_vec(&two).unwrap();
+        let back = RunReport::from_json(&json).unwrap();
+        assert_eq!(back.schema, REPORT_SCHEMA);
+        assert_eq!(
+            back.cases[0].failure,
+            Some(CaseFailure::Compare("tensor `f` mismatch".into()))
+        );
+        let merged = RunReport::merge(&[one.clone(), back]);
+        assert_eq!(merged.len(), 1);
+        let t = &merged[0].totals;
+        assert_eq!((t.passed, t.failed), (1, 1));
+        assert!((t.card_seconds_held - 0.75).abs() < 1e-12);
+        assert!((t.device_seconds - 0.125).abs() < 1e-12);
+        assert!((t.compile_seconds - 2.0).abs() < 1e-12);
+        assert_eq!((t.units_cached, t.units_compiled), (3, 1));
+        let x = junit_of(&merged);
+        assert!(x.contains("tests=\"2\""), "{x}");
+        // Two platforms: two suites.
+        let other = RunReport::new("a5sim", vec![CaseReport::new("s", "c")], 1.0);
+        assert_eq!(RunReport::merge(&[one, other]).len(), 2);
+
+        let mut old = serde_json::to_value(&two).unwrap();
+        old.as_object_mut().unwrap().remove("schema");
+        let e = RunReport::from_json(&serde_json::to_vec(&old).unwrap()).unwrap_err();
+        assert_eq!(e, ReportReadError::NoSchema);
+        old["schema"] = serde_json::json!(2);
+        let e = RunReport::from_json(&serde_json::to_vec(&old).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("report schema 2"), "{e}");
+        assert!(matches!(
+            RunReport::from_json(b"[1]"),
+            Err(ReportReadError::NotAReport(_))
+        ));
+        assert!(matches!(
+            RunReport::from_json(b"{"),
+            Err(ReportReadError::Json(_))
+        ));
     }
 
     #[test]

@@ -103,6 +103,7 @@ impl Session {
         let compiled = self.compile(&to_compile);
         self.pipelined(cases, &runnable, slots, &compiled, &mut reports, on_case);
         self.run_report(reports, start)
+            .with_unit_counts(compiled.units)
     }
 
     /// One preparing thread feeding one device worker per healthy card.
@@ -243,6 +244,7 @@ impl Session {
             l.release();
         }
         self.run_report(reports, start)
+            .with_unit_counts(compiled.units)
     }
 
     fn run_report(&self, reports: Vec<Option<CaseReport>>, start: Instant) -> RunReport {

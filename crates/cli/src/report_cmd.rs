@@ -1,0 +1,281 @@
+//! `scene report`: one or more `--report-json` files (typically one per
+//! `--partition` runner) as a Markdown summary (per-case phases, card-seconds
+//! held vs device-seconds, totals) and a merged JUnit file.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use scene_harness::report::{CaseStatus, RunReport, junit_of};
+
+use crate::args::ReportArgs;
+use crate::env::Environment;
+
+/// Runs `scene report`. Exit 0 when every case of every report passed, 1
+/// when any failed (the summary and JUnit are written either way), 2 when
+/// a report cannot be read or an output cannot be written.
+pub(crate) fn run(env: &Environment, args: &ReportArgs) -> ExitCode {
+    let is_stdout = |p: &Option<PathBuf>| p.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    if is_stdout(&args.markdown) && is_stdout(&args.junit) {
+        eprintln!("error: --markdown - and --junit -: only one output can go to stdout");
+        return ExitCode::from(2);
+    }
+    for (flag, path) in [("--markdown", &args.markdown), ("--junit", &args.junit)] {
+        if let Some(path) = path
+            && path.as_os_str() != "-"
+            && let Err(e) = crate::paths::check_output_file(flag, path)
+        {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    let summary_file = if args.github_summary {
+        match env.path("GITHUB_STEP_SUMMARY") {
+            Some(p) => Some(p),
+            None => {
+                eprintln!(
+                    "error: --github-summary: GITHUB_STEP_SUMMARY is not set (GitHub Actions sets it in every step)"
+                );
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        None
+    };
+    let mut reports = Vec::new();
+    for file in &args.files {
+        match read_report(file) {
+            Ok(r) => reports.push(r),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    warn_duplicates(&args.files, &reports);
+    let merged = RunReport::merge(&reports);
+    let markdown = markdown(&merged, &args.files);
+    // Markdown goes to stdout unless a file is named, or stdout carries
+    // the JUnit.
+    let markdown_to = match &args.markdown {
+        Some(p) => Some(p.clone()),
+        None if is_stdout(&args.junit) => None,
+        None => Some(PathBuf::from("-")),
+    };
+    let outputs = markdown_to
+        .iter()
+        .map(|p| (p, markdown.clone().into_bytes()))
+        .chain(
+            args.junit
+                .iter()
+                .map(|p| (p, junit_of(&merged).into_bytes())),
+        );
+    for (path, bytes) in outputs {
+        if let Err(e) = write_output(path, &bytes) {
+            eprintln!("error: writing {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    }
+    if let Some(path) = summary_file
+        && let Err(e) = append(&path, markdown.as_bytes())
+    {
+        eprintln!(
+            "error: --github-summary: appending to {} (GITHUB_STEP_SUMMARY): {e}",
+            path.display()
+        );
+        return ExitCode::from(2);
+    }
+    let failed: usize = merged.iter().map(|r| r.totals.failed).sum();
+    ExitCode::from(if failed == 0 { 0 } else { 1 })
+}
+
+/// One report file, or an error naming it.
+fn read_report(path: &Path) -> Result<RunReport, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("report {}: {e}", path.display()))?;
+    RunReport::from_json(&bytes).map_err(|e| format!("report {}: {e}", path.display()))
+}
+
+/// A case in two reports (overlapping partitions, a file given twice) is
+/// counted twice: say so.
+fn warn_duplicates(files: &[PathBuf], reports: &[RunReport]) {
+    let mut seen: std::collections::HashMap<(&str, &str), &Path> = Default::default();
+    for (file, r) in files.iter().zip(reports) {
+        for c in &r.cases {
+            if let Some(first) = seen.insert((&r.platform, &c.name), file) {
+                eprintln!(
+                    "warning: {} ({}) is in both {} and {}; it is counted twice",
+                    c.name,
+                    r.platform,
+                    first.display(),
+                    file.display()
+                );
+            }
+        }
+    }
+}
+
+/// Seconds as the tables print them.
+fn secs(s: f64) -> String {
+    format!("{s:.3}")
+}
+
+/// A table cell: no `|` or line break may end it early.
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace(['\n', '\r'], " ")
+}
+
+/// The Markdown summary of `merged` (one report per platform), read from
+/// `files`.
+pub(crate) fn markdown(merged: &[RunReport], files: &[PathBuf]) -> String {
+    let mut m = String::new();
+    let cases: usize = merged.iter().map(|r| r.cases.len()).sum();
+    let failed: usize = merged.iter().map(|r| r.totals.failed).sum();
+    let platforms: Vec<&str> = merged.iter().map(|r| r.platform.as_str()).collect();
+    let _ = writeln!(
+        m,
+        "## Scene tests: {cases} cases, {failed} failed ({})\n",
+        if platforms.is_empty() {
+            "no platform".to_string()
+        } else {
+            platforms.join(", ")
+        }
+    );
+    let _ = writeln!(
+        m,
+        "| case | verdict | compile s | fixtures s | golden s | lock wait s | device s | compare s | card-s held | device-s |"
+    );
+    let _ = writeln!(
+        m,
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    );
+    for r in merged {
+        for c in &r.cases {
+            let cards = c.devices.len().max(1) as f64;
+            let p = &c.phases;
+            let name = if merged.len() > 1 {
+                format!("{} ({})", c.name, r.platform)
+            } else {
+                c.name.clone()
+            };
+            let verdict = match (c.status, c.failure_stage) {
+                (CaseStatus::Passed, _) => "PASS".to_string(),
+                (CaseStatus::Failed, Some(stage)) => format!("FAIL ({stage})"),
+                (CaseStatus::Failed, None) => "FAIL".to_string(),
+            };
+            let _ = writeln!(
+                m,
+                "| `{}` | {verdict} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                cell(&name),
+                secs(p.compile_s),
+                secs(p.fixtures_s),
+                secs(p.golden_s),
+                secs(p.lock_wait_s),
+                secs(p.device_s),
+                secs(p.compare_s),
+                secs(p.lock_held_s * cards),
+                secs(p.device_s * cards),
+            );
+        }
+    }
+    let sum = |f: &dyn Fn(&RunReport) -> f64| merged.iter().map(f).sum::<f64>();
+    let count = |f: &dyn Fn(&RunReport) -> usize| merged.iter().map(f).sum::<usize>();
+    let held = sum(&|r| r.totals.card_seconds_held);
+    let device = sum(&|r| r.totals.device_seconds);
+    let _ = writeln!(m, "\n### Totals\n");
+    let _ = writeln!(m, "| total | value |");
+    let _ = writeln!(m, "| --- | ---: |");
+    let rows: [(&str, String); 11] = [
+        ("reports", files.len().to_string()),
+        ("cases", cases.to_string()),
+        ("passed", count(&|r| r.totals.passed).to_string()),
+        ("failures", failed.to_string()),
+        ("card-seconds held", secs(held)),
+        ("device-seconds", secs(device)),
+        (
+            "held / device",
+            if device > 0.0 {
+                format!("{:.2}", held / device)
+            } else {
+                "-".to_string()
+            },
+        ),
+        (
+            "queueing seconds",
+            secs(sum(&|r| r.totals.queueing_seconds)),
+        ),
+        ("compile seconds", secs(sum(&|r| r.totals.compile_seconds))),
+        ("cache hits", count(&|r| r.totals.units_cached).to_string()),
+        (
+            "units compiled",
+            count(&|r| r.totals.units_compiled).to_string(),
+        ),
+    ];
+    for (k, v) in rows {
+        let _ = writeln!(m, "| {k} | {v} |");
+    }
+    let failures: Vec<_> = merged
+        .iter()
+        .flat_map(|r| r.cases.iter())
+        .filter(|c| c.status == CaseStatus::Failed)
+        .collect();
+    if !failures.is_empty() {
+        let _ = writeln!(m, "\n### Failures\n");
+        for c in failures {
+            let stage = c.failure_stage.map(|s| s.to_string()).unwrap_or_default();
+            let first = c
+                .message
+                .as_deref()
+                .and_then(|s| s.lines().next())
+                .unwrap_or("failed");
+            let _ = writeln!(m, "- `{}` ({stage}): {}", cell(&c.name), cell(first));
+        }
+    }
+    m
+}
+
+/// Writes `bytes` to `path` whole (0644), or to stdout for `-`.
+fn write_output(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if path.as_os_str() == "-" {
+        let mut out = std::io::stdout().lock();
+        out.write_all(bytes)?;
+        return out.flush();
+    }
+    scene_util::write_atomically_with_mode(path, bytes, 0o644)
+}
+
+/// Appends `bytes` to `path` (GitHub's step summary file).
+fn append(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut f = std::fs::File::options()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    f.write_all(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scene_harness::CaseReport;
+    use scene_harness::report::FailureStage;
+
+    #[test]
+    fn markdown_escapes_cells_and_lists_failures() {
+        let mut a = CaseReport::new("s", "a|b");
+        a.devices = vec![0, 1];
+        a.phases.lock_held_s = 0.5;
+        a.phases.device_s = 0.25;
+        a.fail(FailureStage::Compare, "tensor `f` | mismatch\nmore");
+        let r = RunReport::new("a2a3sim", vec![a, CaseReport::new("s", "ok")], 1.0);
+        let m = markdown(&RunReport::merge(&[r]), &[PathBuf::from("r.json")]);
+        assert!(m.contains("| `s::a\\|b` | FAIL (compare) |"), "{m}");
+        // Two cards: the card-seconds are per card.
+        assert!(m.contains("| 1.000 | 0.500 |"), "{m}");
+        assert!(m.contains("| failures | 1 |"), "{m}");
+        assert!(m.contains("| card-seconds held | 1.000 |"), "{m}");
+        assert!(
+            m.contains("- `s::a\\|b` (compare): tensor `f` \\| mismatch\n"),
+            "{m}"
+        );
+    }
+}
