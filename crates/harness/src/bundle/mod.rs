@@ -286,6 +286,23 @@ pub fn slot_key(
         }
     }
     field("scalars", &canonical(&scalars));
+    // Only when used, so scenes without them keep their keys.
+    if !scene.derived.is_empty() {
+        let derived: Vec<(&str, serde_json::Value)> = scene
+            .derived
+            .iter()
+            .map(|d| (d.name.as_str(), d.value.identity_i64()))
+            .collect();
+        field("derived", &canonical(&derived));
+    }
+    if !case.init.is_empty() {
+        let init: BTreeMap<&str, serde_json::Value> = case
+            .init
+            .iter()
+            .map(|(name, spec)| (name.as_str(), init_identity(spec)))
+            .collect();
+        field("case_init", &canonical(&init));
+    }
     h.finalize().to_hex().to_string()
 }
 
@@ -330,9 +347,24 @@ fn tensor_identity(t: &TensorSpec) -> serde_json::Value {
     // Literals serialise as the numbers they always were (old bundles keep
     // their keys); an expression as its text (the case's params, hashed
     // too, decide its value).
+    serde_json::json!({
+        "name": t.name,
+        "dtype": t.dtype.to_string(),
+        "shape": t.shape.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "init": init_identity(&t.init),
+        "seed": t.seed,
+        "direction": t.direction.to_string(),
+        "rtol": t.rtol.as_ref().map(crate::scene::NumSpec::identity_f64),
+        "atol": t.atol.as_ref().map(crate::scene::NumSpec::identity_f64),
+    })
+}
+
+/// An `init` as a canonical value (literals as the numbers they always
+/// were, expressions as their text).
+fn init_identity(init: &crate::scene::InitSpec) -> serde_json::Value {
     use crate::scene::InitSpec;
     let f = crate::scene::NumSpec::identity_f64;
-    let init = match &t.init {
+    match init {
         InitSpec::Const { value } => serde_json::json!({ "kind": "const", "value": f(value) }),
         InitSpec::Uniform { low, high } => {
             serde_json::json!({ "kind": "uniform", "low": f(low), "high": f(high) })
@@ -353,17 +385,7 @@ fn tensor_identity(t: &TensorSpec) -> serde_json::Value {
             serde_json::json!({ "kind": "permutation", "n": n.identity_i64() })
         }
         InitSpec::List { param } => serde_json::json!({ "kind": "list", "param": param }),
-    };
-    serde_json::json!({
-        "name": t.name,
-        "dtype": t.dtype.to_string(),
-        "shape": t.shape.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        "init": init,
-        "seed": t.seed,
-        "direction": t.direction.to_string(),
-        "rtol": t.rtol.as_ref().map(f),
-        "atol": t.atol.as_ref().map(f),
-    })
+    }
 }
 
 /// Checks a manifest name before anything is opened: relative, and made of
