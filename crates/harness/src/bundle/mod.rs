@@ -641,6 +641,10 @@ mod pinned_keys {
         out
     }
 
+    /// The paged_attention keys changed when the scene was rewritten as
+    /// the original (`[derived]`, its fixtures, per-case init for
+    /// `small_batch4`): a new definition, so new keys; every other
+    /// scene's keys are unchanged by the new fields.
     #[test]
     fn existing_scenes_keep_their_slot_keys() {
         let expected: &[(&str, &str)] = &[
@@ -682,23 +686,23 @@ mod pinned_keys {
             ),
             (
                 "paged_attention::Case1",
-                "d9d3230503d31f0130c7ad39d3423975bead5823606e5257b83f7275acd13b23",
+                "7654674366533822442a08095a750f6e76f568b02fe9307cee3b9b1e0810ad4b",
             ),
             (
                 "paged_attention::Case2",
-                "8011ecbd4f9b3a03574aa7d4ab3c1d3fdb83d3d63a4ed58129aaf8cf89e51ee1",
+                "257eea9d09e4dc41128e1330d9557239652ccf85afe991d82838c44078aee395",
             ),
             (
                 "paged_attention::small1",
-                "d710513a77a13cb8755f678e187a9da7469c941e625e025ae1859bf9d2ee851f",
+                "d463dad617b426d89b080dfe81f409226e3f0b8390bd1681183a99452e15e534",
             ),
             (
                 "paged_attention::small2",
-                "40e9d4de55dd2204ad846bd115f290f9b96c0a38314d7712fcbfc55c3f7a449c",
+                "35f5b02c28ae8e8e0929db65b7cee28e2cdf48a98bb3fb81dfa56c984a0db5dd",
             ),
             (
                 "paged_attention::small_batch4",
-                "18b183b3b41adc3f75971ff3847687e54a43ccea6b92722a7822ccdccee91b83",
+                "30da80ea93b30e1cf8411302396fadf21941fa93cf8f73ff01e88dd8d9c3c642",
             ),
             (
                 "paged_attention_unroll_4dims::Case1",
@@ -792,5 +796,64 @@ mod pinned_keys {
         let got = keys();
         let got: Vec<(&str, &str)> = got.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
         assert_eq!(got, expected);
+    }
+
+    /// A slot key covers the `[derived]` expressions (two spellings of the
+    /// same values are two definitions) and a case's `init` overrides,
+    /// and a case without overrides is not moved by another's.
+    #[test]
+    fn keys_cover_derived_expressions_and_case_inits() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/scenes");
+        let tmp = tempfile::tempdir().unwrap();
+        for d in ["paged_attention", "paged_attention/kernels", "common_pa"] {
+            std::fs::create_dir_all(tmp.path().join(d)).unwrap();
+        }
+        for f in [
+            "paged_attention/scene.toml",
+            "paged_attention/orchestration.c",
+            "paged_attention/kernels/aic_qk_matmul.c",
+            "paged_attention/kernels/aic_pv_matmul.c",
+            "paged_attention/kernels/aiv_softmax_prepare.c",
+            "common_pa/aiv_online_update.c",
+        ] {
+            std::fs::copy(src.join(f), tmp.path().join(f)).unwrap();
+        }
+        let dir = tmp.path().join("paged_attention");
+        let keys = || {
+            let scene = crate::scene::Scene::load(&dir).unwrap();
+            scene
+                .cases
+                .iter()
+                .map(|case| {
+                    let scalars = crate::prepare::scalar_bits(&scene, case).unwrap();
+                    (
+                        case.name.clone(),
+                        slot_key(&callable(), &scene, case, &scalars, "a2a3sim"),
+                    )
+                })
+                .collect::<BTreeMap<_, _>>()
+        };
+        let edit = |from: &str, to: &str| {
+            let path = dir.join("scene.toml");
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert_eq!(text.matches(from).count(), 1, "{from}");
+            std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+        };
+        let before = keys();
+        edit(
+            "total_blocks = \"batch * ceil_div(context_len, block_size)\"",
+            "total_blocks = \"ceil_div(context_len, block_size) * batch\"",
+        );
+        let swapped = keys();
+        for (case, key) in &before {
+            assert_ne!(&swapped[case], key, "{case}: derived text not covered");
+        }
+        edit(
+            "block_table = { kind = \"permutation\", n = \"total_blocks\" }",
+            "block_table = { kind = \"permutation\", n = \"total_blocks + 1\" }",
+        );
+        let reinit = keys();
+        assert_ne!(reinit["small_batch4"], swapped["small_batch4"]);
+        assert_eq!(reinit["small1"], swapped["small1"]);
     }
 }
