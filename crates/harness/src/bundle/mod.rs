@@ -685,6 +685,10 @@ mod pinned_keys {
                 "227eb7c98a9422471d24f83076ffadae80b48ce5332af3bfe87f1bac585a8d2b",
             ),
             (
+                "matmul::default",
+                "04d307d2076f0aa97cc9e7cb7837b21e40e9dce1b86be7a330b9ede9603aeef6",
+            ),
+            (
                 "paged_attention::Case1",
                 "7654674366533822442a08095a750f6e76f568b02fe9307cee3b9b1e0810ad4b",
             ),
