@@ -641,10 +641,10 @@ mod pinned_keys {
         out
     }
 
-    /// The paged_attention keys changed when the scene was rewritten as
-    /// the original (`[derived]`, its fixtures, per-case init for
-    /// `small_batch4`): a new definition, so new keys; every other
-    /// scene's keys are unchanged by the new fields.
+    /// Two scenes changed definition, so their keys changed: paged_attention
+    /// (rewritten as the original: `[derived]`, its fixtures, a per-case
+    /// init for `small_batch4`) and rmsnorm (its dtype a case param); every
+    /// other scene's keys are unchanged by the new fields.
     #[test]
     fn existing_scenes_keep_their_slot_keys() {
         let expected: &[(&str, &str)] = &[
@@ -734,19 +734,27 @@ mod pinned_keys {
             ),
             (
                 "rmsnorm::small",
-                "f08251367cedd3137fd46be3681889cfcb85171fa2b3801dc50b08dea4e71832",
+                "596068c22cc1c9646e639d8bd17de66791d64a0f616ae5381dc99f71032448e9",
             ),
             (
                 "rmsnorm::odd",
-                "77d1efb2df8bafd7124a17dc27262a7dcf10eaf7ae86ab85d1ee0b7c8fdd928b",
+                "6127cb50a4e2ac8025fd083687d3ac788d31c90a1b7f4225affef290100212e6",
             ),
             (
                 "rmsnorm::one_row",
-                "2792d63d5d6d2599f3b402f0382e46f6a5064e7d0b95f3369d641fa39bb2185b",
+                "ed0cba7b6a2bab3ef39466b05feaf970b6479de6c05a3c5e8b69d47b873805e3",
             ),
             (
                 "rmsnorm::many_rows",
-                "26a71260947fba016af67c592398772f8cd87a2b729ac54feb306de296e9c02a",
+                "076425c165acf0dd8acc80ffdae00ddc602a244450adadb331459d41c887b39f",
+            ),
+            (
+                "rmsnorm::small_f16",
+                "ef8574bce16c3cd3831b88e5ec1b311423ac7b0e313d041c41b14a9517a9a997",
+            ),
+            (
+                "rmsnorm::odd_f32",
+                "cfea91b1613c44cdc634d1717eeea3e34a287b62b2fd42188b2370a8813d3e3f",
             ),
             (
                 "scalar_data::default",
