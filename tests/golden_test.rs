@@ -256,8 +256,8 @@ fn gemm_softmax_rmsnorm_pass_on_both_platforms() {
             "gemm::ragged",
             "softmax::huge",
             "rmsnorm::one_row",
-            "rmsnorm::small_f16",
-            "rmsnorm::odd_f32",
+            "rmsnorm::f16_small",
+            "rmsnorm::f32_odd",
         ] {
             assert!(
                 run.stdout.contains(&format!("PASS {id}")),
@@ -394,7 +394,7 @@ fn rmsnorm_dtype_cases_run_their_own_kernel() {
         &["run", "rmsnorm", "--dump", dump.to_str().unwrap()],
     );
     assert_eq!(run.code, Some(0), "{}", run.text());
-    for (case, dtype) in [("small", "bf16"), ("small_f16", "f16"), ("odd_f32", "f32")] {
+    for (case, dtype) in [("small", "bf16"), ("f16_small", "f16"), ("f32_odd", "f32")] {
         let meta = read_json(&dump.join("rmsnorm").join(case).join("meta.json"));
         for t in meta["tensors"].as_array().unwrap() {
             assert_eq!(t["dtype"], dtype, "{case}: {t}");
@@ -409,7 +409,7 @@ fn rmsnorm_dtype_cases_run_their_own_kernel() {
     let run = scene(&env, &["run", "rmsnorm"]);
     assert_eq!(run.code, Some(1), "{}", run.text());
     assert!(
-        run.stdout.contains("FAIL rmsnorm::small_f16") && run.stdout.contains("tensor `y` mismatch"),
+        run.stdout.contains("FAIL rmsnorm::f16_small") && run.stdout.contains("tensor `y` mismatch"),
         "{}",
         run.text()
     );

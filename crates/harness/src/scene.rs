@@ -955,6 +955,16 @@ impl Validator<'_> {
                     ),
                 ));
             }
+            if !value.is_table() {
+                return Err(self.err(
+                    field,
+                    format!(
+                        "{prefix}an init override is a table such as \
+                         {{ kind = \"randint\", low = 0, high = 8 }}, got {} `{value}`",
+                        value.type_str()
+                    ),
+                ));
+            }
             let raw: RawInit = value.try_into().map_err(|e: toml::de::Error| {
                 self.err(
                     &field,
@@ -2676,7 +2686,7 @@ init = { lens = { kind = "randint", low = 1, high = "ctx+1" }, table = { kind = 
                 "lens = 7".into(),
                 "cases[1].init.lens",
                 Some("varied"),
-                "",
+                "an init override is a table such as { kind = \"randint\", low = 0, high = 8 }, got integer `7`",
             ),
             (
                 "dt = \"float\"",

@@ -749,12 +749,12 @@ mod pinned_keys {
                 "076425c165acf0dd8acc80ffdae00ddc602a244450adadb331459d41c887b39f",
             ),
             (
-                "rmsnorm::small_f16",
-                "ef8574bce16c3cd3831b88e5ec1b311423ac7b0e313d041c41b14a9517a9a997",
+                "rmsnorm::f16_small",
+                "b57c6f09bbe23508c9f72f819276c847efafc10e8781bae4578daf70f2b00a9a",
             ),
             (
-                "rmsnorm::odd_f32",
-                "cfea91b1613c44cdc634d1717eeea3e34a287b62b2fd42188b2370a8813d3e3f",
+                "rmsnorm::f32_odd",
+                "0bf890195750e2e1b4a858af63f45d5a9fc28208edbcbeaf7b75cb945c311f3b",
             ),
             (
                 "scalar_data::default",
