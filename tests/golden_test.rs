@@ -389,10 +389,7 @@ fn rmsnorm_dtype_cases_run_their_own_kernel() {
     let env = TestEnv::with_scenes(&[]);
     let dir = copy_scene(&env, "rmsnorm", "rmsnorm");
     let dump = env.dir.path().join("dump");
-    let run = scene(
-        &env,
-        &["run", "rmsnorm", "--dump", dump.to_str().unwrap()],
-    );
+    let run = scene(&env, &["run", "rmsnorm", "--dump", dump.to_str().unwrap()]);
     assert_eq!(run.code, Some(0), "{}", run.text());
     for (case, dtype) in [("small", "bf16"), ("f16_small", "f16"), ("f32_odd", "f32")] {
         let meta = read_json(&dump.join("rmsnorm").join(case).join("meta.json"));
@@ -405,11 +402,16 @@ fn rmsnorm_dtype_cases_run_their_own_kernel() {
     let src = std::fs::read_to_string(&orch).unwrap();
     let from = "case SCENE_DTYPE_F16: func = 1; break;";
     assert_eq!(src.matches(from).count(), 1);
-    std::fs::write(&orch, src.replace(from, "case SCENE_DTYPE_F16: func = 0; break;")).unwrap();
+    std::fs::write(
+        &orch,
+        src.replace(from, "case SCENE_DTYPE_F16: func = 0; break;"),
+    )
+    .unwrap();
     let run = scene(&env, &["run", "rmsnorm"]);
     assert_eq!(run.code, Some(1), "{}", run.text());
     assert!(
-        run.stdout.contains("FAIL rmsnorm::f16_small") && run.stdout.contains("tensor `y` mismatch"),
+        run.stdout.contains("FAIL rmsnorm::f16_small")
+            && run.stdout.contains("tensor `y` mismatch"),
         "{}",
         run.text()
     );

@@ -80,7 +80,10 @@ fn both_ports_pass_on_a2a3sim() {
     assert!(!text.contains("Case1"), "{text}");
     assert!(!text.contains("paged_attention::small2"), "{text}");
     let (ok, text) = run(&env, "paged_attention::small2");
-    assert!(ok && text.contains("PASS paged_attention::small2 "), "{text}");
+    assert!(
+        ok && text.contains("PASS paged_attention::small2 "),
+        "{text}"
+    );
     let listed = env
         .scene(&["list", "paged_attention", "--include-manual"])
         .output()

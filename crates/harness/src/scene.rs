@@ -906,16 +906,20 @@ impl Validator<'_> {
                     ),
                 ));
             }
-            let v = d.value.eval(&values).map_err(|e| {
-                self.err(format!("derived.{}", d.name), format!("{prefix}{e}"))
-            })?;
+            let v = d
+                .value
+                .eval(&values)
+                .map_err(|e| self.err(format!("derived.{}", d.name), format!("{prefix}{e}")))?;
             let v = match v {
                 Num::Int(i) => Value::Int(i),
                 Num::Float(f) if f.is_finite() => Value::Float(f),
                 Num::Float(f) => {
                     return Err(self.err(
                         format!("derived.{}", d.name),
-                        format!("{prefix}`{}` evaluates to {f}, not a finite number", d.value),
+                        format!(
+                            "{prefix}`{}` evaluates to {f}, not a finite number",
+                            d.value
+                        ),
                     ));
                 }
             };
@@ -2497,7 +2501,10 @@ init = { lens = { kind = "randint", low = 1, high = "ctx+1" }, table = { kind = 
     fn derived_params_are_computed_per_case_in_order() {
         let s = load(DERIVED).unwrap();
         assert_eq!(
-            s.derived.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(),
+            s.derived
+                .iter()
+                .map(|d| d.name.as_str())
+                .collect::<Vec<_>>(),
             ["max_blocks", "total", "half"]
         );
         let (small, varied) = (&s.cases[0], &s.cases[1]);
@@ -2701,9 +2708,15 @@ init = { lens = { kind = "randint", low = 1, high = "ctx+1" }, table = { kind = 
             assert!(DERIVED.contains(old), "matrix entry does not apply: {old}");
             let e = err_of(&DERIVED.replacen(old, &new, 1));
             assert!(e.contains("scene.toml"), "{new}: file missing: {e}");
-            assert!(e.contains(&format!("`{field}`")), "{new}: `{field}` missing: {e}");
+            assert!(
+                e.contains(&format!("`{field}`")),
+                "{new}: `{field}` missing: {e}"
+            );
             if let Some(case) = case {
-                assert!(e.contains(&format!("case `{case}`")), "{new}: case missing: {e}");
+                assert!(
+                    e.contains(&format!("case `{case}`")),
+                    "{new}: case missing: {e}"
+                );
             }
             assert!(e.contains(needle), "{new}: `{needle}` missing: {e}");
         }

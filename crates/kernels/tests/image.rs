@@ -78,7 +78,13 @@ fn compiler_helper_calls_are_linked_from_builtins() {
     .link(dir.path());
     // Guard against the test going vacuous if gcc stops emitting the calls.
     let undefined = undefined_symbols(&dir.path().join("k.o"));
-    for helper in ["memcpy", "memset", "__truncsfhf2", "__truncdfhf2", "__nehf2"] {
+    for helper in [
+        "memcpy",
+        "memset",
+        "__truncsfhf2",
+        "__truncdfhf2",
+        "__nehf2",
+    ] {
         assert!(
             undefined.contains(helper),
             "{helper} not called:\n{undefined}"
