@@ -248,11 +248,17 @@ fn gemm_softmax_rmsnorm_pass_on_both_platforms() {
         assert_eq!(run.code, Some(0), "{platform}: {}", run.text());
         assert_eq!(
             run.stdout.lines().last(),
-            Some("13 passed, 0 failed"),
+            Some("15 passed, 0 failed"),
             "{platform}: {}",
             run.text()
         );
-        for id in ["gemm::ragged", "softmax::huge", "rmsnorm::one_row"] {
+        for id in [
+            "gemm::ragged",
+            "softmax::huge",
+            "rmsnorm::one_row",
+            "rmsnorm::f16_small",
+            "rmsnorm::f32_odd",
+        ] {
             assert!(
                 run.stdout.contains(&format!("PASS {id}")),
                 "{platform}: {}",
@@ -372,5 +378,47 @@ fn mutated_rmsnorm_kernel_fails_with_mismatch_report() {
         "ss / (float)d + eps",
         "ss * (float)d + eps",
         "y",
+    );
+}
+
+/// rmsnorm's cases differ by their `dtype` param (bf16, f16, f32 from one
+/// definition): each case's tensors are in its dtype, and a case run by
+/// another dtype's kernel fails while the others pass.
+#[test]
+fn rmsnorm_dtype_cases_run_their_own_kernel() {
+    let env = TestEnv::with_scenes(&[]);
+    let dir = copy_scene(&env, "rmsnorm", "rmsnorm");
+    let dump = env.dir.path().join("dump");
+    let run = scene(&env, &["run", "rmsnorm", "--dump", dump.to_str().unwrap()]);
+    assert_eq!(run.code, Some(0), "{}", run.text());
+    for (case, dtype) in [("small", "bf16"), ("f16_small", "f16"), ("f32_odd", "f32")] {
+        let meta = read_json(&dump.join("rmsnorm").join(case).join("meta.json"));
+        for t in meta["tensors"].as_array().unwrap() {
+            assert_eq!(t["dtype"], dtype, "{case}: {t}");
+        }
+    }
+    // The f16 case handed to the bf16 image: only it fails, on `y`.
+    let orch = dir.join("orchestration.c");
+    let src = std::fs::read_to_string(&orch).unwrap();
+    let from = "case SCENE_DTYPE_F16: func = 1; break;";
+    assert_eq!(src.matches(from).count(), 1);
+    std::fs::write(
+        &orch,
+        src.replace(from, "case SCENE_DTYPE_F16: func = 0; break;"),
+    )
+    .unwrap();
+    let run = scene(&env, &["run", "rmsnorm"]);
+    assert_eq!(run.code, Some(1), "{}", run.text());
+    assert!(
+        run.stdout.contains("FAIL rmsnorm::f16_small")
+            && run.stdout.contains("tensor `y` mismatch"),
+        "{}",
+        run.text()
+    );
+    assert_eq!(
+        run.stdout.lines().last(),
+        Some("5 passed, 1 failed"),
+        "{}",
+        run.text()
     );
 }

@@ -65,7 +65,6 @@ fn both_ports_pass_on_a2a3sim() {
     assert!(ok, "{text}");
     for case in [
         "paged_attention::small1",
-        "paged_attention::small2",
         "paged_attention::small_batch4",
         "paged_attention_unroll_4dims::small1",
         "paged_attention_unroll_4dims::small_batch4",
@@ -76,16 +75,24 @@ fn both_ports_pass_on_a2a3sim() {
             "{case} did not pass\n{text}"
         );
     }
-    // The hardware-sized cases are manual: there, but not run by default.
+    // The hardware-sized cases are manual: there, but not run by default;
+    // small2 is manual as in the original, and runs when named.
     assert!(!text.contains("Case1"), "{text}");
+    assert!(!text.contains("paged_attention::small2"), "{text}");
+    let (ok, text) = run(&env, "paged_attention::small2");
+    assert!(
+        ok && text.contains("PASS paged_attention::small2 "),
+        "{text}"
+    );
     let listed = env
         .scene(&["list", "paged_attention", "--include-manual"])
         .output()
         .unwrap();
     let listed = String::from_utf8_lossy(&listed.stdout);
     for case in [
-        "paged_attention::Case1",
-        "paged_attention::Case2",
+        "paged_attention::Case1  [hardware only: a2a3]",
+        "paged_attention::Case2  [hardware only: a2a3]",
+        "paged_attention::small2",
         "paged_attention_unroll_4dims::Case1",
         "paged_attention_unroll_4dims::Case3",
     ] {
@@ -133,6 +140,46 @@ fn fixtures_draw_distinct_blocks_and_varying_lengths() {
     assert!(used.iter().all(|&x| (0..16).contains(&x)));
 }
 
+/// The original's cases keep the original's fixtures: every context length
+/// is `context_len`, the block table is drawn from the cache's
+/// `total_blocks` blocks (repeats allowed) and is `max_model_len /
+/// block_size` wide (the derived params).
+#[test]
+fn original_cases_keep_the_original_fixtures() {
+    let env = env_with_ports();
+    let dump = env.dir.path().join("dump");
+    let out = env
+        .scene(&[
+            "run",
+            "paged_attention::small2",
+            "--dump",
+            dump.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let inputs = dump.join("paged_attention/small2/inputs");
+    assert_eq!(read_i32_npy(&inputs.join("context_lens.npy")), [64]);
+    let table = read_i32_npy(&inputs.join("block_table.npy"));
+    // max_num_blocks_per_req = 256 / 16; total_blocks = 1 * ceil(64 / 16).
+    assert_eq!(table.len(), 16);
+    assert!(table.iter().all(|&x| (0..4).contains(&x)), "{table:?}");
+    let meta = common::read_report(&dump.join("paged_attention/small2/meta.json"));
+    let key = meta["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "key_cache")
+        .unwrap()
+        .clone();
+    assert_eq!(key["dtype"], "bf16", "{key}");
+    assert_eq!(key["shape"], serde_json::json!([4, 16, 1, 16]), "{key}");
+}
+
 /// The data of a little-endian i32 `.npy` file.
 fn read_i32_npy(path: &Path) -> Vec<i32> {
     let bytes = std::fs::read(path).unwrap();
@@ -157,6 +204,20 @@ fn paged_attention_fails_with_a_wrong_index_in_pv_matmul() {
         "*SCENE_AT2(ka, 1, uint16_t, K - 1 - k, n)",
     );
     assert_fails_on_out(&env, "paged_attention::small_batch4", "pv_matmul index");
+}
+
+#[test]
+fn paged_attention_original_cases_fail_with_a_mutated_kernel() {
+    let env = env_with_ports();
+    // The QK kernel drops the first term of every dot product.
+    mutate(
+        &env,
+        "paged_attention/kernels/aic_qk_matmul.c",
+        "for (uint64_t k = 0; k < K; k++)",
+        "for (uint64_t k = 1; k < K; k++)",
+    );
+    assert_fails_on_out(&env, "paged_attention::small1", "qk_matmul dropped term");
+    assert_fails_on_out(&env, "paged_attention::small2", "qk_matmul dropped term");
 }
 
 #[test]

@@ -256,7 +256,7 @@ pub fn compute_golden(
     let int_scalars = int_scalar_values(scene, case)?;
     let int_params = case.int_params();
     let ctx = GoldenCtx::new(&scene.name, &case.name, &int_params, inputs, threads)
-        .with_values(&case.params)
+        .with_values(&case.values)
         .with_scalars(&scalars)
         .with_int_scalars(&int_scalars);
     pool.install(|| golden_fn(&ctx))
@@ -441,6 +441,10 @@ mod tests {
             params: [("N".to_string(), Value::Int(big + 2))]
                 .into_iter()
                 .collect(),
+            values: [("N".to_string(), Value::Int(big + 2))]
+                .into_iter()
+                .collect(),
+            init: Default::default(),
             platforms: None,
             manual: Default::default(),
             seed: 0,
@@ -482,6 +486,7 @@ mod tests {
             incores: vec![],
             tensors: vec![],
             scalars,
+            derived: vec![],
             cases: vec![],
         };
         let ints = int_scalar_values(&scene, &case).unwrap();

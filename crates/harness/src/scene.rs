@@ -228,7 +228,37 @@ struct RawScene {
     #[serde(default)]
     scalars: Vec<RawScalar>,
     #[serde(default)]
+    derived: RawDerived,
+    #[serde(default)]
     cases: Vec<RawCase>,
+}
+
+/// `[derived]` as written: names bound to numbers or expressions, in file
+/// order (the TOML map is read in document order).
+#[derive(Debug, Default)]
+struct RawDerived(Vec<(String, RawNum)>);
+
+impl<'de> Deserialize<'de> for RawDerived {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = RawDerived;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a table of derived params (NAME = number or expression)")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<RawDerived, A::Error> {
+                let mut out = Vec::new();
+                while let Some((k, v)) = map.next_entry::<String, RawNum>()? {
+                    out.push((k, v));
+                }
+                Ok(RawDerived(out))
+            }
+        }
+        d.deserialize_map(Visit)
+    }
 }
 
 fn default_level() -> u32 {
@@ -389,6 +419,10 @@ struct RawCase {
     seed: Option<u64>,
     /// `true`, or a list of output tensors ([`crate::comparison`]).
     skip_golden: Option<toml::Value>,
+    /// Per-case fixture overrides: tensor name -> `init` (read as TOML
+    /// values first, so a bad kind names the case and the tensor).
+    #[serde(default)]
+    init: BTreeMap<String, toml::Value>,
 }
 
 // ---------------------------------------------------------------------------
@@ -411,6 +445,9 @@ pub struct Scene {
     pub incores: Vec<Incore>,
     pub tensors: Vec<TensorSpec>,
     pub scalars: Vec<ScalarSpec>,
+    /// `[derived]`: params computed per case from the case's params, in
+    /// file order.
+    pub derived: Vec<Derived>,
     pub cases: Vec<Case>,
 }
 
@@ -426,6 +463,14 @@ impl TensorSpec {
             skip_golden: self.skip_golden,
         }
     }
+}
+
+/// One `[derived]` param: a name and the expression that computes it in
+/// every case (after the case's params and the derived params above it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Derived {
+    pub name: String,
+    pub value: NumSpec,
 }
 
 /// Scene-level tolerance overrides; unset fields take the dtype default.
@@ -487,6 +532,13 @@ pub struct Case {
     /// The case's params as written (serialised as before: an integer
     /// param is a JSON number).
     pub params: Params,
+    /// The params plus the scene's `[derived]` values in this case: what
+    /// shapes, fixtures, scalars, tolerances and goldens see. Equal to
+    /// `params` in a scene without `[derived]`.
+    pub values: Params,
+    /// Per-case `init` overrides by tensor name (as written; the resolved
+    /// fixtures are in `tensors`).
+    pub init: BTreeMap<String, InitSpec>,
     pub platforms: Option<Vec<String>>,
     pub manual: Manual,
     pub seed: u64,
@@ -499,9 +551,10 @@ pub struct Case {
 }
 
 impl Case {
-    /// The integer params (what goldens read with `param` / `size`).
+    /// The integer params, derived ones included (what goldens read with
+    /// `param` / `size`).
     pub fn int_params(&self) -> BTreeMap<String, i64> {
-        self.params
+        self.values
             .iter()
             .filter_map(|(k, v)| match v {
                 Value::Int(i) => Some((k.clone(), *i)),
@@ -785,8 +838,7 @@ impl Validator<'_> {
     }
 
     fn dtype(&self, field: &str, name: &str) -> Result<DType, SceneError> {
-        name.parse::<DType>()
-            .map_err(|_| self.err(field, format!("unknown dtype `{name}`")))
+        dtype_from_name(name).ok_or_else(|| self.err(field, format!("unknown dtype `{name}`")))
     }
 
     /// The raw scene, checked field by field, as a [`Scene`]; the first
@@ -810,7 +862,8 @@ impl Validator<'_> {
         let mut arg_names = BTreeSet::new();
         let tensors = self.tensors(raw.tensors, &o.signature, &mut arg_names)?;
         let scalars = self.scalars(raw.scalars, &o.signature, tensors.len(), &mut arg_names)?;
-        let cases = self.cases(raw.cases, &tensors, &scalars, &tolerance)?;
+        let derived = self.derived(raw.derived)?;
+        let cases = self.cases(raw.cases, &tensors, &scalars, &tolerance, &derived)?;
         Ok(Scene {
             name: raw.name,
             dir: self.dir.to_path_buf(),
@@ -830,8 +883,147 @@ impl Validator<'_> {
             incores,
             tensors,
             scalars,
+            derived,
             cases,
         })
+    }
+
+    /// `[derived]`: plain names, well-formed expressions, and every param
+    /// an expression reads is a case param or a derived param above it.
+    fn derived(&self, raw: RawDerived) -> Result<Vec<Derived>, SceneError> {
+        let mut out: Vec<Derived> = Vec::with_capacity(raw.0.len());
+        let names: Vec<&str> = raw.0.iter().map(|(n, _)| n.as_str()).collect();
+        for (i, (name, value)) in raw.0.iter().enumerate() {
+            let field = format!("derived.{name}");
+            if !is_c_identifier(name) {
+                return Err(self.err(
+                    field,
+                    format!("`{name}` is not a param name (letters, digits, `_`)"),
+                ));
+            }
+            let value = self.num(&field, value.clone())?;
+            if let NumSpec::Expr { expr, .. } = &value {
+                for p in expr.params() {
+                    if let Some(j) = names.iter().position(|n| *n == p)
+                        && j >= i
+                    {
+                        let what = if j == i {
+                            "itself".to_string()
+                        } else {
+                            format!("`derived.{p}`, which comes later")
+                        };
+                        return Err(self.err(
+                            field,
+                            format!(
+                                "`{value}` refers to {what}: derived params are computed in \
+                                 order, each from the case's params and the derived params \
+                                 above it (a cycle or a forward reference)"
+                            ),
+                        ));
+                    }
+                }
+            }
+            out.push(Derived {
+                name: name.clone(),
+                value,
+            });
+        }
+        Ok(out)
+    }
+
+    /// A case's params plus the `[derived]` values, computed in order;
+    /// a case param that a derived one would shadow is an error.
+    fn case_values(
+        &self,
+        i: usize,
+        prefix: &str,
+        params: &Params,
+        derived: &[Derived],
+    ) -> Result<Params, SceneError> {
+        let mut values = params.clone();
+        for d in derived {
+            if params.contains_key(&d.name) {
+                return Err(self.err(
+                    format!("cases[{i}].params.{}", d.name),
+                    format!(
+                        "{prefix}param `{0}` clashes with `derived.{0}` (`{1}`): a derived \
+                         param is computed, not given; drop one of them",
+                        d.name, d.value
+                    ),
+                ));
+            }
+            let v = d
+                .value
+                .eval(&values)
+                .map_err(|e| self.err(format!("derived.{}", d.name), format!("{prefix}{e}")))?;
+            let v = match v {
+                Num::Int(i) => Value::Int(i),
+                Num::Float(f) if f.is_finite() => Value::Float(f),
+                Num::Float(f) => {
+                    return Err(self.err(
+                        format!("derived.{}", d.name),
+                        format!(
+                            "{prefix}`{}` evaluates to {f}, not a finite number",
+                            d.value
+                        ),
+                    ));
+                }
+            };
+            values.insert(d.name.clone(), v);
+        }
+        Ok(values)
+    }
+
+    /// Per-case `init` overrides: each names an input tensor of the scene
+    /// and is a valid `init` table.
+    fn case_inits(
+        &self,
+        i: usize,
+        prefix: &str,
+        raw: BTreeMap<String, toml::Value>,
+        tensors: &[TensorSpec],
+    ) -> Result<BTreeMap<String, InitSpec>, SceneError> {
+        let mut out = BTreeMap::new();
+        for (name, value) in raw {
+            let field = format!("cases[{i}].init.{name}");
+            let Some(t) = tensors.iter().find(|t| t.name == name) else {
+                let known: Vec<&str> = tensors.iter().map(|t| t.name.as_str()).collect();
+                return Err(self.err(
+                    field,
+                    format!(
+                        "{prefix}no tensor `{name}` in the scene (tensors: {})",
+                        known.join(", ")
+                    ),
+                ));
+            };
+            if t.direction == ArgDirection::Out {
+                return Err(self.err(
+                    field,
+                    format!(
+                        "{prefix}tensor `{name}` is an output (`out`): the device writes it, \
+                         an init override is for inputs (`in`, `inout`)"
+                    ),
+                ));
+            }
+            if !value.is_table() {
+                return Err(self.err(
+                    field,
+                    format!(
+                        "{prefix}an init override is a table such as \
+                         {{ kind = \"randint\", low = 0, high = 8 }}, got {} `{value}`",
+                        value.type_str()
+                    ),
+                ));
+            }
+            let raw: RawInit = value.try_into().map_err(|e: toml::de::Error| {
+                self.err(
+                    &field,
+                    format!("{prefix}{}", e.to_string().trim_end().replace('\n', " ")),
+                )
+            })?;
+            out.insert(name, self.init_spec(&field, raw)?);
+        }
+        Ok(out)
     }
 
     /// Name, level, devices, platforms and scene-wide tolerances.
@@ -978,11 +1170,11 @@ impl Validator<'_> {
                     format!("duplicate argument name `{}`", t.name),
                 ));
             }
-            let dtype = match t.dtype.parse::<DType>() {
-                Ok(d) => DTypeSpec::Fixed(d),
+            let dtype = match dtype_from_name(&t.dtype) {
+                Some(d) => DTypeSpec::Fixed(d),
                 // A name: a string param of each case names the dtype.
-                Err(_) if is_c_identifier(&t.dtype) => DTypeSpec::Param(t.dtype.clone()),
-                Err(_) => {
+                None if is_c_identifier(&t.dtype) => DTypeSpec::Param(t.dtype.clone()),
+                None => {
                     return Err(self.err(field("dtype"), format!("unknown dtype `{}`", t.dtype)));
                 }
             };
@@ -1099,6 +1291,7 @@ impl Validator<'_> {
         tensors: &[TensorSpec],
         scalars: &[ScalarSpec],
         tolerance: &ToleranceSpec,
+        derived: &[Derived],
     ) -> Result<Vec<Case>, SceneError> {
         if raw.is_empty() {
             return Err(self.err("cases", "a scene needs at least one case"));
@@ -1146,16 +1339,23 @@ impl Validator<'_> {
                     ));
                 }
             }
+            let env = self.case_values(i, &prefix, &c.params, derived)?;
+            let init = self.case_inits(i, &prefix, c.init, tensors)?;
             let mut resolved = tensors
                 .iter()
                 .enumerate()
-                .map(|(j, t)| self.case_tensor(j, t, &prefix, &c.params, tolerance))
+                .map(|(j, t)| {
+                    let over = init
+                        .get(&t.name)
+                        .map(|spec| (format!("cases[{i}].init.{}", t.name), spec));
+                    self.case_tensor(j, t, &prefix, &env, tolerance, over)
+                })
                 .collect::<Result<Vec<_>, _>>()?;
             let skip = comparison::case_skip(i, &c.name, c.skip_golden, &infos)
                 .map_err(|e| self.err(e.field, e.message))?;
             for (j, (t, r)) in infos.iter().zip(resolved.iter_mut()).enumerate() {
                 if t.output {
-                    let cmp = comparison::resolve(j, t, &skip, &prefix, &c.params)
+                    let cmp = comparison::resolve(j, t, &skip, &prefix, &env)
                         .map_err(|e| self.err(e.field, e.message))?;
                     skipped_somewhere[j] |= cmp == Comparison::Skipped;
                     r.comparison = Some(cmp);
@@ -1164,10 +1364,11 @@ impl Validator<'_> {
             let mut values = Vec::with_capacity(scalars.len());
             for (j, s) in scalars.iter().enumerate() {
                 let at = match s.value.param() {
+                    Some(p) if derived.iter().any(|d| d.name == p) => format!("derived.{p}"),
                     Some(p) => format!("cases[{i}].params.{p}"),
                     None => format!("scalars[{j}].value"),
                 };
-                let v = s.value.eval(&c.params).map_err(|e| {
+                let v = s.value.eval(&env).map_err(|e| {
                     self.err(
                         format!("scalars[{j}].value"),
                         format!("{prefix}scalar `{}`: {e}", s.name),
@@ -1179,6 +1380,8 @@ impl Validator<'_> {
             cases.push(Case {
                 name: c.name,
                 params: c.params,
+                values: env,
+                init,
                 platforms: c.platforms,
                 manual,
                 seed: c.seed.unwrap_or(0),
@@ -1200,15 +1403,16 @@ impl Validator<'_> {
         prefix: &str,
         params: &Params,
         scene_tol: &ToleranceSpec,
+        init_override: Option<(String, &InitSpec)>,
     ) -> Result<CaseTensor, SceneError> {
         let field = |f: &str| format!("tensors[{j}].{f}");
         let dtype = match &t.dtype {
             DTypeSpec::Fixed(d) => *d,
             DTypeSpec::Param(p) => match params.get(p) {
-                Some(Value::Str(name)) => name.parse::<DType>().map_err(|_| {
+                Some(Value::Str(name)) => dtype_from_name(name).ok_or_else(|| {
                     self.err(
                         field("dtype"),
-                        format!("{prefix}param `{p}` = \"{name}\" is not a dtype (f32 f64 f16 bf16 i8 u8 i16 i32 i64 bool)"),
+                        format!("{prefix}param `{p}` = \"{name}\" is not a dtype (f32 f64 f16 bf16 i8 u8 i16 i32 i64 bool, or a torch/numpy name such as bfloat16)"),
                     )
                 })?,
                 Some(v) => {
@@ -1237,7 +1441,8 @@ impl Validator<'_> {
                 )
             })?);
         }
-        let init = self.resolve_init(&field("init"), prefix, &t.init, dtype, &shape, params)?;
+        let (init_field, init_spec) = init_override.unwrap_or_else(|| (field("init"), &t.init));
+        let init = self.resolve_init(&init_field, prefix, init_spec, dtype, &shape, params)?;
         let default = Tolerance::default_for(dtype);
         let rtol = match self.tolerance(&field("rtol"), prefix, t.rtol.as_ref(), params)? {
             Some(v) => v,
@@ -1479,6 +1684,26 @@ fn normalize(path: &Path) -> PathBuf {
         }
     }
     out
+}
+
+/// A dtype by name: ours (`f32`, `bf16`, ...) or the torch / numpy
+/// spelling of one (`float32`, `float`, `bfloat16`, `float16`, `half`,
+/// `float64`, `double`, `int8` .. `int64`, `uint8`, `bool`), so a port can
+/// keep the original's `dtype = "bfloat16"` params unchanged.
+pub fn dtype_from_name(name: &str) -> Option<DType> {
+    let ours = match name {
+        "bfloat16" => "bf16",
+        "float16" | "half" => "f16",
+        "float32" | "float" => "f32",
+        "float64" | "double" => "f64",
+        "int8" => "i8",
+        "int16" => "i16",
+        "int32" => "i32",
+        "int64" => "i64",
+        "uint8" => "u8",
+        other => other,
+    };
+    ours.parse::<DType>().ok()
 }
 
 /// The values of an integer dtype, `None` for floats (and bool, which is
@@ -2289,6 +2514,287 @@ params = { N = 8, DT = "f16", X = 0.5, B = 3, L = [1, 2, 3], S = "text", F = tru
             assert!(e.contains("scene.toml"), "{new}: {e}");
             assert!(e.contains(&format!("`{field}`")), "{new}: {e}");
             assert!(e.contains(needle), "{new}: {e}");
+        }
+    }
+
+    /// A scene with `[derived]` params and an input whose fixture a case
+    /// overrides: the paged-attention pattern in small.
+    const DERIVED: &str = r#"
+name = "demo"
+platforms = ["a2a3sim"]
+golden = "demo"
+
+[orchestration]
+source = "orch.c"
+function = "demo_orch"
+signature = ["in", "in", "out", "scalar"]
+
+[[incores]]
+func_id = 0
+name = "k"
+core = "aiv"
+source = "k.c"
+
+[derived]
+max_blocks = "max_len / block"
+total = "batch * ceil_div(ctx, block)"
+half = "total / 2.0"
+
+[[tensors]]
+name = "table"
+dtype = "int32"
+shape = ["batch", "max_blocks"]
+init = { kind = "randint", low = 0, high = "max(total, 1)" }
+
+[[tensors]]
+name = "lens"
+dtype = "i32"
+shape = ["batch"]
+init = { kind = "const", value = "ctx" }
+
+[[tensors]]
+name = "out"
+dtype = "dt"
+shape = ["total", "block"]
+atol = "half / 1000"
+
+[[scalars]]
+name = "n"
+dtype = "i64"
+value = "total"
+
+[[cases]]
+name = "small"
+params = { batch = 2, block = 16, ctx = 40, max_len = 256, dt = "bfloat16" }
+
+[[cases]]
+name = "varied"
+params = { batch = 4, block = 16, ctx = 64, max_len = 128, dt = "float" }
+init = { lens = { kind = "randint", low = 1, high = "ctx+1" }, table = { kind = "permutation", n = "total" } }
+"#;
+
+    #[test]
+    fn derived_params_are_computed_per_case_in_order() {
+        let s = load(DERIVED).unwrap();
+        assert_eq!(
+            s.derived
+                .iter()
+                .map(|d| d.name.as_str())
+                .collect::<Vec<_>>(),
+            ["max_blocks", "total", "half"]
+        );
+        let (small, varied) = (&s.cases[0], &s.cases[1]);
+        // Written params stay as written; values add the derived ones.
+        assert!(!small.params.contains_key("total"));
+        assert_eq!(small.values["max_blocks"], Value::Int(16));
+        assert_eq!(small.values["total"], Value::Int(6));
+        assert_eq!(small.values["half"], Value::Float(3.0));
+        assert_eq!(small.int_params()["total"], 6);
+        assert_eq!(small.tensors[0].shape, [2, 16]);
+        assert_eq!(small.tensors[0].dtype, DType::I32);
+        assert_eq!(small.tensors[0].init, Init::Randint { low: 0, high: 6 });
+        assert_eq!(small.tensors[1].init, Init::Const { value: 40.0 });
+        assert_eq!(small.tensors[2].shape, [6, 16]);
+        assert_eq!(small.tensors[2].dtype, DType::BF16);
+        assert_eq!(small.tensors[2].tolerance.atol, 0.003);
+        assert_eq!(small.scalars, [Num::Int(6)]);
+        assert!(small.init.is_empty());
+        // The override replaces the fixture in its case only.
+        assert_eq!(varied.values["total"], Value::Int(16));
+        assert_eq!(varied.tensors[2].dtype, DType::F32);
+        assert_eq!(varied.tensors[0].init, Init::Permutation { n: 16 });
+        assert_eq!(varied.tensors[1].init, Init::Randint { low: 1, high: 65 });
+        assert_eq!(
+            varied.init.keys().map(String::as_str).collect::<Vec<_>>(),
+            ["lens", "table"]
+        );
+    }
+
+    #[test]
+    fn torch_and_numpy_dtype_names_are_aliases() {
+        for (alias, dtype) in [
+            ("bfloat16", DType::BF16),
+            ("float16", DType::F16),
+            ("half", DType::F16),
+            ("float32", DType::F32),
+            ("float", DType::F32),
+            ("float64", DType::F64),
+            ("double", DType::F64),
+            ("int8", DType::I8),
+            ("int16", DType::I16),
+            ("int32", DType::I32),
+            ("int64", DType::I64),
+            ("uint8", DType::U8),
+            ("bool", DType::Bool),
+            ("bf16", DType::BF16),
+        ] {
+            assert_eq!(dtype_from_name(alias), Some(dtype), "{alias}");
+        }
+        assert_eq!(dtype_from_name("Float32"), None);
+        assert_eq!(dtype_from_name("uint16"), None);
+        // A scalar's dtype reads aliases too.
+        let s = load(&GOOD.replace("dtype = \"i64\"", "dtype = \"int64\"")).unwrap();
+        assert_eq!(s.scalars[0].dtype, DType::I64);
+    }
+
+    /// `[derived]` and per-case `init`: each malformed input fails the
+    /// load naming the file, the field and (when a case is involved) the
+    /// case.
+    #[test]
+    fn derived_and_case_init_error_matrix() {
+        let derived = "half = \"total / 2.0\"";
+        let lens_init = "lens = { kind = \"randint\", low = 1, high = \"ctx+1\" }";
+        let matrix: Vec<(&str, String, &str, Option<&str>, &str)> = vec![
+            (
+                derived,
+                "half = \"total / nope\"".into(),
+                "derived.half",
+                Some("small"),
+                "unknown param `nope`",
+            ),
+            (
+                derived,
+                "half = \"total / (batch - 2)\"".into(),
+                "derived.half",
+                Some("small"),
+                "division by zero",
+            ),
+            (
+                "max_blocks = \"max_len / block\"",
+                "max_blocks = \"max_len / total\"".into(),
+                "derived.max_blocks",
+                None,
+                "refers to `derived.total`, which comes later",
+            ),
+            (
+                derived,
+                "half = \"half + 1\"".into(),
+                "derived.half",
+                None,
+                "refers to itself",
+            ),
+            (
+                derived,
+                "half = \"total +\"".into(),
+                "derived.half",
+                None,
+                "expression ends early",
+            ),
+            (
+                derived,
+                "half = \"dt * 2\"".into(),
+                "derived.half",
+                Some("small"),
+                "param `dt` is a string",
+            ),
+            (
+                derived,
+                "half = \"total * 9223372036854775807\"".into(),
+                "derived.half",
+                Some("small"),
+                "overflow",
+            ),
+            (
+                derived,
+                "\"bad-name\" = 1".into(),
+                "derived.bad-name",
+                None,
+                "is not a param name",
+            ),
+            (
+                "max_len = 256, dt",
+                "max_len = 256, total = 6, dt".into(),
+                "cases[0].params.total",
+                Some("small"),
+                "param `total` clashes with `derived.total`",
+            ),
+            (
+                "value = \"total\"",
+                "value = \"half\"".into(),
+                "derived.half",
+                Some("small"),
+                "3 is not an integer",
+            ),
+            (
+                lens_init,
+                "lengths = { kind = \"const\", value = 1 }".into(),
+                "cases[1].init.lengths",
+                Some("varied"),
+                "no tensor `lengths` in the scene (tensors: table, lens, out)",
+            ),
+            (
+                lens_init,
+                "out = { kind = \"const\", value = 1 }".into(),
+                "cases[1].init.out",
+                Some("varied"),
+                "tensor `out` is an output (`out`)",
+            ),
+            (
+                lens_init,
+                "lens = { kind = \"binomial\", n = 3 }".into(),
+                "cases[1].init.lens",
+                Some("varied"),
+                "unknown variant `binomial`",
+            ),
+            (
+                lens_init,
+                "lens = { kind = \"randint\", low = 1 }".into(),
+                "cases[1].init.lens",
+                Some("varied"),
+                "missing field `high`",
+            ),
+            (
+                lens_init,
+                "lens = { kind = \"randint\", low = 1, high = \"ctx +\" }".into(),
+                "cases[1].init.lens",
+                None,
+                "expression ends early",
+            ),
+            (
+                lens_init,
+                "lens = { kind = \"randint\", low = 1, high = \"width\" }".into(),
+                "cases[1].init.lens",
+                Some("varied"),
+                "unknown param `width`",
+            ),
+            (
+                lens_init,
+                "lens = { kind = \"randint\", low = 0, high = \"ctx * 100000000\" }".into(),
+                "cases[1].init.lens",
+                Some("varied"),
+                "does not fit i32",
+            ),
+            (
+                lens_init,
+                "lens = 7".into(),
+                "cases[1].init.lens",
+                Some("varied"),
+                "an init override is a table such as { kind = \"randint\", low = 0, high = 8 }, got integer `7`",
+            ),
+            (
+                "dt = \"float\"",
+                "dt = \"float8\"".into(),
+                "tensors[2].dtype",
+                Some("varied"),
+                "\"float8\" is not a dtype",
+            ),
+        ];
+        assert!(matrix.len() >= 15);
+        for (old, new, field, case, needle) in matrix {
+            assert!(DERIVED.contains(old), "matrix entry does not apply: {old}");
+            let e = err_of(&DERIVED.replacen(old, &new, 1));
+            assert!(e.contains("scene.toml"), "{new}: file missing: {e}");
+            assert!(
+                e.contains(&format!("`{field}`")),
+                "{new}: `{field}` missing: {e}"
+            );
+            if let Some(case) = case {
+                assert!(
+                    e.contains(&format!("case `{case}`")),
+                    "{new}: case missing: {e}"
+                );
+            }
+            assert!(e.contains(needle), "{new}: `{needle}` missing: {e}");
         }
     }
 }

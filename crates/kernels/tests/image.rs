@@ -31,6 +31,9 @@ SCENE_KERNEL_ENTRY(ka) {
     h[0] = scene_f32_to_f16(d->v[1]);
     _Float16 hv = (_Float16)dp[0];
     dp[1] = (double)hv + scene_f16_to_f32(h[1]);
+    /* A NaN test on a widened half: gcc narrows it to a half compare. */
+    float w = scene_f16_to_f32(h[2]);
+    h[3] = w != w;
 }
 "#;
 
@@ -75,7 +78,13 @@ fn compiler_helper_calls_are_linked_from_builtins() {
     .link(dir.path());
     // Guard against the test going vacuous if gcc stops emitting the calls.
     let undefined = undefined_symbols(&dir.path().join("k.o"));
-    for helper in ["memcpy", "memset", "__truncsfhf2", "__truncdfhf2"] {
+    for helper in [
+        "memcpy",
+        "memset",
+        "__truncsfhf2",
+        "__truncdfhf2",
+        "__nehf2",
+    ] {
         assert!(
             undefined.contains(helper),
             "{helper} not called:\n{undefined}"

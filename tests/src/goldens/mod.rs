@@ -5,6 +5,7 @@ mod compare_demo;
 mod decode_layer;
 mod dtype_copy;
 mod gemm;
+mod matmul;
 mod paged_attention;
 mod rmsnorm;
 mod scalar_data;
@@ -17,6 +18,7 @@ use scene_harness::GoldenRegistry;
 pub fn register(r: GoldenRegistry) -> GoldenRegistry {
     r.register("vector_example", vector_example::golden)
         .register("gemm", gemm::golden)
+        .register("matmul", matmul::golden)
         .register("softmax", softmax::golden)
         .register("rmsnorm", rmsnorm::golden)
         .register("decode_layer", decode_layer::golden)

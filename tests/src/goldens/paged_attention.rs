@@ -63,6 +63,14 @@ pub fn golden(ctx: &GoldenCtx<'_>) -> Result<GoldenOutputs, GoldenError> {
         ));
     }
     let scale = ctx.scalar("scale")? as f32;
+    // The kernels are bf16 kernels (as the original's, whose every case
+    // has dtype "bfloat16"); another dtype would be another kernel.
+    for name in ["query", "key_cache", "value_cache"] {
+        let dtype = ctx.tensor(name)?.dtype();
+        if dtype != DType::BF16 {
+            return bad(format!("tensor `{name}` is {dtype}: the kernels read bf16"));
+        }
+    }
     let q = ctx.tensor("query")?.to_f32_vec();
     let k = ctx.tensor("key_cache")?.to_f32_vec();
     let v = ctx.tensor("value_cache")?.to_f32_vec();

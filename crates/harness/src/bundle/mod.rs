@@ -300,6 +300,23 @@ pub fn slot_key(
         }
     }
     field("scalars", &canonical(&scalars));
+    // Only when used, so scenes without them keep their keys.
+    if !scene.derived.is_empty() {
+        let derived: Vec<(&str, serde_json::Value)> = scene
+            .derived
+            .iter()
+            .map(|d| (d.name.as_str(), d.value.identity_i64()))
+            .collect();
+        field("derived", &canonical(&derived));
+    }
+    if !case.init.is_empty() {
+        let init: BTreeMap<&str, serde_json::Value> = case
+            .init
+            .iter()
+            .map(|(name, spec)| (name.as_str(), init_identity(spec)))
+            .collect();
+        field("case_init", &canonical(&init));
+    }
     h.finalize().to_hex().to_string()
 }
 
@@ -344,9 +361,24 @@ fn tensor_identity(t: &TensorSpec) -> serde_json::Value {
     // Literals serialise as the numbers they always were (old bundles keep
     // their keys); an expression as its text (the case's params, hashed
     // too, decide its value).
+    serde_json::json!({
+        "name": t.name,
+        "dtype": t.dtype.to_string(),
+        "shape": t.shape.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "init": init_identity(&t.init),
+        "seed": t.seed,
+        "direction": t.direction.to_string(),
+        "rtol": t.rtol.as_ref().map(crate::scene::NumSpec::identity_f64),
+        "atol": t.atol.as_ref().map(crate::scene::NumSpec::identity_f64),
+    })
+}
+
+/// An `init` as a canonical value (literals as the numbers they always
+/// were, expressions as their text).
+fn init_identity(init: &crate::scene::InitSpec) -> serde_json::Value {
     use crate::scene::InitSpec;
     let f = crate::scene::NumSpec::identity_f64;
-    let init = match &t.init {
+    match init {
         InitSpec::Const { value } => serde_json::json!({ "kind": "const", "value": f(value) }),
         InitSpec::Uniform { low, high } => {
             serde_json::json!({ "kind": "uniform", "low": f(low), "high": f(high) })
@@ -367,17 +399,7 @@ fn tensor_identity(t: &TensorSpec) -> serde_json::Value {
             serde_json::json!({ "kind": "permutation", "n": n.identity_i64() })
         }
         InitSpec::List { param } => serde_json::json!({ "kind": "list", "param": param }),
-    };
-    serde_json::json!({
-        "name": t.name,
-        "dtype": t.dtype.to_string(),
-        "shape": t.shape.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        "init": init,
-        "seed": t.seed,
-        "direction": t.direction.to_string(),
-        "rtol": t.rtol.as_ref().map(f),
-        "atol": t.atol.as_ref().map(f),
-    })
+    }
 }
 
 /// Checks a manifest name before anything is opened: relative, and made of
@@ -638,6 +660,10 @@ mod pinned_keys {
         out
     }
 
+    /// Two scenes changed definition, so their keys changed: paged_attention
+    /// (rewritten as the original: `[derived]`, its fixtures, a per-case
+    /// init for `small_batch4`) and rmsnorm (its dtype a case param); every
+    /// other scene's keys are unchanged by the new fields.
     #[test]
     fn existing_scenes_keep_their_slot_keys() {
         let expected: &[(&str, &str)] = &[
@@ -678,24 +704,28 @@ mod pinned_keys {
                 "227eb7c98a9422471d24f83076ffadae80b48ce5332af3bfe87f1bac585a8d2b",
             ),
             (
+                "matmul::default",
+                "04d307d2076f0aa97cc9e7cb7837b21e40e9dce1b86be7a330b9ede9603aeef6",
+            ),
+            (
                 "paged_attention::Case1",
-                "d9d3230503d31f0130c7ad39d3423975bead5823606e5257b83f7275acd13b23",
+                "7654674366533822442a08095a750f6e76f568b02fe9307cee3b9b1e0810ad4b",
             ),
             (
                 "paged_attention::Case2",
-                "8011ecbd4f9b3a03574aa7d4ab3c1d3fdb83d3d63a4ed58129aaf8cf89e51ee1",
+                "257eea9d09e4dc41128e1330d9557239652ccf85afe991d82838c44078aee395",
             ),
             (
                 "paged_attention::small1",
-                "d710513a77a13cb8755f678e187a9da7469c941e625e025ae1859bf9d2ee851f",
+                "d463dad617b426d89b080dfe81f409226e3f0b8390bd1681183a99452e15e534",
             ),
             (
                 "paged_attention::small2",
-                "40e9d4de55dd2204ad846bd115f290f9b96c0a38314d7712fcbfc55c3f7a449c",
+                "35f5b02c28ae8e8e0929db65b7cee28e2cdf48a98bb3fb81dfa56c984a0db5dd",
             ),
             (
                 "paged_attention::small_batch4",
-                "18b183b3b41adc3f75971ff3847687e54a43ccea6b92722a7822ccdccee91b83",
+                "30da80ea93b30e1cf8411302396fadf21941fa93cf8f73ff01e88dd8d9c3c642",
             ),
             (
                 "paged_attention_unroll_4dims::Case1",
@@ -723,19 +753,27 @@ mod pinned_keys {
             ),
             (
                 "rmsnorm::small",
-                "f08251367cedd3137fd46be3681889cfcb85171fa2b3801dc50b08dea4e71832",
+                "596068c22cc1c9646e639d8bd17de66791d64a0f616ae5381dc99f71032448e9",
             ),
             (
                 "rmsnorm::odd",
-                "77d1efb2df8bafd7124a17dc27262a7dcf10eaf7ae86ab85d1ee0b7c8fdd928b",
+                "6127cb50a4e2ac8025fd083687d3ac788d31c90a1b7f4225affef290100212e6",
             ),
             (
                 "rmsnorm::one_row",
-                "2792d63d5d6d2599f3b402f0382e46f6a5064e7d0b95f3369d641fa39bb2185b",
+                "ed0cba7b6a2bab3ef39466b05feaf970b6479de6c05a3c5e8b69d47b873805e3",
             ),
             (
                 "rmsnorm::many_rows",
-                "26a71260947fba016af67c592398772f8cd87a2b729ac54feb306de296e9c02a",
+                "076425c165acf0dd8acc80ffdae00ddc602a244450adadb331459d41c887b39f",
+            ),
+            (
+                "rmsnorm::f16_small",
+                "b57c6f09bbe23508c9f72f819276c847efafc10e8781bae4578daf70f2b00a9a",
+            ),
+            (
+                "rmsnorm::f32_odd",
+                "0bf890195750e2e1b4a858af63f45d5a9fc28208edbcbeaf7b75cb945c311f3b",
             ),
             (
                 "scalar_data::default",
@@ -789,5 +827,64 @@ mod pinned_keys {
         let got = keys();
         let got: Vec<(&str, &str)> = got.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
         assert_eq!(got, expected);
+    }
+
+    /// A slot key covers the `[derived]` expressions (two spellings of the
+    /// same values are two definitions) and a case's `init` overrides,
+    /// and a case without overrides is not moved by another's.
+    #[test]
+    fn keys_cover_derived_expressions_and_case_inits() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/scenes");
+        let tmp = tempfile::tempdir().unwrap();
+        for d in ["paged_attention", "paged_attention/kernels", "common_pa"] {
+            std::fs::create_dir_all(tmp.path().join(d)).unwrap();
+        }
+        for f in [
+            "paged_attention/scene.toml",
+            "paged_attention/orchestration.c",
+            "paged_attention/kernels/aic_qk_matmul.c",
+            "paged_attention/kernels/aic_pv_matmul.c",
+            "paged_attention/kernels/aiv_softmax_prepare.c",
+            "common_pa/aiv_online_update.c",
+        ] {
+            std::fs::copy(src.join(f), tmp.path().join(f)).unwrap();
+        }
+        let dir = tmp.path().join("paged_attention");
+        let keys = || {
+            let scene = crate::scene::Scene::load(&dir).unwrap();
+            scene
+                .cases
+                .iter()
+                .map(|case| {
+                    let scalars = crate::prepare::scalar_bits(&scene, case).unwrap();
+                    (
+                        case.name.clone(),
+                        slot_key(&callable(), &scene, case, &scalars, "a2a3sim"),
+                    )
+                })
+                .collect::<BTreeMap<_, _>>()
+        };
+        let edit = |from: &str, to: &str| {
+            let path = dir.join("scene.toml");
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert_eq!(text.matches(from).count(), 1, "{from}");
+            std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+        };
+        let before = keys();
+        edit(
+            "total_blocks = \"batch * ceil_div(context_len, block_size)\"",
+            "total_blocks = \"ceil_div(context_len, block_size) * batch\"",
+        );
+        let swapped = keys();
+        for (case, key) in &before {
+            assert_ne!(&swapped[case], key, "{case}: derived text not covered");
+        }
+        edit(
+            "block_table = { kind = \"permutation\", n = \"total_blocks\" }",
+            "block_table = { kind = \"permutation\", n = \"total_blocks + 1\" }",
+        );
+        let reinit = keys();
+        assert_ne!(reinit["small_batch4"], swapped["small_batch4"]);
+        assert_eq!(reinit["small1"], swapped["small1"]);
     }
 }

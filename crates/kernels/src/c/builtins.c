@@ -1,6 +1,7 @@
 /*
  * Freestanding helpers that the compiler may call behind the kernel author's
- * back (struct copies, zero-initialisation, _Float16 conversions). Kernels are
+ * back (struct copies, zero-initialisation, _Float16 conversions and
+ * comparisons). Kernels are
  * linked without libc/libgcc, so these are linked into every image; unused
  * ones are dropped by --gc-sections.
  *
@@ -153,5 +154,36 @@ SCENE_BUILTIN _Float16 __truncdfhf2(double d) {
     }
     out.u = scene_round_to_h(sign, (int)exp - 1023, man | (1ull << 52), 52);
     return out.f;
+}
+
+/* Comparisons of _Float16 values, with libgcc's results: 0 when equal,
+ * -1 / 1 when less / greater, and `unordered` when either is a NaN. GCC
+ * narrows a comparison of two widened halves back to half (`x != x` on a
+ * float that came from a half, as in scene_logf's NaN test) and calls
+ * these on targets without half compare instructions. On bits only. */
+static int scene_h_cmp(_Float16 a, _Float16 b, int unordered) {
+    scene_h16 x, y;
+    x.f = a;
+    y.f = b;
+    uint16_t ax = x.u & 0x7fffu, ay = y.u & 0x7fffu;
+    if (ax > 0x7c00u || ay > 0x7c00u) return unordered;
+    if (ax == 0 && ay == 0) return 0; /* +0 == -0 */
+    /* Sign-magnitude to a total order on the non-NaN values. */
+    int32_t kx = (x.u & 0x8000u) ? -(int32_t)ax : (int32_t)ax;
+    int32_t ky = (y.u & 0x8000u) ? -(int32_t)ay : (int32_t)ay;
+    return (kx > ky) - (kx < ky);
+}
+
+SCENE_BUILTIN int __eqhf2(_Float16 a, _Float16 b) { return scene_h_cmp(a, b, 1); }
+SCENE_BUILTIN int __nehf2(_Float16 a, _Float16 b) { return scene_h_cmp(a, b, 1); }
+SCENE_BUILTIN int __lthf2(_Float16 a, _Float16 b) { return scene_h_cmp(a, b, 2); }
+SCENE_BUILTIN int __lehf2(_Float16 a, _Float16 b) { return scene_h_cmp(a, b, 2); }
+SCENE_BUILTIN int __gthf2(_Float16 a, _Float16 b) { return scene_h_cmp(a, b, -2); }
+SCENE_BUILTIN int __gehf2(_Float16 a, _Float16 b) { return scene_h_cmp(a, b, -2); }
+SCENE_BUILTIN int __unordhf2(_Float16 a, _Float16 b) {
+    scene_h16 x, y;
+    x.f = a;
+    y.f = b;
+    return (x.u & 0x7fffu) > 0x7c00u || (y.u & 0x7fffu) > 0x7c00u;
 }
 #endif
