@@ -39,6 +39,7 @@ pub const VARIABLES: &[&str] = &[
     "SCENE_FAILURE_DUMP_DIR",
     "SCENE_NO_TESTS",
     "SCENE_MAX_CASE_BYTES",
+    "SCENE_COMM_TIMEOUT",
     // No colour unless `--color always` (https://no-color.org).
     "NO_COLOR",
     // Where bare tool names (`cc`, `ld`) are found.
@@ -327,6 +328,14 @@ fn devices(env: &Environment, flag: Option<&DeviceList>) -> Result<DeviceList, C
     .map_err(|e| ConfigError(e.to_string()))
 }
 
+/// A positive number of seconds (`SCENE_COMM_TIMEOUT=2`, `0.5`).
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() && v < 1e9 => Ok(Duration::from_secs_f64(v)),
+        _ => Err(format!("`{s}` is not a positive number of seconds")),
+    }
+}
+
 /// Command line + environment -> the one configuration of a run.
 pub fn resolve(
     layout: &Layout,
@@ -378,6 +387,9 @@ pub fn resolve(
         config.lock_timeout = flags.lock_timeout;
         if let Some(t) = flags.case_timeout {
             config.case_timeout = (!t.is_zero()).then_some(t);
+        }
+        if let Some(t) = parsed_var(env, "SCENE_COMM_TIMEOUT", parse_seconds)? {
+            config.comm_timeout = Some(t);
         }
         config.verbose = flags.verbose;
         config.hold_card = flags.hold_card;

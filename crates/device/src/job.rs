@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::RuntimeError;
 use scene_abi::SceneTensorDesc;
 
-use crate::runtime::{CallableImage, DeviceSession, Direction, RunArg, Runtime};
+use crate::runtime::{CallableHandle, CallableImage, DeviceSession, Direction, RunArg, Runtime};
 
 /// A tensor argument of a run.
 #[derive(Debug, Clone)]
@@ -46,7 +46,27 @@ pub struct DeviceJob<'a> {
     /// The runtime's `key=value;...` open options.
     pub options: &'a str,
     pub callable: CallableImage<'a>,
+    /// The arguments (of every rank, for a group: see [`GroupJob`]).
     pub args: Vec<JobArg<'a>>,
+    /// A level-3 rank group instead of one card: `None` for level 2.
+    pub group: Option<GroupJob>,
+}
+
+/// A level-3 job: `ranks` cards, one chip callable per rank, run
+/// concurrently in one communication domain.
+///
+/// [`DeviceJob::args`] holds every rank's arguments, rank-major: rank r's
+/// are `args[r * per_rank .. (r + 1) * per_rank]` with `per_rank =
+/// args.len() / ranks`. Outputs come back rank-major too.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupJob {
+    pub ranks: u32,
+    /// Bytes of every rank's window.
+    pub window_size: u64,
+    /// The domain's `key=value;...` options (`timeout_ms=`).
+    pub comm_options: String,
+    /// The cards, rank r on `cards[r]` (set once they are held).
+    pub cards: Vec<u32>,
 }
 
 impl DeviceJob<'_> {
@@ -70,6 +90,8 @@ pub struct SessionOutput {
     pub outputs: Vec<Vec<u8>>,
     /// From opening the card to closing it.
     pub session: Duration,
+    /// A group's per-rank run time (empty for one card).
+    pub ranks: Vec<Duration>,
 }
 
 /// A runtime call of the session failed.
@@ -86,7 +108,7 @@ pub struct SessionError {
 }
 
 impl SessionError {
-    fn new(what: impl Into<String>, e: RuntimeError, names: &[Option<String>]) -> Self {
+    pub(crate) fn new(what: impl Into<String>, e: RuntimeError, names: &[Option<String>]) -> Self {
         SessionError {
             what: what.into(),
             status: e.status(),
@@ -127,6 +149,9 @@ pub fn name_run_args(message: &str, names: &[Option<String>]) -> String {
 /// Runs `job` on a loaded runtime: open, register, upload, run, download,
 /// free, close.
 pub fn run_session(runtime: &Runtime, job: &DeviceJob<'_>) -> Result<SessionOutput, SessionError> {
+    if let Some(group) = &job.group {
+        return crate::group::run_group(runtime, job, group);
+    }
     let names = job.arg_names();
     let started = Instant::now();
     let device = runtime
@@ -137,6 +162,7 @@ pub fn run_session(runtime: &Runtime, job: &DeviceJob<'_>) -> Result<SessionOutp
     Ok(SessionOutput {
         outputs: outputs?,
         session: started.elapsed(),
+        ranks: Vec::new(),
     })
 }
 
@@ -145,14 +171,37 @@ fn on_device(
     job: &DeviceJob<'_>,
     names: &[Option<String>],
 ) -> Result<Vec<Vec<u8>>, SessionError> {
+    let staged = stage(device, &job.callable, &job.args, names)?;
+    device
+        .run_described(staged.handle, &staged.args, &staged.descs)
+        .map_err(|e| SessionError::new("run", e, names))?;
+    collect(device, staged, names)
+}
+
+/// A callable registered and its arguments uploaded on one device.
+#[derive(Debug)]
+pub(crate) struct Staged<'j> {
+    pub handle: CallableHandle,
+    pub args: Vec<RunArg>,
+    pub descs: Vec<SceneTensorDesc>,
+    buffers: Vec<(&'j TensorArg<'j>, u64)>,
+}
+
+/// Registers `callable` and allocates and uploads `args` on `device`.
+pub(crate) fn stage<'j>(
+    device: &DeviceSession<'_>,
+    callable: &CallableImage<'_>,
+    job_args: &'j [JobArg<'j>],
+    names: &[Option<String>],
+) -> Result<Staged<'j>, SessionError> {
     let err = |what: String| move |e| SessionError::new(what, e, names);
     let handle = device
-        .register(&job.callable)
+        .register(callable)
         .map_err(err("registering the callable".into()))?;
-    let mut args = Vec::with_capacity(job.args.len());
-    let mut descs = Vec::with_capacity(job.args.len());
+    let mut args = Vec::with_capacity(job_args.len());
+    let mut descs = Vec::with_capacity(job_args.len());
     let mut buffers = Vec::new();
-    for a in &job.args {
+    for a in job_args {
         match a {
             JobArg::Scalar(v) => {
                 args.push(RunArg::Scalar(*v));
@@ -181,11 +230,23 @@ fn on_device(
             }
         }
     }
-    device
-        .run_described(handle, &args, &descs)
-        .map_err(err("run".into()))?;
+    Ok(Staged {
+        handle,
+        args,
+        descs,
+        buffers,
+    })
+}
+
+/// Downloads the outputs of a staged run, frees its buffers, unregisters.
+pub(crate) fn collect(
+    device: &DeviceSession<'_>,
+    staged: Staged<'_>,
+    names: &[Option<String>],
+) -> Result<Vec<Vec<u8>>, SessionError> {
+    let err = |what: String| move |e| SessionError::new(what, e, names);
     let mut outputs = Vec::new();
-    for &(t, addr) in &buffers {
+    for &(t, addr) in &staged.buffers {
         if t.direction != Direction::In {
             let mut out = vec![0; t.size as usize];
             device
@@ -194,12 +255,12 @@ fn on_device(
             outputs.push(out);
         }
     }
-    for &(_, addr) in &buffers {
+    for &(_, addr) in &staged.buffers {
         device
             .free(addr)
             .map_err(err("freeing device memory".into()))?;
     }
-    let _ = device.unregister(handle);
+    let _ = device.unregister(staged.handle);
     Ok(outputs)
 }
 

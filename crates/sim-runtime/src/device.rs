@@ -11,6 +11,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+pub mod comm;
 mod orch_v2;
 
 use crate::crash::{self, Activity};
@@ -295,6 +296,8 @@ struct RunCtx {
     descs: Vec<Option<SceneTensorDesc>>,
     /// Run arguments' device addresses: not the orchestration's to free.
     deadline: Option<Instant>,
+    /// The communication domain and this device's rank in it (level 3).
+    comm: Option<(Arc<comm::Domain>, u32)>,
 }
 
 /// A simulated device.
@@ -311,6 +314,8 @@ pub struct Device {
     fatal_reason: Mutex<String>,
     runs: AtomicU64,
     workers: Mutex<Vec<JoinHandle<()>>>,
+    /// The communication domain this device is a rank of (level 3).
+    comm: Mutex<Option<(Arc<comm::Domain>, u32)>>,
 }
 
 impl Device {
@@ -354,6 +359,7 @@ impl Device {
             fatal_reason: Mutex::new(String::new()),
             runs: AtomicU64::new(0),
             workers: Mutex::new(Vec::new()),
+            comm: Mutex::new(None),
         };
         for core in [SCENE_CORE_AIC, SCENE_CORE_AIV] {
             for i in 0..dev.opts.cores[core as usize] {
@@ -367,6 +373,25 @@ impl Device {
             }
         }
         Ok(dev)
+    }
+
+    /// Makes this device rank `rank` of `domain`: its runs' kernels get
+    /// the rank's context.
+    pub fn attach_comm(&self, domain: Arc<comm::Domain>, rank: u32) -> RtResult<()> {
+        let mut slot = lock(&self.comm);
+        if slot.is_some() {
+            return Err(RtError::Invalid(format!(
+                "device {} is a rank of another communication domain already",
+                self.id
+            )));
+        }
+        *slot = Some((domain, rank));
+        Ok(())
+    }
+
+    /// Ends this device's membership of a domain.
+    pub fn detach_comm(&self) {
+        *lock(&self.comm) = None;
     }
 
     fn set_fatal(&self, reason: String) {
@@ -517,7 +542,11 @@ impl Device {
             let _ = h.join();
         }
         self.free_intermediates(&outcome.intermediates);
-        outcome.into_result(&callable.symbol)
+        let result = outcome.into_result(&callable.symbol);
+        match lock(&self.comm).as_ref() {
+            Some((domain, rank)) => group_result(domain, *rank, result),
+            None => result,
+        }
     }
 
     /// Numbers this run (from 1); fails it, and the device, if
@@ -574,6 +603,7 @@ impl Device {
             return Ok(None);
         }
         let ctx = Arc::new(RunCtx {
+            comm: lock(&self.comm).clone(),
             shared: Arc::clone(&self.shared),
             callable: Arc::clone(callable),
             cores: self.opts.cores,
@@ -675,6 +705,21 @@ impl Device {
             // is that, not damage.
             let _ = self.shared.free(a);
         }
+    }
+}
+
+/// A rank's run result within its group: a failed rank fails the group
+/// (its peers' waits return at once), and any failure of the group is the
+/// result of every rank, so each says what went wrong first.
+fn group_result(domain: &comm::Domain, rank: u32, result: RtResult<()>) -> RtResult<()> {
+    if let Err(e) = &result
+        && !matches!(e, RtError::Comm(_))
+    {
+        domain.fail(format!("rank {rank} failed: {e}"));
+    }
+    match domain.failure() {
+        Some(msg) => Err(RtError::Comm(msg)),
+        None => result,
     }
 }
 
@@ -993,6 +1038,10 @@ fn kernel_args(
         args: [0; SCENE_MAX_ARGS],
         arg_sizes: [0; SCENE_MAX_ARGS],
         descs: std::ptr::null(),
+        comm: rc
+            .comm
+            .as_ref()
+            .map_or(std::ptr::null(), |(d, rank)| d.ctx(*rank)),
     });
     let mut descs: Box<[SceneTensorDesc]> = args.iter().map(|a| a.desc).collect();
     let mut accesses = Vec::with_capacity(args.len());

@@ -1,5 +1,6 @@
 //! Golden functions, registered by the name scenes give in `golden = "..."`.
 
+mod collectives;
 mod common;
 mod decode_layer;
 mod dtype_copy;
@@ -23,4 +24,9 @@ pub fn register(r: GoldenRegistry) -> GoldenRegistry {
         .register("paged_attention", paged_attention::golden)
         .register("scope_loop", scope_loop::golden)
         .register("dtype_copy", dtype_copy::golden)
+        .register("allreduce_sum", collectives::allreduce_sum)
+        .register("allgather", collectives::allgather)
+        .register("broadcast", collectives::broadcast)
+        .register("reduce_scatter", collectives::reduce_scatter)
+        .register("all_to_all", collectives::all_to_all)
 }
