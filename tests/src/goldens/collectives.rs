@@ -76,3 +76,24 @@ pub fn all_to_all(ctx: &GoldenCtx<'_>) -> Result<GoldenOutputs, GoldenError> {
         .collect();
     output(ctx, y)
 }
+
+/// y[r] = sum over k of x[k] @ w[k] (f64 accumulation), for every rank r.
+pub fn ffn_tp_parallel(ctx: &GoldenCtx<'_>) -> Result<GoldenOutputs, GoldenError> {
+    let x = ctx.tensor("x")?;
+    let w = ctx.tensor("w")?;
+    let (xs, ws) = (x.shape().to_vec(), w.shape().to_vec());
+    let (p, m, k, n) = (xs[0], xs[1], xs[2], ws[2]);
+    let (x, w) = (x.to_f32_vec(), w.to_f32_vec());
+    let mut sum = vec![0f64; m * n];
+    for r in 0..p {
+        for i in 0..m {
+            for j in 0..n {
+                sum[i * n + j] += (0..k)
+                    .map(|q| f64::from(x[(r * m + i) * k + q]) * f64::from(w[(r * k + q) * n + j]))
+                    .sum::<f64>();
+            }
+        }
+    }
+    let one: Vec<f32> = sum.iter().map(|&v| v as f32).collect();
+    output(ctx, vec![one; p])
+}

@@ -29,4 +29,5 @@ pub fn register(r: GoldenRegistry) -> GoldenRegistry {
         .register("broadcast", collectives::broadcast)
         .register("reduce_scatter", collectives::reduce_scatter)
         .register("all_to_all", collectives::all_to_all)
+        .register("ffn_tp_parallel", collectives::ffn_tp_parallel)
 }

@@ -721,6 +721,14 @@ mod pinned_keys {
                 "f004dacd5d8eb500a548342bb8a6ad138aa76d281a2c116b1e1dae3fdffdc079",
             ),
             (
+                "ffn_tp_parallel::tp2",
+                "c7c43b2523c3593d61bea09464ae1abb25be7282c874b8242882f05ee28652a5",
+            ),
+            (
+                "ffn_tp_parallel::tp4",
+                "633aa3daa9cc7b9c7216753281fe7fd808a20ea5edf826adec16ca8c51335cf1",
+            ),
+            (
                 "gemm::square64",
                 "0b63eb8fa88944ee57f99b38be20c9dc506cefa088eb56d5cff84811b9d5d2ff",
             ),
