@@ -103,7 +103,7 @@ pub fn trials(layout: Layout, registry: GoldenRegistry, env: &Environment) -> Ve
         uses_cards: true,
         ..Flags::default()
     };
-    let config = match resolve(&layout, env, None, &flags)
+    let mut config = match resolve(&layout, env, None, &flags)
         .and_then(|mut c| crate::paths::check_config_dirs(&mut c, true).map(|()| c))
     {
         Ok(c) => c,
@@ -127,13 +127,26 @@ pub fn trials(layout: Layout, registry: GoldenRegistry, env: &Environment) -> Ve
     };
     let platform_name = config.platform.to_string();
     let platform = config.platform.scenes();
+    let selected = select_cases(&loaded, None, platform, true);
+    // Level-3 trials hold a group of cards: with no pool given, the pool is
+    // cards 0..K-1 for the largest group K (just card 0 without level-3
+    // cases), so `cargo test -p scenes` runs them as ordinary trials.
+    if env.text("SCENE_DEVICES").ok().flatten().is_none()
+        && env.text("TASK_DEVICE").ok().flatten().is_none()
+    {
+        let k = selected.iter().map(SelectedCase::cards).max().unwrap_or(1);
+        if k > 1
+            && let Ok(pool) = format!("0-{}", k - 1).parse()
+        {
+            config.devices = pool;
+        }
+    }
     let shared = Arc::new(Shared {
         config,
         registry,
         session: OnceLock::new(),
         compiled: Mutex::new(BTreeMap::new()),
     });
-    let selected = select_cases(&loaded, None, platform, true);
     // No case for the platform (a platform no scene lists, an empty scenes
     // directory) must not pass green by running nothing.
     if selected.is_empty() {

@@ -27,7 +27,7 @@ pub(crate) fn run_group(
         message,
         device_fatal: false,
     };
-    if ranks == 0 || job.args.len() % ranks != 0 {
+    if ranks == 0 || !job.args.len().is_multiple_of(ranks) {
         return Err(setup(format!(
             "{} arguments do not split into {ranks} ranks",
             job.args.len()

@@ -68,7 +68,122 @@ pub fn join_slices(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scene::Scene;
     use scene_golden::DType;
+
+    /// A level-3 scene.toml with `head` lines after `level` and the
+    /// tensors' extra `x` / `y` lines.
+    fn toml(head: &str, x: &str, y: &str) -> String {
+        format!(
+            r#"name = "demo"
+platforms = ["a2a3sim"]
+golden = "g"
+{head}
+[orchestration]
+source = "orch.c"
+function = "o"
+signature = ["in", "out"]
+
+[[incores]]
+func_id = 0
+name = "k"
+core = "aiv"
+source = "k.c"
+
+[[tensors]]
+name = "x"
+dtype = "f32"
+shape = ["nranks", "N"]
+{x}
+
+[[tensors]]
+name = "y"
+dtype = "f32"
+shape = ["nranks", "N"]
+{y}
+
+[[cases]]
+name = "c"
+params = {{ nranks = 4, N = 8 }}
+"#
+        )
+    }
+
+    fn load(text: &str) -> Result<Scene, String> {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("demo");
+        std::fs::create_dir(&dir).unwrap();
+        for f in ["orch.c", "k.c"] {
+            std::fs::write(dir.join(f), "").unwrap();
+        }
+        std::fs::write(dir.join("scene.toml"), text).unwrap();
+        Scene::load(&dir).map_err(|e| e.to_string())
+    }
+
+    const L3: &str = "level = 3\nranks = \"nranks\"\n[comm]\nwindow = \"N * 4\"\n";
+
+    #[test]
+    fn a_level_3_scene_resolves_ranks_and_window_per_case() {
+        let s = load(&toml(L3, "per_rank = true", "per_rank = true")).unwrap();
+        assert_eq!(s.level, 3);
+        assert!(s.tensors.iter().all(|t| t.per_rank));
+        assert_eq!(
+            s.cases[0].group,
+            Some(CaseGroup {
+                ranks: 4,
+                window: 32
+            })
+        );
+    }
+
+    #[test]
+    fn level_3_fields_are_checked_naming_the_field() {
+        let e = load(&toml("level = 3\n", "per_rank = true", "per_rank = true")).unwrap_err();
+        assert!(
+            e.contains("ranks") && e.contains("level-3 scene says how many ranks"),
+            "{e}"
+        );
+        let e = load(&toml(
+            "level = 3\nranks = 2\n",
+            "per_rank = true",
+            "per_rank = true",
+        ))
+        .unwrap_err();
+        assert!(e.contains("[comm] window"), "{e}");
+        let e = load(&toml(L3, "per_rank = true", "")).unwrap_err();
+        assert!(
+            e.contains("output tensor `y`") && e.contains("per_rank"),
+            "{e}"
+        );
+        let e = load(&toml("level = 2\n", "per_rank = true", "")).unwrap_err();
+        assert!(
+            e.contains("tensor `x` is per_rank but the scene is not level 3"),
+            "{e}"
+        );
+        let e = load(&toml("level = 2\nranks = 2\n", "", "")).unwrap_err();
+        assert!(e.contains("only a level-3 scene has ranks"), "{e}");
+        let e = load(&toml(
+            "level = 3\nranks = 2\n[comm]\nwindow = 64\n",
+            "per_rank = true",
+            "per_rank = true",
+        ))
+        .unwrap_err();
+        assert!(
+            e.contains(
+                "per-rank tensor `x` has shape [4, 8]; its first dimension must be the 2 ranks"
+            ),
+            "{e}"
+        );
+        let e = load(&toml(
+            "level = 3\nranks = 17\n[comm]\nwindow = 64\n",
+            "per_rank = true",
+            "per_rank = true",
+        ))
+        .unwrap_err();
+        assert!(e.contains("17 ranks; a group has 1 to 16"), "{e}");
+        let e = load(&toml("level = 4\n", "", "")).unwrap_err();
+        assert!(e.contains("level 4 is not supported"), "{e}");
+    }
 
     #[test]
     fn slices_split_and_join_along_the_rank_dimension() {

@@ -86,8 +86,9 @@ pub struct Domain {
     timeout: Duration,
     _windows: Vec<Window>,
     signals: Vec<Box<[AtomicI32]>>,
-    /// Each rank's context, at a stable address (`SceneKernelArgs::comm`).
-    ctxs: Vec<Box<SceneCommCtx>>,
+    /// Each rank's context (`SceneKernelArgs::comm`); never resized, so
+    /// the addresses handed out stay valid while the domain lives.
+    ctxs: Vec<SceneCommCtx>,
     failed: AtomicBool,
     failure: Mutex<Option<String>>,
     /// Taken by signallers after their add and by waiters around their
@@ -132,19 +133,17 @@ impl Domain {
         Ok(Arc::new_cyclic(|me: &Weak<Domain>| {
             let domain = me.as_ptr().cast_mut().cast::<c_void>();
             let ctxs = (0..nranks)
-                .map(|rank| {
-                    Box::new(SceneCommCtx {
-                        rank,
-                        nranks,
-                        window_size,
-                        windows: window_bases,
-                        signals: signal_bases,
-                        num_signals: SCENE_COMM_SIGNAL_SLOTS,
-                        reserved: 0,
-                        domain,
-                        signal: comm_signal,
-                        wait: comm_wait,
-                    })
+                .map(|rank| SceneCommCtx {
+                    rank,
+                    nranks,
+                    window_size,
+                    windows: window_bases,
+                    signals: signal_bases,
+                    num_signals: SCENE_COMM_SIGNAL_SLOTS,
+                    reserved: 0,
+                    domain,
+                    signal: comm_signal,
+                    wait: comm_wait,
                 })
                 .collect();
             Domain {
@@ -165,7 +164,7 @@ impl Domain {
     pub fn ctx(&self, rank: u32) -> *const SceneCommCtx {
         self.ctxs
             .get(rank as usize)
-            .map_or(std::ptr::null(), |c| std::ptr::from_ref::<SceneCommCtx>(c))
+            .map_or(std::ptr::null(), std::ptr::from_ref::<SceneCommCtx>)
     }
 
     /// Records the group's failure (the first one wins) and wakes every
