@@ -4,10 +4,10 @@
 //! Open and stage every rank (register, upload), create the domain, run
 //! the ranks concurrently (a rank that waits for a peer cannot block the
 //! peer: each has its own thread and its own emulated cores), destroy the
-//! domain, then download and close. The first failing rank (lowest rank
-//! among those that failed, preferring the group's communication message)
-//! is the session's error; the runtime makes every rank of a failed group
-//! fail with the group's first message.
+//! domain, then download and close. The runtime makes every rank of a
+//! failed group fail: the failed rank with its own error, the others with
+//! the group's first message; the session's error is a card failure
+//! (timeout, fatal) if any, else that message.
 
 use std::time::{Duration, Instant};
 
@@ -110,8 +110,18 @@ pub(crate) fn run_group(
     let _ = comm.destroy();
     let times: Vec<Duration> = results.iter().map(|(_, t)| *t).collect();
     let mut errors: Vec<SessionError> = results.into_iter().filter_map(|(r, _)| r.err()).collect();
-    // The group's communication message first: it names the cause.
-    errors.sort_by_key(|e| e.status != Some(scene_abi::SCENE_RT_E_COMM));
+    // A card's failure first (a timeout or a fatal device: the harness
+    // retires the card), then the group's communication message (it names
+    // the first cause), then the rest; lowest rank first within each.
+    errors.sort_by_key(|e| {
+        if e.device_fatal || e.is_timeout() {
+            0
+        } else if e.status == Some(scene_abi::SCENE_RT_E_COMM) {
+            1
+        } else {
+            2
+        }
+    });
     if let Some(e) = errors.into_iter().next() {
         return Err(e);
     }

@@ -517,6 +517,21 @@ impl Device {
         args: &[SceneRunArg],
         descs: Option<&[SceneTensorDesc]>,
     ) -> RtResult<()> {
+        let result = self.run_alone(handle, args, descs);
+        // A rank's every failure (a timeout or a bad argument too) fails its
+        // group, so the peers' waits return at once.
+        match lock(&self.comm).as_ref() {
+            Some((domain, rank)) => group_result(domain, *rank, result),
+            None => result,
+        }
+    }
+
+    fn run_alone(
+        &self,
+        handle: u32,
+        args: &[SceneRunArg],
+        descs: Option<&[SceneTensorDesc]>,
+    ) -> RtResult<()> {
         self.check_alive()?;
         let _g = lock(&self.exec);
         self.check_alive()?;
@@ -542,11 +557,7 @@ impl Device {
             let _ = h.join();
         }
         self.free_intermediates(&outcome.intermediates);
-        let result = outcome.into_result(&callable.symbol);
-        match lock(&self.comm).as_ref() {
-            Some((domain, rank)) => group_result(domain, *rank, result),
-            None => result,
-        }
+        outcome.into_result(&callable.symbol)
     }
 
     /// Numbers this run (from 1); fails it, and the device, if
@@ -709,17 +720,19 @@ impl Device {
 }
 
 /// A rank's run result within its group: a failed rank fails the group
-/// (its peers' waits return at once), and any failure of the group is the
-/// result of every rank, so each says what went wrong first.
+/// (its peers' waits return at once) and keeps its own error (a timeout
+/// stays a timeout); a rank that ran to the end in a failed group fails
+/// with the group's first message, so each rank says what went wrong.
 fn group_result(domain: &comm::Domain, rank: u32, result: RtResult<()>) -> RtResult<()> {
-    if let Err(e) = &result
-        && !matches!(e, RtError::Comm(_))
-    {
-        domain.fail(format!("rank {rank} failed: {e}"));
-    }
-    match domain.failure() {
-        Some(msg) => Err(RtError::Comm(msg)),
-        None => result,
+    match result {
+        Err(e) if !matches!(e, RtError::Comm(_)) => {
+            domain.fail(format!("rank {rank} failed: {e}"));
+            Err(e)
+        }
+        other => match domain.failure() {
+            Some(msg) => Err(RtError::Comm(msg)),
+            None => other,
+        },
     }
 }
 
