@@ -23,6 +23,10 @@
 //!   pages around the data: a kernel writing outside its buffers faults at
 //!   once or is caught after its block, naming the kernel, the buffer and
 //!   the offset (`memory.rs`); freed pages are inaccessible;
+//! - `scene_rt_comm_create` / `_destroy` (optional ABI, level 3): a
+//!   communication domain over open devices, one rank each: zeroed windows
+//!   every rank addresses, atomic signal slots with release/acquire, waits
+//!   bounded by the domain's `timeout_ms` (`device/comm.rs`);
 //! - `scene_rt_crash_report(path)` (optional ABI) makes a fatal signal or an
 //!   `exit()` from user code leave a report naming what was running
 //!   (`crash.rs`); the harness calls it in its device worker process.
@@ -45,10 +49,11 @@
 //! open devices), so a closed or bogus handle is an error, not a crash.
 //!
 //! The workspace denies `unsafe_code`; this crate allows it item by item,
-//! each block with a `// SAFETY:` comment, in six modules only: here (the
+//! each block with a `// SAFETY:` comment, in seven modules only: here (the
 //! `no_mangle` C exports and reading their pointer arguments), `device`
 //! (calling the orchestration), `device/orch_v2` (the orchestration's v2
-//! pointer arguments), `image` (executable mappings, `dlopen`),
+//! pointer arguments), `device/comm` (level-3 windows and the contexts
+//! kernels pass back), `image` (executable mappings, `dlopen`),
 //! `memory` (the arena mapping and page protection) and `crash` (signal
 //! handlers, alternate stacks, `atexit`). An implementation of a C ABI that runs
 //! machine code cannot do without it.
