@@ -26,7 +26,6 @@
 pub use scene_abi as abi;
 
 mod error;
-mod group;
 mod held;
 mod holder;
 mod job;
