@@ -328,6 +328,31 @@ fn devices(env: &Environment, flag: Option<&DeviceList>) -> Result<DeviceList, C
     .map_err(|e| ConfigError(e.to_string()))
 }
 
+/// With no pool given (no `--device`, `SCENE_DEVICES` or `TASK_DEVICE`),
+/// the pool is cards `0..K-1` for the largest rank group `K` among `cases`
+/// (level 3), so the default runs every case; just card `0` when no case
+/// needs more than one card.
+pub fn size_default_pool(
+    config: &mut RunConfig,
+    env: &Environment,
+    flag: Option<&DeviceList>,
+    cases: &[scene_harness::SelectedCase],
+) {
+    let given =
+        flag.is_some() || env.os("SCENE_DEVICES").is_some() || env.os("TASK_DEVICE").is_some();
+    let k = cases
+        .iter()
+        .map(scene_harness::SelectedCase::cards)
+        .max()
+        .unwrap_or(1);
+    if !given
+        && k > 1
+        && let Ok(pool) = format!("0-{}", k - 1).parse()
+    {
+        config.devices = pool;
+    }
+}
+
 /// A positive number of seconds (`SCENE_COMM_TIMEOUT=2`, `0.5`).
 fn parse_seconds(s: &str) -> Result<Duration, String> {
     match s.trim().parse::<f64>() {

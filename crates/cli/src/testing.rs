@@ -128,19 +128,9 @@ pub fn trials(layout: Layout, registry: GoldenRegistry, env: &Environment) -> Ve
     let platform_name = config.platform.to_string();
     let platform = config.platform.scenes();
     let selected = select_cases(&loaded, None, platform, true);
-    // Level-3 trials hold a group of cards: with no pool given, the pool is
-    // cards 0..K-1 for the largest group K (just card 0 without level-3
-    // cases), so `cargo test -p scenes` runs them as ordinary trials.
-    if env.text("SCENE_DEVICES").ok().flatten().is_none()
-        && env.text("TASK_DEVICE").ok().flatten().is_none()
-    {
-        let k = selected.iter().map(SelectedCase::cards).max().unwrap_or(1);
-        if k > 1
-            && let Ok(pool) = format!("0-{}", k - 1).parse()
-        {
-            config.devices = pool;
-        }
-    }
+    // Level-3 trials hold a group of cards: with no pool given, the pool
+    // is sized for the largest group.
+    crate::env::size_default_pool(&mut config, env, None, &selected);
     let shared = Arc::new(Shared {
         config,
         registry,
