@@ -14,8 +14,9 @@ use serde_json::Value;
 use common::{TestEnv, assert_no_card_held_twice, copy_dir, package_scenes_dir, read_report};
 
 /// Every level-3 scene of the package.
-const PORTS: [&str; 8] = [
+const PORTS: [&str; 9] = [
     "allreduce_onephase",
+    "allreduce_bidirectional_ring",
     "allreduce_twophase",
     "allreduce_ring",
     "allgather",
@@ -77,8 +78,8 @@ fn every_port_passes_one_rank_per_card_with_per_rank_times() {
     let (ok, text, report) = run(&env, &[], &[]);
     assert!(ok, "{text}");
     let cases = cases(&report);
-    // allreduce: 3 algorithms x 2, 4, 8 ranks; 4 others x 2, 4; ffn x 2, 4.
-    assert_eq!(cases.len(), 9 + 8 + 2, "{text}");
+    // allreduce: 4 algorithms x 2, 4, 8 ranks; 4 others x 2, 4; ffn x 2, 4.
+    assert_eq!(cases.len(), 12 + 8 + 2, "{text}");
     for c in cases {
         let name = c["name"].as_str().unwrap();
         let ranks: usize = name
@@ -156,6 +157,18 @@ fn allreduce_ring_fails_with_the_send_index_one_off() {
         "uint32_t left_send = (left + p - step + 1) % p;",
     );
     assert_fails_on_y(&env, "allreduce_ring::p8", "send index");
+}
+
+#[test]
+fn allreduce_bidirectional_ring_fails_pushing_ring_1_the_wrong_way() {
+    let env = env_with(&["allreduce_bidirectional_ring"]);
+    mutate(
+        &env,
+        "allreduce_bidirectional_ring/kernel.c",
+        "float *dst1 = (float *)scene_comm_peer_ptr(c, left, (stride + idx1 * sub) * sizeof(float));\n        for (uint64_t i = 0; i < sub; ++i) dst1[i] += ring1[idx1 * sub + i];",
+        "float *dst1 = (float *)scene_comm_peer_ptr(c, right, (stride + idx1 * sub) * sizeof(float));\n        for (uint64_t i = 0; i < sub; ++i) dst1[i] += ring1[idx1 * sub + i];",
+    );
+    assert_fails_on_y(&env, "allreduce_bidirectional_ring::p4", "ring 1 direction");
 }
 
 #[test]

@@ -657,6 +657,18 @@ mod pinned_keys {
                 "58cad2e20d826b6662149a460e639e494737e360d3fdf845b57d9484dc4a50eb",
             ),
             (
+                "allreduce_bidirectional_ring::p2",
+                "c8fa48f1021f8071e66a930f21a3dc3e25a3b62b2336f40cb0e71a189c18277b",
+            ),
+            (
+                "allreduce_bidirectional_ring::p4",
+                "255e21d24685b6acc1ecf3cbcd149990763798753c7a5e0114e698c967be9b15",
+            ),
+            (
+                "allreduce_bidirectional_ring::p8",
+                "d79b4cc9541cf7eb6e7a7a5b5776c01e0122b7100d46a88da6fb0471ab7b2c76",
+            ),
+            (
                 "allreduce_onephase::p2",
                 "90caa607784bc107dc14b5e5760ca4f83dad7c1fd50ec725a6d768525ae73627",
             ),
