@@ -19,7 +19,7 @@ use std::ffi::{c_char, c_void};
 /// `scene_rt_abi_version()` must return.
 pub const SCENE_RUNTIME_ABI_VERSION: i32 = 2;
 /// `SCENE_KERNEL_ABI_VERSION` (`scene_kernel.h`), in `SceneKernelArgs::abi_version`.
-pub const SCENE_KERNEL_ABI_VERSION: u32 = 2;
+pub const SCENE_KERNEL_ABI_VERSION: u32 = 3;
 /// `SCENE_ORCH_ABI_VERSION` (`scene_orch.h`), in `SceneOrchOps::abi_version`.
 pub const SCENE_ORCH_ABI_VERSION: u32 = 2;
 /// `SCENE_MAX_ARGS` (`scene_kernel.h`): arguments of one task.
@@ -127,6 +127,8 @@ pub const SCENE_RT_E_LOAD: i32 = -8;
 pub const SCENE_RT_E_ORCH: i32 = -9;
 /// The run exceeded its deadline.
 pub const SCENE_RT_E_TIMEOUT: i32 = -10;
+/// A rank of a communication group failed, or a wait timed out (level 3).
+pub const SCENE_RT_E_COMM: i32 = -11;
 /// Any status `<=` this means the device is unusable: retire the card.
 pub const SCENE_RT_E_DEVICE_FATAL: i32 = -100;
 
@@ -155,6 +157,7 @@ pub fn status_name(status: i32) -> &'static str {
         SCENE_RT_E_LOAD => "SCENE_RT_E_LOAD",
         SCENE_RT_E_ORCH => "SCENE_RT_E_ORCH",
         SCENE_RT_E_TIMEOUT => "SCENE_RT_E_TIMEOUT",
+        SCENE_RT_E_COMM => "SCENE_RT_E_COMM",
         s if s <= SCENE_RT_E_DEVICE_FATAL => "SCENE_RT_E_DEVICE_FATAL",
         _ => "unknown status",
     }
@@ -206,7 +209,35 @@ pub struct SceneKernelArgs {
     pub arg_sizes: [u64; SCENE_MAX_ARGS],
     /// v2: `num_args` views (offset 0: `args[i]` points at element 0).
     pub descs: *const SceneTensorDesc,
+    /// v3: the level-3 communication context (null outside a group).
+    pub comm: *const SceneCommCtx,
 }
+
+/// `SCENE_COMM_MAX_RANKS` (`scene_comm.h`): ranks of one group, at most.
+pub const SCENE_COMM_MAX_RANKS: usize = 16;
+/// `SCENE_COMM_SIGNAL_SLOTS` (`scene_comm.h`): int32 signal slots per rank.
+pub const SCENE_COMM_SIGNAL_SLOTS: u32 = 1024;
+
+/// `SceneCommCtx` (`scene_comm.h`): one rank's view of its group.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct SceneCommCtx {
+    pub rank: u32,
+    pub nranks: u32,
+    pub window_size: u64,
+    /// Host-visible window base of every rank (0 past `nranks`).
+    pub windows: [u64; SCENE_COMM_MAX_RANKS],
+    /// Base of every rank's `i32` signal slots (0 past `nranks`).
+    pub signals: [u64; SCENE_COMM_MAX_RANKS],
+    pub num_signals: u32,
+    pub reserved: u32,
+    pub domain: *mut c_void,
+    pub signal: extern "C" fn(ctx: *const SceneCommCtx, peer: u32, slot: u32, value: i32) -> i32,
+    pub wait: extern "C" fn(ctx: *const SceneCommCtx, from: i32, slot: u32, expected: i32) -> i32,
+}
+
+/// Opaque `SceneCommDomain` handle of `scene_rt_comm_create`.
+pub type SceneCommDomain = c_void;
 
 /// `SceneOrchOps`: the runtime's services to an orchestration.
 #[repr(C)]

@@ -39,6 +39,7 @@ pub const VARIABLES: &[&str] = &[
     "SCENE_FAILURE_DUMP_DIR",
     "SCENE_NO_TESTS",
     "SCENE_MAX_CASE_BYTES",
+    "SCENE_COMM_TIMEOUT",
     // No colour unless `--color always` (https://no-color.org).
     "NO_COLOR",
     // Where bare tool names (`cc`, `ld`) are found.
@@ -329,6 +330,39 @@ fn devices(env: &Environment, flag: Option<&DeviceList>) -> Result<DeviceList, C
     .map_err(|e| ConfigError(e.to_string()))
 }
 
+/// With no pool given (no `--device`, `SCENE_DEVICES` or `TASK_DEVICE`),
+/// the pool is cards `0..K-1` for the largest rank group `K` among `cases`
+/// (level 3), so the default runs every case; just card `0` when no case
+/// needs more than one card.
+pub fn size_default_pool(
+    config: &mut RunConfig,
+    env: &Environment,
+    flag: Option<&DeviceList>,
+    cases: &[scene_harness::SelectedCase],
+) {
+    let given =
+        flag.is_some() || env.os("SCENE_DEVICES").is_some() || env.os("TASK_DEVICE").is_some();
+    let k = cases
+        .iter()
+        .map(scene_harness::SelectedCase::cards)
+        .max()
+        .unwrap_or(1);
+    if !given
+        && k > 1
+        && let Ok(pool) = format!("0-{}", k - 1).parse()
+    {
+        config.devices = pool;
+    }
+}
+
+/// A positive number of seconds (`SCENE_COMM_TIMEOUT=2`, `0.5`).
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() && v < 1e9 => Ok(Duration::from_secs_f64(v)),
+        _ => Err(format!("`{s}` is not a positive number of seconds")),
+    }
+}
+
 /// Command line + environment -> the one configuration of a run.
 pub fn resolve(
     layout: &Layout,
@@ -380,6 +414,9 @@ pub fn resolve(
         config.lock_timeout = flags.lock_timeout;
         if let Some(t) = flags.case_timeout {
             config.case_timeout = (!t.is_zero()).then_some(t);
+        }
+        if let Some(t) = parsed_var(env, "SCENE_COMM_TIMEOUT", parse_seconds)? {
+            config.comm_timeout = Some(t);
         }
         config.verbose = flags.verbose;
         config.hold_card = flags.hold_card;

@@ -122,7 +122,7 @@ pub(crate) fn run(
     let Prologue {
         cases,
         load_errors,
-        config,
+        mut config,
     } = match prologue(
         layout,
         env,
@@ -134,6 +134,13 @@ pub(crate) fn run(
         Ok(p) => p,
         Err(code) => return code,
     };
+    // No pool given: one large enough for the largest rank group.
+    crate::env::size_default_pool(
+        &mut config,
+        env,
+        args.flags(verbosity.verbose).devices.as_ref(),
+        &cases,
+    );
     // Opened before anything runs: an unusable bundle (not one, a newer
     // schema, another platform) is a bad `--from` value, not a reason to
     // rebuild everything.

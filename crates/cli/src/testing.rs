@@ -103,7 +103,7 @@ pub fn trials(layout: Layout, registry: GoldenRegistry, env: &Environment) -> Ve
         uses_cards: true,
         ..Flags::default()
     };
-    let config = match resolve(&layout, env, None, &flags)
+    let mut config = match resolve(&layout, env, None, &flags)
         .and_then(|mut c| crate::paths::check_config_dirs(&mut c, true).map(|()| c))
     {
         Ok(c) => c,
@@ -127,13 +127,16 @@ pub fn trials(layout: Layout, registry: GoldenRegistry, env: &Environment) -> Ve
     };
     let platform_name = config.platform.to_string();
     let platform = config.platform.scenes();
+    let selected = select_cases(&loaded, None, platform, true);
+    // Level-3 trials hold a group of cards: with no pool given, the pool
+    // is sized for the largest group.
+    crate::env::size_default_pool(&mut config, env, None, &selected);
     let shared = Arc::new(Shared {
         config,
         registry,
         session: OnceLock::new(),
         compiled: Mutex::new(BTreeMap::new()),
     });
-    let selected = select_cases(&loaded, None, platform, true);
     // No case for the platform (a platform no scene lists, an empty scenes
     // directory) must not pass green by running nothing.
     if selected.is_empty() {

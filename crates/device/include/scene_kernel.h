@@ -26,12 +26,13 @@
 #include <stddef.h>
 #include "scene_tensor.h"
 #include "scene_math.h" /* scene_expf, scene_logf, scene_sqrtf, ...: no libm */
+#include "scene_comm.h" /* level 3: SceneCommCtx and scene_comm_* */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define SCENE_KERNEL_ABI_VERSION 2
+#define SCENE_KERNEL_ABI_VERSION 3
 #define SCENE_MAX_ARGS 32
 
 /* Passed by the runtime to every block invocation. */
@@ -46,7 +47,14 @@ typedef struct SceneKernelArgs {
      * points at the view's element (0, ...). Arguments submitted through
      * the v1 `submit` are rank-1 SCENE_DTYPE_BYTES views of their bytes. */
     const SceneTensorDesc *descs;
+    /* v3: the communication context of a level-3 run (NULL otherwise). */
+    const SceneCommCtx *comm;
 } SceneKernelArgs;
+
+/* The communication context (v3 runtimes, level-3 runs; NULL otherwise). */
+static inline const SceneCommCtx *scene_comm_ctx(const SceneKernelArgs *ka) {
+    return ka->abi_version >= 3 ? ka->comm : (const SceneCommCtx *)0;
+}
 
 /* The view of argument i (v2 runtimes; NULL from a v1 runtime). */
 static inline const SceneTensorDesc *scene_arg_desc(const SceneKernelArgs *ka, uint32_t i) {

@@ -39,6 +39,7 @@ extern "C" {
 #define SCENE_RT_E_LOAD -8           /* orchestration / image could not be loaded */
 #define SCENE_RT_E_ORCH -9           /* orchestration returned an error */
 #define SCENE_RT_E_TIMEOUT -10       /* run exceeded its deadline */
+#define SCENE_RT_E_COMM -11          /* a rank of the group failed or a wait timed out */
 #define SCENE_RT_E_DEVICE_FATAL -100 /* device unusable: retire the card */
 
 /* Core types. */
@@ -113,6 +114,22 @@ int32_t scene_rt_run(SceneDevice *dev, uint32_t handle, const SceneRunArg *args,
  * orchestration). `descs` may be NULL: then tensors are byte buffers. */
 int32_t scene_rt_run2(SceneDevice *dev, uint32_t handle, const SceneRunArg *args,
                       const SceneTensorDesc *descs, uint32_t num_args);
+
+/* Optional (level 3, multi-card scenes). Creates a communication domain
+ * over `nranks` open devices, rank r on `devs[r]`: a zeroed window of
+ * `window_size` bytes and SCENE_COMM_SIGNAL_SLOTS zeroed signal slots per
+ * rank (scene_comm.h). From now until scene_rt_comm_destroy, the kernels
+ * of a run on `devs[r]` get the rank's SceneCommCtx in
+ * SceneKernelArgs::comm; the caller runs the ranks concurrently, one
+ * thread each. If one rank's run fails, or a wait times out, the waits of
+ * every rank return at once and every rank's run fails with
+ * SCENE_RT_E_COMM and the group's first message ("rank 1 waited for rank
+ * 0 signal 3 for 30 s"). `options`: `timeout_ms=<wait bound>` (default
+ * 30000). A runtime without these symbols cannot run level-3 scenes. */
+typedef struct SceneCommDomain SceneCommDomain;
+int32_t scene_rt_comm_create(SceneDevice *const *devs, uint32_t nranks, uint64_t window_size,
+                             const char *options, SceneCommDomain **out);
+int32_t scene_rt_comm_destroy(SceneCommDomain *comm);
 
 /* Message of the last error on this thread ("" if none). Never NULL. */
 const char *scene_rt_last_error(void);

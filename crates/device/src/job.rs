@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::RuntimeError;
 use scene_abi::SceneTensorDesc;
 
-use crate::runtime::{CallableImage, DeviceSession, Direction, RunArg, Runtime};
+use crate::runtime::{CallableHandle, CallableImage, DeviceSession, Direction, RunArg, Runtime};
 
 /// A tensor argument of a run.
 #[derive(Debug, Clone)]
@@ -46,7 +46,27 @@ pub struct DeviceJob<'a> {
     /// The runtime's `key=value;...` open options.
     pub options: &'a str,
     pub callable: CallableImage<'a>,
+    /// The arguments (of every rank, for a group: see [`GroupJob`]).
     pub args: Vec<JobArg<'a>>,
+    /// A level-3 rank group instead of one card: `None` for level 2.
+    pub group: Option<GroupJob>,
+}
+
+/// A level-3 job: `ranks` cards, one chip callable per rank, run
+/// concurrently in one communication domain.
+///
+/// [`DeviceJob::args`] holds every rank's arguments, rank-major: rank r's
+/// are `args[r * per_rank .. (r + 1) * per_rank]` with `per_rank =
+/// args.len() / ranks`. Outputs come back rank-major too.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupJob {
+    pub ranks: u32,
+    /// Bytes of every rank's window.
+    pub window_size: u64,
+    /// The domain's `key=value;...` options (`timeout_ms=`).
+    pub comm_options: String,
+    /// The cards, rank r on `cards[r]` (set once they are held).
+    pub cards: Vec<u32>,
 }
 
 impl DeviceJob<'_> {
@@ -70,6 +90,8 @@ pub struct SessionOutput {
     pub outputs: Vec<Vec<u8>>,
     /// From opening the card to closing it.
     pub session: Duration,
+    /// A group's per-rank run time (empty for one card).
+    pub ranks: Vec<Duration>,
 }
 
 /// A runtime call of the session failed.
@@ -127,6 +149,9 @@ pub fn name_run_args(message: &str, names: &[Option<String>]) -> String {
 /// Runs `job` on a loaded runtime: open, register, upload, run, download,
 /// free, close.
 pub fn run_session(runtime: &Runtime, job: &DeviceJob<'_>) -> Result<SessionOutput, SessionError> {
+    if let Some(group) = &job.group {
+        return run_group(runtime, job, group);
+    }
     let names = job.arg_names();
     let started = Instant::now();
     let device = runtime
@@ -137,6 +162,7 @@ pub fn run_session(runtime: &Runtime, job: &DeviceJob<'_>) -> Result<SessionOutp
     Ok(SessionOutput {
         outputs: outputs?,
         session: started.elapsed(),
+        ranks: Vec::new(),
     })
 }
 
@@ -145,14 +171,37 @@ fn on_device(
     job: &DeviceJob<'_>,
     names: &[Option<String>],
 ) -> Result<Vec<Vec<u8>>, SessionError> {
+    let staged = stage(device, &job.callable, &job.args, names)?;
+    device
+        .run_described(staged.handle, &staged.args, &staged.descs)
+        .map_err(|e| SessionError::new("run", e, names))?;
+    collect(device, staged, names)
+}
+
+/// A callable registered and its arguments uploaded on one device.
+#[derive(Debug)]
+struct Staged<'j> {
+    handle: CallableHandle,
+    args: Vec<RunArg>,
+    descs: Vec<SceneTensorDesc>,
+    buffers: Vec<(&'j TensorArg<'j>, u64)>,
+}
+
+/// Registers `callable` and allocates and uploads `args` on `device`.
+fn stage<'j>(
+    device: &DeviceSession<'_>,
+    callable: &CallableImage<'_>,
+    job_args: &'j [JobArg<'j>],
+    names: &[Option<String>],
+) -> Result<Staged<'j>, SessionError> {
     let err = |what: String| move |e| SessionError::new(what, e, names);
     let handle = device
-        .register(&job.callable)
+        .register(callable)
         .map_err(err("registering the callable".into()))?;
-    let mut args = Vec::with_capacity(job.args.len());
-    let mut descs = Vec::with_capacity(job.args.len());
+    let mut args = Vec::with_capacity(job_args.len());
+    let mut descs = Vec::with_capacity(job_args.len());
     let mut buffers = Vec::new();
-    for a in &job.args {
+    for a in job_args {
         match a {
             JobArg::Scalar(v) => {
                 args.push(RunArg::Scalar(*v));
@@ -181,11 +230,23 @@ fn on_device(
             }
         }
     }
-    device
-        .run_described(handle, &args, &descs)
-        .map_err(err("run".into()))?;
+    Ok(Staged {
+        handle,
+        args,
+        descs,
+        buffers,
+    })
+}
+
+/// Downloads the outputs of a staged run, frees its buffers, unregisters.
+fn collect(
+    device: &DeviceSession<'_>,
+    staged: Staged<'_>,
+    names: &[Option<String>],
+) -> Result<Vec<Vec<u8>>, SessionError> {
+    let err = |what: String| move |e| SessionError::new(what, e, names);
     let mut outputs = Vec::new();
-    for &(t, addr) in &buffers {
+    for &(t, addr) in &staged.buffers {
         if t.direction != Direction::In {
             let mut out = vec![0; t.size as usize];
             device
@@ -194,13 +255,154 @@ fn on_device(
             outputs.push(out);
         }
     }
-    for &(_, addr) in &buffers {
+    for &(_, addr) in &staged.buffers {
         device
             .free(addr)
             .map_err(err("freeing device memory".into()))?;
     }
-    let _ = device.unregister(handle);
+    let _ = device.unregister(staged.handle);
     Ok(outputs)
+}
+
+// ---- level 3: rank groups ------------------------------------------------
+//
+// A level-3 session: one device per rank, a communication domain over
+// them, every rank's run on its own thread at the same time.
+//
+// Open and stage every rank (register, upload), create the domain, run
+// the ranks concurrently (a rank that waits for a peer cannot block the
+// peer: each has its own thread and its own emulated cores), destroy the
+// domain, then download and close. The runtime makes every rank of a
+// failed group fail: the failed rank with its own error, the others with
+// the group's first message; the session's error is a card failure
+// (timeout, fatal) if any, else that message.
+
+/// Runs `job` as the rank group `group` (see [`GroupJob`]).
+fn run_group(
+    runtime: &Runtime,
+    job: &DeviceJob<'_>,
+    group: &GroupJob,
+) -> Result<SessionOutput, SessionError> {
+    let ranks = group.ranks as usize;
+    let setup = |message: String| SessionError {
+        what: "setting up the rank group".into(),
+        status: None,
+        message,
+        device_fatal: false,
+    };
+    if ranks == 0 || !job.args.len().is_multiple_of(ranks) {
+        return Err(setup(format!(
+            "{} arguments do not split into {ranks} ranks",
+            job.args.len()
+        )));
+    }
+    if group.cards.len() != ranks {
+        return Err(setup(format!(
+            "{ranks} ranks but {} cards held ({:?})",
+            group.cards.len(),
+            group.cards
+        )));
+    }
+    let per_rank = job.args.len() / ranks;
+    let rank_args: Vec<_> = job.args.chunks(per_rank).collect();
+    let names: Vec<Vec<Option<String>>> = rank_args
+        .iter()
+        .map(|a| {
+            a.iter()
+                .map(|x| match x {
+                    JobArg::Tensor(t) => Some(t.name.to_owned()),
+                    JobArg::Scalar(_) => None,
+                })
+                .collect()
+        })
+        .collect();
+    let started = Instant::now();
+    let mut devices: Vec<DeviceSession<'_>> = Vec::with_capacity(ranks);
+    for (rank, &card) in group.cards.iter().enumerate() {
+        devices.push(runtime.open(card, job.options).map_err(|e| {
+            SessionError::new(
+                format!("opening card {card} (rank {rank})"),
+                e,
+                &names[rank],
+            )
+        })?);
+    }
+    let mut staged = Vec::with_capacity(ranks);
+    for (rank, device) in devices.iter().enumerate() {
+        staged.push(
+            stage(device, &job.callable, rank_args[rank], &names[rank])
+                .map_err(|e| in_rank(e, rank))?,
+        );
+    }
+    let refs: Vec<&DeviceSession<'_>> = devices.iter().collect();
+    let comm = runtime
+        .comm_create(&refs, group.window_size, &group.comm_options)
+        .map_err(|e| SessionError::new("creating the communication domain", e, &[]))?;
+    let results: Vec<(Result<(), SessionError>, Duration)> = std::thread::scope(|s| {
+        let threads: Vec<_> = devices
+            .iter_mut()
+            .zip(&staged)
+            .zip(&names)
+            .enumerate()
+            .map(|(rank, ((device, st), names))| {
+                let device: &mut DeviceSession<'_> = device;
+                std::thread::Builder::new()
+                    .name(format!("scene-rank{rank}"))
+                    .spawn_scoped(s, move || {
+                        let t = Instant::now();
+                        let r = device
+                            .run_described(st.handle, &st.args, &st.descs)
+                            .map_err(|e| SessionError::new(format!("rank {rank}: run"), e, names));
+                        (r, t.elapsed())
+                    })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| match t {
+                Ok(h) => h.join().unwrap_or_else(|_| {
+                    (Err(setup("a rank thread panicked".into())), Duration::ZERO)
+                }),
+                Err(e) => (
+                    Err(setup(format!("cannot start a rank thread: {e}"))),
+                    Duration::ZERO,
+                ),
+            })
+            .collect()
+    });
+    let _ = comm.destroy();
+    let times: Vec<Duration> = results.iter().map(|(_, t)| *t).collect();
+    let mut errors: Vec<SessionError> = results.into_iter().filter_map(|(r, _)| r.err()).collect();
+    // A card's failure first (a timeout or a fatal device: the harness
+    // retires the card), then the group's communication message (it names
+    // the first cause), then the rest; lowest rank first within each.
+    errors.sort_by_key(|e| {
+        if e.device_fatal || e.is_timeout() {
+            0
+        } else if e.status == Some(scene_abi::SCENE_RT_E_COMM) {
+            1
+        } else {
+            2
+        }
+    });
+    if let Some(e) = errors.into_iter().next() {
+        return Err(e);
+    }
+    let mut outputs = Vec::new();
+    for (rank, (device, st)) in devices.iter().zip(staged).enumerate() {
+        outputs.extend(collect(device, st, &names[rank]).map_err(|e| in_rank(e, rank))?);
+    }
+    drop(devices);
+    Ok(SessionOutput {
+        outputs,
+        session: started.elapsed(),
+        ranks: times,
+    })
+}
+
+fn in_rank(mut e: SessionError, rank: usize) -> SessionError {
+    e.what = format!("rank {rank}: {}", e.what);
+    e
 }
 
 #[cfg(test)]

@@ -40,7 +40,7 @@ pub use error::{DeviceError, RuntimeError};
 pub use held::{HeldCard, SupervisedCard};
 pub use holder::HolderInfo;
 pub use job::{
-    DeviceJob, JobArg, SessionError, SessionOutput, TensorArg, name_run_args, run_session,
+    DeviceJob, GroupJob, JobArg, SessionError, SessionOutput, TensorArg, name_run_args, run_session,
 };
 pub use list::DeviceList;
 pub use lock::{
@@ -48,8 +48,8 @@ pub use lock::{
     WaitStatus, default_lock_dir, resolve_lock_dir,
 };
 pub use runtime::{
-    CallableHandle, CallableImage, DeviceBuffer, DeviceSession, Direction, IncoreImageRef,
-    RUNTIME_LIB_NAME, RunArg, Runtime, default_runtime_path,
+    CallableHandle, CallableImage, CommDomain, DeviceBuffer, DeviceSession, Direction,
+    IncoreImageRef, RUNTIME_LIB_NAME, RunArg, Runtime, default_runtime_path,
 };
 
 /// Directory holding the C headers (`scene_runtime.h`, `scene_kernel.h`,

@@ -75,7 +75,14 @@ struct Api {
     /// Optional (`scene_rt_crash_report`): runtimes without it give no
     /// crash context.
     crash_report: Option<unsafe extern "C" fn(*const c_char) -> i32>,
+    /// Optional (`scene_rt_comm_create` / `_destroy`, level 3): runtimes
+    /// without them cannot run rank groups.
+    comm_create: Option<CommCreate>,
+    comm_destroy: Option<unsafe extern "C" fn(*mut c_void) -> i32>,
 }
+
+type CommCreate =
+    unsafe extern "C" fn(*const Dev, u32, u64, *const c_char, *mut *mut c_void) -> i32;
 
 // ---- public types ------------------------------------------------------------
 
@@ -242,6 +249,15 @@ impl Runtime {
             crash_report: unsafe { lib.get(b"scene_rt_crash_report\0") }
                 .ok()
                 .map(|s| *s),
+            // SAFETY: as for `sym!`: declared in scene_runtime.h with this
+            // signature; absent in runtimes without level-3 support.
+            comm_create: unsafe { lib.get(b"scene_rt_comm_create\0") }
+                .ok()
+                .map(|s| *s),
+            // SAFETY: as above.
+            comm_destroy: unsafe { lib.get(b"scene_rt_comm_destroy\0") }
+                .ok()
+                .map(|s| *s),
         };
         Ok(Runtime {
             api,
@@ -304,6 +320,40 @@ impl Runtime {
         Ok(true)
     }
 
+    /// Creates a communication domain over `devices` (rank r on
+    /// `devices[r]`) with windows of `window_size` bytes; `options` are the
+    /// domain's (`timeout_ms=`). Destroyed on drop.
+    pub fn comm_create<'s>(
+        &'s self,
+        devices: &[&DeviceSession<'s>],
+        window_size: u64,
+        options: &str,
+    ) -> Result<CommDomain<'s>, RuntimeError> {
+        let (Some(create), Some(destroy)) = (self.api.comm_create, self.api.comm_destroy) else {
+            return Err(RuntimeError::InvalidArgument(format!(
+                "the runtime `{}` has no scene_rt_comm_create / scene_rt_comm_destroy: it cannot run level-3 (multi-rank) scenes",
+                self.path.display()
+            )));
+        };
+        let opts = CString::new(options).map_err(|_| {
+            RuntimeError::InvalidArgument(format!("comm options {options:?} contain NUL"))
+        })?;
+        let devs: Vec<Dev> = devices.iter().map(|d| d.dev).collect();
+        let n = u32::try_from(devs.len())
+            .map_err(|_| RuntimeError::InvalidArgument(format!("{} ranks", devs.len())))?;
+        let mut comm: *mut c_void = std::ptr::null_mut();
+        // SAFETY: `devs` holds `n` open device handles and `opts` is
+        // NUL-terminated, both outliving the call; `comm` is a valid
+        // out-pointer.
+        let status = unsafe { create(devs.as_ptr(), n, window_size, opts.as_ptr(), &mut comm) };
+        self.check("scene_rt_comm_create", status)?;
+        Ok(CommDomain {
+            rt: self,
+            comm,
+            destroy,
+        })
+    }
+
     /// Opens device `device_id` with a `key=value;...` options string.
     pub fn open(&self, device_id: u32, options: &str) -> Result<DeviceSession<'_>, RuntimeError> {
         let id = i32::try_from(device_id).map_err(|_| {
@@ -330,6 +380,35 @@ impl Runtime {
             device_id,
             closed: false,
         })
+    }
+}
+
+/// A communication domain of a [`Runtime`] (`scene_rt_comm_create`);
+/// destroyed on drop, before its devices are closed.
+#[derive(Debug)]
+pub struct CommDomain<'rt> {
+    rt: &'rt Runtime,
+    comm: *mut c_void,
+    destroy: unsafe extern "C" fn(*mut c_void) -> i32,
+}
+
+impl CommDomain<'_> {
+    /// Destroys the domain, reporting the runtime's status.
+    pub fn destroy(mut self) -> Result<(), RuntimeError> {
+        let comm = std::mem::replace(&mut self.comm, std::ptr::null_mut());
+        // SAFETY: `comm` came from `scene_rt_comm_create` and, nulled in
+        // `self`, is destroyed exactly once.
+        let status = unsafe { (self.destroy)(comm) };
+        self.rt.check("scene_rt_comm_destroy", status)
+    }
+}
+
+impl Drop for CommDomain<'_> {
+    fn drop(&mut self) {
+        if !self.comm.is_null() {
+            // SAFETY: as in `destroy`: a live handle, destroyed once.
+            let _ = unsafe { (self.destroy)(self.comm) };
+        }
     }
 }
 

@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::held::{HeldCard, SupervisedCard};
-use crate::job::{self, DeviceJob, JobArg, SessionError, SessionOutput, TensorArg};
+use crate::job::{self, DeviceJob, GroupJob, JobArg, SessionError, SessionOutput, TensorArg};
 use crate::runtime::{CallableImage, Direction, IncoreImageRef, Runtime};
 
 /// The environment variable that turns an executable into a device worker:
@@ -176,6 +176,9 @@ struct JobFile {
     orch: Span,
     incores: Vec<JobIncore>,
     args: Vec<FileArg>,
+    /// A level-3 rank group (absent for one card).
+    #[serde(default)]
+    group: Option<GroupJob>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -183,6 +186,9 @@ struct ResultFile {
     /// Seconds from opening the card to closing it.
     session_s: f64,
     error: Option<SessionError>,
+    /// A group's per-rank run seconds.
+    #[serde(default)]
+    ranks_s: Vec<f64>,
 }
 
 const JOB: &str = "job.json";
@@ -333,6 +339,7 @@ pub fn prepare(job: &DeviceJob<'_>, runtime: &Path) -> Result<PreparedJob, Worke
         orch,
         incores,
         args,
+        group: job.group.clone(),
     };
     let job_path = dir.path().join(JOB);
     let text = serde_json::to_vec(&spec).map_err(|e| WorkerError::Setup(e.to_string()))?;
@@ -457,6 +464,21 @@ impl PreparedJob {
             status,
             &self.names,
         )))
+    }
+
+    /// A group's per-rank run times, from the worker's result (empty for
+    /// one card or without a result).
+    pub fn rank_times(&self) -> Vec<Duration> {
+        std::fs::read(self.dir.path().join(RESULT))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<ResultFile>(&b).ok())
+            .map(|r| {
+                r.ranks_s
+                    .iter()
+                    .map(|s| Duration::from_secs_f64(s.max(0.0)))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// The output tensors' bytes, in argument order. Read after the card
@@ -619,10 +641,15 @@ fn serve_job(dir: &Path) -> Result<(), String> {
                 .collect(),
         },
         args,
+        group: spec.group.clone(),
     };
     let cards = wait_for_go()?;
     let card = *cards.first().ok_or("the supervisor holds no card")?;
-    let job = DeviceJob { card, ..job };
+    let group = job.group.clone().map(|g| GroupJob {
+        cards: cards.iter().copied().take(g.ranks as usize).collect(),
+        ..g
+    });
+    let job = DeviceJob { card, group, ..job };
     let held = SupervisedCard::new(cards);
     let outcome = Runtime::load(&held, &spec.runtime)
         .map_err(|e| SessionError {
@@ -643,7 +670,11 @@ fn serve_job(dir: &Path) -> Result<(), String> {
             out
         });
     let result = match outcome {
-        Ok(SessionOutput { outputs, session }) => {
+        Ok(SessionOutput {
+            outputs,
+            session,
+            ranks,
+        }) => {
             let spans = spec.args.iter().filter_map(|a| match a {
                 FileArg::Tensor { output, .. } => *output,
                 FileArg::Scalar { .. } => None,
@@ -655,11 +686,13 @@ fn serve_job(dir: &Path) -> Result<(), String> {
             ResultFile {
                 session_s: session.as_secs_f64(),
                 error: None,
+                ranks_s: ranks.iter().map(Duration::as_secs_f64).collect(),
             }
         }
         Err(e) => ResultFile {
             session_s: 0.0,
             error: Some(e),
+            ranks_s: Vec::new(),
         },
     };
     let text = serde_json::to_vec(&result).map_err(|e| e.to_string())?;

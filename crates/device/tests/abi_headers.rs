@@ -10,8 +10,9 @@ use std::process::Command;
 
 use scene_device::abi::*;
 
-const HEADERS: [&str; 4] = [
+const HEADERS: [&str; 5] = [
     "scene_runtime.h",
+    "scene_comm.h",
     "scene_kernel.h",
     "scene_orch.h",
     "scene_tensor.h",
@@ -45,6 +46,12 @@ fn rust_constants() -> BTreeMap<&'static str, i64> {
         ("SCENE_RT_E_LOAD", i64::from(SCENE_RT_E_LOAD)),
         ("SCENE_RT_E_ORCH", i64::from(SCENE_RT_E_ORCH)),
         ("SCENE_RT_E_TIMEOUT", i64::from(SCENE_RT_E_TIMEOUT)),
+        ("SCENE_RT_E_COMM", i64::from(SCENE_RT_E_COMM)),
+        ("SCENE_COMM_MAX_RANKS", SCENE_COMM_MAX_RANKS as i64),
+        (
+            "SCENE_COMM_SIGNAL_SLOTS",
+            i64::from(SCENE_COMM_SIGNAL_SLOTS),
+        ),
         (
             "SCENE_RT_E_DEVICE_FATAL",
             i64::from(SCENE_RT_E_DEVICE_FATAL),
@@ -142,7 +149,8 @@ fn rust_layout() -> Layout {
         SceneCallableDesc { orch_so, orch_so_len, orch_symbol, incores, num_incores }
         SceneRunArg { direction, reserved, value, size }
         SceneOrchArg { direction, reserved, value, size }
-        SceneKernelArgs { abi_version, block_idx, block_num, num_args, args, arg_sizes, descs }
+        SceneKernelArgs { abi_version, block_idx, block_num, num_args, args, arg_sizes, descs, comm }
+        SceneCommCtx { rank, nranks, window_size, windows, signals, num_signals, reserved, domain, signal, wait }
         SceneOrchOps { abi_version, alloc, submit, fail, arg_desc, submit_v2, read, write, fill, free, begin_scope, end_scope }
         SceneTensorDesc { dtype, rank, offset, shape, strides }
         SceneTaskArgV2 { direction, reserved, value, size, desc }

@@ -339,3 +339,66 @@ fn include_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
         .join("include")
 }
+
+/// A version-2 runtime without `scene_rt_comm_create` / `_destroy` still
+/// loads and opens cards (level 2 runs on it); asking it for a
+/// communication domain (level 3) says what it lacks.
+#[test]
+fn a_runtime_without_comm_entries_cannot_run_rank_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let lease = lease(dir.path());
+    let src = r#"#include "scene_runtime.h"
+static int dev_token;
+int32_t scene_rt_abi_version(void) { return SCENE_RUNTIME_ABI_VERSION; }
+int32_t scene_rt_open(int32_t d, const char *o, SceneDevice **out) { (void)d; (void)o; *out = (SceneDevice *)&dev_token; return 0; }
+int32_t scene_rt_close(SceneDevice *dev) { (void)dev; return 0; }
+int32_t scene_rt_malloc(SceneDevice *dev, uint64_t s, uint64_t *a) { (void)dev; (void)s; (void)a; return -1; }
+int32_t scene_rt_free(SceneDevice *dev, uint64_t a) { (void)dev; (void)a; return -1; }
+int32_t scene_rt_copy_to_device(SceneDevice *dev, uint64_t d, const void *s, uint64_t n) { (void)dev; (void)d; (void)s; (void)n; return -1; }
+int32_t scene_rt_copy_from_device(SceneDevice *dev, void *d, uint64_t s, uint64_t n) { (void)dev; (void)d; (void)s; (void)n; return -1; }
+int32_t scene_rt_register_callable(SceneDevice *dev, const SceneCallableDesc *d, uint32_t *h) { (void)dev; (void)d; (void)h; return -1; }
+int32_t scene_rt_unregister_callable(SceneDevice *dev, uint32_t h) { (void)dev; (void)h; return -1; }
+int32_t scene_rt_run(SceneDevice *dev, uint32_t h, const SceneRunArg *a, uint32_t n) { (void)dev; (void)h; (void)a; (void)n; return -1; }
+int32_t scene_rt_run2(SceneDevice *dev, uint32_t h, const SceneRunArg *a, const SceneTensorDesc *d, uint32_t n) { (void)dev; (void)h; (void)a; (void)d; (void)n; return -1; }
+const char *scene_rt_last_error(void) { return ""; }
+"#;
+    let so = c_so(dir.path(), "nocomm", src);
+    let rt = Runtime::load(&lease, &so).unwrap();
+    let a = rt.open(0, "").unwrap();
+    let b = rt.open(1, "").unwrap();
+    let e = rt.comm_create(&[&a, &b], 64, "").unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("has no scene_rt_comm_create / scene_rt_comm_destroy")
+            && msg.contains("level-3"),
+        "{msg}"
+    );
+}
+
+/// The simulator's domain: two open devices become ranks 0 and 1; a
+/// device cannot be a rank of two domains at once; destroying the domain
+/// frees the devices for the next one.
+#[test]
+fn sim_runtime_comm_domains_attach_and_detach() {
+    let dir = tempfile::tempdir().unwrap();
+    let lease = lease(dir.path());
+    let rt = Runtime::load(&lease, &default_runtime_path().unwrap()).unwrap();
+    let a = rt.open(0, "").unwrap();
+    let b = rt.open(1, "").unwrap();
+    let comm = rt.comm_create(&[&a, &b], 4096, "timeout_ms=500").unwrap();
+    let e = rt.comm_create(&[&a, &b], 4096, "").unwrap_err();
+    assert!(
+        e.to_string().contains("another communication domain"),
+        "{e}"
+    );
+    let e = rt.comm_create(&[&a], 64, "bogus=1").unwrap_err();
+    assert!(
+        e.to_string().contains("unknown comm option `bogus=1`"),
+        "{e}"
+    );
+    comm.destroy().unwrap();
+    rt.comm_create(&[&b, &a], 64, "")
+        .unwrap()
+        .destroy()
+        .unwrap();
+}

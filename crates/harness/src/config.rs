@@ -43,6 +43,9 @@ pub struct RunConfig {
     /// Deadline of one device run; a run past it is stopped and its card
     /// retired (a hung kernel cannot be trusted to stop).
     pub case_timeout: Option<Duration>,
+    /// Bound of a level-3 wait for a peer's signal (`SCENE_COMM_TIMEOUT`);
+    /// `None` = the runtime's default (30 s in the simulator).
+    pub comm_timeout: Option<Duration>,
     /// Extra `key=value;...` options for the runtime's `open`, e.g. `aiv=4`
     /// or test-only fault knobs.
     pub runtime_options: String,
@@ -92,6 +95,7 @@ impl RunConfig {
             golden_threads: scene_golden::reference::default_thread_cap(),
             abi_include_dir: scene_device::include_dir(),
             case_timeout: Some(DEFAULT_CASE_TIMEOUT),
+            comm_timeout: None,
             runtime_options: String::new(),
             dumps: DumpPolicy {
                 every_case: None,

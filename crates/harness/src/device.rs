@@ -26,6 +26,7 @@ use scene_golden::Tensor;
 use scene_kernels::ChipCallable;
 
 use crate::config::RunConfig;
+use crate::ranks;
 use crate::report::{CaseReport, LockInterval, unix_seconds};
 use crate::scene::ArgDirection;
 use crate::select::SelectedCase;
@@ -69,6 +70,8 @@ pub struct DeviceStage {
     /// When the supervisor stops a worker that ignored the runtime's own
     /// deadline.
     worker_deadline: Option<Duration>,
+    /// Options of level-3 communication domains (`timeout_ms=`).
+    comm_options: String,
 }
 
 impl DeviceStage {
@@ -86,6 +89,10 @@ impl DeviceStage {
             verbose: config.verbose,
             worker: config.device_worker.clone(),
             worker_deadline: config.case_timeout.map(|t| t.saturating_add(WORKER_GRACE)),
+            comm_options: config
+                .comm_timeout
+                .map(|t| format!("timeout_ms={}", t.as_millis().max(1)))
+                .unwrap_or_default(),
         })
     }
 
@@ -137,7 +144,7 @@ impl DeviceStage {
         held: Option<&CardLease>,
     ) -> Result<Vec<Tensor>, DeviceFailure> {
         let runtime_path = self.runtime_path().map_err(DeviceFailure::plain)?;
-        let job = device_job(work, &self.open_options);
+        let job = device_job(work, &self.open_options, &self.comm_options);
         // Everything that is not device work happens before the card is
         // taken: the worker's job files are written here.
         let prepared = match &self.worker {
@@ -176,6 +183,15 @@ impl DeviceStage {
 
         let job = DeviceJob {
             card: lease.cards()[0],
+            group: job.group.map(|g| scene_device::GroupJob {
+                cards: lease
+                    .cards()
+                    .iter()
+                    .copied()
+                    .take(g.ranks as usize)
+                    .collect(),
+                ..g
+            }),
             ..job
         };
         let (prepared, started) = match prepared {
@@ -198,6 +214,14 @@ impl DeviceStage {
             });
         }
         report.phases.device_s += device_time.as_secs_f64();
+        if job.group.is_some() {
+            let ranks = match (&result, &prepared) {
+                (Ok(done), _) if !done.ranks.is_empty() => done.ranks.clone(),
+                (_, Some(p)) => p.rank_times(),
+                _ => Vec::new(),
+            };
+            crate::report::record_group(report, &ranks);
+        }
         let done = result.map_err(|e| self.classify(e, &report.devices))?;
         report.phases.session_s += done.session.as_secs_f64();
         let outputs = match (done.outputs, &prepared) {
@@ -213,7 +237,7 @@ impl DeviceStage {
     /// Waits for the scene's cards, narrating long waits.
     fn acquire(&self, sel: &SelectedCase) -> Result<CardLease, DeviceFailure> {
         let id = sel.id();
-        let cards = sel.scene.devices;
+        let cards = sel.cards();
         // A wait under a second is ordinary turn-taking between processes;
         // say so only with -v. Longer waits are announced, then repeated
         // every 10 s, so a long queue is visible without flooding the terminal.
@@ -258,6 +282,7 @@ impl DeviceStage {
             let done = run.result.map(|session| SessionDone {
                 outputs: None,
                 session,
+                ranks: Vec::new(),
             });
             return (done.map_err(SessionError::from), run.elapsed);
         }
@@ -269,6 +294,7 @@ impl DeviceStage {
         let out = scene_device::run_session(&runtime, job).map(|o| SessionDone {
             outputs: Some(o.outputs),
             session: o.session,
+            ranks: o.ranks,
         });
         (out.map_err(SessionError::from), started.elapsed())
     }
@@ -397,11 +423,14 @@ struct SessionDone {
     outputs: Option<Vec<Vec<u8>>>,
     /// From opening the card to closing it.
     session: Duration,
+    /// A group's per-rank run times (in-process; a worker's are read from
+    /// its result).
+    ranks: Vec<Duration>,
 }
 
 /// The case's device work as a job: the callable and every argument in
 /// signature order (tensors, then scalars).
-fn device_job<'a>(work: DeviceWork<'a>, options: &'a str) -> DeviceJob<'a> {
+fn device_job<'a>(work: DeviceWork<'a>, options: &'a str, comm_options: &str) -> DeviceJob<'a> {
     let callable = CallableImage {
         orch_so: &work.callable.orch_so,
         orch_symbol: &work.callable.orch_symbol,
@@ -416,49 +445,74 @@ fn device_job<'a>(work: DeviceWork<'a>, options: &'a str) -> DeviceJob<'a> {
             })
             .collect(),
     };
-    let tensors = work
-        .inputs
-        .iter()
-        .zip(&work.sel.scene.tensors)
-        .map(|((name, tensor), spec)| {
-            JobArg::Tensor(TensorArg {
+    let group = work.sel.case().group;
+    let ranks = group.map_or(1, |g| g.ranks);
+    let mut args = Vec::new();
+    for rank in 0..ranks {
+        for ((name, tensor), spec) in work.inputs.iter().zip(&work.sel.scene.tensors) {
+            // A per-rank tensor's slice `rank`; others whole to every rank.
+            let (bytes, shape) = match group {
+                Some(g) if spec.per_rank => (
+                    ranks::rank_slice(tensor, g.ranks, rank),
+                    ranks::slice_shape(tensor.shape()),
+                ),
+                _ => (tensor.bytes(), tensor.shape().to_vec()),
+            };
+            args.push(JobArg::Tensor(TensorArg {
                 name,
                 direction: match spec.direction {
                     ArgDirection::In => Direction::In,
                     ArgDirection::Out => Direction::Out,
                     _ => Direction::InOut,
                 },
-                size: tensor.bytes().len() as u64,
-                input: (spec.direction != ArgDirection::Out).then(|| tensor.bytes()),
+                size: bytes.len() as u64,
+                input: (spec.direction != ArgDirection::Out).then_some(bytes),
                 dtype: abi_dtype(tensor.dtype()),
-                shape: tensor.shape().iter().map(|&d| d as u64).collect(),
-            })
-        });
-    let scalars = work.scalars.iter().map(|&s| JobArg::Scalar(s));
+                shape: shape.iter().map(|&d| d as u64).collect(),
+            }));
+        }
+        args.extend(work.scalars.iter().map(|&s| JobArg::Scalar(s)));
+    }
     DeviceJob {
         card: 0,
         options,
         callable,
-        args: tensors.chain(scalars).collect(),
+        args,
+        group: group.map(|g| scene_device::GroupJob {
+            ranks: g.ranks as u32,
+            window_size: g.window,
+            comm_options: comm_options.to_owned(),
+            cards: Vec::new(),
+        }),
     }
 }
 
 /// The downloaded bytes as tensors shaped like the outputs they fill, in
 /// declaration order.
 fn output_tensors(work: DeviceWork<'_>, outputs: Vec<Vec<u8>>) -> Result<Vec<Tensor>, String> {
-    let specs = work
+    let specs: Vec<_> = work
         .inputs
         .iter()
         .zip(&work.sel.scene.tensors)
-        .filter(|(_, spec)| spec.direction.is_output());
-    let mut tensors = Vec::new();
+        .filter(|(_, spec)| spec.direction.is_output())
+        .map(|(t, _)| t)
+        .collect();
+    let ranks = work.sel.case().group.map_or(1, |g| g.ranks);
+    // Rank-major: every output of rank 0, then of rank 1, ...
+    let mut per_tensor: Vec<Vec<Vec<u8>>> = vec![Vec::new(); specs.len()];
     let mut bytes = outputs.into_iter();
-    for ((name, like), _) in specs {
-        let b = bytes
-            .next()
-            .ok_or_else(|| format!("the device returned no data for tensor `{name}`"))?;
+    for _ in 0..ranks {
+        for (k, (name, _)) in specs.iter().enumerate() {
+            let b = bytes
+                .next()
+                .ok_or_else(|| format!("the device returned no data for tensor `{name}`"))?;
+            per_tensor[k].push(b);
+        }
+    }
+    let mut tensors = Vec::new();
+    for ((name, like), slices) in specs.into_iter().zip(per_tensor) {
         tensors.push(
-            Tensor::from_bytes(like.dtype(), like.shape(), b)
+            ranks::join_slices(like, slices)
                 .map_err(|e| format!("downloaded tensor `{name}`: {e}"))?,
         );
     }

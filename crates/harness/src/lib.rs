@@ -30,6 +30,7 @@ pub mod expr;
 pub mod golden;
 pub mod platform;
 pub mod prepare;
+pub mod ranks;
 pub mod report;
 pub mod scene;
 pub mod schedule;

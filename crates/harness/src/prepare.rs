@@ -16,6 +16,7 @@ use crate::compile::{CompiledScenes, compile_builder, compile_scenes};
 use crate::config::RunConfig;
 use crate::expr::Num;
 use crate::golden::{GoldenCtx, GoldenOutputs, GoldenRegistry};
+use crate::ranks;
 use crate::report::{CaseFailure, CaseReport};
 use crate::scene::{Case, ScalarSpec, Scene};
 use crate::select::{SelectedCase, distinct_scenes};
@@ -331,23 +332,54 @@ pub fn build_fixtures(scene: &Scene, case: &Case) -> Result<Vec<(String, Tensor)
             scene.tensors.len()
         ));
     }
-    Ok(scene
+    scene
         .tensors
         .iter()
         .zip(&case.tensors)
         .map(|(t, r)| {
-            let seed = FixtureSeed {
-                scene: &scene.name,
-                case: &case.name,
-                tensor: &t.name,
-                seed: t.seed ^ case.seed.rotate_left(32),
+            fn seed<'s>(
+                scene: &'s Scene,
+                case: &'s Case,
+                seed: u64,
+                tensor: &'s str,
+            ) -> FixtureSeed<'s> {
+                FixtureSeed {
+                    scene: &scene.name,
+                    case: &case.name,
+                    tensor,
+                    seed: seed ^ case.seed.rotate_left(32),
+                }
+            }
+            let tensor = match case.group {
+                // Slice r of a per-rank tensor is seeded per rank.
+                Some(g) if t.per_rank => {
+                    let shape = ranks::slice_shape(&r.shape);
+                    let bytes = (0..g.ranks)
+                        .flat_map(|k| {
+                            let name = ranks::slice_fixture_name(&t.name, k);
+                            make_fixture(
+                                r.dtype,
+                                &shape,
+                                &r.init,
+                                &seed(scene, case, t.seed, &name),
+                            )
+                            .bytes()
+                            .to_vec()
+                        })
+                        .collect();
+                    Tensor::from_bytes(r.dtype, &r.shape, bytes)
+                        .map_err(|e| format!("per-rank tensor `{}`: {e}", t.name))?
+                }
+                _ => make_fixture(
+                    r.dtype,
+                    &r.shape,
+                    &r.init,
+                    &seed(scene, case, t.seed, &t.name),
+                ),
             };
-            (
-                t.name.clone(),
-                make_fixture(r.dtype, &r.shape, &r.init, &seed),
-            )
+            Ok((t.name.clone(), tensor))
         })
-        .collect())
+        .collect()
 }
 
 /// The case's scalar values, paired with their specs.
@@ -455,6 +487,7 @@ mod tests {
                 Num::Int(-1),
                 Num::Float(0.5),
             ],
+            group: None,
         };
         let scalar = |name: &str, dtype, value| ScalarSpec {
             name: name.into(),
@@ -476,6 +509,7 @@ mod tests {
             golden: "g".into(),
             tolerance: Default::default(),
             devices: 1,
+            group: None,
             orchestration: crate::scene::Orchestration {
                 source: "o.c".into(),
                 function: "o".into(),

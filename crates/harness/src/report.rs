@@ -157,6 +157,34 @@ pub struct CaseReport {
     /// failed before the compare stage.
     #[serde(default)]
     pub outputs: Vec<OutputReport>,
+    /// Level 3: each rank's device time (its run, concurrent with the
+    /// others'), in rank order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<RankTime>,
+    /// Level 3: card-seconds the group held (`lock_held_s` x its cards).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub card_seconds: Option<f64>,
+}
+
+/// One rank's device time in a level-3 case.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RankTime {
+    pub rank: usize,
+    pub device_s: f64,
+}
+
+/// Records a level-3 case's per-rank device times and the group's
+/// card-seconds (after the release, so `lock_held_s` is final).
+pub fn record_group(report: &mut CaseReport, ranks: &[std::time::Duration]) {
+    report.ranks = ranks
+        .iter()
+        .enumerate()
+        .map(|(rank, t)| RankTime {
+            rank,
+            device_s: t.as_secs_f64(),
+        })
+        .collect();
+    report.card_seconds = Some(report.phases.lock_held_s * report.devices.len().max(1) as f64);
 }
 
 impl CaseReport {
@@ -174,6 +202,8 @@ impl CaseReport {
             failure: None,
             wall_s: 0.0,
             outputs: Vec::new(),
+            ranks: Vec::new(),
+            card_seconds: None,
         }
     }
 

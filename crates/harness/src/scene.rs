@@ -16,6 +16,7 @@ use serde::Deserialize;
 
 use crate::comparison::{self, CompareSpec, Comparison};
 use crate::expr::{Expr, ExprError, Num, Params, Value};
+use crate::ranks::{CaseGroup, GroupSpec, MAX_RANKS};
 use crate::shape::{Dim, ShapeError};
 
 /// Platforms that are real hardware: a case may name them (it is listed
@@ -220,6 +221,10 @@ struct RawScene {
     equal_nan: bool,
     #[serde(default = "default_devices")]
     devices: usize,
+    /// Level 3: ranks of the group (a number or an expression).
+    ranks: Option<RawDim>,
+    /// Level 3: the communication domain.
+    comm: Option<RawComm>,
     orchestration: RawOrchestration,
     #[serde(default)]
     incores: Vec<RawIncore>,
@@ -268,6 +273,14 @@ fn default_devices() -> usize {
     1
 }
 
+/// `[comm]` of a level-3 scene.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawComm {
+    /// Bytes of every rank's window (a number or an expression).
+    window: RawDim,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawOrchestration {
@@ -312,6 +325,9 @@ struct RawTensor {
     allow_nonfinite: bool,
     #[serde(default)]
     skip_golden: bool,
+    /// Level 3: a leading rank dimension, slice r to rank r.
+    #[serde(default)]
+    per_rank: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -441,6 +457,8 @@ pub struct Scene {
     pub golden: String,
     pub tolerance: ToleranceSpec,
     pub devices: usize,
+    /// Level 3: the rank group (`ranks`, `[comm] window`).
+    pub group: Option<GroupSpec>,
     pub orchestration: Orchestration,
     pub incores: Vec<Incore>,
     pub tensors: Vec<TensorSpec>,
@@ -517,6 +535,8 @@ pub struct TensorSpec {
     pub allow_nonfinite: bool,
     /// Never compared (in any case).
     pub skip_golden: bool,
+    /// Level 3: leading rank dimension, slice r to rank r.
+    pub per_rank: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -548,6 +568,8 @@ pub struct Case {
     /// Every scalar's value in this case, in signature order (checked at
     /// load against its dtype).
     pub scalars: Vec<Num>,
+    /// Level 3: ranks and window size in this case.
+    pub group: Option<CaseGroup>,
 }
 
 impl Case {
@@ -863,7 +885,13 @@ impl Validator<'_> {
         let tensors = self.tensors(raw.tensors, &o.signature, &mut arg_names)?;
         let scalars = self.scalars(raw.scalars, &o.signature, tensors.len(), &mut arg_names)?;
         let derived = self.derived(raw.derived)?;
-        let cases = self.cases(raw.cases, &tensors, &scalars, &tolerance, &derived)?;
+        let group = self.group(raw.level, raw.ranks, raw.comm, &tensors)?;
+        let mut cases = self.cases(raw.cases, &tensors, &scalars, &tolerance, &derived)?;
+        if let Some(g) = &group {
+            for (i, c) in cases.iter_mut().enumerate() {
+                c.group = Some(self.case_group(i, g, c, &tensors)?);
+            }
+        }
         Ok(Scene {
             name: raw.name,
             dir: self.dir.to_path_buf(),
@@ -873,6 +901,7 @@ impl Validator<'_> {
             golden: raw.golden,
             tolerance,
             devices: raw.devices,
+            group,
             orchestration: Orchestration {
                 source: o.source,
                 function: o.function,
@@ -1042,10 +1071,13 @@ impl Validator<'_> {
                 ),
             ));
         }
-        if raw.level != 2 {
+        if raw.level != 2 && raw.level != 3 {
             return Err(self.err(
                 "level",
-                format!("level {} is not supported (2 = one chip)", raw.level),
+                format!(
+                    "level {} is not supported (2 = one chip, 3 = a rank group of chips)",
+                    raw.level
+                ),
             ));
         }
         if raw.devices == 0 {
@@ -1223,12 +1255,112 @@ impl Validator<'_> {
                 compare,
                 allow_nonfinite: t.allow_nonfinite,
                 skip_golden: t.skip_golden,
+                per_rank: t.per_rank,
             };
             comparison::check_tensor_flags(i, &spec.info(), compare_given)
                 .map_err(|e| self.err(e.field, e.message))?;
             tensors.push(spec);
         }
         Ok(tensors)
+    }
+
+    /// Level 3's `ranks` and `[comm]`: required there, refused elsewhere,
+    /// and every output tensor is per-rank.
+    fn group(
+        &self,
+        level: u32,
+        ranks: Option<RawDim>,
+        comm: Option<RawComm>,
+        tensors: &[TensorSpec],
+    ) -> Result<Option<GroupSpec>, SceneError> {
+        let dim = |field: &str, d: RawDim| match d {
+            RawDim::Fixed(n) if n > 0 => Ok(Dim::Fixed(n as usize)),
+            RawDim::Fixed(n) => Err(self.err(field, format!("must be positive, got {n}"))),
+            RawDim::Expr(e) => Dim::parse(&e).map_err(|e| self.err(field, e.to_string())),
+        };
+        if level != 3 {
+            if ranks.is_some() {
+                return Err(self.err("ranks", "only a level-3 scene has ranks (level = 3)"));
+            }
+            if comm.is_some() {
+                return Err(self.err("comm", "only a level-3 scene has [comm] (level = 3)"));
+            }
+            if let Some(t) = tensors.iter().find(|t| t.per_rank) {
+                return Err(self.err(
+                    "tensors.per_rank",
+                    format!(
+                        "tensor `{}` is per_rank but the scene is not level 3",
+                        t.name
+                    ),
+                ));
+            }
+            return Ok(None);
+        }
+        let ranks = ranks.ok_or_else(|| {
+            self.err("ranks", "a level-3 scene says how many ranks (ranks = 2, or an expression of the case params)")
+        })?;
+        let comm = comm.ok_or_else(|| {
+            self.err(
+                "comm",
+                "a level-3 scene needs [comm] window = \"<bytes expression>\"",
+            )
+        })?;
+        if let Some(t) = tensors
+            .iter()
+            .find(|t| t.direction.is_output() && !t.per_rank)
+        {
+            return Err(self.err(
+                "tensors.per_rank",
+                format!(
+                    "output tensor `{}` of a level-3 scene must be per_rank = true (each rank writes its slice)",
+                    t.name
+                ),
+            ));
+        }
+        Ok(Some(GroupSpec {
+            ranks: dim("ranks", ranks)?,
+            window: dim("comm.window", comm.window)?,
+        }))
+    }
+
+    /// Case `i`'s ranks and window; per-rank tensors lead with `ranks`.
+    fn case_group(
+        &self,
+        i: usize,
+        g: &GroupSpec,
+        case: &Case,
+        tensors: &[TensorSpec],
+    ) -> Result<CaseGroup, SceneError> {
+        let prefix = format!("case `{}`: ", case.name);
+        let ranks = g
+            .ranks
+            .eval(&case.params)
+            .map_err(|e| self.err("ranks", format!("{prefix}`{}`: {e}", g.ranks)))?;
+        if !(1..=MAX_RANKS).contains(&ranks) {
+            return Err(self.err(
+                format!("cases[{i}].ranks"),
+                format!("{prefix}{ranks} ranks; a group has 1 to {MAX_RANKS}"),
+            ));
+        }
+        let window = g
+            .window
+            .eval(&case.params)
+            .map_err(|e| self.err("comm.window", format!("{prefix}`{}`: {e}", g.window)))?;
+        for (t, r) in tensors.iter().zip(&case.tensors) {
+            if t.per_rank && r.shape.first() != Some(&ranks) {
+                return Err(self.err(
+                    "tensors.shape",
+                    format!(
+                        "{prefix}per-rank tensor `{}` has shape {:?}; its first dimension must be the {ranks} ranks",
+                        t.name, r.shape
+                    ),
+                ));
+            }
+        }
+        Ok(CaseGroup {
+            ranks,
+            window: window as u64,
+        })
     }
 
     fn scalars(
@@ -1387,6 +1519,7 @@ impl Validator<'_> {
                 seed: c.seed.unwrap_or(0),
                 tensors: resolved,
                 scalars: values,
+                group: None,
             });
         }
         comparison::check_allow_nonfinite(&infos, &skipped_somewhere)

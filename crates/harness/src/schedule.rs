@@ -177,7 +177,7 @@ impl Session {
         let pool = self.device.pool();
         let need = cases
             .iter()
-            .map(|c| c.scene.devices)
+            .map(SelectedCase::cards)
             .max()
             .unwrap_or(1)
             .clamp(1, pool.healthy().len().max(1));
@@ -418,11 +418,11 @@ fn fail_oversized(
 ) -> Vec<usize> {
     let mut runnable = Vec::with_capacity(cases.len());
     for (i, sel) in cases.iter().enumerate() {
-        if sel.scene.devices > capacity {
+        if sel.cards() > capacity {
             let mut r = CaseReport::new(&sel.scene.name, &sel.case().name);
             r.fail(
                 FailureStage::Device,
-                format!("needs {} cards but {why}", sel.scene.devices),
+                format!("needs {} cards but {why}", sel.cards()),
             );
             on_case(&r);
             reports[i] = Some(r);

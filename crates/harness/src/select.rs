@@ -16,6 +16,11 @@ impl SelectedCase {
     pub fn case(&self) -> &Case {
         &self.scene.cases[self.case]
     }
+    /// Cards the case holds in its device stage: its ranks (level 3),
+    /// else the scene's `devices`.
+    pub fn cards(&self) -> usize {
+        self.case().group.map_or(self.scene.devices, |g| g.ranks)
+    }
     pub fn id(&self) -> String {
         format!("{}::{}", self.scene.name, self.case().name)
     }

@@ -11,6 +11,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+pub mod comm;
 mod orch_v2;
 
 use crate::crash::{self, Activity};
@@ -295,6 +296,8 @@ struct RunCtx {
     descs: Vec<Option<SceneTensorDesc>>,
     /// Run arguments' device addresses: not the orchestration's to free.
     deadline: Option<Instant>,
+    /// The communication domain and this device's rank in it (level 3).
+    comm: Option<(Arc<comm::Domain>, u32)>,
 }
 
 /// A simulated device.
@@ -311,6 +314,8 @@ pub struct Device {
     fatal_reason: Mutex<String>,
     runs: AtomicU64,
     workers: Mutex<Vec<JoinHandle<()>>>,
+    /// The communication domain this device is a rank of (level 3).
+    comm: Mutex<Option<(Arc<comm::Domain>, u32)>>,
 }
 
 impl Device {
@@ -354,6 +359,7 @@ impl Device {
             fatal_reason: Mutex::new(String::new()),
             runs: AtomicU64::new(0),
             workers: Mutex::new(Vec::new()),
+            comm: Mutex::new(None),
         };
         for core in [SCENE_CORE_AIC, SCENE_CORE_AIV] {
             for i in 0..dev.opts.cores[core as usize] {
@@ -367,6 +373,25 @@ impl Device {
             }
         }
         Ok(dev)
+    }
+
+    /// Makes this device rank `rank` of `domain`: its runs' kernels get
+    /// the rank's context.
+    pub fn attach_comm(&self, domain: Arc<comm::Domain>, rank: u32) -> RtResult<()> {
+        let mut slot = lock(&self.comm);
+        if slot.is_some() {
+            return Err(RtError::Invalid(format!(
+                "device {} is a rank of another communication domain already",
+                self.id
+            )));
+        }
+        *slot = Some((domain, rank));
+        Ok(())
+    }
+
+    /// Ends this device's membership of a domain.
+    pub fn detach_comm(&self) {
+        *lock(&self.comm) = None;
     }
 
     fn set_fatal(&self, reason: String) {
@@ -492,6 +517,21 @@ impl Device {
         args: &[SceneRunArg],
         descs: Option<&[SceneTensorDesc]>,
     ) -> RtResult<()> {
+        let result = self.run_alone(handle, args, descs);
+        // A rank's every failure (a timeout or a bad argument too) fails its
+        // group, so the peers' waits return at once.
+        match lock(&self.comm).as_ref() {
+            Some((domain, rank)) => group_result(domain, *rank, result),
+            None => result,
+        }
+    }
+
+    fn run_alone(
+        &self,
+        handle: u32,
+        args: &[SceneRunArg],
+        descs: Option<&[SceneTensorDesc]>,
+    ) -> RtResult<()> {
         self.check_alive()?;
         let _g = lock(&self.exec);
         self.check_alive()?;
@@ -574,6 +614,7 @@ impl Device {
             return Ok(None);
         }
         let ctx = Arc::new(RunCtx {
+            comm: lock(&self.comm).clone(),
             shared: Arc::clone(&self.shared),
             callable: Arc::clone(callable),
             cores: self.opts.cores,
@@ -675,6 +716,23 @@ impl Device {
             // is that, not damage.
             let _ = self.shared.free(a);
         }
+    }
+}
+
+/// A rank's run result within its group: a failed rank fails the group
+/// (its peers' waits return at once) and keeps its own error (a timeout
+/// stays a timeout); a rank that ran to the end in a failed group fails
+/// with the group's first message, so each rank says what went wrong.
+fn group_result(domain: &comm::Domain, rank: u32, result: RtResult<()>) -> RtResult<()> {
+    match result {
+        Err(e) if !matches!(e, RtError::Comm(_)) => {
+            domain.fail(format!("rank {rank} failed: {e}"));
+            Err(e)
+        }
+        other => match domain.failure() {
+            Some(msg) => Err(RtError::Comm(msg)),
+            None => other,
+        },
     }
 }
 
@@ -993,6 +1051,10 @@ fn kernel_args(
         args: [0; SCENE_MAX_ARGS],
         arg_sizes: [0; SCENE_MAX_ARGS],
         descs: std::ptr::null(),
+        comm: rc
+            .comm
+            .as_ref()
+            .map_or(std::ptr::null(), |(d, rank)| d.ctx(*rank)),
     });
     let mut descs: Box<[SceneTensorDesc]> = args.iter().map(|a| a.desc).collect();
     let mut accesses = Vec::with_capacity(args.len());

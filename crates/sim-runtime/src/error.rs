@@ -25,6 +25,9 @@ pub enum RtError {
     Timeout(String),
     #[error("{0}")]
     DeviceFatal(String),
+    /// A rank of a communication group failed, or a wait timed out.
+    #[error("{0}")]
+    Comm(String),
 }
 
 impl RtError {
@@ -42,6 +45,7 @@ impl RtError {
             RtError::Orch(m) => RtError::Orch(add(m)),
             RtError::Timeout(m) => RtError::Timeout(add(m)),
             RtError::DeviceFatal(m) => RtError::DeviceFatal(add(m)),
+            RtError::Comm(m) => RtError::Comm(add(m)),
         }
     }
 
@@ -58,6 +62,7 @@ impl RtError {
             RtError::Orch(_) => SCENE_RT_E_ORCH,
             RtError::Timeout(_) => SCENE_RT_E_TIMEOUT,
             RtError::DeviceFatal(_) => SCENE_RT_E_DEVICE_FATAL,
+            RtError::Comm(_) => SCENE_RT_E_COMM,
         }
     }
 }

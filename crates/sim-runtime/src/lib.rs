@@ -23,6 +23,10 @@
 //!   pages around the data: a kernel writing outside its buffers faults at
 //!   once or is caught after its block, naming the kernel, the buffer and
 //!   the offset (`memory.rs`); freed pages are inaccessible;
+//! - `scene_rt_comm_create` / `_destroy` (optional ABI, level 3): a
+//!   communication domain over open devices, one rank each: zeroed windows
+//!   every rank addresses, atomic signal slots with release/acquire, waits
+//!   bounded by the domain's `timeout_ms` (`device/comm.rs`);
 //! - `scene_rt_crash_report(path)` (optional ABI) makes a fatal signal or an
 //!   `exit()` from user code leave a report naming what was running
 //!   (`crash.rs`); the harness calls it in its device worker process.
@@ -45,10 +49,11 @@
 //! open devices), so a closed or bogus handle is an error, not a crash.
 //!
 //! The workspace denies `unsafe_code`; this crate allows it item by item,
-//! each block with a `// SAFETY:` comment, in six modules only: here (the
+//! each block with a `// SAFETY:` comment, in seven modules only: here (the
 //! `no_mangle` C exports and reading their pointer arguments), `device`
 //! (calling the orchestration), `device/orch_v2` (the orchestration's v2
-//! pointer arguments), `image` (executable mappings, `dlopen`),
+//! pointer arguments), `device/comm` (level-3 windows and the contexts
+//! kernels pass back), `image` (executable mappings, `dlopen`),
 //! `memory` (the arena mapping and page protection) and `crash` (signal
 //! handlers, alternate stacks, `atexit`). An implementation of a C ABI that runs
 //! machine code cannot do without it.
@@ -473,4 +478,82 @@ pub fn debug_image_addr(dev: *mut SceneDevice, handle: u32, func_id: u32) -> usi
 /// for Rust callers of the rlib.
 pub fn last_error_message() -> String {
     LAST_ERROR.with(|e| e.borrow().to_string_lossy().into_owned())
+}
+
+/// What a `SceneCommDomain*` points at: the domain and its devices (kept
+/// until destroy, which detaches them).
+#[derive(Debug)]
+struct CommHandle {
+    devices: Vec<Arc<Device>>,
+}
+
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
+#[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
+#[unsafe(no_mangle)]
+pub extern "C" fn scene_rt_comm_create(
+    devs: *const *mut SceneDevice,
+    nranks: u32,
+    window_size: u64,
+    options: *const c_char,
+    out: *mut *mut c_void,
+) -> i32 {
+    ffi("scene_rt_comm_create", || {
+        if devs.is_null() || out.is_null() {
+            return Err(RtError::Invalid("devs or out is NULL".into()));
+        }
+        let opts = if options.is_null() {
+            ""
+        } else {
+            cstr(options, "options")?
+        };
+        let timeout = device::comm::parse_options(opts)?;
+        #[allow(unsafe_code)]
+        // SAFETY: `devs` points at `nranks` device handles (caller contract).
+        let handles = unsafe { std::slice::from_raw_parts(devs, nranks as usize) };
+        let devices = handles
+            .iter()
+            .map(|&d| device(d))
+            .collect::<Result<Vec<_>, _>>()?;
+        let domain = device::comm::Domain::new(nranks, window_size, timeout)?;
+        for (rank, d) in devices.iter().enumerate() {
+            if let Err(e) = d.attach_comm(Arc::clone(&domain), rank as u32) {
+                for d in &devices[..rank] {
+                    d.detach_comm();
+                }
+                return Err(e);
+            }
+        }
+        let handle = Box::into_raw(Box::new(CommHandle { devices }));
+        #[allow(unsafe_code)]
+        // SAFETY: `out` is non-NULL and points at writable storage (caller contract).
+        unsafe {
+            *out = handle.cast();
+        }
+        Ok(())
+    })
+}
+
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// `comm` is NULL or a handle from `scene_rt_comm_create`, destroyed once
+// (caller contract).
+#[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
+#[unsafe(no_mangle)]
+pub extern "C" fn scene_rt_comm_destroy(comm: *mut c_void) -> i32 {
+    ffi("scene_rt_comm_destroy", || {
+        if comm.is_null() {
+            return Err(RtError::Invalid("comm is NULL".into()));
+        }
+        #[allow(unsafe_code)]
+        // SAFETY: `comm` came from `Box::into_raw` in `scene_rt_comm_create`
+        // and is destroyed once (caller contract).
+        let handle = unsafe { Box::from_raw(comm.cast::<CommHandle>()) };
+        for d in &handle.devices {
+            d.detach_comm();
+        }
+        Ok(())
+    })
 }

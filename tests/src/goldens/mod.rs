@@ -1,5 +1,6 @@
 //! Golden functions, registered by the name scenes give in `golden = "..."`.
 
+mod collectives;
 mod common;
 mod compare_demo;
 mod decode_layer;
@@ -27,4 +28,10 @@ pub fn register(r: GoldenRegistry) -> GoldenRegistry {
         .register("scope_loop", scope_loop::golden)
         .register("dtype_copy", dtype_copy::golden)
         .register("compare_demo", compare_demo::golden)
+        .register("allreduce_sum", collectives::allreduce_sum)
+        .register("allgather", collectives::allgather)
+        .register("broadcast", collectives::broadcast)
+        .register("reduce_scatter", collectives::reduce_scatter)
+        .register("all_to_all", collectives::all_to_all)
+        .register("ffn_tp_parallel", collectives::ffn_tp_parallel)
 }

@@ -317,6 +317,24 @@ pub fn slot_key(
             .collect();
         field("case_init", &canonical(&init));
     }
+    // Level 3 only (level-2 keys are unchanged): the group decides how
+    // per-rank fixtures are seeded and how the device splits the tensors.
+    if let Some(g) = case.group {
+        let per_rank: Vec<&str> = scene
+            .tensors
+            .iter()
+            .filter(|t| t.per_rank)
+            .map(|t| t.name.as_str())
+            .collect();
+        field(
+            "group",
+            &canonical(&serde_json::json!({
+                "ranks": g.ranks,
+                "window": g.window,
+                "per_rank": per_rank,
+            })),
+        );
+    }
     h.finalize().to_hex().to_string()
 }
 
@@ -668,6 +686,78 @@ mod pinned_keys {
     fn existing_scenes_keep_their_slot_keys() {
         let expected: &[(&str, &str)] = &[
             (
+                "all_to_all::p2",
+                "11acb9fd7d12e2bd928852e6a6d4edf5c3f530728559887d2003b19fda09c9e3",
+            ),
+            (
+                "all_to_all::p4",
+                "bcb090860b9e77695a9da0f20f48847738d74f3bf7a2be843591ebe3ca932db5",
+            ),
+            (
+                "allgather::p2",
+                "caa95aa2c8344c396f748e9affc7b6514eb6658ecebbb4a0f5a84a32e6e2e737",
+            ),
+            (
+                "allgather::p4",
+                "58cad2e20d826b6662149a460e639e494737e360d3fdf845b57d9484dc4a50eb",
+            ),
+            (
+                "allreduce_bidirectional_ring::p2",
+                "c8fa48f1021f8071e66a930f21a3dc3e25a3b62b2336f40cb0e71a189c18277b",
+            ),
+            (
+                "allreduce_bidirectional_ring::p4",
+                "255e21d24685b6acc1ecf3cbcd149990763798753c7a5e0114e698c967be9b15",
+            ),
+            (
+                "allreduce_bidirectional_ring::p8",
+                "d79b4cc9541cf7eb6e7a7a5b5776c01e0122b7100d46a88da6fb0471ab7b2c76",
+            ),
+            (
+                "allreduce_onephase::p2",
+                "90caa607784bc107dc14b5e5760ca4f83dad7c1fd50ec725a6d768525ae73627",
+            ),
+            (
+                "allreduce_onephase::p4",
+                "37550d474c795d8da9d9a92481b699e73900ca14294e94866b80530effdab1c1",
+            ),
+            (
+                "allreduce_onephase::p8",
+                "10e859e058fe3548b3f6f812f4dc5ce907a1b87f40149fc68f22f11705041f8c",
+            ),
+            (
+                "allreduce_ring::p2",
+                "45fbc1c5d6f2f8c37895e045099b19b04efeeba6cf6b1cfcbb2a164f23d1dd77",
+            ),
+            (
+                "allreduce_ring::p4",
+                "92e3ae002489b6126a57206ac76e83e03324037244a859e5b2b80866773b5c21",
+            ),
+            (
+                "allreduce_ring::p8",
+                "22e089856adb83579d9aee064ae8f087e35c2948eb5810939ff13f11a1cb1723",
+            ),
+            (
+                "allreduce_twophase::p2",
+                "4c2987781741ddab2b95da9ea3b02836ffe996d6844d3e45def3cb2c9db89506",
+            ),
+            (
+                "allreduce_twophase::p4",
+                "6310a8d453e901ac4db39e3cbc354eb20966b149a664c0745f293b899f8f2038",
+            ),
+            (
+                "allreduce_twophase::p8",
+                "1a53726b99f6e149f862f978fed16c54d104a4781e3d617681aeac094f263722",
+            ),
+            (
+                "broadcast::p2",
+                "8b11b42d3319e6d05b6a3bcf22ac89aff89c7c2e7efd1d03d796df52200a04cf",
+            ),
+            (
+                "broadcast::p4",
+                "71cca53326554121cd562fd62f4bdf76c3d8fb2ad7fc816139caa4e7feb1b21e",
+            ),
+            (
                 "cxx_kernels::small",
                 "de95156c0b8126eb669591b2246a4ffae12c1eb0a4b6605e1cb8e6720e55cfcc",
             ),
@@ -686,6 +776,14 @@ mod pinned_keys {
             (
                 "decode_layer::full_cache_hd8",
                 "f004dacd5d8eb500a548342bb8a6ad138aa76d281a2c116b1e1dae3fdffdc079",
+            ),
+            (
+                "ffn_tp_parallel::tp2",
+                "c7c43b2523c3593d61bea09464ae1abb25be7282c874b8242882f05ee28652a5",
+            ),
+            (
+                "ffn_tp_parallel::tp4",
+                "633aa3daa9cc7b9c7216753281fe7fd808a20ea5edf826adec16ca8c51335cf1",
             ),
             (
                 "gemm::square64",
@@ -750,6 +848,14 @@ mod pinned_keys {
             (
                 "paged_attention_unroll_4dims::small_groups",
                 "df428b73486fd733154f92498a565e9aebb7da679380072baceba16d69adb5a5",
+            ),
+            (
+                "reduce_scatter::p2",
+                "464f63629f78b75566f4d1660ee4fca828c785e36d67ce9552cd2635a096b08c",
+            ),
+            (
+                "reduce_scatter::p4",
+                "1c95d1f9a455681adb1fc6c34f7a600920ae457c7499e30fa50098f62d41d6a4",
             ),
             (
                 "rmsnorm::small",

@@ -1,0 +1,121 @@
+/*
+ * scene_comm.h - the communication context of a level-3 (multi-card) scene,
+ * as kernels see it. Included by scene_kernel.h; usable from C and C++,
+ * freestanding.
+ *
+ * A level-3 case runs one chip callable per rank, each rank on its own card.
+ * The runtime allocates a communication domain for the group: one window of
+ * `window_size` bytes per rank (zeroed, addressable by every rank) and
+ * SCENE_COMM_SIGNAL_SLOTS int32 signal slots per rank (zeroed). Kernels get
+ * the context through `scene_comm_ctx(ka)`:
+ *
+ *     #include "scene_kernel.h"
+ *     SCENE_KERNEL_ENTRY(ka) {
+ *         const SceneCommCtx *c = scene_comm_ctx(ka);
+ *         if (!c) return;
+ *         float *mine = (float *)scene_comm_local_ptr(c, 0);
+ *         mine[0] = (float)c->rank;
+ *         uint32_t right = (c->rank + 1) % c->nranks;
+ *         uint32_t left = (c->rank + c->nranks - 1) % c->nranks;
+ *         scene_comm_signal(c, right, 0, 1);
+ *         if (scene_comm_wait_from(c, left, 0, 1) != 0) return;
+ *         const float *theirs = (const float *)scene_comm_peer_ptr(c, left, 0);
+ *         mine[1] = theirs[0];
+ *     }
+ *
+ * Memory ordering: `scene_comm_signal` is a release operation and a
+ * successful `scene_comm_wait*` an acquire one, as TNOTIFY / TWAIT on the
+ * hardware: every write the signalling rank made (to its own window, a
+ * peer's window or its tensors) before the signal is visible to the rank
+ * whose wait observed it.
+ *
+ * Waits are bounded: past the group's timeout (SCENE_COMM_TIMEOUT, 30 s by
+ * default) the case fails with "rank 1 waited for rank 0 signal 3 for 30 s"
+ * and every wait of the group returns non-zero at once. A kernel returns
+ * when a wait fails; its results are not compared.
+ */
+#ifndef SCENE_COMM_H
+#define SCENE_COMM_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Ranks of one group, at most. */
+#define SCENE_COMM_MAX_RANKS 16
+/* int32 signal slots per rank. */
+#define SCENE_COMM_SIGNAL_SLOTS 1024
+
+typedef struct SceneCommCtx SceneCommCtx;
+
+struct SceneCommCtx {
+    uint32_t rank;        /* this rank, 0 <= rank < nranks */
+    uint32_t nranks;
+    uint64_t window_size; /* bytes of every rank's window */
+    /* Host-visible base of each rank's window; 0 past nranks. */
+    uint64_t windows[SCENE_COMM_MAX_RANKS];
+    /* Base of each rank's int32 signal slots; 0 past nranks. */
+    uint64_t signals[SCENE_COMM_MAX_RANKS];
+    uint32_t num_signals; /* SCENE_COMM_SIGNAL_SLOTS */
+    uint32_t reserved;
+    void *domain;         /* the runtime's */
+    /* Atomically adds `value` to `peer`'s signal `slot` (release). 0 = ok. */
+    int32_t (*signal)(const SceneCommCtx *ctx, uint32_t peer, uint32_t slot, int32_t value);
+    /* Waits until this rank's signal `slot` >= `expected` (acquire), at most
+     * the group's timeout; `from` names the rank expected to signal, or -1.
+     * 0 = ok; non-zero = timed out or the group failed: return. */
+    int32_t (*wait)(const SceneCommCtx *ctx, int32_t from, uint32_t slot, int32_t expected);
+};
+
+/* `peer`'s window at byte `offset` (NULL for a bad peer or offset). */
+static inline void *scene_comm_peer_ptr(const SceneCommCtx *ctx, uint32_t peer, uint64_t offset) {
+    if (peer >= ctx->nranks || peer >= SCENE_COMM_MAX_RANKS || offset >= ctx->window_size)
+        return (void *)0;
+    return (void *)(uintptr_t)(ctx->windows[peer] + offset);
+}
+
+/* This rank's own window at byte `offset`. */
+static inline void *scene_comm_local_ptr(const SceneCommCtx *ctx, uint64_t offset) {
+    return scene_comm_peer_ptr(ctx, ctx->rank, offset);
+}
+
+/* The offset of `ptr` in this rank's window (for the same place in a peer's). */
+static inline uint64_t scene_comm_offset(const SceneCommCtx *ctx, const void *ptr) {
+    return (uint64_t)(uintptr_t)ptr - ctx->windows[ctx->rank];
+}
+
+/* Adds `value` to `peer`'s signal `slot`, after every earlier write. */
+static inline int32_t scene_comm_signal(const SceneCommCtx *ctx, uint32_t peer, uint32_t slot,
+                                        int32_t value) {
+    return ctx->signal(ctx, peer, slot, value);
+}
+
+/* Waits for this rank's signal `slot` >= `expected`, from any peer. */
+static inline int32_t scene_comm_wait(const SceneCommCtx *ctx, uint32_t slot, int32_t expected) {
+    return ctx->wait(ctx, -1, slot, expected);
+}
+
+/* As scene_comm_wait; `from` is the rank expected to signal (messages name it). */
+static inline int32_t scene_comm_wait_from(const SceneCommCtx *ctx, uint32_t from, uint32_t slot,
+                                           int32_t expected) {
+    return ctx->wait(ctx, (int32_t)from, slot, expected);
+}
+
+/* All-rank barrier on slots [base, base + nranks): every rank adds 1 to
+ * slot base + rank of every peer, then waits for slot base + peer >= 1 of
+ * each peer. Each base is used once per run (slots are never reset). */
+static inline int32_t scene_comm_barrier(const SceneCommCtx *ctx, uint32_t base) {
+    for (uint32_t p = 0; p < ctx->nranks; ++p)
+        if (p != ctx->rank && scene_comm_signal(ctx, p, base + ctx->rank, 1) != 0) return -1;
+    for (uint32_t p = 0; p < ctx->nranks; ++p)
+        if (p != ctx->rank && scene_comm_wait_from(ctx, p, base + p, 1) != 0) return -1;
+    return 0;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SCENE_COMM_H */

@@ -1,0 +1,199 @@
+//! Level-3 scenes: rank groups, the communication window and per-rank
+//! tensors.
+//!
+//! A level-3 scene runs its chip callable once per rank, each rank on its
+//! own card, all in one communication domain (`scene_rt_comm_create`).
+//! `scene.toml` says how many ranks (`ranks = 2` or an expression of the
+//! case params such as `ranks = "nranks"`) and how large each rank's window
+//! is (`[comm] window = "<bytes expression>"`). A tensor declared
+//! `per_rank = true` has a leading rank dimension: rank r gets slice r as
+//! its argument, and its fixture slice r is seeded from (scene, case,
+//! `<tensor>@rank<r>`). Other tensors go whole to every rank. Goldens see
+//! the full tensors (every rank's slice), and every output of a level-3
+//! scene is per-rank.
+
+use scene_golden::Tensor;
+
+use crate::shape::Dim;
+
+/// Largest rank group (`SCENE_COMM_MAX_RANKS`).
+pub const MAX_RANKS: usize = scene_device::abi::SCENE_COMM_MAX_RANKS;
+
+/// A level-3 scene's group, as written.
+#[derive(Clone, Debug)]
+pub struct GroupSpec {
+    /// `ranks`: a number or an expression of the case params.
+    pub ranks: Dim,
+    /// `[comm] window`: bytes of every rank's window.
+    pub window: Dim,
+}
+
+/// A level-3 case's group, resolved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CaseGroup {
+    pub ranks: usize,
+    pub window: u64,
+}
+
+/// The fixture name of slice `rank` of a per-rank tensor (what seeds it).
+pub fn slice_fixture_name(tensor: &str, rank: usize) -> String {
+    format!("{tensor}@rank{rank}")
+}
+
+/// Bytes of slice `rank` of `t` along its leading dimension of `ranks`.
+pub fn rank_slice(t: &Tensor, ranks: usize, rank: usize) -> &[u8] {
+    let bytes = t.bytes();
+    let per = bytes.len() / ranks.max(1);
+    &bytes[per * rank..per * (rank + 1)]
+}
+
+/// The shape of one rank's slice of a per-rank tensor of `shape`.
+pub fn slice_shape(shape: &[usize]) -> Vec<usize> {
+    match shape {
+        [_] => vec![1],
+        [_, rest @ ..] => rest.to_vec(),
+        [] => Vec::new(),
+    }
+}
+
+/// One tensor from `ranks` slices of `slice_shape` (rank-major).
+pub fn join_slices(
+    like: &Tensor,
+    slices: Vec<Vec<u8>>,
+) -> Result<Tensor, scene_golden::TensorError> {
+    let bytes: Vec<u8> = slices.into_iter().flatten().collect();
+    Tensor::from_bytes(like.dtype(), like.shape(), bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scene::Scene;
+    use scene_golden::DType;
+
+    /// A level-3 scene.toml with `head` lines after `level` and the
+    /// tensors' extra `x` / `y` lines.
+    fn toml(head: &str, x: &str, y: &str) -> String {
+        format!(
+            r#"name = "demo"
+platforms = ["a2a3sim"]
+golden = "g"
+{head}
+[orchestration]
+source = "orch.c"
+function = "o"
+signature = ["in", "out"]
+
+[[incores]]
+func_id = 0
+name = "k"
+core = "aiv"
+source = "k.c"
+
+[[tensors]]
+name = "x"
+dtype = "f32"
+shape = ["nranks", "N"]
+{x}
+
+[[tensors]]
+name = "y"
+dtype = "f32"
+shape = ["nranks", "N"]
+{y}
+
+[[cases]]
+name = "c"
+params = {{ nranks = 4, N = 8 }}
+"#
+        )
+    }
+
+    fn load(text: &str) -> Result<Scene, String> {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("demo");
+        std::fs::create_dir(&dir).unwrap();
+        for f in ["orch.c", "k.c"] {
+            std::fs::write(dir.join(f), "").unwrap();
+        }
+        std::fs::write(dir.join("scene.toml"), text).unwrap();
+        Scene::load(&dir).map_err(|e| e.to_string())
+    }
+
+    const L3: &str = "level = 3\nranks = \"nranks\"\n[comm]\nwindow = \"N * 4\"\n";
+
+    #[test]
+    fn a_level_3_scene_resolves_ranks_and_window_per_case() {
+        let s = load(&toml(L3, "per_rank = true", "per_rank = true")).unwrap();
+        assert_eq!(s.level, 3);
+        assert!(s.tensors.iter().all(|t| t.per_rank));
+        assert_eq!(
+            s.cases[0].group,
+            Some(CaseGroup {
+                ranks: 4,
+                window: 32
+            })
+        );
+    }
+
+    #[test]
+    fn level_3_fields_are_checked_naming_the_field() {
+        let e = load(&toml("level = 3\n", "per_rank = true", "per_rank = true")).unwrap_err();
+        assert!(
+            e.contains("ranks") && e.contains("level-3 scene says how many ranks"),
+            "{e}"
+        );
+        let e = load(&toml(
+            "level = 3\nranks = 2\n",
+            "per_rank = true",
+            "per_rank = true",
+        ))
+        .unwrap_err();
+        assert!(e.contains("[comm] window"), "{e}");
+        let e = load(&toml(L3, "per_rank = true", "")).unwrap_err();
+        assert!(
+            e.contains("output tensor `y`") && e.contains("per_rank"),
+            "{e}"
+        );
+        let e = load(&toml("level = 2\n", "per_rank = true", "")).unwrap_err();
+        assert!(
+            e.contains("tensor `x` is per_rank but the scene is not level 3"),
+            "{e}"
+        );
+        let e = load(&toml("level = 2\nranks = 2\n", "", "")).unwrap_err();
+        assert!(e.contains("only a level-3 scene has ranks"), "{e}");
+        let e = load(&toml(
+            "level = 3\nranks = 2\n[comm]\nwindow = 64\n",
+            "per_rank = true",
+            "per_rank = true",
+        ))
+        .unwrap_err();
+        assert!(
+            e.contains(
+                "per-rank tensor `x` has shape [4, 8]; its first dimension must be the 2 ranks"
+            ),
+            "{e}"
+        );
+        let e = load(&toml(
+            "level = 3\nranks = 17\n[comm]\nwindow = 64\n",
+            "per_rank = true",
+            "per_rank = true",
+        ))
+        .unwrap_err();
+        assert!(e.contains("17 ranks; a group has 1 to 16"), "{e}");
+        let e = load(&toml("level = 4\n", "", "")).unwrap_err();
+        assert!(e.contains("level 4 is not supported"), "{e}");
+    }
+
+    #[test]
+    fn slices_split_and_join_along_the_rank_dimension() {
+        let t = Tensor::from_f64(DType::F32, &[2, 3], &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]).unwrap();
+        let s1 = rank_slice(&t, 2, 1);
+        assert_eq!(s1.len(), 12);
+        let back = join_slices(&t, vec![rank_slice(&t, 2, 0).to_vec(), s1.to_vec()]).unwrap();
+        assert_eq!(back, t);
+        assert_eq!(slice_shape(&[4, 2, 8]), vec![2, 8]);
+        assert_eq!(slice_shape(&[4]), vec![1]);
+        assert_eq!(slice_fixture_name("x", 3), "x@rank3");
+    }
+}
