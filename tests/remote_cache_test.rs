@@ -372,7 +372,8 @@ fn a_flipped_remote_byte_recompiles_exactly_that_unit_and_repairs_it() {
         .unwrap_or_else(|| panic!("no remote object for {key}: {:?}", redis.keys()));
     let before = redis.cli(&["GET", &object]);
     redis.flip_last_byte(&object);
-    assert_ne!(redis.cli(&["GET", &object]), before);
+    let flipped = redis.cli(&["GET", &object]);
+    assert_ne!(flipped, before);
 
     fleet.cc.reset();
     let b = run_ok(&mut fleet.scene("b", &["compile", "--explain"]));
@@ -386,8 +387,10 @@ fn a_flipped_remote_byte_recompiles_exactly_that_unit_and_repairs_it() {
         "orchestration, mul, add_scalar:\n{text}"
     );
     assert!(remote_warnings(&b).is_empty(), "{}", stderr(&b));
-    // Repaired: the object verifies again, so a third runner compiles nothing.
-    assert_eq!(redis.cli(&["GET", &object]).len(), before.len());
+    // Repaired (rewritten by B's publish: its manifest records B's compile
+    // time, so not byte-equal to A's); it verifies again, so a third runner
+    // compiles nothing.
+    assert_ne!(redis.cli(&["GET", &object]), flipped);
     fleet.cc.reset();
     run_ok(&mut fleet.scene("c", &["compile"]));
     assert_eq!(fleet.cc.lines(), Vec::<String>::new());

@@ -96,7 +96,9 @@ impl TieredStorage {
                 counters.hits.fetch_add(1, Ordering::Relaxed);
                 let mut seen = self.seen();
                 seen.served.insert(*key);
-                if self.local.put(key, &artifact, &manifest).is_err() {
+                // A copy of an entry the remote keeps: no sync (a crash can only
+                // leave a short file, which the next read finds damaged).
+                if self.local.put_unsynced(key, &artifact, &manifest).is_err() {
                     seen.staged.insert(*key, (manifest.clone(), artifact));
                 }
                 Some(manifest)
