@@ -25,6 +25,11 @@
 //! [`verify_all`], [`stats`], [`clear`]) cover both tiers, each through the
 //! [`Storage`] trait.
 //!
+//! With a remote configured ([`CacheConfig::remote`]), both tiers are a
+//! [`TieredStorage`]: the local directory first, a remote store (Redis, S3,
+//! a shared folder) read through on a local miss and written after a local
+//! publish, every remote entry verified before use (see `tiered.rs`).
+//!
 //! Layout (`<dir>` = `target/scene-cache/` of the workspace by default):
 //!
 //! ```text

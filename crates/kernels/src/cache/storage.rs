@@ -1,9 +1,10 @@
 //! Where cache entries live. Everything that touches entries goes through
 //! [`Storage`] (read, publish, touch, remove, list, sweep, clear, and a
-//! description for messages), so that another tier (a remote store, later)
-//! gets lookups, stats, verification, pruning and clearing without touching
-//! their callers; [`LocalDisk`] is the one implementation today, used for
-//! two tiers of one cache directory (`entries/` and `objects/`).
+//! description for messages), so that another tier gets lookups, stats,
+//! verification, pruning and clearing without touching their callers;
+//! [`LocalDisk`] is the local implementation, used for two tiers of one
+//! cache directory (`entries/` and `objects/`), and
+//! [`super::TieredStorage`] puts a remote store behind it.
 //!
 //! Storage moves bytes only: it does not judge them. Verification (size,
 //! digest, manifest sanity) happens above it, in [`super::Cache`], so every
