@@ -30,6 +30,9 @@ pub(crate) struct Cli {
     /// Persistent kernel cache directory [env: SCENE_CACHE_DIR] [default: <workspace>/target/scene-cache].
     #[arg(long, global = true, value_name = "DIR")]
     pub(crate) cache_dir: Option<PathBuf>,
+    /// Remote kernel cache tier behind the local one: redis://host:port/db, s3://bucket/prefix or file:///path [env: SCENE_CACHE_REMOTE].
+    #[arg(long, global = true, value_name = "URL")]
+    pub(crate) cache_remote: Option<String>,
     /// Print less: only failures and summaries.
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     pub(crate) quiet: bool,
@@ -281,7 +284,7 @@ fn parse_duration(s: &str, unit: &str, unit_seconds: f64) -> Result<Duration, St
     Duration::try_from_secs_f64(seconds).map_err(|e| format!("`{s}` {unit}: {e}"))
 }
 
-fn parse_seconds(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_seconds(s: &str) -> Result<Duration, String> {
     parse_duration(s, "seconds", 1.0)
 }
 

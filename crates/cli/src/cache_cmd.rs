@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use scene_kernels::cache::{self, PrunePolicy};
+use scene_kernels::cache::{self, PrunePolicy, RemoteConfig};
 
 use crate::args::{CacheArgs, CacheCommand};
 
@@ -25,10 +25,13 @@ fn human(bytes: u64) -> String {
     }
 }
 
-/// Runs `scene cache <command>` against `dir`.
-pub(crate) fn run(dir: &Path, args: &CacheArgs) -> ExitCode {
+/// Runs `scene cache <command>` against `dir`. `remote` is the configured
+/// remote tier, if any: `stats` names it; every operation works on the
+/// local directory only (the remote's own counters come from the run
+/// history).
+pub(crate) fn run(dir: &Path, remote: Option<&RemoteConfig>, args: &CacheArgs) -> ExitCode {
     let result = match &args.command {
-        CacheCommand::Stats { runs } => stats(dir, *runs),
+        CacheCommand::Stats { runs } => stats(dir, remote, *runs),
         CacheCommand::Verify => verify(dir),
         CacheCommand::Prune { max_age, max_size } => {
             let defaults = PrunePolicy::default();
@@ -72,9 +75,21 @@ fn tier_line(t: &cache::TierStats) -> String {
     )
 }
 
-fn stats(dir: &Path, runs: usize) -> Result<bool, cache::CacheError> {
+fn stats(
+    dir: &Path,
+    remote: Option<&RemoteConfig>,
+    runs: usize,
+) -> Result<bool, cache::CacheError> {
     let s = cache::stats(dir, runs)?;
     println!("cache: {}", dir.display());
+    match remote {
+        Some(r) => println!(
+            "remote: {}{}",
+            cache::redact_url(&r.url),
+            if r.read_only { " (read-only)" } else { "" }
+        ),
+        None => println!("remote: none"),
+    }
     println!("entries: {}", tier_line(&s.entries));
     println!("support objects: {}", tier_line(&s.objects));
     if s.runs.is_empty() {
@@ -93,6 +108,24 @@ fn stats(dir: &Path, runs: usize) -> Result<bool, cache::CacheError> {
     });
     let saved: f64 = s.runs.iter().map(|r| r.saved_s).sum();
     println!("total: hits {hits}, misses {misses}, compiles {compiles}, time saved {saved:.2} s");
+    let sum = |f: fn(&cache::RunStats) -> u64| s.runs.iter().map(f).sum::<u64>();
+    let remote_hits = sum(|r| r.remote_hits);
+    println!(
+        "local: hits {}, misses {}",
+        hits.saturating_sub(remote_hits),
+        misses + remote_hits
+    );
+    let (read, written) = (
+        sum(|r| r.remote_read_bytes),
+        sum(|r| r.remote_written_bytes),
+    );
+    println!(
+        "remote: hits {remote_hits}, misses {}, errors {}, read {read} bytes ({}), written {written} bytes ({})",
+        sum(|r| r.remote_misses),
+        sum(|r| r.remote_errors),
+        human(read),
+        human(written)
+    );
     Ok(true)
 }
 

@@ -16,6 +16,7 @@ use scene_device::DeviceList;
 use scene_device::worker::WorkerCommand;
 use scene_harness::platform::{PlatformName, PlatformTable};
 use scene_harness::{Platform, RunConfig};
+use scene_kernels::cache::{RemoteConfig, S3Settings, check_remote_url};
 
 use crate::Layout;
 
@@ -34,6 +35,17 @@ pub const VARIABLES: &[&str] = &[
     "SCENE_COMPILE_WORKERS",
     "SCENE_GOLDEN_THREADS",
     "SCENE_CACHE_DIR",
+    "SCENE_CACHE_REMOTE",
+    "SCENE_CACHE_REMOTE_READONLY",
+    "SCENE_CACHE_REMOTE_TIMEOUT",
+    // An s3:// remote's endpoint, region and credentials.
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
     "SCENE_SCENES_DIR",
     "SCENE_ROOT",
     "SCENE_FAILURE_DUMP_DIR",
@@ -85,6 +97,16 @@ impl Environment {
 
     fn os(&self, name: &str) -> Option<&OsString> {
         self.vars.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+
+    /// This environment with `name` set to `value` (a flag standing in for
+    /// its variable); `None` leaves it as it is.
+    pub fn with_value(mut self, name: &'static str, value: Option<&str>) -> Self {
+        if let Some(v) = value.filter(|v| !v.is_empty()) {
+            self.vars.retain(|(n, _)| *n != name);
+            self.vars.push((name, OsString::from(v)));
+        }
+        self
     }
 
     /// A variable as a path.
@@ -222,6 +244,51 @@ pub fn cache_dir(env: &Environment, flag: Option<&Path>, root: &Path) -> PathBuf
         .map(Path::to_path_buf)
         .or_else(|| env.path("SCENE_CACHE_DIR"))
         .unwrap_or_else(|| root.join("target").join("scene-cache"))
+}
+
+/// The remote kernel cache tier: `--cache-remote` (applied to `env` as
+/// `SCENE_CACHE_REMOTE` by the entry point), else `SCENE_CACHE_REMOTE`, else
+/// none; `SCENE_CACHE_REMOTE_READONLY` (`1`/`true`/`yes` or
+/// `0`/`false`/`no`), `SCENE_CACHE_REMOTE_TIMEOUT` (seconds per remote
+/// operation, default 2), and for `s3://` the AWS variables.
+pub fn cache_remote(env: &Environment) -> Result<Option<RemoteConfig>, ConfigError> {
+    let Some(url) = env.text("SCENE_CACHE_REMOTE")? else {
+        return Ok(None);
+    };
+    check_remote_url(&url).map_err(|e| ConfigError(format!("SCENE_CACHE_REMOTE: {e}")))?;
+    let mut remote = RemoteConfig::new(url);
+    remote.read_only = parsed_var(env, "SCENE_CACHE_REMOTE_READONLY", parse_bool)?.unwrap_or(false);
+    if let Some(t) = parsed_var(
+        env,
+        "SCENE_CACHE_REMOTE_TIMEOUT",
+        crate::args::parse_seconds,
+    )? {
+        if t.is_zero() {
+            return Err(ConfigError(
+                "SCENE_CACHE_REMOTE_TIMEOUT: must be more than 0 seconds".into(),
+            ));
+        }
+        remote.timeout = t;
+    }
+    remote.s3 = S3Settings {
+        endpoint: env
+            .text("AWS_ENDPOINT_URL_S3")?
+            .or(env.text("AWS_ENDPOINT_URL")?),
+        region: env.text("AWS_REGION")?.or(env.text("AWS_DEFAULT_REGION")?),
+        access_key_id: env.text("AWS_ACCESS_KEY_ID")?,
+        secret_access_key: env.text("AWS_SECRET_ACCESS_KEY")?,
+        session_token: env.text("AWS_SESSION_TOKEN")?,
+    };
+    Ok(Some(remote))
+}
+
+/// `1`, `true`, `yes` or `0`, `false`, `no` (any case).
+fn parse_bool(s: &str) -> Result<bool, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" => Ok(true),
+        "0" | "false" | "no" => Ok(false),
+        _ => Err(format!("`{s}` is not one of 1, true, yes, 0, false, no")),
+    }
 }
 
 /// A positive count (`--compile-workers`, `SCENE_GOLDEN_THREADS`, ...).
@@ -378,6 +445,7 @@ pub fn resolve(
         config.abi_include_dir = include;
     }
     config.cache_dir = Some(cache_dir(env, cache_dir_flag, &layout.root));
+    config.cache_remote = cache_remote(env)?;
     // A flag wins: its variable is not even parsed (a bad value there
     // cannot break a run that overrides it).
     let compile_workers = match flags.compile_workers {
@@ -578,6 +646,45 @@ mod tests {
         let e = env(&[("SCENE_MAX_CASE_BYTES", "lots")]);
         let err = resolve(&layout(), &e, None, &Flags::default()).unwrap_err();
         assert!(err.to_string().contains("SCENE_MAX_CASE_BYTES"), "{err}");
+    }
+
+    #[test]
+    fn cache_remote_variables_and_flag() {
+        assert_eq!(cache_remote(&env(&[])).unwrap(), None);
+        let e = env(&[
+            ("SCENE_CACHE_REMOTE", "s3://bucket/ci"),
+            ("SCENE_CACHE_REMOTE_READONLY", "yes"),
+            ("SCENE_CACHE_REMOTE_TIMEOUT", "0.5"),
+            ("AWS_ENDPOINT_URL", "http://127.0.0.1:9000"),
+            ("AWS_DEFAULT_REGION", "eu-west-1"),
+            ("AWS_ACCESS_KEY_ID", "id"),
+            ("AWS_SECRET_ACCESS_KEY", "secret"),
+        ]);
+        let r = cache_remote(&e).unwrap().expect("configured");
+        assert_eq!(r.url, "s3://bucket/ci");
+        assert!(r.read_only);
+        assert_eq!(r.timeout, Duration::from_millis(500));
+        assert_eq!(r.s3.endpoint.as_deref(), Some("http://127.0.0.1:9000"));
+        assert_eq!(r.s3.region.as_deref(), Some("eu-west-1"));
+        assert_eq!(r.s3.secret_access_key.as_deref(), Some("secret"));
+        let c = resolve(&layout(), &e, None, &Flags::default()).unwrap();
+        assert_eq!(c.cache_remote, Some(r));
+        // The flag stands in for the variable.
+        let flagged = e.with_value("SCENE_CACHE_REMOTE", Some("redis://127.0.0.1:7/1"));
+        let r = cache_remote(&flagged).unwrap().expect("configured");
+        assert_eq!(r.url, "redis://127.0.0.1:7/1");
+        for (name, value) in [
+            ("SCENE_CACHE_REMOTE", "ftp://x"),
+            ("SCENE_CACHE_REMOTE_READONLY", "perhaps"),
+            ("SCENE_CACHE_REMOTE_TIMEOUT", "soon"),
+            ("SCENE_CACHE_REMOTE_TIMEOUT", "0"),
+        ] {
+            let mut pairs = vec![("SCENE_CACHE_REMOTE", "file:///tmp/x")];
+            pairs.retain(|(n, _)| *n != name);
+            pairs.push((name, value));
+            let err = cache_remote(&env(&pairs)).unwrap_err().to_string();
+            assert!(err.contains(name), "{name}={value}: {err}");
+        }
     }
 
     #[test]

@@ -98,7 +98,8 @@ pub fn main(layout: Layout, registry: GoldenRegistry) -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
-    let env = Environment::capture();
+    // `--cache-remote` wins over `SCENE_CACHE_REMOTE` by standing in for it.
+    let env = Environment::capture().with_value("SCENE_CACHE_REMOTE", cli.cache_remote.as_deref());
     let explicit_root = cli
         .root
         .clone()
@@ -129,7 +130,14 @@ pub fn main(layout: Layout, registry: GoldenRegistry) -> ExitCode {
                 eprintln!("error: {e}");
                 return ExitCode::from(2);
             }
-            cache_cmd::run(&dir, &args)
+            let remote = match env::cache_remote(&env) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            cache_cmd::run(&dir, remote.as_ref(), &args)
         }
         Command::List(args) => run_cmd::list(&layout, &env, &args),
         Command::Run(args) => run_cmd::run(&layout, &env, cache_dir, registry, verbosity, &args),

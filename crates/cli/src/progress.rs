@@ -61,6 +61,10 @@ fn explanation(report: &UnitReport) -> String {
         return miss.to_string();
     }
     match report.outcome {
+        UnitOutcome::Cached if report.remote => {
+            "remote hit: taken from the remote cache tier (verified, copied into the local cache)"
+                .to_string()
+        }
         UnitOutcome::Cached => "found in the persistent cache".to_string(),
         UnitOutcome::Reused => "already built by this process".to_string(),
         UnitOutcome::Failed => "failed before reaching the compiler (see below)".to_string(),

@@ -62,7 +62,10 @@ pub fn compile_builder(config: &RunConfig) -> Result<Builder, scene_kernels::Bui
         BuildOptions {
             workers: config.compile_workers,
             work_dir: None,
-            cache: config.cache_dir.clone().map(CacheConfig::new),
+            cache: config
+                .cache_dir
+                .clone()
+                .map(|dir| CacheConfig::new(dir).with_remote(config.cache_remote.clone())),
         },
     )
 }
@@ -195,6 +198,7 @@ mod tests {
                     duration: Duration::from_secs(1 + i as u64 * 10),
                     key: None,
                     miss: None,
+                    remote: false,
                 })
                 .collect(),
         };

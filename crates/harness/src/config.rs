@@ -55,6 +55,9 @@ pub struct RunConfig {
     pub verbose: bool,
     /// Persistent kernel cache; `None` compiles without one.
     pub cache_dir: Option<PathBuf>,
+    /// A remote tier behind the kernel cache (`--cache-remote`,
+    /// `SCENE_CACHE_REMOTE`); used only with `cache_dir`.
+    pub cache_remote: Option<scene_kernels::cache::RemoteConfig>,
     /// `--hold-card`: the one-pass shape (card(s) taken before compiling,
     /// held until the run ends), kept to measure what two passes save.
     pub hold_card: bool,
@@ -103,6 +106,7 @@ impl RunConfig {
             },
             verbose: false,
             cache_dir: Some(target.join("scene-cache")),
+            cache_remote: None,
             hold_card: false,
             device_worker: None,
             max_case_bytes: None,

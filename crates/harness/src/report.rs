@@ -278,6 +278,14 @@ pub struct RunReport {
     pub totals: RunTotals,
     /// When the run started (Unix seconds): the report's end less `wall_s`.
     pub started_at: f64,
+    /// Compile units this run took from the remote kernel cache tier
+    /// (verified, then copied into the local cache); 0 without a remote.
+    #[serde(default)]
+    pub remote_hits: u64,
+    /// Compile units this run compiled after the remote tier had no
+    /// usable entry for them.
+    #[serde(default)]
+    pub remote_misses: u64,
 }
 
 impl RunReport {
@@ -307,6 +315,8 @@ impl RunReport {
             cases,
             totals: t,
             started_at: unix_seconds(std::time::SystemTime::now()) - wall_s,
+            remote_hits: 0,
+            remote_misses: 0,
         }
     }
 
@@ -320,6 +330,8 @@ impl RunReport {
         first.extend(self.cases);
         Self {
             started_at: self.started_at,
+            remote_hits: self.remote_hits,
+            remote_misses: self.remote_misses,
             ..Self::new(&self.platform, first, self.totals.wall_s)
         }
         .with_unit_counts(units)
@@ -531,6 +543,8 @@ impl RunReport {
                 });
                 Self {
                     started_at,
+                    remote_hits: parts.iter().map(|r| r.remote_hits).sum(),
+                    remote_misses: parts.iter().map(|r| r.remote_misses).sum(),
                     ..Self::new(platform, cases, (ended_at - started_at).max(0.0))
                 }
                 .with_unit_counts(units)

@@ -248,11 +248,17 @@ impl Session {
     }
 
     fn run_report(&self, reports: Vec<Option<CaseReport>>, start: Instant) -> RunReport {
-        RunReport::new(
+        let mut report = RunReport::new(
             self.config().platform.name(),
             reports.into_iter().flatten().collect(),
             start.elapsed().as_secs_f64(),
-        )
+        );
+        if let Some(cache) = self.cpu.builder().cache() {
+            let stats = cache.run_stats();
+            report.remote_hits = stats.remote_hits;
+            report.remote_misses = stats.remote_misses;
+        }
+        report
     }
 
     /// Splits `runnable` into cases a bundle slot serves and cases to

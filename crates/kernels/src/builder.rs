@@ -242,10 +242,11 @@ impl Builder {
             if let Some(cache) = &self.cache
                 && let Lookup::Hit { artifact, manifest } = cache.lookup(&key)
             {
-                cache.hit(&key, &manifest);
+                let remote = cache.hit(&key, &manifest);
                 let artifact = Arc::new(artifact);
                 self.memo_lock().insert(key, Arc::clone(&artifact));
-                let done = Done::new(UnitOutcome::Cached, started.elapsed(), Some(key));
+                let mut done = Done::new(UnitOutcome::Cached, started.elapsed(), Some(key));
+                done.remote = remote;
                 self.finish(entry, &mut reports[idx], done);
                 results[idx] = Some(Ok(artifact));
                 continue;
@@ -338,8 +339,9 @@ impl Builder {
         if guard.is_some() {
             match cache.lookup(&q.key) {
                 Lookup::Hit { artifact, manifest } => {
-                    cache.hit(&q.key, &manifest);
-                    let done = Done::new(UnitOutcome::Cached, started.elapsed(), Some(q.key));
+                    let remote = cache.hit(&q.key, &manifest);
+                    let mut done = Done::new(UnitOutcome::Cached, started.elapsed(), Some(q.key));
+                    done.remote = remote;
                     return (Ok(Arc::new(artifact)), done);
                 }
                 Lookup::Damaged(damage) => {
@@ -353,7 +355,7 @@ impl Builder {
         let compile_started = Instant::now();
         let result = self.run_unit(entry, q.key);
         let compile_time = compile_started.elapsed();
-        cache.count_compile(compile_time.as_secs_f64());
+        cache.count_compile(&q.key, compile_time.as_secs_f64());
         if let (Ok(bytes), Some(_)) = (&result, &guard)
             && cache.publish(
                 &q.key,
@@ -400,7 +402,9 @@ impl Builder {
             return;
         };
         match cache.lookup(&key) {
-            Lookup::Hit { manifest, .. } => cache.hit(&key, &manifest),
+            Lookup::Hit { manifest, .. } => {
+                cache.hit(&key, &manifest);
+            }
             other => {
                 if let Lookup::Damaged(damage) = other {
                     cache.remove_damaged(&key, &spec.label, &damage);
@@ -427,6 +431,7 @@ impl Builder {
             duration: done.duration,
             key: done.key,
             miss: done.miss,
+            remote: done.remote,
         };
         if let Some(observer) = &self.observer {
             observer(&report);
@@ -565,6 +570,8 @@ struct Done {
     duration: Duration,
     key: Option<UnitKey>,
     miss: Option<MissReason>,
+    /// A `Cached` unit served by the remote tier.
+    remote: bool,
 }
 
 impl Done {
@@ -574,6 +581,7 @@ impl Done {
             duration,
             key,
             miss: None,
+            remote: false,
         }
     }
 }
@@ -594,6 +602,7 @@ fn compiled(
         duration,
         key: Some(key),
         miss: Some(miss),
+        remote: false,
     };
     (result.map(Arc::new).map_err(Arc::new), done)
 }

@@ -41,6 +41,9 @@ pub struct UnitReport {
     /// units that reached the compiler), `None` otherwise. Render it with
     /// `Display` (e.g. for `scene compile --explain`).
     pub miss: Option<MissReason>,
+    /// A `Cached` unit that came from the remote tier (verified, then
+    /// copied into the local one): a "remote hit".
+    pub remote: bool,
 }
 
 /// Called as each unit finishes, from the thread that called `build_all`.

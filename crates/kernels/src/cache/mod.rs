@@ -25,6 +25,11 @@
 //! [`verify_all`], [`stats`], [`clear`]) cover both tiers, each through the
 //! [`Storage`] trait.
 //!
+//! With a remote configured ([`CacheConfig::remote`]), both tiers are a
+//! [`TieredStorage`]: the local directory first, a remote store (Redis, S3,
+//! a shared folder) read through on a local miss and written after a local
+//! publish, every remote entry verified before use (see `tiered.rs`).
+//!
 //! Layout (`<dir>` = `target/scene-cache/` of the workspace by default):
 //!
 //! ```text
@@ -40,7 +45,9 @@ mod explain;
 mod lock;
 mod manifest;
 mod prune;
+mod remote;
 mod storage;
+mod tiered;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -61,9 +68,14 @@ pub use prune::{
     RunStats, StatKind, TierStats, VerifyReport, clear, prune, prune_in, stats, stats_in,
     verify_all, verify_in,
 };
+pub use remote::{
+    DEFAULT_REMOTE_TIMEOUT, Remote, RemoteConfig, RemoteError, S3Settings, check_remote_url,
+    redact_url,
+};
 pub use storage::{
     EntryInfo, LocalDisk, MAX_MANIFEST_BYTES, Part, RawEntry, Storage, StorageError,
 };
+pub use tiered::TieredStorage;
 
 use scene_util::write_atomically;
 
@@ -99,6 +111,8 @@ pub struct CacheConfig {
     pub prune_after_publish: bool,
     /// Where warnings go; default: `warning: ...` on stderr.
     pub warn: WarnSink,
+    /// A second tier behind the local directory (`SCENE_CACHE_REMOTE`).
+    pub remote: Option<RemoteConfig>,
 }
 
 impl CacheConfig {
@@ -109,7 +123,14 @@ impl CacheConfig {
             prune: PrunePolicy::default(),
             prune_after_publish: true,
             warn: Arc::new(|msg| eprintln!("warning: {msg}")),
+            remote: None,
         }
+    }
+
+    /// Adds (or, with `None`, removes) the remote tier.
+    pub fn with_remote(mut self, remote: Option<RemoteConfig>) -> Self {
+        self.remote = remote;
+        self
     }
 
     pub fn with_warn(mut self, warn: WarnSink) -> Self {
@@ -125,6 +146,7 @@ impl fmt::Debug for CacheConfig {
             .field("schema", &self.schema)
             .field("prune", &self.prune)
             .field("prune_after_publish", &self.prune_after_publish)
+            .field("remote", &self.remote)
             .finish_non_exhaustive()
     }
 }
@@ -172,13 +194,20 @@ struct Counters {
     compiles: AtomicU64,
     compile_us: AtomicU64,
     saved_us: AtomicU64,
+    /// Scene units served by the remote tier.
+    remote_hits: AtomicU64,
+    /// Scene units compiled after the remote tier had no usable entry.
+    remote_misses: AtomicU64,
 }
 
 /// An open cache directory.
 pub struct Cache {
     config: CacheConfig,
-    storage: Box<dyn Storage>,
-    objects: Box<dyn Storage>,
+    storage: Arc<dyn Storage>,
+    objects: Arc<dyn Storage>,
+    /// The same two tiers when a remote is configured (for its counters).
+    tiered: Option<[Arc<TieredStorage>; 2]>,
+    remote: Option<Arc<Remote>>,
     /// Set after a failure to lock or publish: the rest of the process
     /// compiles without caching instead of failing or warning per unit.
     disabled: AtomicBool,
@@ -222,9 +251,44 @@ impl Cache {
         // Probe: if this fails every key lock would too.
         let probe = lock::lock(&dir.join(lock::LOCKS_DIR).join("probe.lock")).map_err(unusable)?;
         drop(probe);
+        // A remote that cannot even be set up (a bad URL) warns and the
+        // run goes on with the local tier alone, as for one that is down.
+        let remote = config.remote.as_ref().and_then(|r| {
+            Remote::open(r, config.schema, config.warn.clone())
+                .inspect_err(|e| {
+                    (config.warn)(&format!("{e}; continuing with the local cache only"))
+                })
+                .ok()
+                .map(Arc::new)
+        });
+        let tiered = remote.as_ref().map(|r| {
+            [
+                Arc::new(TieredStorage::new(
+                    LocalDisk::new(dir),
+                    Arc::clone(r),
+                    "entries",
+                    config.schema,
+                )),
+                Arc::new(TieredStorage::new(
+                    LocalDisk::objects(dir),
+                    Arc::clone(r),
+                    "objects",
+                    config.schema,
+                )),
+            ]
+        });
+        let (storage, objects): (Arc<dyn Storage>, Arc<dyn Storage>) = match &tiered {
+            Some([e, o]) => (e.clone(), o.clone()),
+            None => (
+                Arc::new(LocalDisk::new(dir)),
+                Arc::new(LocalDisk::objects(dir)),
+            ),
+        };
         Ok(Cache {
-            storage: Box::new(LocalDisk::new(dir)),
-            objects: Box::new(LocalDisk::objects(dir)),
+            storage,
+            objects,
+            tiered,
+            remote,
             config,
             disabled: AtomicBool::new(false),
             warned: AtomicBool::new(false),
@@ -293,16 +357,37 @@ impl Cache {
         }
     }
 
-    /// Records a hit: refreshes the entry's mtime and counts the time saved.
-    pub fn hit(&self, key: &UnitKey, manifest: &Manifest) {
+    /// The remote tier, if one is configured and could be set up.
+    pub fn remote(&self) -> Option<&Remote> {
+        self.remote.as_deref()
+    }
+
+    fn tiered(&self, tier: Tier) -> Option<&TieredStorage> {
+        let [entries, objects] = self.tiered.as_ref()?;
+        Some(match tier {
+            Tier::Entries => entries,
+            Tier::Objects => objects,
+        })
+    }
+
+    /// Records a hit: refreshes the entry's mtime and counts the time
+    /// saved. Returns whether the entry came from the remote tier (a
+    /// "remote hit", now copied into the local one).
+    pub fn hit(&self, key: &UnitKey, manifest: &Manifest) -> bool {
+        let tier = Tier::of(manifest.kind);
         // A failed touch only makes the entry look older to prune.
-        let _ = self.tier(Tier::of(manifest.kind)).touch(key);
+        let _ = self.tier(tier).touch(key);
+        let remote = self.tiered(tier).is_some_and(|t| t.take_remote_hit(key));
         if manifest.kind.is_unit() {
             self.counters.hits.fetch_add(1, Ordering::Relaxed);
             self.counters
                 .saved_us
                 .fetch_add(to_us(manifest.compile_s), Ordering::Relaxed);
+            if remote {
+                self.counters.remote_hits.fetch_add(1, Ordering::Relaxed);
+            }
         }
+        remote
     }
 
     /// The key's exclusive lock (one lock directory for both tiers; keys
@@ -401,8 +486,14 @@ impl Cache {
     }
 
     /// Counts one unit that had to be compiled (successfully or not).
-    pub fn count_compile(&self, seconds: f64) {
+    pub fn count_compile(&self, key: &UnitKey, seconds: f64) {
         self.counters.misses.fetch_add(1, Ordering::Relaxed);
+        if self
+            .tiered(Tier::Entries)
+            .is_some_and(|t| t.remote_missed(key))
+        {
+            self.counters.remote_misses.fetch_add(1, Ordering::Relaxed);
+        }
         self.counters.compiles.fetch_add(1, Ordering::Relaxed);
         self.counters
             .compile_us
@@ -443,6 +534,20 @@ impl Cache {
             compiles: c.compiles.load(Ordering::Relaxed),
             compile_s: c.compile_us.load(Ordering::Relaxed) as f64 / 1e6,
             saved_s: c.saved_us.load(Ordering::Relaxed) as f64 / 1e6,
+            remote_hits: c.remote_hits.load(Ordering::Relaxed),
+            remote_misses: c.remote_misses.load(Ordering::Relaxed),
+            remote_errors: self
+                .remote
+                .as_ref()
+                .map_or(0, |r| r.counters.errors.load(Ordering::Relaxed)),
+            remote_read_bytes: self
+                .remote
+                .as_ref()
+                .map_or(0, |r| r.counters.read_bytes.load(Ordering::Relaxed)),
+            remote_written_bytes: self
+                .remote
+                .as_ref()
+                .map_or(0, |r| r.counters.written_bytes.load(Ordering::Relaxed)),
         }
     }
 

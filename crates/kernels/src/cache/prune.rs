@@ -301,6 +301,22 @@ pub struct RunStats {
     pub compile_s: f64,
     /// Compile seconds the hits' entries recorded: what the hits saved.
     pub saved_s: f64,
+    /// Of `hits`, the units served by the remote tier (0 without one).
+    #[serde(default)]
+    pub remote_hits: u64,
+    /// Of `misses`, the units the remote tier did not have (or had
+    /// damaged) when asked.
+    #[serde(default)]
+    pub remote_misses: u64,
+    /// Remote operations that failed (the first disables the remote).
+    #[serde(default)]
+    pub remote_errors: u64,
+    /// Bytes read from the remote tier (verified or not).
+    #[serde(default)]
+    pub remote_read_bytes: u64,
+    /// Bytes written to the remote tier.
+    #[serde(default)]
+    pub remote_written_bytes: u64,
 }
 
 /// A row of [`TierStats::by_kind`]: an entry's manifest kind, or

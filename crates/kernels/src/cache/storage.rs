@@ -1,9 +1,10 @@
 //! Where cache entries live. Everything that touches entries goes through
 //! [`Storage`] (read, publish, touch, remove, list, sweep, clear, and a
-//! description for messages), so that another tier (a remote store, later)
-//! gets lookups, stats, verification, pruning and clearing without touching
-//! their callers; [`LocalDisk`] is the one implementation today, used for
-//! two tiers of one cache directory (`entries/` and `objects/`).
+//! description for messages), so that another tier gets lookups, stats,
+//! verification, pruning and clearing without touching their callers;
+//! [`LocalDisk`] is the local implementation, used for two tiers of one
+//! cache directory (`entries/` and `objects/`), and
+//! [`super::TieredStorage`] puts a remote store behind it.
 //!
 //! Storage moves bytes only: it does not judge them. Verification (size,
 //! digest, manifest sanity) happens above it, in [`super::Cache`], so every
@@ -245,10 +246,13 @@ fn read_part(path: &Path, expected: Option<u64>, limit: u64) -> Result<Part, Sto
     }
 }
 
-fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), StorageError> {
+fn write_file(path: &Path, bytes: &[u8], sync: bool) -> Result<(), StorageError> {
     let mut f = File::create(path).map_err(err("create", path))?;
     f.write_all(bytes).map_err(err("write", path))?;
-    f.sync_all().map_err(err("sync", path))
+    if sync {
+        f.sync_all().map_err(err("sync", path))?;
+    }
+    Ok(())
 }
 
 /// Syncs a directory so a rename inside it survives a crash.
@@ -257,6 +261,57 @@ fn sync_dir(dir: &Path) {
     // entry is still never read half-written (rename is atomic).
     if let Ok(f) = File::open(dir) {
         let _ = f.sync_all();
+    }
+}
+
+impl LocalDisk {
+    /// [`Storage::put`] without syncing files and directories: for copies
+    /// of entries that exist elsewhere (a verified remote entry). Still
+    /// atomic for readers; a crash may leave an entry whose files are
+    /// short, which every read detects (size, blake3) as damage.
+    pub fn put_unsynced(
+        &self,
+        key: &UnitKey,
+        artifact: &[u8],
+        manifest: &[u8],
+    ) -> Result<(), StorageError> {
+        self.publish(key, artifact, manifest, false)
+    }
+
+    fn publish(
+        &self,
+        key: &UnitKey,
+        artifact: &[u8],
+        manifest: &[u8],
+        sync: bool,
+    ) -> Result<(), StorageError> {
+        let shard = self.shard(key);
+        fs::create_dir_all(&shard).map_err(err("create", &shard))?;
+        let tmp = tempfile::Builder::new()
+            .prefix(".tmp-")
+            .tempdir_in(&shard)
+            .map_err(err("create a temp dir in", &shard))?;
+        // Artifact first, manifest last: even inside the temp dir, a
+        // manifest only ever describes bytes already on disk.
+        write_file(&tmp.path().join(ARTIFACT), artifact, sync)?;
+        write_file(&tmp.path().join(MANIFEST), manifest, sync)?;
+        if sync {
+            sync_dir(tmp.path());
+        }
+        let dest = self.entry_dir(key);
+        match fs::rename(tmp.path(), &dest) {
+            Ok(()) => {
+                // The temp dir is now the entry; don't let its guard delete it.
+                let _ = tmp.keep();
+                if sync {
+                    sync_dir(&shard);
+                }
+                Ok(())
+            }
+            // Someone published the same key first; theirs is as good.
+            Err(_) if dest.join(MANIFEST).is_file() => Ok(()),
+            Err(e) => Err(err("publish", &dest)(e)),
+        }
     }
 }
 
@@ -283,29 +338,7 @@ impl Storage for LocalDisk {
     }
 
     fn put(&self, key: &UnitKey, artifact: &[u8], manifest: &[u8]) -> Result<(), StorageError> {
-        let shard = self.shard(key);
-        fs::create_dir_all(&shard).map_err(err("create", &shard))?;
-        let tmp = tempfile::Builder::new()
-            .prefix(".tmp-")
-            .tempdir_in(&shard)
-            .map_err(err("create a temp dir in", &shard))?;
-        // Artifact first, manifest last: even inside the temp dir, a
-        // manifest only ever describes bytes already on disk.
-        write_synced(&tmp.path().join(ARTIFACT), artifact)?;
-        write_synced(&tmp.path().join(MANIFEST), manifest)?;
-        sync_dir(tmp.path());
-        let dest = self.entry_dir(key);
-        match fs::rename(tmp.path(), &dest) {
-            Ok(()) => {
-                // The temp dir is now the entry; don't let its guard delete it.
-                let _ = tmp.keep();
-                sync_dir(&shard);
-                Ok(())
-            }
-            // Someone published the same key first; theirs is as good.
-            Err(_) if dest.join(MANIFEST).is_file() => Ok(()),
-            Err(e) => Err(err("publish", &dest)(e)),
-        }
+        self.publish(key, artifact, manifest, true)
     }
 
     fn touch(&self, key: &UnitKey) -> Result<(), StorageError> {

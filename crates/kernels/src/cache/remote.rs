@@ -1,0 +1,531 @@
+//! The remote store behind [`super::TieredStorage`]: one object per cache
+//! entry in a store reached through Apache OpenDAL (Redis, S3, a shared
+//! folder), with short timeouts and one warning per process when it fails.
+//!
+//! Object layout (`<schema>` is the cache schema, so two harness versions
+//! never share an object; `<tier>` is `entries` or `objects`):
+//!
+//! ```text
+//! scene-cache/v<schema>/<tier>/<first 2 hex digits>/<key hex>
+//! ```
+//!
+//! An object is the manifest and the artifact in one blob ([`encode`]), so
+//! a write replaces both at once and a racing writer of the same key can
+//! never pair one writer's manifest with another's artifact. The bytes are
+//! not trusted: [`super::TieredStorage`] verifies them (schema, key, size,
+//! blake3) before using them or copying them into the local tier.
+//!
+//! Every operation runs on a small tokio runtime owned by this module (the
+//! rest of the crate stays synchronous) under [`RemoteConfig::timeout`].
+//! The first failure (refused, timed out, a write the store refuses)
+//! disables the remote for the rest of the process with one warning; the
+//! run goes on with the local cache only.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use opendal::Operator;
+
+use super::WarnSink;
+use super::storage::MAX_MANIFEST_BYTES;
+use crate::key::UnitKey;
+
+/// Default for [`RemoteConfig::timeout`].
+pub const DEFAULT_REMOTE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Where S3 requests go and who signs them. The command line fills these
+/// from the usual AWS variables (`AWS_ENDPOINT_URL`, `AWS_REGION`,
+/// `AWS_ACCESS_KEY_ID`, ...); this crate reads no environment.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct S3Settings {
+    pub endpoint: Option<String>,
+    pub region: Option<String>,
+    pub access_key_id: Option<String>,
+    pub secret_access_key: Option<String>,
+    pub session_token: Option<String>,
+}
+
+impl fmt::Debug for S3Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never print secrets.
+        f.debug_struct("S3Settings")
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("access_key_id", &self.access_key_id.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A remote tier: `SCENE_CACHE_REMOTE` / `--cache-remote`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemoteConfig {
+    /// `redis://[user:password@]host:port[/db]`, `s3://bucket[/prefix]` or
+    /// `file:///absolute/path`.
+    pub url: String,
+    /// Never write (`SCENE_CACHE_REMOTE_READONLY=1`): for untrusted jobs.
+    pub read_only: bool,
+    /// Bound on each remote operation, connecting included
+    /// (`SCENE_CACHE_REMOTE_TIMEOUT`).
+    pub timeout: Duration,
+    pub s3: S3Settings,
+}
+
+impl RemoteConfig {
+    pub fn new(url: impl Into<String>) -> Self {
+        RemoteConfig {
+            url: url.into(),
+            read_only: false,
+            timeout: DEFAULT_REMOTE_TIMEOUT,
+            s3: S3Settings::default(),
+        }
+    }
+}
+
+/// A remote URL that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    #[error(
+        "remote cache URL `{url}`: {reason} (expected redis://host:port/db, s3://bucket/prefix or file:///path)"
+    )]
+    BadUrl { url: String, reason: String },
+    #[error("remote cache `{url}`: {source}")]
+    Setup {
+        url: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+/// The parsed kinds of [`RemoteConfig::url`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Target {
+    Redis {
+        endpoint: String,
+        db: i64,
+        user: Option<String>,
+        password: Option<String>,
+    },
+    S3 {
+        bucket: String,
+        prefix: String,
+    },
+    Fs {
+        root: String,
+    },
+}
+
+fn parse_url(url: &str) -> Result<Target, String> {
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| "no scheme".to_string())?;
+    match scheme {
+        "redis" => {
+            let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+            let (credentials, host) = match authority.rsplit_once('@') {
+                Some((c, h)) => (Some(c), h),
+                None => (None, authority),
+            };
+            if host.is_empty() {
+                return Err("no host".into());
+            }
+            let host = if host.contains(':') {
+                host.to_owned()
+            } else {
+                format!("{host}:6379")
+            };
+            let db = match path.trim_matches('/') {
+                "" => 0,
+                d => d
+                    .parse()
+                    .map_err(|_| format!("database `{d}` is not a number"))?,
+            };
+            let (user, password) = match credentials {
+                None => (None, None),
+                Some(c) => match c.split_once(':') {
+                    Some((u, p)) => ((!u.is_empty()).then(|| u.to_owned()), Some(p.to_owned())),
+                    None => (Some(c.to_owned()), None),
+                },
+            };
+            Ok(Target::Redis {
+                endpoint: format!("redis://{host}"),
+                db,
+                user,
+                password,
+            })
+        }
+        "s3" => {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            if bucket.is_empty() {
+                return Err("no bucket".into());
+            }
+            Ok(Target::S3 {
+                bucket: bucket.to_owned(),
+                prefix: prefix.trim_matches('/').to_owned(),
+            })
+        }
+        "file" => {
+            if !rest.starts_with('/') || rest.len() < 2 {
+                return Err("the path must be absolute (file:///path)".into());
+            }
+            Ok(Target::Fs {
+                root: rest.to_owned(),
+            })
+        }
+        other => Err(format!("unsupported scheme `{other}`")),
+    }
+}
+
+/// Checks that `url` names a remote this build can use (for usage errors
+/// at the command line); makes no request.
+pub fn check_remote_url(url: &str) -> Result<(), RemoteError> {
+    parse_url(url)
+        .map(drop)
+        .map_err(|reason| RemoteError::BadUrl {
+            url: redact(url),
+            reason,
+        })
+}
+
+/// The URL with any password replaced, for messages.
+pub fn redact_url(url: &str) -> String {
+    redact(url)
+}
+
+fn redact(url: &str) -> String {
+    match (url.split_once("://"), url.rfind('@')) {
+        (Some((scheme, rest)), Some(_)) => {
+            let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+            let slash = if path.is_empty() { "" } else { "/" };
+            format!("{scheme}://***@{host}{slash}{path}")
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// The magic line that starts every remote object.
+const MAGIC: &[u8] = b"scene-cache-entry v1\n";
+
+/// One object: magic, manifest length (u64 little-endian), manifest,
+/// artifact.
+pub fn encode(manifest: &[u8], artifact: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(MAGIC.len() + 8 + manifest.len() + artifact.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&(manifest.len() as u64).to_le_bytes());
+    out.extend_from_slice(manifest);
+    out.extend_from_slice(artifact);
+    out
+}
+
+/// Splits an object into (manifest, artifact); `None` if it is not one
+/// (truncated, another format, a manifest over [`MAX_MANIFEST_BYTES`]).
+pub fn decode(object: &[u8]) -> Option<(&[u8], &[u8])> {
+    let rest = object.strip_prefix(MAGIC)?;
+    let (len, rest) = rest.split_first_chunk::<8>()?;
+    let len = u64::from_le_bytes(*len);
+    if len > MAX_MANIFEST_BYTES || len > rest.len() as u64 {
+        return None;
+    }
+    Some(rest.split_at(len as usize))
+}
+
+/// What the remote did in this process.
+#[derive(Debug, Default)]
+pub(crate) struct RemoteCounters {
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    pub errors: AtomicU64,
+    pub read_bytes: AtomicU64,
+    pub written_bytes: AtomicU64,
+}
+
+/// An open remote store (no connection is made until the first request).
+pub struct Remote {
+    display: String,
+    op: Operator,
+    runtime: tokio::runtime::Runtime,
+    timeout: Duration,
+    read_only: bool,
+    schema: u32,
+    disabled: AtomicBool,
+    warn: WarnSink,
+    pub(crate) counters: RemoteCounters,
+}
+
+impl fmt::Debug for Remote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Remote")
+            .field("url", &self.display)
+            .field("read_only", &self.read_only)
+            .field("timeout", &self.timeout)
+            .field("disabled", &self.disabled)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Remote {
+    /// Parses the URL and prepares the client; makes no request.
+    pub fn open(config: &RemoteConfig, schema: u32, warn: WarnSink) -> Result<Remote, RemoteError> {
+        let display = redact(&config.url);
+        let bad = |reason: String| RemoteError::BadUrl {
+            url: display.clone(),
+            reason,
+        };
+        let setup = |e: Box<dyn std::error::Error + Send + Sync>| RemoteError::Setup {
+            url: display.clone(),
+            source: e,
+        };
+        let target = parse_url(&config.url).map_err(bad)?;
+        opendal::install_default();
+        let op = match target {
+            Target::Redis {
+                endpoint,
+                db,
+                user,
+                password,
+            } => {
+                let mut b = opendal::services::Redis::default()
+                    .endpoint(&endpoint)
+                    .db(db)
+                    .root("/");
+                if let Some(u) = &user {
+                    b = b.username(u);
+                }
+                if let Some(p) = &password {
+                    b = b.password(p);
+                }
+                Operator::new(b)
+            }
+            Target::S3 { bucket, prefix } => {
+                let s3 = &config.s3;
+                // Settings come from the caller only: no environment, no
+                // profile files, no instance metadata probes (which would
+                // hang a runner without network for the timeout).
+                let mut b = opendal::services::S3::default()
+                    .bucket(&bucket)
+                    .root(&format!("/{prefix}"))
+                    .region(s3.region.as_deref().unwrap_or("us-east-1"))
+                    .disable_config_load()
+                    .disable_ec2_metadata();
+                if let Some(e) = &s3.endpoint {
+                    b = b.endpoint(e);
+                }
+                match (&s3.access_key_id, &s3.secret_access_key) {
+                    (Some(id), Some(secret)) => {
+                        b = b.access_key_id(id).secret_access_key(secret);
+                        if let Some(t) = &s3.session_token {
+                            b = b.session_token(t);
+                        }
+                    }
+                    _ => b = b.skip_signature(),
+                }
+                Operator::new(b)
+            }
+            Target::Fs { root } => {
+                let tmp = format!("{}/.tmp", root.trim_end_matches('/'));
+                Operator::new(
+                    opendal::services::Fs::default()
+                        .root(&root)
+                        .atomic_write_dir(&tmp),
+                )
+            }
+        }
+        .map_err(|e| setup(Box::new(e)))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("scene-cache-remote")
+            .enable_all()
+            .build()
+            .map_err(|e| setup(Box::new(e)))?;
+        Ok(Remote {
+            display,
+            op,
+            runtime,
+            timeout: config.timeout,
+            read_only: config.read_only,
+            schema,
+            disabled: AtomicBool::new(false),
+            warn,
+            counters: RemoteCounters::default(),
+        })
+    }
+
+    /// The URL, password hidden.
+    pub fn url(&self) -> &str {
+        &self.display
+    }
+
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Whether requests are still made (false after the first failure).
+    pub fn is_enabled(&self) -> bool {
+        !self.disabled.load(Ordering::Relaxed)
+    }
+
+    /// The object path of `key` in `tier`.
+    pub fn object_path(&self, tier: &str, key: &UnitKey) -> String {
+        let hex = key.to_hex();
+        format!("scene-cache/v{}/{tier}/{}/{hex}", self.schema, &hex[..2])
+    }
+
+    /// Counts the failure and, the first time, warns and disables the
+    /// remote for the rest of the process.
+    fn fail(&self, what: &str, error: &dyn fmt::Display) {
+        self.counters.errors.fetch_add(1, Ordering::Relaxed);
+        if !self.disabled.swap(true, Ordering::Relaxed) {
+            (self.warn)(&format!(
+                "remote kernel cache `{}` unavailable ({what}: {error}); continuing with the local cache only for this run",
+                self.display
+            ));
+        }
+    }
+
+    /// The object of `key` in `tier`: `Some(bytes)`, `None` when absent or
+    /// when the remote is disabled or failed (then it is disabled).
+    pub fn fetch(&self, tier: &str, key: &UnitKey) -> Option<Vec<u8>> {
+        if !self.is_enabled() {
+            return None;
+        }
+        let path = self.object_path(tier, key);
+        let read = self
+            .runtime
+            .block_on(async { tokio::time::timeout(self.timeout, self.op.read(&path)).await });
+        match read {
+            Ok(Ok(buffer)) => {
+                let bytes = buffer.to_vec();
+                self.counters
+                    .read_bytes
+                    .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                Some(bytes)
+            }
+            Ok(Err(e)) if e.kind() == opendal::ErrorKind::NotFound => None,
+            Ok(Err(e)) => {
+                self.fail(&format!("reading {path}"), &e);
+                None
+            }
+            Err(_) => {
+                let after = format!("no answer within {:?}", self.timeout);
+                self.fail(&format!("reading {path}"), &after);
+                None
+            }
+        }
+    }
+
+    /// Writes the object of `key` in `tier` (whole, replacing any); nothing
+    /// when read-only or disabled. Returns whether it was written.
+    pub fn store(&self, tier: &str, key: &UnitKey, object: Vec<u8>) -> bool {
+        if self.read_only || !self.is_enabled() {
+            return false;
+        }
+        let path = self.object_path(tier, key);
+        let len = object.len() as u64;
+        let written = self.runtime.block_on(async {
+            tokio::time::timeout(self.timeout, self.op.write(&path, object)).await
+        });
+        match written {
+            Ok(Ok(_)) => {
+                self.counters
+                    .written_bytes
+                    .fetch_add(len, Ordering::Relaxed);
+                true
+            }
+            Ok(Err(e)) => {
+                self.fail(&format!("writing {path}"), &e);
+                false
+            }
+            Err(_) => {
+                let after = format!("no answer within {:?}", self.timeout);
+                self.fail(&format!("writing {path}"), &after);
+                false
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_parse_or_say_why_not() {
+        assert_eq!(
+            parse_url("redis://127.0.0.1:7000/3"),
+            Ok(Target::Redis {
+                endpoint: "redis://127.0.0.1:7000".into(),
+                db: 3,
+                user: None,
+                password: None,
+            })
+        );
+        assert_eq!(
+            parse_url("redis://:pw@cache"),
+            Ok(Target::Redis {
+                endpoint: "redis://cache:6379".into(),
+                db: 0,
+                user: None,
+                password: Some("pw".into()),
+            })
+        );
+        assert_eq!(
+            parse_url("s3://bucket/ci/kernels/"),
+            Ok(Target::S3 {
+                bucket: "bucket".into(),
+                prefix: "ci/kernels".into(),
+            })
+        );
+        assert_eq!(
+            parse_url("file:///srv/cache"),
+            Ok(Target::Fs {
+                root: "/srv/cache".into()
+            })
+        );
+        for bad in [
+            "redis://h/x",
+            "ftp://h",
+            "file://relative",
+            "s3://",
+            "nothing",
+        ] {
+            assert!(parse_url(bad).is_err(), "{bad}");
+        }
+        assert_eq!(redact("redis://u:secret@h:1/2"), "redis://***@h:1/2");
+        assert_eq!(redact("s3://b/p"), "s3://b/p");
+    }
+
+    #[test]
+    fn objects_round_trip_and_truncation_is_not_an_object() {
+        let object = encode(b"{\"m\":1}", b"artifact bytes");
+        assert_eq!(
+            decode(&object),
+            Some((&b"{\"m\":1}"[..], &b"artifact bytes"[..]))
+        );
+        for cut in 0..MAGIC.len() + 8 + 6 {
+            assert_eq!(decode(&object[..cut]), None, "cut at {cut}");
+        }
+        assert_eq!(decode(b"not an object at all"), None);
+    }
+
+    #[test]
+    fn file_remote_stores_fetches_and_keys_carry_the_schema() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("file://{}", dir.path().display());
+        let warn: WarnSink = std::sync::Arc::new(|_| {});
+        let remote = Remote::open(&RemoteConfig::new(&url), 7, warn).expect("open");
+        let key = UnitKey([0xcd; 32]);
+        assert!(
+            remote
+                .object_path("entries", &key)
+                .starts_with("scene-cache/v7/entries/cd/")
+        );
+        assert_eq!(remote.fetch("entries", &key), None);
+        assert!(remote.store("entries", &key, b"object".to_vec()));
+        assert_eq!(remote.fetch("entries", &key), Some(b"object".to_vec()));
+        let other =
+            Remote::open(&RemoteConfig::new(&url), 8, std::sync::Arc::new(|_| {})).expect("open");
+        assert_eq!(other.fetch("entries", &key), None, "another schema");
+        assert!(remote.is_enabled());
+    }
+}
