@@ -366,6 +366,8 @@ fn simulate(workflow: &Path, work: &Path) -> Output {
         .args(["--workflow", workflow.to_str().unwrap()])
         .arg("--scene")
         .arg(common::scene_exe())
+        .arg("--runtime")
+        .arg(common::built_runtime())
         .args(["--work", work.to_str().unwrap()])
         .args(["--input", "partitions=2"])
         .output()

@@ -17,24 +17,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use common::{
-    build_machine_dirs, can_hide_dirs, command_hiding, copy_dir, package_scenes_dir, run_ok,
-    scene_exe,
+    build_machine_dirs, built_runtime, can_hide_dirs, command_hiding, copy_dir, package_scenes_dir,
+    run_ok, scene_exe,
 };
-
-/// The built simulator runtime, where the `scene` binary finds it.
-fn built_runtime() -> PathBuf {
-    let exe = scene_exe();
-    let dir = exe.parent().expect("the binary has a directory");
-    [dir.to_path_buf(), dir.join("deps")]
-        .iter()
-        .map(|d| d.join("libscene_sim_runtime.so"))
-        .find(|p| p.is_file())
-        .expect("libscene_sim_runtime.so is built beside the scene binary")
-}
 
 fn text(out: &std::process::Output) -> String {
     format!(

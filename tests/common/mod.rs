@@ -33,6 +33,21 @@ pub fn scene_exe() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_scene")))
 }
 
+/// The built simulator runtime the `scene` binary loads: the newest of the
+/// copies beside it (cargo refreshes `deps/` on every build, the one beside
+/// the binary only when the runtime crate is a requested target).
+pub fn built_runtime() -> PathBuf {
+    let exe = scene_exe();
+    let dir = exe.parent().expect("the binary has a directory");
+    [dir.to_path_buf(), dir.join("deps")]
+        .iter()
+        .map(|d| d.join("libscene_sim_runtime.so"))
+        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+        .max_by_key(|(t, _)| *t)
+        .map(|(_, p)| p)
+        .expect("libscene_sim_runtime.so is built beside the scene binary")
+}
+
 pub fn package_scenes_dir() -> PathBuf {
     manifest_dir().join("scenes")
 }
