@@ -24,7 +24,9 @@ pub fn layout() -> Layout {
     }
 }
 
-/// Every golden the scenes use, by name.
+/// Every golden the scenes use, by name, with their code identity (a
+/// build-time digest of `src/goldens/` and `crates/golden/src/`, see
+/// `build.rs`) so the golden cache can keep their results.
 pub fn registry() -> GoldenRegistry {
-    goldens::register(GoldenRegistry::new())
+    goldens::register(GoldenRegistry::new()).with_code_identity(env!("SCENE_GOLDEN_CODE_DIGEST"))
 }

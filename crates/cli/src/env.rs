@@ -39,6 +39,11 @@ pub const VARIABLES: &[&str] = &[
     "SCENE_FAILURE_DUMP_DIR",
     "SCENE_NO_TESTS",
     "SCENE_MAX_CASE_BYTES",
+    // Python goldens and fixtures: the interpreter, the per-case deadline.
+    "SCENE_PYTHON",
+    "SCENE_GOLDEN_TIMEOUT",
+    // Any non-empty value: no golden cache (`--no-golden-cache`).
+    "SCENE_NO_GOLDEN_CACHE",
     // No colour unless `--color always` (https://no-color.org).
     "NO_COLOR",
     // Where bare tool names (`cc`, `ld`) are found.
@@ -166,6 +171,8 @@ pub struct Flags {
     pub in_process: bool,
     /// `--max-case-bytes`; `Some(0)` = no bound.
     pub max_case_bytes: Option<u64>,
+    /// `--no-golden-cache`.
+    pub no_golden_cache: bool,
     /// Whether the command uses cards at all (`run`): only then are the
     /// card variables read, so a bad `SCENE_DEVICES` cannot break
     /// `scene compile`.
@@ -327,6 +334,20 @@ fn devices(env: &Environment, flag: Option<&DeviceList>) -> Result<DeviceList, C
     .map_err(|e| ConfigError(e.to_string()))
 }
 
+/// `SCENE_GOLDEN_TIMEOUT`: seconds, positive, finite, at most 10^9.
+fn parse_golden_timeout(s: &str) -> Result<Duration, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !(v > 0.0 && v <= 1e9) {
+        return Err(format!(
+            "`{s}` is not a positive number of seconds (at most 1e9)"
+        ));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
 /// Command line + environment -> the one configuration of a run.
 pub fn resolve(
     layout: &Layout,
@@ -359,6 +380,13 @@ pub fn resolve(
         config.golden_threads = n.get();
     }
     config.max_case_bytes = max_case_bytes(env, flags.max_case_bytes)?;
+    if let Some(python) = env.path("SCENE_PYTHON") {
+        config.python.python = python;
+    }
+    if let Some(t) = parsed_var(env, "SCENE_GOLDEN_TIMEOUT", parse_golden_timeout)? {
+        config.python.timeout = t;
+    }
+    config.golden_cache = !(flags.no_golden_cache || env.os("SCENE_NO_GOLDEN_CACHE").is_some());
     if let Some(d) = env.path("SCENE_FAILURE_DUMP_DIR") {
         config.dumps.failures = d;
     }

@@ -186,6 +186,10 @@ pub type GoldenFn = fn(&GoldenCtx<'_>) -> Result<GoldenOutputs, GoldenError>;
 #[derive(Clone, Default)]
 pub struct GoldenRegistry {
     map: BTreeMap<String, GoldenFn>,
+    /// A digest of the code behind the registered functions (their sources
+    /// and everything they call), for the golden cache; `None` = the
+    /// registry's goldens are never cached.
+    code_identity: Option<String>,
 }
 
 impl fmt::Debug for GoldenRegistry {
@@ -202,6 +206,18 @@ impl GoldenRegistry {
     pub fn register(mut self, name: &str, f: GoldenFn) -> Self {
         self.map.insert(name.to_string(), f);
         self
+    }
+
+    /// Declares the digest of the registered goldens' code (the scenes
+    /// package hashes its golden sources at build time): with it, their
+    /// results may be kept in the golden cache.
+    pub fn with_code_identity(mut self, digest: impl Into<String>) -> Self {
+        self.code_identity = Some(digest.into());
+        self
+    }
+
+    pub fn code_identity(&self) -> Option<&str> {
+        self.code_identity.as_deref()
     }
 
     pub fn get(&self, name: &str) -> Option<GoldenFn> {

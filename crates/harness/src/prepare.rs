@@ -15,6 +15,7 @@ use crate::compile::{CompiledScenes, compile_builder, compile_scenes};
 use crate::config::RunConfig;
 use crate::expr::Num;
 use crate::golden::{GoldenCtx, GoldenOutputs, GoldenRegistry};
+use crate::golden_stage::{Fixtures, GoldenOutcome, GoldenStage};
 use crate::report::{CaseFailure, CaseReport};
 use crate::scene::{Case, ScalarSpec, Scene};
 use crate::select::{SelectedCase, distinct_scenes};
@@ -52,6 +53,8 @@ pub struct CpuStages {
     builder: Builder,
     registry: GoldenRegistry,
     golden_pool: rayon::ThreadPool,
+    /// Python worker and golden cache.
+    goldens: GoldenStage,
 }
 
 impl std::fmt::Debug for CpuStages {
@@ -68,11 +71,13 @@ impl CpuStages {
         let builder = compile_builder(&config)?;
         let golden_pool = scene_golden::reference::try_golden_pool(config.golden_threads)
             .map_err(|e| SetupError::GoldenPool(e.to_string()))?;
+        let goldens = GoldenStage::new(&config);
         Ok(Self {
             config,
             builder,
             registry,
             golden_pool,
+            goldens,
         })
     }
 
@@ -136,20 +141,31 @@ impl CpuStages {
             }
         }
         let t = Instant::now();
-        let fixtures = build_fixtures(scene, case).and_then(|inputs| {
+        let fixtures = self.goldens.fixtures(scene, case).and_then(|f| {
             let scalars = scalar_bits(scene, case)?;
-            Ok((inputs, scalars))
+            Ok((f, scalars))
         });
-        let (inputs, scalars) = match fixtures {
+        let (Fixtures {
+            inputs,
+            deterministic,
+        }, scalars) = match fixtures {
             Ok(f) => f,
             Err(e) => return Err(fail(report, CaseFailure::Fixtures(e))),
         };
         report.phases.fixtures_s = t.elapsed().as_secs_f64();
 
         let t = Instant::now();
-        let golden = match self.golden(scene, case, &inputs) {
-            Ok(g) => g,
-            Err(msg) => return Err(fail(report, CaseFailure::Golden(msg))),
+        let golden = match self.golden(scene, case, &inputs, deterministic) {
+            Ok((g, outcome)) => {
+                report.golden_cached = outcome.cached;
+                report.golden_computed = !outcome.cached;
+                report.golden_miss = outcome.recomputed_because;
+                g
+            }
+            Err(msg) => {
+                report.golden_computed = true;
+                return Err(fail(report, CaseFailure::Golden(msg)));
+            }
         };
         report.phases.golden_s = t.elapsed().as_secs_f64();
         Ok(Prepared {
@@ -163,24 +179,37 @@ impl CpuStages {
         })
     }
 
-    /// The case's golden, checked to cover every output tensor.
+    /// The case's golden (from the golden cache, or computed: the
+    /// registered Rust function or the scene's Python `compute_golden`),
+    /// checked to cover every output tensor.
     fn golden(
         &self,
         scene: &Scene,
         case: &Case,
         inputs: &[(String, Tensor)],
-    ) -> Result<GoldenOutputs, String> {
-        let golden = compute_golden(
-            &self.registry,
-            &self.golden_pool,
-            self.config.golden_threads,
-            scene,
-            case,
-            inputs,
-        )?;
+        deterministic: bool,
+    ) -> Result<(GoldenOutputs, GoldenOutcome), String> {
+        let compute = || match &scene.python.golden {
+            Some(file) => self
+                .goldens
+                .python()
+                .compute_golden(scene, case, file, inputs)
+                .map_err(|e| e.to_string()),
+            None => compute_golden(
+                &self.registry,
+                &self.golden_pool,
+                self.config.golden_threads,
+                scene,
+                case,
+                inputs,
+            ),
+        };
+        let (golden, outcome) =
+            self.goldens
+                .golden(&self.registry, scene, case, inputs, deterministic, compute)?;
         match missing_golden_output(scene, &golden) {
             Some(name) => Err(missing_golden_message(scene, name)),
-            None => Ok(golden),
+            None => Ok((golden, outcome)),
         }
     }
 }
@@ -394,6 +423,7 @@ mod tests {
             level: 2,
             platforms: vec![],
             golden: "g".into(),
+            python: Default::default(),
             tolerance: Default::default(),
             devices: 1,
             orchestration: crate::scene::Orchestration {

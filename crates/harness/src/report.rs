@@ -140,6 +140,16 @@ pub struct CaseReport {
     pub failure: Option<CaseFailure>,
     /// Wall time of the case from its first stage to its verdict.
     pub wall_s: f64,
+    /// The golden came from the golden cache (nothing was computed).
+    pub golden_cached: bool,
+    /// Why the golden was computed instead of read from the golden cache
+    /// (absent when it was read, or not needed: a bundle slot).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub golden_miss: Option<String>,
+    /// The golden was computed in this run (counted in
+    /// `totals.goldens_computed`); not serialised.
+    #[serde(skip)]
+    pub golden_computed: bool,
 }
 
 impl CaseReport {
@@ -156,6 +166,9 @@ impl CaseReport {
             message: None,
             failure: None,
             wall_s: 0.0,
+            golden_cached: false,
+            golden_miss: None,
+            golden_computed: false,
         }
     }
 
@@ -200,6 +213,9 @@ pub struct RunTotals {
     /// Sum of `lock_wait_s`.
     pub queueing_seconds: f64,
     pub wall_s: f64,
+    /// Goldens computed in this run (not read from the golden cache nor
+    /// from a bundle): 0 on a warm run.
+    pub goldens_computed: usize,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -225,6 +241,7 @@ impl RunReport {
             t.card_seconds_held += c.phases.lock_held_s * c.devices.len().max(1) as f64;
             t.device_seconds += c.phases.device_s * c.devices.len().max(1) as f64;
             t.queueing_seconds += c.phases.lock_wait_s;
+            t.goldens_computed += usize::from(c.golden_computed);
         }
         t.held_to_device_ratio = if t.device_seconds > 0.0 {
             t.card_seconds_held / t.device_seconds
