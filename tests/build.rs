@@ -39,5 +39,8 @@ fn main() {
         h.update(&(bytes.len() as u64).to_le_bytes());
         h.update(&bytes);
     }
-    println!("cargo:rustc-env=SCENE_GOLDEN_CODE_DIGEST={}", h.finalize().to_hex());
+    println!(
+        "cargo:rustc-env=SCENE_GOLDEN_CODE_DIGEST={}",
+        h.finalize().to_hex()
+    );
 }

@@ -140,7 +140,11 @@ impl GoldenCache {
 
     /// The entry of `key`, verified, as the outputs `expected` (name,
     /// dtype, shape); a damaged entry is removed (hold the key's lock).
-    pub fn get(&self, key: &str, expected: &[(&str, DType, &[usize])]) -> Result<GoldenOutputs, Miss> {
+    pub fn get(
+        &self,
+        key: &str,
+        expected: &[(&str, DType, &[usize])],
+    ) -> Result<GoldenOutputs, Miss> {
         let dir = self.entry_dir(key);
         match std::fs::symlink_metadata(&dir) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(Miss::NoEntry),
@@ -182,7 +186,10 @@ impl GoldenCache {
         let mut golden = GoldenOutputs::new();
         for (rec, &(name, dtype, shape)) in m.outputs.iter().zip(expected) {
             if rec.name != name || rec.dtype != dtype.name() || rec.shape != shape {
-                return Err(format!("output `{}` is not the expected `{name}`", rec.name));
+                return Err(format!(
+                    "output `{}` is not the expected `{name}`",
+                    rec.name
+                ));
             }
             let file = scene_util::check_file_name(&rec.file).map_err(|e| e.to_string())?;
             let data = scene_util::read_regular_file(&dir.join(file), Some(rec.size), rec.size)
@@ -190,9 +197,14 @@ impl GoldenCache {
             if blake3::hash(&data).to_hex().as_str() != rec.blake3 {
                 return Err(format!("{}: blake3 mismatch", rec.file));
             }
-            let t = npy::from_npy_bytes_as(&data, dtype).map_err(|e| format!("{}: {e}", rec.file))?;
+            let t =
+                npy::from_npy_bytes_as(&data, dtype).map_err(|e| format!("{}: {e}", rec.file))?;
             if t.shape() != shape {
-                return Err(format!("{}: shape {:?}, expected {shape:?}", rec.file, t.shape()));
+                return Err(format!(
+                    "{}: shape {:?}, expected {shape:?}",
+                    rec.file,
+                    t.shape()
+                ));
             }
             golden = golden.with(name, t);
         }
@@ -204,7 +216,9 @@ impl GoldenCache {
     pub fn put(&self, key: &str, outputs: &[(&str, &Tensor)]) -> io::Result<()> {
         let tmp_root = self.root.join("tmp");
         std::fs::create_dir_all(&tmp_root)?;
-        let tmp = tempfile::Builder::new().prefix(&key[..16]).tempdir_in(&tmp_root)?;
+        let tmp = tempfile::Builder::new()
+            .prefix(&key[..16])
+            .tempdir_in(&tmp_root)?;
         let mut records = Vec::new();
         for (i, (name, t)) in outputs.iter().enumerate() {
             let file = format!("{i}.npy");
@@ -244,7 +258,8 @@ impl GoldenCache {
 
     /// The inputs of the last golden recorded for `id` (`scene::case`).
     pub fn last_inputs(&self, id: &str) -> Option<GoldenInputs> {
-        let bytes = scene_util::read_regular_file(&self.id_file("last", id), None, MAX_SMALL_FILE).ok()?;
+        let bytes =
+            scene_util::read_regular_file(&self.id_file("last", id), None, MAX_SMALL_FILE).ok()?;
         let r: LastRecord = serde_json::from_slice(&bytes).ok()?;
         (r.schema == SCHEMA && r.id == id).then_some(r.inputs)
     }
@@ -265,7 +280,9 @@ impl GoldenCache {
 
     /// The fixture digest recorded under `key` (Python fixtures).
     pub fn fixture_digest(&self, key: &str) -> Option<String> {
-        let bytes = scene_util::read_regular_file(&self.id_file("fixtures", key), None, MAX_SMALL_FILE).ok()?;
+        let bytes =
+            scene_util::read_regular_file(&self.id_file("fixtures", key), None, MAX_SMALL_FILE)
+                .ok()?;
         String::from_utf8(bytes).ok()
     }
 

@@ -77,7 +77,9 @@ impl GoldenStage {
             });
         };
         let digest = tensors_digest(&inputs);
-        let key = self.fixture_key(scene, case, file, seed).map_err(|e| e.to_string())?;
+        let key = self
+            .fixture_key(scene, case, file, seed)
+            .map_err(|e| e.to_string())?;
         let deterministic = match cache.fixture_digest(&key) {
             Some(recorded) => recorded == digest,
             None => {
@@ -108,7 +110,13 @@ impl GoldenStage {
 
     /// What decides Python fixtures besides the case: the file and its
     /// local imports, the driver, the versions.
-    fn fixture_key(&self, scene: &Scene, case: &Case, file: &Path, seed: u64) -> Result<String, PyError> {
+    fn fixture_key(
+        &self,
+        scene: &Scene,
+        case: &Case,
+        file: &Path,
+        seed: u64,
+    ) -> Result<String, PyError> {
         let code = self.python_code(scene, file)?;
         let mut h = scene_util::FieldHasher::new("scene-python-fixtures");
         h.field("code", code.as_bytes())
@@ -117,7 +125,10 @@ impl GoldenStage {
             .field("params", &canonical(&case.params))
             .field("seed", &seed.to_le_bytes());
         for (t, r) in scene.tensors.iter().zip(&case.tensors) {
-            h.field("tensor", format!("{}:{}:{:?}", t.name, r.dtype, r.shape).as_bytes());
+            h.field(
+                "tensor",
+                format!("{}:{}:{:?}", t.name, r.dtype, r.shape).as_bytes(),
+            );
         }
         Ok(h.finalize().to_hex().to_string())
     }
@@ -157,7 +168,10 @@ impl GoldenStage {
             }
         }
         let native = crate::prepare::build_fixtures(scene, case);
-        let mut returned = py.tensors.into_iter().collect::<std::collections::HashMap<_, _>>();
+        let mut returned = py
+            .tensors
+            .into_iter()
+            .collect::<std::collections::HashMap<_, _>>();
         let mut inputs = Vec::with_capacity(scene.tensors.len());
         let mut native = native.ok().map(Vec::into_iter);
         for t in &scene.tensors {
@@ -315,13 +329,20 @@ pub fn python_seed(scene: &Scene, case: &Case) -> u64 {
         .field("case", case.name.as_bytes())
         .field("seed", &case.seed.to_le_bytes());
     let b = h.finalize();
-    u64::from(u32::from_le_bytes([b.as_bytes()[0], b.as_bytes()[1], b.as_bytes()[2], b.as_bytes()[3]]))
+    u64::from(u32::from_le_bytes([
+        b.as_bytes()[0],
+        b.as_bytes()[1],
+        b.as_bytes()[2],
+        b.as_bytes()[3],
+    ]))
 }
 
 fn same_scalar(value: &Json, v: Num) -> bool {
     match (value.as_i64(), v) {
         (Some(i), Num::Int(j)) => i == j,
-        _ => value.as_f64().is_some_and(|f| f == v.as_f64() || (f as f32) == (v.as_f64() as f32)),
+        _ => value
+            .as_f64()
+            .is_some_and(|f| f == v.as_f64() || (f as f32) == (v.as_f64() as f32)),
     }
 }
 
@@ -332,7 +353,8 @@ fn canonical<T: serde::Serialize + ?Sized>(value: &T) -> Vec<u8> {
 fn tensors_digest(tensors: &[(String, Tensor)]) -> String {
     let mut h = scene_util::FieldHasher::new("scene-golden-inputs");
     for (name, t) in tensors {
-        h.field("name", name.as_bytes()).field("tensor", t.digest().as_bytes());
+        h.field("name", name.as_bytes())
+            .field("tensor", t.digest().as_bytes());
     }
     h.finalize().to_hex().to_string()
 }

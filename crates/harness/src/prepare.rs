@@ -145,10 +145,13 @@ impl CpuStages {
             let scalars = scalar_bits(scene, case)?;
             Ok((f, scalars))
         });
-        let (Fixtures {
-            inputs,
-            deterministic,
-        }, scalars) = match fixtures {
+        let (
+            Fixtures {
+                inputs,
+                deterministic,
+            },
+            scalars,
+        ) = match fixtures {
             Ok(f) => f,
             Err(e) => return Err(fail(report, CaseFailure::Fixtures(e))),
         };

@@ -279,6 +279,11 @@ pub fn slot_key(
     field("params", &canonical(&case.params));
     field("case_seed", &case.seed.to_le_bytes());
     field("golden", scene.golden.as_bytes());
+    // Only for Python fixtures, so keys of other scenes stay as they were.
+    if let Some(f) = &scene.python.fixtures {
+        let rel = f.strip_prefix(&scene.dir).unwrap_or(f);
+        field("fixtures", format!("python:{}", rel.display()).as_bytes());
+    }
     for (i, t) in scene.tensors.iter().enumerate() {
         field("tensor", &canonical(&tensor_identity(t)));
         if t.direction.is_output() {
@@ -677,6 +682,18 @@ mod pinned_keys {
             (
                 "paged_attention::small_batch4",
                 "18b183b3b41adc3f75971ff3847687e54a43ccea6b92722a7822ccdccee91b83",
+            ),
+            (
+                "paged_attention_py::small1",
+                "31186a3286095061b3c5e4cdf08888d98ab09a275a5f2bc679bd741d203fa75f",
+            ),
+            (
+                "paged_attention_py::small2",
+                "2417a7b6f9fdb3f35833664ec7b32488d1fafb2c67db10ce374cc69a049ea8da",
+            ),
+            (
+                "paged_attention_py::small_batch4",
+                "26f504b4706603b782e0b17f60fe5ec9299d0f6e68ff06fd3d23338d0112023c",
             ),
             (
                 "paged_attention_unroll_4dims::Case1",

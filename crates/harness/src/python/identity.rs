@@ -131,7 +131,10 @@ mod tests {
         ] {
             assert!(m.iter().any(|x| x == want), "{want} in {m:?}");
         }
-        assert!(!m.iter().any(|x| x.contains('*') || x == "nothing"), "{m:?}");
+        assert!(
+            !m.iter().any(|x| x.contains('*') || x == "nothing"),
+            "{m:?}"
+        );
     }
 
     #[test]
@@ -158,7 +161,12 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["s/golden.py", "s/helpers/util.py", "shared/deep.py", "shared/pa.py"]
+            [
+                "s/golden.py",
+                "s/helpers/util.py",
+                "shared/deep.py",
+                "shared/pa.py"
+            ]
         );
         let before = code_identity(&golden, &root).unwrap();
         std::fs::write(root.join("unrelated.py"), "Z = 4\n").unwrap();

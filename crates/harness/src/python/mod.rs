@@ -79,6 +79,17 @@ pub enum PyError {
     Exchange(String),
 }
 
+impl PyError {
+    /// A timeout or a dead worker, prefixed with whose request it was
+    /// (`<file> (<scene>::<case>)`); other errors are worded already.
+    fn naming(self, who: &str) -> PyError {
+        match self {
+            PyError::Timeout { .. } | PyError::Died(_) => PyError::Failed(format!("{who}: {self}")),
+            e => e,
+        }
+    }
+}
+
 /// The interpreter's versions, as the worker reported them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Versions {
@@ -105,7 +116,10 @@ struct Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
-        // Our own child, by its handle: stop it and reap it.
+        // Our own child, by its handle: stop it and reap it. When `python`
+        // is a wrapper that runs the interpreter as its child (a pyenv
+        // shim), the interpreter sees its parent go and exits by itself
+        // (the driver's watchdog).
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -389,7 +403,9 @@ impl PythonRunner {
             "params": case.params,
             "tensors": specs,
         });
-        let reply = self.with_worker(|w| w.request(&req, self.config.timeout))?;
+        let reply = self
+            .with_worker(|w| w.request(&req, self.config.timeout))
+            .map_err(|e| e.naming(&who))?;
         let reply = Self::check_reply(reply, &who)?;
         let written: Vec<&str> = reply
             .get("written")
@@ -401,8 +417,8 @@ impl PythonRunner {
             if !written.contains(&t.name.as_str()) {
                 continue;
             }
-            let tensor = read_tensor(&dir.0.join(format!("t{i}.npy")), r.dtype, &r.shape)
-                .map_err(|e| {
+            let tensor =
+                read_tensor(&dir.0.join(format!("t{i}.npy")), r.dtype, &r.shape).map_err(|e| {
                     PyError::Failed(format!("{who}: generate_inputs tensor `{}`: {e}", t.name))
                 })?;
             tensors.push((t.name.clone(), tensor));
@@ -474,13 +490,14 @@ impl PythonRunner {
             "scalars": scalars,
             "outputs": out_specs,
         });
-        let reply = self.with_worker(|w| w.request(&req, self.config.timeout))?;
+        let reply = self
+            .with_worker(|w| w.request(&req, self.config.timeout))
+            .map_err(|e| e.naming(&who))?;
         Self::check_reply(reply, &who)?;
         let mut golden = GoldenOutputs::new();
         for (i, name, dtype, shape) in outputs {
-            let t = read_tensor(&out_path(i), dtype, shape).map_err(|e| {
-                PyError::Failed(format!("{who}: golden output `{name}`: {e}"))
-            })?;
+            let t = read_tensor(&out_path(i), dtype, shape)
+                .map_err(|e| PyError::Failed(format!("{who}: golden output `{name}`: {e}")))?;
             golden = golden.with(name, t);
         }
         Ok(golden)
