@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use scene_golden::{DType, Tensor};
+use scene_golden::{DType, FixtureSeed, Tensor, make_fixture};
 use serde_json::Value as Json;
 
 use crate::config::RunConfig;
@@ -60,7 +60,7 @@ impl GoldenStage {
     pub fn fixtures(&self, scene: &Scene, case: &Case) -> Result<Fixtures, String> {
         match &scene.python.fixtures {
             None => Ok(Fixtures {
-                inputs: crate::prepare::build_fixtures(scene, case)?,
+                inputs: build_fixtures(scene, case)?,
                 deterministic: true,
             }),
             Some(file) => self.python_fixtures(scene, case, file),
@@ -167,7 +167,7 @@ impl GoldenStage {
                 ));
             }
         }
-        let native = crate::prepare::build_fixtures(scene, case);
+        let native = build_fixtures(scene, case);
         let mut returned = py
             .tensors
             .into_iter()
@@ -378,4 +378,33 @@ fn outputs_digest(expected: &[(&str, DType, &[usize])]) -> String {
         h.field("output", format!("{name}:{dtype}:{shape:?}").as_bytes());
     }
     h.finalize().to_hex().to_string()
+}
+
+/// The case's input fixtures, one per tensor in signature order.
+pub fn build_fixtures(scene: &Scene, case: &Case) -> Result<Vec<(String, Tensor)>, String> {
+    if case.tensors.len() != scene.tensors.len() {
+        return Err(format!(
+            "case `{}` resolves {} tensors, the scene declares {}",
+            case.name,
+            case.tensors.len(),
+            scene.tensors.len()
+        ));
+    }
+    Ok(scene
+        .tensors
+        .iter()
+        .zip(&case.tensors)
+        .map(|(t, r)| {
+            let seed = FixtureSeed {
+                scene: &scene.name,
+                case: &case.name,
+                tensor: &t.name,
+                seed: t.seed ^ case.seed.rotate_left(32),
+            };
+            (
+                t.name.clone(),
+                make_fixture(r.dtype, &r.shape, &r.init, &seed),
+            )
+        })
+        .collect())
 }

@@ -8,13 +8,14 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use scene_golden::{FixtureSeed, Tensor, make_fixture};
+use scene_golden::Tensor;
 use scene_kernels::{Builder, ChipCallable};
 
 use crate::compile::{CompiledScenes, compile_builder, compile_scenes};
 use crate::config::RunConfig;
 use crate::expr::Num;
 use crate::golden::{GoldenCtx, GoldenOutputs, GoldenRegistry};
+pub use crate::golden_stage::build_fixtures;
 use crate::golden_stage::{Fixtures, GoldenOutcome, GoldenStage};
 use crate::report::{CaseFailure, CaseReport};
 use crate::scene::{Case, ScalarSpec, Scene};
@@ -275,35 +276,6 @@ pub fn case_bytes(_scene: &Scene, case: &Case) -> Option<u64> {
         let bytes = elements.checked_mul(u64::try_from(t.dtype.size_of()).ok()?)?;
         total.checked_add(bytes)
     })
-}
-
-/// The case's input fixtures, one per tensor in signature order.
-pub fn build_fixtures(scene: &Scene, case: &Case) -> Result<Vec<(String, Tensor)>, String> {
-    if case.tensors.len() != scene.tensors.len() {
-        return Err(format!(
-            "case `{}` resolves {} tensors, the scene declares {}",
-            case.name,
-            case.tensors.len(),
-            scene.tensors.len()
-        ));
-    }
-    Ok(scene
-        .tensors
-        .iter()
-        .zip(&case.tensors)
-        .map(|(t, r)| {
-            let seed = FixtureSeed {
-                scene: &scene.name,
-                case: &case.name,
-                tensor: &t.name,
-                seed: t.seed ^ case.seed.rotate_left(32),
-            };
-            (
-                t.name.clone(),
-                make_fixture(r.dtype, &r.shape, &r.init, &seed),
-            )
-        })
-        .collect())
 }
 
 /// The case's scalar values, paired with their specs.
