@@ -494,3 +494,38 @@ fn numpy_paged_attention_golden_agrees_with_the_rust_golden() {
     }
     assert!(checked >= 5, "checked {checked} cases");
 }
+
+const TORCH_GOLDEN: &str = r#"SCENE_TENSORS = "torch"
+
+
+def compute_golden(tensors, params):
+    import torch
+
+    assert isinstance(tensors["a"], torch.Tensor)
+    s = tensors["a"] + tensors["b"]
+    tensors["f"][:] = (s + 1) * (s + 2) + s
+"#;
+
+/// `SCENE_TENSORS = "torch"`: torch tensors in, torch tensors out. Without
+/// torch the case fails saying what to install (checked), and the passing
+/// run is skipped with a message.
+#[test]
+fn torch_goldens_run_where_torch_is_installed() {
+    if !numpy_available() {
+        return;
+    }
+    let (env, dir) = setup(&[("ok1", "ok")]);
+    std::fs::write(dir.join("golden.py"), TORCH_GOLDEN).unwrap();
+    let has_torch = std::process::Command::new("python3")
+        .args(["-c", "import torch"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let (out, report) = run(&env, &["pyvec"], &[]);
+    if has_torch {
+        assert!(out.status.success(), "{}", show(&out));
+    } else {
+        eprintln!("SKIP: torch is not installed; checking only the message without it");
+        let m = message(&report, "pyvec::ok1");
+        assert!(m.contains("torch is not installed") && m.contains("pip install torch"), "{m}");
+    }
+}
