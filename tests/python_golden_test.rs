@@ -351,6 +351,15 @@ fn warm_run_computes_no_golden_and_changes_recompute_exactly_their_cases() {
     assert_eq!(r["totals"]["goldens_computed"], all(&r));
     let (_, r) = run(&env, &[], &[("SCENE_NO_GOLDEN_CACHE", "1")]);
     assert_eq!(r["totals"]["goldens_computed"], all(&r));
+
+    // Still warm; `scene cache clear` empties the golden cache too.
+    let (_, r) = run(&env, &[], &[]);
+    assert_eq!(r["totals"]["goldens_computed"], 0);
+    let out = env.scene(&["cache", "clear"]).output().unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(!env.cache_dir.join("goldens").exists());
+    let (_, r) = run(&env, &[], &[]);
+    assert_eq!(r["totals"]["goldens_computed"], all(&r));
 }
 
 #[test]
@@ -526,6 +535,9 @@ fn torch_goldens_run_where_torch_is_installed() {
     } else {
         eprintln!("SKIP: torch is not installed; checking only the message without it");
         let m = message(&report, "pyvec::ok1");
-        assert!(m.contains("torch is not installed") && m.contains("pip install torch"), "{m}");
+        assert!(
+            m.contains("torch is not installed") && m.contains("pip install torch"),
+            "{m}"
+        );
     }
 }
