@@ -445,6 +445,39 @@ mod tests {
     }
 
     #[test]
+    fn python_variables() {
+        let c = resolve(&layout(), &env(&[]), None, &cards()).unwrap();
+        assert_eq!(c.python.python, PathBuf::from("python3"));
+        assert_eq!(c.python.timeout, Duration::from_secs(300));
+        assert!(c.golden_cache);
+        let e = env(&[
+            ("SCENE_PYTHON", "/opt/py/bin/python3"),
+            ("SCENE_GOLDEN_TIMEOUT", "2.5"),
+            ("SCENE_NO_GOLDEN_CACHE", "1"),
+        ]);
+        let c = resolve(&layout(), &e, None, &cards()).unwrap();
+        assert_eq!(c.python.python, PathBuf::from("/opt/py/bin/python3"));
+        assert_eq!(c.python.timeout, Duration::from_millis(2500));
+        assert!(!c.golden_cache);
+        let flags = Flags {
+            no_golden_cache: true,
+            ..cards()
+        };
+        assert!(
+            !resolve(&layout(), &env(&[]), None, &flags)
+                .unwrap()
+                .golden_cache
+        );
+        for bad in ["0", "-1", "nan", "soon", "1e10"] {
+            let e = env(&[("SCENE_GOLDEN_TIMEOUT", bad)]);
+            let err = resolve(&layout(), &e, None, &cards())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("SCENE_GOLDEN_TIMEOUT"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
     fn empty_values_are_unset() {
         let e = env(&[("SCENE_FAILURE_DUMP_DIR", ""), ("SCENE_PLATFORM", "")]);
         let c = resolve(&layout(), &e, None, &cards()).unwrap();
