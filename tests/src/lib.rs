@@ -31,7 +31,11 @@ pub fn layout() -> Layout {
     }
 }
 
-/// Every golden and custom comparison the scenes use, by name.
+/// Every golden and custom comparison the scenes use, by name, with the
+/// goldens' code identity (a build-time digest of `src/goldens/` and
+/// `crates/golden/src/`, see `build.rs`) so the golden cache can keep their
+/// results.
 pub fn registry() -> GoldenRegistry {
     comparisons::register(goldens::register(GoldenRegistry::new()))
+        .with_code_identity(env!("SCENE_GOLDEN_CODE_DIGEST"))
 }

@@ -153,6 +153,12 @@ pub(crate) struct RunArgs {
     /// Run device sessions in this process instead of a supervised worker (for debuggers); a crashing kernel then ends the whole run.
     #[arg(long)]
     pub(crate) in_process: bool,
+    /// Compute every golden; neither read nor write the golden cache [env: SCENE_NO_GOLDEN_CACHE].
+    #[arg(long)]
+    pub(crate) no_golden_cache: bool,
+    /// Say why each golden was computed rather than read from the golden cache.
+    #[arg(long)]
+    pub(crate) explain: bool,
 }
 
 impl RunArgs {
@@ -171,6 +177,7 @@ impl RunArgs {
             hold_card: self.hold_card,
             in_process: self.in_process,
             max_case_bytes: self.max_case_bytes,
+            no_golden_cache: self.no_golden_cache,
             uses_cards: true,
         }
     }
@@ -207,6 +214,9 @@ pub(crate) struct PrecompileArgs {
     /// Fail a case whose tensors need more than BYTES (suffixes K, M, G, T; 0 = no bound) before allocating them [env: SCENE_MAX_CASE_BYTES] [default: a quarter of physical memory].
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     pub(crate) max_case_bytes: Option<u64>,
+    /// Compute every golden; neither read nor write the golden cache [env: SCENE_NO_GOLDEN_CACHE].
+    #[arg(long)]
+    pub(crate) no_golden_cache: bool,
 }
 
 /// Flags of the commands that never touch a card.

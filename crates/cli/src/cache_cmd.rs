@@ -46,6 +46,17 @@ pub(crate) fn run(dir: &Path, remote: Option<&RemoteConfig>, args: &CacheArgs) -
             if n.objects > 0 {
                 println!("removed {} support objects", n.objects);
             }
+            // The golden cache shares the directory (`goldens/`).
+            let goldens = dir.join("goldens");
+            if goldens.is_dir() {
+                match scene_util::remove_dir_if_exists(&goldens) {
+                    Ok(()) => println!("removed the golden cache {}", goldens.display()),
+                    Err(e) => {
+                        eprintln!("error: removing {}: {e}", goldens.display());
+                        return false;
+                    }
+                }
+            }
             true
         }),
     };

@@ -52,6 +52,11 @@ pub const VARIABLES: &[&str] = &[
     "SCENE_NO_TESTS",
     "SCENE_MAX_CASE_BYTES",
     "SCENE_COMM_TIMEOUT",
+    // Python goldens and fixtures: the interpreter, the per-case deadline.
+    "SCENE_PYTHON",
+    "SCENE_GOLDEN_TIMEOUT",
+    // Any non-empty value: no golden cache (`--no-golden-cache`).
+    "SCENE_NO_GOLDEN_CACHE",
     // No colour unless `--color always` (https://no-color.org).
     "NO_COLOR",
     // Where bare tool names (`cc`, `ld`) are found.
@@ -191,6 +196,8 @@ pub struct Flags {
     pub in_process: bool,
     /// `--max-case-bytes`; `Some(0)` = no bound.
     pub max_case_bytes: Option<u64>,
+    /// `--no-golden-cache`.
+    pub no_golden_cache: bool,
     /// Whether the command uses cards at all (`run`): only then are the
     /// card variables read, so a bad `SCENE_DEVICES` cannot break
     /// `scene compile`.
@@ -430,6 +437,20 @@ fn parse_seconds(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// `SCENE_GOLDEN_TIMEOUT`: seconds, positive, finite, at most 10^9.
+fn parse_golden_timeout(s: &str) -> Result<Duration, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !(v > 0.0 && v <= 1e9) {
+        return Err(format!(
+            "`{s}` is not a positive number of seconds (at most 1e9)"
+        ));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
 /// Command line + environment -> the one configuration of a run.
 pub fn resolve(
     layout: &Layout,
@@ -463,6 +484,13 @@ pub fn resolve(
         config.golden_threads = n.get();
     }
     config.max_case_bytes = max_case_bytes(env, flags.max_case_bytes)?;
+    if let Some(python) = env.path("SCENE_PYTHON") {
+        config.python.python = python;
+    }
+    if let Some(t) = parsed_var(env, "SCENE_GOLDEN_TIMEOUT", parse_golden_timeout)? {
+        config.python.timeout = t;
+    }
+    config.golden_cache = !(flags.no_golden_cache || env.os("SCENE_NO_GOLDEN_CACHE").is_some());
     if let Some(d) = env.path("SCENE_FAILURE_DUMP_DIR") {
         config.dumps.failures = d;
     }
@@ -520,6 +548,39 @@ mod tests {
         Flags {
             uses_cards: true,
             ..Flags::default()
+        }
+    }
+
+    #[test]
+    fn python_variables() {
+        let c = resolve(&layout(), &env(&[]), None, &cards()).unwrap();
+        assert_eq!(c.python.python, PathBuf::from("python3"));
+        assert_eq!(c.python.timeout, Duration::from_secs(300));
+        assert!(c.golden_cache);
+        let e = env(&[
+            ("SCENE_PYTHON", "/opt/py/bin/python3"),
+            ("SCENE_GOLDEN_TIMEOUT", "2.5"),
+            ("SCENE_NO_GOLDEN_CACHE", "1"),
+        ]);
+        let c = resolve(&layout(), &e, None, &cards()).unwrap();
+        assert_eq!(c.python.python, PathBuf::from("/opt/py/bin/python3"));
+        assert_eq!(c.python.timeout, Duration::from_millis(2500));
+        assert!(!c.golden_cache);
+        let flags = Flags {
+            no_golden_cache: true,
+            ..cards()
+        };
+        assert!(
+            !resolve(&layout(), &env(&[]), None, &flags)
+                .unwrap()
+                .golden_cache
+        );
+        for bad in ["0", "-1", "nan", "soon", "1e10"] {
+            let e = env(&[("SCENE_GOLDEN_TIMEOUT", bad)]);
+            let err = resolve(&layout(), &e, None, &cards())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("SCENE_GOLDEN_TIMEOUT"), "{bad}: {err}");
         }
     }
 

@@ -206,7 +206,12 @@ pub(crate) fn run(
     let report = session
         .run(&cases, &mut |r| {
             clear_bar();
-            lines.print(r)
+            lines.print(r);
+            if args.explain
+                && let Some(why) = &r.golden_miss
+            {
+                stream.line(&format!("    golden computed: {why}"));
+            }
         })
         .with_cases_before(load_reports);
     clear_bar();
@@ -218,6 +223,9 @@ pub(crate) fn run(
         "cards: {:.3} card-s held for {:.3} s of device work; {:.3} s queued",
         t.card_seconds_held, t.device_seconds, t.queueing_seconds
     ));
+    if args.explain {
+        stream.line(&format!("goldens computed: {}", t.goldens_computed));
+    }
     stream.line(&report.summary_line());
     ExitCode::from(if report.all_passed() { 0 } else { 1 })
 }

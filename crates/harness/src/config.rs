@@ -70,6 +70,12 @@ pub struct RunConfig {
     /// `None` = no bound. The entry points default it to a fraction of
     /// physical memory.
     pub max_case_bytes: Option<u64>,
+    /// Python goldens and fixtures: the interpreter, the per-request
+    /// deadline.
+    pub python: crate::python::PythonConfig,
+    /// Keep computed goldens in `<cache_dir>/goldens` and reuse them
+    /// (`--no-golden-cache` turns it off; no `cache_dir`, no golden cache).
+    pub golden_cache: bool,
 }
 
 /// When a case's tensors are written as `.npy` files.
@@ -110,6 +116,8 @@ impl RunConfig {
             hold_card: false,
             device_worker: None,
             max_case_bytes: None,
+            python: crate::python::PythonConfig::default(),
+            golden_cache: true,
             root,
         }
     }

@@ -190,11 +190,15 @@ pub type GoldenFn = fn(&GoldenCtx<'_>) -> Result<GoldenOutputs, GoldenError>;
 pub struct GoldenRegistry {
     map: BTreeMap<String, GoldenFn>,
     comparisons: BTreeMap<String, CustomComparison>,
+    /// A digest of the code behind the registered functions (their sources
+    /// and everything they call), for the golden cache; `None` = the
+    /// registry's goldens are never cached.
+    code_identity: Option<String>,
 }
 
 impl Default for GoldenRegistry {
     /// No goldens; the built-in comparisons
-    /// ([`crate::comparison::BUILTIN_COMPARISONS`]).
+    /// ([`crate::comparison::BUILTIN_COMPARISONS`]); no code identity.
     fn default() -> Self {
         Self {
             map: BTreeMap::new(),
@@ -202,6 +206,7 @@ impl Default for GoldenRegistry {
                 .iter()
                 .map(|(name, c)| (name.to_string(), *c))
                 .collect(),
+            code_identity: None,
         }
     }
 }
@@ -224,6 +229,18 @@ impl GoldenRegistry {
     pub fn register(mut self, name: &str, f: GoldenFn) -> Self {
         self.map.insert(name.to_string(), f);
         self
+    }
+
+    /// Declares the digest of the registered goldens' code (the scenes
+    /// package hashes its golden sources at build time): with it, their
+    /// results may be kept in the golden cache.
+    pub fn with_code_identity(mut self, digest: impl Into<String>) -> Self {
+        self.code_identity = Some(digest.into());
+        self
+    }
+
+    pub fn code_identity(&self) -> Option<&str> {
+        self.code_identity.as_deref()
     }
 
     pub fn get(&self, name: &str) -> Option<GoldenFn> {

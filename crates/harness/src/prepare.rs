@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use scene_golden::{FixtureSeed, Tensor, make_fixture};
+use scene_golden::Tensor;
 use scene_kernels::{Builder, ChipCallable};
 
 use crate::comparison::Comparison;
@@ -16,7 +16,8 @@ use crate::compile::{CompiledScenes, compile_builder, compile_scenes};
 use crate::config::RunConfig;
 use crate::expr::Num;
 use crate::golden::{GoldenCtx, GoldenOutputs, GoldenRegistry};
-use crate::ranks;
+pub use crate::golden_stage::build_fixtures;
+use crate::golden_stage::{Fixtures, GoldenOutcome, GoldenStage};
 use crate::report::{CaseFailure, CaseReport};
 use crate::scene::{Case, ScalarSpec, Scene};
 use crate::select::{SelectedCase, distinct_scenes};
@@ -54,6 +55,8 @@ pub struct CpuStages {
     builder: Builder,
     registry: GoldenRegistry,
     golden_pool: rayon::ThreadPool,
+    /// Python worker and golden cache.
+    goldens: GoldenStage,
 }
 
 impl std::fmt::Debug for CpuStages {
@@ -70,11 +73,13 @@ impl CpuStages {
         let builder = compile_builder(&config)?;
         let golden_pool = scene_golden::reference::try_golden_pool(config.golden_threads)
             .map_err(|e| SetupError::GoldenPool(e.to_string()))?;
+        let goldens = GoldenStage::new(&config);
         Ok(Self {
             config,
             builder,
             registry,
             golden_pool,
+            goldens,
         })
     }
 
@@ -143,20 +148,34 @@ impl CpuStages {
             }
         }
         let t = Instant::now();
-        let fixtures = build_fixtures(scene, case).and_then(|inputs| {
+        let fixtures = self.goldens.fixtures(scene, case).and_then(|f| {
             let scalars = scalar_bits(scene, case)?;
-            Ok((inputs, scalars))
+            Ok((f, scalars))
         });
-        let (inputs, scalars) = match fixtures {
+        let (
+            Fixtures {
+                inputs,
+                deterministic,
+            },
+            scalars,
+        ) = match fixtures {
             Ok(f) => f,
             Err(e) => return Err(fail(report, CaseFailure::Fixtures(e))),
         };
         report.phases.fixtures_s = t.elapsed().as_secs_f64();
 
         let t = Instant::now();
-        let golden = match self.golden(scene, case, &inputs) {
-            Ok(g) => g,
-            Err(msg) => return Err(fail(report, CaseFailure::Golden(msg))),
+        let golden = match self.golden(scene, case, &inputs, deterministic) {
+            Ok((g, outcome)) => {
+                report.golden_cached = outcome.cached;
+                report.golden_computed = !outcome.cached && !scene.case_skips_every_output(case);
+                report.golden_miss = outcome.recomputed_because;
+                g
+            }
+            Err(msg) => {
+                report.golden_computed = true;
+                return Err(fail(report, CaseFailure::Golden(msg)));
+            }
         };
         report.phases.golden_s = t.elapsed().as_secs_f64();
         Ok(Prepared {
@@ -181,29 +200,46 @@ impl CpuStages {
         &self.registry
     }
 
-    /// The case's golden, checked to cover every output tensor.
+    /// The case's golden (from the golden cache, or computed: the
+    /// registered Rust function or the scene's Python `compute_golden`),
+    /// checked to cover every output tensor.
     fn golden(
         &self,
         scene: &Scene,
         case: &Case,
         inputs: &[(String, Tensor)],
-    ) -> Result<GoldenOutputs, String> {
+        deterministic: bool,
+    ) -> Result<(GoldenOutputs, GoldenOutcome), String> {
         // Nothing to compare: the golden is not called (and need not be
         // registered); outputs are still checked for NaN / inf.
         if scene.case_skips_every_output(case) {
-            return Ok(GoldenOutputs::new());
+            let outcome = GoldenOutcome {
+                cached: false,
+                recomputed_because: None,
+            };
+            return Ok((GoldenOutputs::new(), outcome));
         }
-        let golden = compute_golden(
-            &self.registry,
-            &self.golden_pool,
-            self.config.golden_threads,
-            scene,
-            case,
-            inputs,
-        )?;
+        let compute = || match &scene.python.golden {
+            Some(file) => self
+                .goldens
+                .python()
+                .compute_golden(scene, case, file, inputs)
+                .map_err(|e| e.to_string()),
+            None => compute_golden(
+                &self.registry,
+                &self.golden_pool,
+                self.config.golden_threads,
+                scene,
+                case,
+                inputs,
+            ),
+        };
+        let (golden, outcome) =
+            self.goldens
+                .golden(&self.registry, scene, case, inputs, deterministic, compute)?;
         match missing_golden_output(scene, case, &golden) {
             Some(name) => Err(missing_golden_message(scene, name)),
-            None => Ok(golden),
+            None => Ok((golden, outcome)),
         }
     }
 }
@@ -320,66 +356,6 @@ pub fn case_bytes(_scene: &Scene, case: &Case) -> Option<u64> {
         let bytes = elements.checked_mul(u64::try_from(t.dtype.size_of()).ok()?)?;
         total.checked_add(bytes)
     })
-}
-
-/// The case's input fixtures, one per tensor in signature order.
-pub fn build_fixtures(scene: &Scene, case: &Case) -> Result<Vec<(String, Tensor)>, String> {
-    if case.tensors.len() != scene.tensors.len() {
-        return Err(format!(
-            "case `{}` resolves {} tensors, the scene declares {}",
-            case.name,
-            case.tensors.len(),
-            scene.tensors.len()
-        ));
-    }
-    scene
-        .tensors
-        .iter()
-        .zip(&case.tensors)
-        .map(|(t, r)| {
-            fn seed<'s>(
-                scene: &'s Scene,
-                case: &'s Case,
-                seed: u64,
-                tensor: &'s str,
-            ) -> FixtureSeed<'s> {
-                FixtureSeed {
-                    scene: &scene.name,
-                    case: &case.name,
-                    tensor,
-                    seed: seed ^ case.seed.rotate_left(32),
-                }
-            }
-            let tensor = match case.group {
-                // Slice r of a per-rank tensor is seeded per rank.
-                Some(g) if t.per_rank => {
-                    let shape = ranks::slice_shape(&r.shape);
-                    let bytes = (0..g.ranks)
-                        .flat_map(|k| {
-                            let name = ranks::slice_fixture_name(&t.name, k);
-                            make_fixture(
-                                r.dtype,
-                                &shape,
-                                &r.init,
-                                &seed(scene, case, t.seed, &name),
-                            )
-                            .bytes()
-                            .to_vec()
-                        })
-                        .collect();
-                    Tensor::from_bytes(r.dtype, &r.shape, bytes)
-                        .map_err(|e| format!("per-rank tensor `{}`: {e}", t.name))?
-                }
-                _ => make_fixture(
-                    r.dtype,
-                    &r.shape,
-                    &r.init,
-                    &seed(scene, case, t.seed, &t.name),
-                ),
-            };
-            Ok((t.name.clone(), tensor))
-        })
-        .collect()
 }
 
 /// The case's scalar values, paired with their specs.
@@ -507,6 +483,7 @@ mod tests {
             level: 2,
             platforms: vec![],
             golden: "g".into(),
+            python: Default::default(),
             tolerance: Default::default(),
             devices: 1,
             group: None,

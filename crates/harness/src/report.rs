@@ -164,6 +164,17 @@ pub struct CaseReport {
     /// Level 3: card-seconds the group held (`lock_held_s` x its cards).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub card_seconds: Option<f64>,
+    /// The golden came from the golden cache (nothing was computed).
+    #[serde(default)]
+    pub golden_cached: bool,
+    /// Why the golden was computed instead of read from the golden cache
+    /// (absent when it was read, or not needed: a bundle slot).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub golden_miss: Option<String>,
+    /// The golden was computed in this run (counted in
+    /// `totals.goldens_computed`); not serialised.
+    #[serde(skip)]
+    pub golden_computed: bool,
 }
 
 /// One rank's device time in a level-3 case.
@@ -204,6 +215,9 @@ impl CaseReport {
             outputs: Vec::new(),
             ranks: Vec::new(),
             card_seconds: None,
+            golden_cached: false,
+            golden_miss: None,
+            golden_computed: false,
         }
     }
 
@@ -258,6 +272,10 @@ pub struct RunTotals {
     pub units_cached: usize,
     pub units_compiled: usize,
     pub units_failed: usize,
+    /// Goldens computed in this run (not read from the golden cache nor
+    /// from a bundle): 0 on a warm run.
+    #[serde(default)]
+    pub goldens_computed: usize,
 }
 
 /// What the compile stage of a run did, by unit outcome (see
@@ -303,6 +321,7 @@ impl RunReport {
             t.device_seconds += c.phases.device_s * c.devices.len().max(1) as f64;
             t.queueing_seconds += c.phases.lock_wait_s;
             t.compile_seconds += c.phases.compile_s;
+            t.goldens_computed += usize::from(c.golden_computed);
         }
         t.held_to_device_ratio = if t.device_seconds > 0.0 {
             t.card_seconds_held / t.device_seconds
@@ -335,6 +354,13 @@ impl RunReport {
             ..Self::new(&self.platform, first, self.totals.wall_s)
         }
         .with_unit_counts(units)
+    }
+
+    /// The report with `n` goldens computed (read-back case reports do not
+    /// carry what was computed, their runs' totals do).
+    fn with_goldens_computed(mut self, n: usize) -> Self {
+        self.totals.goldens_computed = n;
+        self
     }
 
     /// The report with the compile stage's unit counts in its totals.
@@ -548,6 +574,7 @@ impl RunReport {
                     ..Self::new(platform, cases, (ended_at - started_at).max(0.0))
                 }
                 .with_unit_counts(units)
+                .with_goldens_computed(parts.iter().map(|r| r.totals.goldens_computed).sum())
             })
             .collect()
     }

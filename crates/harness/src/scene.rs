@@ -214,7 +214,9 @@ struct RawScene {
     #[serde(default = "default_level")]
     level: u32,
     platforms: Vec<String>,
-    golden: String,
+    golden: RawGolden,
+    /// `fixtures = { python = "golden.py" }`: inputs from `generate_inputs`.
+    fixtures: Option<RawPython>,
     rtol: Option<RawNum>,
     atol: Option<RawNum>,
     #[serde(default)]
@@ -264,6 +266,21 @@ impl<'de> Deserialize<'de> for RawDerived {
         }
         d.deserialize_map(Visit)
     }
+}
+
+/// `golden = "name"` (a registered Rust golden) or
+/// `golden = { python = "golden.py" }`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawGolden {
+    Registered(String),
+    Python(RawPython),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPython {
+    python: PathBuf,
 }
 
 fn default_level() -> u32 {
@@ -454,7 +471,12 @@ pub struct Scene {
     pub manifest: PathBuf,
     pub level: u32,
     pub platforms: Vec<String>,
+    /// The registered golden's name; for a Python golden `python:<file>`
+    /// (the file as written in `scene.toml`).
     pub golden: String,
+    /// Python goldens and fixtures (absolute paths), when the scene names
+    /// them.
+    pub python: PythonFiles,
     pub tolerance: ToleranceSpec,
     pub devices: usize,
     /// Level 3: the rank group (`ranks`, `[comm] window`).
@@ -489,6 +511,21 @@ impl TensorSpec {
 pub struct Derived {
     pub name: String,
     pub value: NumSpec,
+}
+
+/// The Python files a scene takes its golden and / or fixtures from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PythonFiles {
+    /// `golden = { python = "..." }`: defines `compute_golden(tensors, params)`.
+    pub golden: Option<PathBuf>,
+    /// `fixtures = { python = "..." }`: defines `generate_inputs(params)`.
+    pub fixtures: Option<PathBuf>,
+}
+
+impl PythonFiles {
+    pub fn any(&self) -> bool {
+        self.golden.is_some() || self.fixtures.is_some()
+    }
 }
 
 /// Scene-level tolerance overrides; unset fields take the dtype default.
@@ -892,13 +929,15 @@ impl Validator<'_> {
                 c.group = Some(self.case_group(i, g, c, &tensors)?);
             }
         }
+        let (golden, python) = self.python_files(raw.golden, raw.fixtures)?;
         Ok(Scene {
             name: raw.name,
             dir: self.dir.to_path_buf(),
             manifest: self.manifest.to_path_buf(),
             level: raw.level,
             platforms: raw.platforms,
-            golden: raw.golden,
+            golden,
+            python,
             tolerance,
             devices: raw.devices,
             group,
@@ -1053,6 +1092,45 @@ impl Validator<'_> {
             out.insert(name, self.init_spec(&field, raw)?);
         }
         Ok(out)
+    }
+
+    /// The golden's name and the Python files (`golden = { python }`,
+    /// `fixtures = { python }`), each a `.py` file inside the scenes root.
+    fn python_files(
+        &self,
+        golden: RawGolden,
+        fixtures: Option<RawPython>,
+    ) -> Result<(String, PythonFiles), SceneError> {
+        let file = |field: &str, raw: RawPython| -> Result<PathBuf, SceneError> {
+            let field = format!("{field}.python");
+            if raw.python.extension().is_none_or(|e| e != "py") {
+                return Err(self.err(
+                    &field,
+                    format!("`{}` is not a `.py` file", raw.python.display()),
+                ));
+            }
+            let resolved = self.resolve_inside(&field, &raw.python, "Python file")?;
+            if !resolved.is_file() {
+                return Err(self.err(
+                    &field,
+                    format!("Python file `{}` is not a file", raw.python.display()),
+                ));
+            }
+            Ok(resolved)
+        };
+        let mut python = PythonFiles::default();
+        let name = match golden {
+            RawGolden::Registered(name) => name,
+            RawGolden::Python(raw) => {
+                let name = format!("python:{}", raw.python.display());
+                python.golden = Some(file("golden", raw)?);
+                name
+            }
+        };
+        if let Some(raw) = fixtures {
+            python.fixtures = Some(file("fixtures", raw)?);
+        }
+        Ok((name, python))
     }
 
     /// Name, level, devices, platforms and scene-wide tolerances.

@@ -281,6 +281,11 @@ pub fn slot_key(
     field("params", &canonical(&case.params));
     field("case_seed", &case.seed.to_le_bytes());
     field("golden", scene.golden.as_bytes());
+    // Only for Python fixtures, so keys of other scenes stay as they were.
+    if let Some(f) = &scene.python.fixtures {
+        let rel = f.strip_prefix(&scene.dir).unwrap_or(f);
+        field("fixtures", format!("python:{}", rel.display()).as_bytes());
+    }
     for (i, t) in scene.tensors.iter().enumerate() {
         field("tensor", &canonical(&tensor_identity(t)));
         if t.direction.is_output() {
@@ -824,6 +829,18 @@ mod pinned_keys {
             (
                 "paged_attention::small_batch4",
                 "30da80ea93b30e1cf8411302396fadf21941fa93cf8f73ff01e88dd8d9c3c642",
+            ),
+            (
+                "paged_attention_py::small1",
+                "31186a3286095061b3c5e4cdf08888d98ab09a275a5f2bc679bd741d203fa75f",
+            ),
+            (
+                "paged_attention_py::small2",
+                "2417a7b6f9fdb3f35833664ec7b32488d1fafb2c67db10ce374cc69a049ea8da",
+            ),
+            (
+                "paged_attention_py::small_batch4",
+                "26f504b4706603b782e0b17f60fe5ec9299d0f6e68ff06fd3d23338d0112023c",
             ),
             (
                 "paged_attention_unroll_4dims::Case1",

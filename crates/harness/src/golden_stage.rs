@@ -1,0 +1,442 @@
+//! Where a case's fixtures and golden come from: native fixtures or
+//! Python's `generate_inputs`, a registered Rust golden or Python's
+//! `compute_golden`, through the golden cache when it is on.
+
+use std::path::Path;
+
+use scene_golden::{DType, FixtureSeed, Tensor, make_fixture};
+use serde_json::Value as Json;
+
+use crate::config::RunConfig;
+use crate::expr::Num;
+use crate::golden::{GoldenOutputs, GoldenRegistry};
+use crate::golden_cache::{GoldenCache, GoldenInputs, why_recomputed};
+use crate::python::{DRIVER, PyError, PythonRunner};
+use crate::ranks;
+use crate::scene::{ArgDirection, Case, Scene};
+
+/// How a case's golden was obtained.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GoldenOutcome {
+    /// Read from the golden cache (nothing computed).
+    pub cached: bool,
+    /// Why it was computed rather than read (`None` when cached).
+    pub recomputed_because: Option<String>,
+}
+
+/// Fixtures and goldens of every case of a run: the Python worker and the
+/// golden cache.
+#[derive(Debug)]
+pub struct GoldenStage {
+    python: PythonRunner,
+    cache: Option<GoldenCache>,
+}
+
+/// The case's fixtures, and whether they can be trusted to be the same
+/// bytes on the next run (Python fixtures that were not are never cached).
+#[derive(Debug)]
+pub struct Fixtures {
+    pub inputs: Vec<(String, Tensor)>,
+    pub deterministic: bool,
+}
+
+impl GoldenStage {
+    pub fn new(config: &RunConfig) -> Self {
+        let cache = config
+            .cache_dir
+            .as_ref()
+            .filter(|_| config.golden_cache)
+            .map(|d| GoldenCache::new(d.join("goldens")));
+        Self {
+            python: PythonRunner::new(config.python.clone()),
+            cache,
+        }
+    }
+
+    pub fn python(&self) -> &PythonRunner {
+        &self.python
+    }
+
+    /// The case's input fixtures, one per tensor in signature order.
+    pub fn fixtures(&self, scene: &Scene, case: &Case) -> Result<Fixtures, String> {
+        match &scene.python.fixtures {
+            None => Ok(Fixtures {
+                inputs: build_fixtures(scene, case)?,
+                deterministic: true,
+            }),
+            Some(file) => self.python_fixtures(scene, case, file),
+        }
+    }
+
+    fn python_fixtures(&self, scene: &Scene, case: &Case, file: &Path) -> Result<Fixtures, String> {
+        let seed = python_seed(scene, case);
+        let inputs = self.python_inputs_once(scene, case, file, seed)?;
+        let Some(cache) = &self.cache else {
+            return Ok(Fixtures {
+                inputs,
+                deterministic: true,
+            });
+        };
+        let digest = tensors_digest(&inputs);
+        let key = self
+            .fixture_key(scene, case, file, seed)
+            .map_err(|e| e.to_string())?;
+        let deterministic = match cache.fixture_digest(&key) {
+            Some(recorded) => recorded == digest,
+            None => {
+                // First time: generate again and compare.
+                let again = self.python_inputs_once(scene, case, file, seed)?;
+                let same = tensors_digest(&again) == digest;
+                if same {
+                    cache.record_fixture_digest(&key, &digest);
+                }
+                same
+            }
+        };
+        if !deterministic {
+            eprintln!(
+                "warning: {}::{}: generate_inputs in {} gave different bytes for the same seed; \
+                 seed numpy / torch from the seed the harness sets (or use no other randomness); \
+                 this case's golden is not cached",
+                scene.name,
+                case.name,
+                file.display()
+            );
+        }
+        Ok(Fixtures {
+            inputs,
+            deterministic,
+        })
+    }
+
+    /// What decides Python fixtures besides the case: the file and its
+    /// local imports, the driver, the versions.
+    fn fixture_key(
+        &self,
+        scene: &Scene,
+        case: &Case,
+        file: &Path,
+        seed: u64,
+    ) -> Result<String, PyError> {
+        let code = self.python_code(scene, file)?;
+        let mut h = scene_util::FieldHasher::new("scene-python-fixtures");
+        h.field("code", code.as_bytes())
+            .field("scene", scene.name.as_bytes())
+            .field("case", case.name.as_bytes())
+            .field("params", &canonical(&case.params))
+            .field("seed", &seed.to_le_bytes());
+        for (t, r) in scene.tensors.iter().zip(&case.tensors) {
+            h.field(
+                "tensor",
+                format!("{}:{}:{:?}", t.name, r.dtype, r.shape).as_bytes(),
+            );
+        }
+        Ok(h.finalize().to_hex().to_string())
+    }
+
+    /// One call of `generate_inputs`, checked and completed: tensors it
+    /// did not return take their `scene.toml` init (outputs only: every
+    /// input must come from it), scalars it returned must equal the
+    /// scene's.
+    fn python_inputs_once(
+        &self,
+        scene: &Scene,
+        case: &Case,
+        file: &Path,
+        seed: u64,
+    ) -> Result<Vec<(String, Tensor)>, String> {
+        let who = format!("{} ({}::{})", file.display(), scene.name, case.name);
+        let py = self
+            .python
+            .generate_inputs(scene, case, file, seed)
+            .map_err(|e| e.to_string())?;
+        for (name, value) in &py.scalars {
+            let Some((_, v)) = scene
+                .scalars
+                .iter()
+                .zip(&case.scalars)
+                .find(|(s, _)| &s.name == name)
+            else {
+                return Err(format!(
+                    "{who}: generate_inputs returned `{name}` = {value}, which is neither a tensor nor a scalar of the scene"
+                ));
+            };
+            if !same_scalar(value, *v) {
+                return Err(format!(
+                    "{who}: generate_inputs returned scalar `{name}` = {value}, but scene.toml gives {}",
+                    v.as_f64()
+                ));
+            }
+        }
+        let native = build_fixtures(scene, case);
+        let mut returned = py
+            .tensors
+            .into_iter()
+            .collect::<std::collections::HashMap<_, _>>();
+        let mut inputs = Vec::with_capacity(scene.tensors.len());
+        let mut native = native.ok().map(Vec::into_iter);
+        for t in &scene.tensors {
+            let fallback = native.as_mut().and_then(Iterator::next);
+            match returned.remove(&t.name) {
+                Some(tensor) => inputs.push((t.name.clone(), tensor)),
+                None if matches!(t.direction, ArgDirection::In | ArgDirection::Inout) => {
+                    return Err(format!(
+                        "{who}: generate_inputs returned no `{}` ({} tensor)",
+                        t.name, t.direction
+                    ));
+                }
+                None => match fallback {
+                    Some(f) => inputs.push(f),
+                    None => return Err(format!("{who}: no fixture for `{}`", t.name)),
+                },
+            }
+        }
+        Ok(inputs)
+    }
+
+    /// The Python code identity of `file` in `scene`: its file and local
+    /// imports, the driver and the interpreter's versions.
+    fn python_code(&self, scene: &Scene, file: &Path) -> Result<String, PyError> {
+        let root = scene.dir.parent().unwrap_or(&scene.dir);
+        let files = self.python.code_identity(file, root)?;
+        let v = self.python.versions()?;
+        let mut h = scene_util::FieldHasher::new("scene-python-code");
+        h.field("files", files.as_bytes())
+            .field("driver", DRIVER.as_bytes())
+            .field("python", v.python.as_bytes())
+            .field("numpy", v.numpy.as_bytes())
+            .field("torch", v.torch.as_deref().unwrap_or("").as_bytes());
+        Ok(h.finalize().to_hex().to_string())
+    }
+
+    /// The golden's code identity, or why it has none.
+    fn code_identity(&self, registry: &GoldenRegistry, scene: &Scene) -> Result<String, String> {
+        match &scene.python.golden {
+            Some(file) => self.python_code(scene, file).map_err(|e| e.to_string()),
+            None => {
+                let Some(id) = registry.code_identity() else {
+                    return Err("the golden registry declares no code identity".into());
+                };
+                let mut h = scene_util::FieldHasher::new("scene-rust-golden-code");
+                h.field("registry", id.as_bytes())
+                    .field("function", scene.golden.as_bytes());
+                Ok(h.finalize().to_hex().to_string())
+            }
+        }
+    }
+
+    /// The case's golden: from the cache when it holds one for exactly
+    /// these inputs, else computed by `compute` (and stored).
+    pub fn golden<F: FnOnce() -> Result<GoldenOutputs, String>>(
+        &self,
+        registry: &GoldenRegistry,
+        scene: &Scene,
+        case: &Case,
+        inputs: &[(String, Tensor)],
+        deterministic: bool,
+        compute: F,
+    ) -> Result<(GoldenOutputs, GoldenOutcome), String> {
+        let uncached = |compute: F, why: String| {
+            compute().map(|g| {
+                (
+                    g,
+                    GoldenOutcome {
+                        cached: false,
+                        recomputed_because: Some(why),
+                    },
+                )
+            })
+        };
+        let Some(cache) = &self.cache else {
+            return uncached(compute, "the golden cache is off".into());
+        };
+        if !deterministic {
+            return uncached(compute, "the fixtures are not deterministic".into());
+        }
+        let code = match self.code_identity(registry, scene) {
+            Ok(c) => c,
+            Err(why) if scene.python.golden.is_some() => return Err(why),
+            Err(why) => return uncached(compute, why),
+        };
+        let expected: Vec<(&str, DType, &[usize])> = scene
+            .tensors
+            .iter()
+            .zip(&case.tensors)
+            .filter(|(t, _)| t.direction.is_output())
+            .map(|(t, r)| (t.name.as_str(), r.dtype, r.shape.as_slice()))
+            .collect();
+        let gi = GoldenInputs {
+            code,
+            inputs: tensors_digest(inputs),
+            params: params_digest(scene, case),
+            outputs: outputs_digest(&expected),
+        };
+        let key = gi.key();
+        let id = format!("{}::{}", scene.name, case.name);
+        let _lock = match cache.lock(&key) {
+            Ok(l) => l,
+            Err(e) => return uncached(compute, format!("cannot lock the golden cache entry: {e}")),
+        };
+        let miss = match cache.get(&key, &expected) {
+            Ok(g) => {
+                cache.record_inputs(&id, &gi);
+                return Ok((
+                    g,
+                    GoldenOutcome {
+                        cached: true,
+                        recomputed_because: None,
+                    },
+                ));
+            }
+            Err(miss) => miss,
+        };
+        let why = why_recomputed(cache.last_inputs(&id).as_ref(), &gi, &miss);
+        let golden = compute()?;
+        // Stored only when it is exactly the outputs the case declares.
+        let outputs: Option<Vec<(&str, &Tensor)>> = expected
+            .iter()
+            .map(|&(name, dtype, shape)| {
+                golden
+                    .get(name)
+                    .filter(|t| t.dtype() == dtype && t.shape() == shape)
+                    .map(|t| (name, t))
+            })
+            .collect();
+        if let Some(outputs) = outputs {
+            if let Err(e) = cache.put(&key, &outputs) {
+                eprintln!(
+                    "warning: {id}: cannot store its golden in {}: {e}",
+                    cache.root().display()
+                );
+            } else {
+                cache.record_inputs(&id, &gi);
+            }
+        }
+        Ok((
+            golden,
+            GoldenOutcome {
+                cached: false,
+                recomputed_because: Some(why),
+            },
+        ))
+    }
+}
+
+/// The seed Python fixtures of a case start from (numpy, `random`, torch),
+/// in `0..2^32`: derived from the scene, the case and its seed.
+pub fn python_seed(scene: &Scene, case: &Case) -> u64 {
+    let mut h = scene_util::FieldHasher::new("scene-python-fixture-seed v1");
+    h.field("scene", scene.name.as_bytes())
+        .field("case", case.name.as_bytes())
+        .field("seed", &case.seed.to_le_bytes());
+    let b = h.finalize();
+    u64::from(u32::from_le_bytes([
+        b.as_bytes()[0],
+        b.as_bytes()[1],
+        b.as_bytes()[2],
+        b.as_bytes()[3],
+    ]))
+}
+
+fn same_scalar(value: &Json, v: Num) -> bool {
+    match (value.as_i64(), v) {
+        (Some(i), Num::Int(j)) => i == j,
+        _ => value
+            .as_f64()
+            .is_some_and(|f| f == v.as_f64() || (f as f32) == (v.as_f64() as f32)),
+    }
+}
+
+fn canonical<T: serde::Serialize + ?Sized>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+fn tensors_digest(tensors: &[(String, Tensor)]) -> String {
+    let mut h = scene_util::FieldHasher::new("scene-golden-inputs");
+    for (name, t) in tensors {
+        h.field("name", name.as_bytes())
+            .field("tensor", t.digest().as_bytes());
+    }
+    h.finalize().to_hex().to_string()
+}
+
+fn params_digest(scene: &Scene, case: &Case) -> String {
+    let mut h = scene_util::FieldHasher::new("scene-golden-params");
+    h.field("params", &canonical(&case.params));
+    for (s, v) in scene.scalars.iter().zip(&case.scalars) {
+        let v = match v {
+            Num::Int(i) => format!("i{i}"),
+            Num::Float(f) => format!("f{}", f.to_bits()),
+        };
+        h.field("scalar", format!("{}:{}:{v}", s.name, s.dtype).as_bytes());
+    }
+    h.finalize().to_hex().to_string()
+}
+
+fn outputs_digest(expected: &[(&str, DType, &[usize])]) -> String {
+    let mut h = scene_util::FieldHasher::new("scene-golden-outputs");
+    for (name, dtype, shape) in expected {
+        h.field("output", format!("{name}:{dtype}:{shape:?}").as_bytes());
+    }
+    h.finalize().to_hex().to_string()
+}
+
+/// The case's input fixtures, one per tensor in signature order.
+pub fn build_fixtures(scene: &Scene, case: &Case) -> Result<Vec<(String, Tensor)>, String> {
+    if case.tensors.len() != scene.tensors.len() {
+        return Err(format!(
+            "case `{}` resolves {} tensors, the scene declares {}",
+            case.name,
+            case.tensors.len(),
+            scene.tensors.len()
+        ));
+    }
+    scene
+        .tensors
+        .iter()
+        .zip(&case.tensors)
+        .map(|(t, r)| {
+            fn seed<'s>(
+                scene: &'s Scene,
+                case: &'s Case,
+                seed: u64,
+                tensor: &'s str,
+            ) -> FixtureSeed<'s> {
+                FixtureSeed {
+                    scene: &scene.name,
+                    case: &case.name,
+                    tensor,
+                    seed: seed ^ case.seed.rotate_left(32),
+                }
+            }
+            let tensor = match case.group {
+                // Slice r of a per-rank tensor is seeded per rank.
+                Some(g) if t.per_rank => {
+                    let shape = ranks::slice_shape(&r.shape);
+                    let bytes = (0..g.ranks)
+                        .flat_map(|k| {
+                            let name = ranks::slice_fixture_name(&t.name, k);
+                            make_fixture(
+                                r.dtype,
+                                &shape,
+                                &r.init,
+                                &seed(scene, case, t.seed, &name),
+                            )
+                            .bytes()
+                            .to_vec()
+                        })
+                        .collect();
+                    Tensor::from_bytes(r.dtype, &r.shape, bytes)
+                        .map_err(|e| format!("per-rank tensor `{}`: {e}", t.name))?
+                }
+                _ => make_fixture(
+                    r.dtype,
+                    &r.shape,
+                    &r.init,
+                    &seed(scene, case, t.seed, &t.name),
+                ),
+            };
+            Ok((t.name.clone(), tensor))
+        })
+        .collect()
+}

@@ -1,0 +1,318 @@
+# The scene harness's Python worker (embedded in scene-harness, run with
+# `python3 -u -c <this file>`). One process serves every Python golden and
+# fixture of a run.
+#
+# Protocol: one JSON object per line. The worker's original stdout is the
+# reply channel; everything user code prints (Python or C) goes to stderr.
+# Tensors never travel as text: they are .npy files in a directory the
+# harness names, bf16 as uint16 bit patterns (numpy has no bfloat16).
+#
+#   start:   {"hello": 1, "python": ..., "numpy": ..., "torch": ... | null}
+#            or {"hello": 1, "error": "..."} (and exit)
+#   request: {"op": "inputs" | "golden", ...}  ->  {"ok": true, ...} or
+#            {"ok": false, "error": "...", "traceback": "..." | null}
+
+import importlib.util
+import json
+import os
+import sys
+import traceback
+
+_proto = os.fdopen(os.dup(1), "w", encoding="utf-8")
+os.dup2(2, 1)
+sys.stdout = sys.stderr
+
+
+def _send(obj):
+    _proto.write(json.dumps(obj) + "\n")
+    _proto.flush()
+
+
+try:
+    import numpy as np
+except Exception as e:  # noqa: BLE001 - any import failure means "no numpy"
+    _send({"hello": 1, "error": "numpy cannot be imported: %s" % e})
+    sys.exit(0)
+
+_torch = None
+try:
+    import torch as _torch  # noqa: F401
+except Exception:  # noqa: BLE001
+    _torch = None
+
+NP_DTYPES = {
+    "f32": np.float32,
+    "f64": np.float64,
+    "f16": np.float16,
+    "i8": np.int8,
+    "u8": np.uint8,
+    "i16": np.int16,
+    "i32": np.int32,
+    "i64": np.int64,
+    "bool": np.bool_,
+}
+
+
+class CaseError(Exception):
+    """A problem with what user code returned: no traceback needed."""
+
+
+def bf16_bits_to_f32(bits):
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def f32_to_bf16_bits(x):
+    """float32 -> bf16 bit patterns, round to nearest even, NaN kept quiet."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    nan = (u & 0x7FFFFFFF) > 0x7F800000
+    rounded = u + (np.uint32(0x7FFF) + ((u >> 16) & np.uint32(1)))
+    out = (rounded >> 16).astype(np.uint16)
+    out[nan] = ((u[nan] | np.uint32(0x00400000)) >> 16).astype(np.uint16)
+    return out
+
+
+_modules = {}
+
+
+def load(path, sys_path):
+    for p in reversed(sys_path):
+        if p not in sys.path:
+            sys.path.insert(0, p)
+    mod = _modules.get(path)
+    if mod is None:
+        name = "scene_py_%d" % len(_modules)
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        try:
+            spec.loader.exec_module(mod)
+        except BaseException:
+            del sys.modules[name]
+            raise
+        _modules[path] = mod
+    return mod
+
+
+def function(mod, path, name):
+    f = getattr(mod, name, None)
+    if not callable(f):
+        raise CaseError("%s defines no function `%s`" % (path, name))
+    return f
+
+
+def uses_torch(mod, path):
+    if getattr(mod, "SCENE_TENSORS", "numpy") != "torch":
+        return False
+    if _torch is None:
+        raise CaseError(
+            '%s asks for torch tensors (SCENE_TENSORS = "torch") but torch is not installed: '
+            "`python3 -m pip install torch`" % path
+        )
+    return True
+
+
+def to_numpy(value):
+    """A torch tensor or array-like as numpy; bf16 torch tensors become float32."""
+    if _torch is not None and isinstance(value, _torch.Tensor):
+        t = value.detach().cpu()
+        if t.dtype == _torch.bfloat16:
+            t = t.to(_torch.float32)
+        return t.numpy()
+    return value
+
+
+def as_tensor(name, value, spec, what):
+    """`value` as the numpy array to save for `spec` (dtype, shape), or a CaseError."""
+    dtype, shape = spec["dtype"], tuple(spec["shape"])
+    is_bf16_torch = _torch is not None and isinstance(value, _torch.Tensor) and value.dtype == _torch.bfloat16
+    value = to_numpy(value)
+    if not isinstance(value, np.ndarray):
+        raise CaseError(
+            "%s `%s` is a %s, not an array (expected %s %s)"
+            % (what, name, type(value).__name__, dtype, list(shape))
+        )
+    if value.shape != shape:
+        raise CaseError(
+            "%s `%s` has shape %s, expected %s" % (what, name, list(value.shape), list(shape))
+        )
+    if dtype == "bf16":
+        if value.dtype == np.float32 or is_bf16_torch:
+            return f32_to_bf16_bits(value)
+        raise CaseError(
+            "%s `%s` has dtype %s, expected bf16 (give float32 values or a torch.bfloat16 tensor)"
+            % (what, name, value.dtype)
+        )
+    want = np.dtype(NP_DTYPES[dtype])
+    if value.dtype != want:
+        raise CaseError(
+            "%s `%s` has dtype %s, expected %s (numpy %s)" % (what, name, value.dtype, dtype, want)
+        )
+    return value
+
+
+def scalar_value(value):
+    """A Python number for a scalar-like value (int, float, ctypes, 0-d array), else None."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float)):
+        return value
+    inner = getattr(value, "value", None)  # ctypes.c_float(...)
+    if isinstance(inner, (int, float)) and not isinstance(inner, bool):
+        return inner
+    value = to_numpy(value)
+    if isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.shape == ()):
+        return value.item()
+    return None
+
+
+def seed_all(seed):
+    import random
+
+    random.seed(seed)
+    np.random.seed(seed & 0xFFFFFFFF)
+    if _torch is not None:
+        _torch.manual_seed(seed)
+
+
+def op_inputs(req):
+    path = req["file"]
+    mod = load(path, req["sys_path"])
+    gen = function(mod, path, "generate_inputs")
+    seed_all(req["seed"])
+    result = gen(dict(req["params"]))
+    if isinstance(result, dict):
+        items = list(result.items())
+    else:
+        try:
+            items = [(n, v) for n, v in result]
+        except (TypeError, ValueError):
+            raise CaseError(
+                "generate_inputs returned a %s, not a dict or a list of (name, value) pairs"
+                % type(result).__name__
+            ) from None
+    specs = {t["name"]: t for t in req["tensors"]}
+    written, scalars, seen = [], {}, set()
+    for name, value in items:
+        if not isinstance(name, str):
+            raise CaseError("generate_inputs returned a name that is not a string: %r" % (name,))
+        if name in seen:
+            raise CaseError("generate_inputs returned `%s` twice" % name)
+        seen.add(name)
+        spec = specs.get(name)
+        if spec is None:
+            s = scalar_value(value)
+            if s is None:
+                raise CaseError(
+                    "generate_inputs returned `%s`, which is not a tensor of the scene (tensors: %s)"
+                    % (name, ", ".join(specs) or "none")
+                )
+            scalars[name] = s
+            continue
+        arr = as_tensor(name, value, spec, "generate_inputs tensor")
+        np.save(spec["path"], np.ascontiguousarray(arr), allow_pickle=False)
+        written.append(name)
+    return {"written": written, "scalars": scalars}
+
+
+def op_golden(req):
+    path = req["file"]
+    mod = load(path, req["sys_path"])
+    compute = function(mod, path, "compute_golden")
+    torch_mode = uses_torch(mod, path)
+    tensors = {}
+    for t in req["tensors"]:
+        arr = np.load(t["path"], allow_pickle=False)
+        if torch_mode and t["dtype"] == "bf16":
+            arr = _torch.from_numpy(np.array(arr).view(np.int16)).view(_torch.bfloat16)
+        elif torch_mode:
+            arr = _torch.from_numpy(np.array(arr))
+        elif t["dtype"] == "bf16":
+            arr = bf16_bits_to_f32(arr)
+        else:
+            arr = np.array(arr)  # writable, owned
+        tensors[t["name"]] = arr
+    for name, value in req["scalars"].items():
+        tensors[name] = value
+    ret = compute(tensors, dict(req["params"]))
+    if ret is not None:
+        if not isinstance(ret, dict):
+            raise CaseError(
+                "compute_golden returned a %s; fill the outputs in place (return None) or return a dict"
+                % type(ret).__name__
+            )
+        tensors.update(ret)
+    for spec in req["outputs"]:
+        name = spec["name"]
+        if name not in tensors:
+            raise CaseError("compute_golden removed output `%s`" % name)
+        arr = as_tensor(name, tensors[name], spec, "golden output")
+        np.save(spec["path"], np.ascontiguousarray(arr), allow_pickle=False)
+    return {}
+
+
+def user_traceback(exc):
+    """The traceback without this driver's own frames."""
+    tb = exc.__traceback__
+    here = os.path.abspath(__file__) if "__file__" in globals() else "<string>"
+    while tb is not None and tb.tb_frame.f_code.co_filename in (here, "<string>"):
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
+def watch_parent():
+    """Exit when the process that started us goes away: the harness kills
+    its child on a timeout, and when `python` was a wrapper that runs us as
+    its child (a pyenv shim), that child was the wrapper, not us."""
+    import threading
+    import time
+
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        os._exit(3)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def main():
+    watch_parent()
+    _send(
+        {
+            "hello": 1,
+            "python": sys.version.split()[0],
+            "numpy": np.__version__,
+            "torch": getattr(_torch, "__version__", None),
+        }
+    )
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            req = json.loads(line)
+            op = req.get("op")
+            if op == "inputs":
+                reply = op_inputs(req)
+            elif op == "golden":
+                reply = op_golden(req)
+            elif op == "quit":
+                return
+            else:
+                raise CaseError("unknown op %r" % op)
+            reply["ok"] = True
+        except CaseError as e:
+            reply = {"ok": False, "error": str(e), "traceback": None}
+        except BaseException as e:  # noqa: BLE001 - user code may raise anything
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            reply = {
+                "ok": False,
+                "error": "%s: %s" % (type(e).__name__, e),
+                "traceback": user_traceback(e),
+            }
+        _send(reply)
+
+
+main()

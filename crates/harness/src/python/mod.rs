@@ -1,0 +1,546 @@
+//! Python goldens and fixtures: one long-lived worker process per run.
+//!
+//! A scene may name a Python file for its golden (`golden = { python =
+//! "golden.py" }`, defining `compute_golden(tensors, params)`) and/or its
+//! inputs (`fixtures = { python = "golden.py" }`, defining
+//! `generate_inputs(params)`), as simpler's scene tests do. The first such
+//! case of a run starts the worker: `python3 -u -c <driver.py>` (the driver
+//! is embedded here), which answers JSON requests on stdin/stdout, one per
+//! line; tensors travel as `.npy` files in a per-run temporary directory
+//! (in `/dev/shm` when there is one), never as text.
+//!
+//! A Python exception fails its case (with the traceback); the worker goes
+//! on. A request that takes longer than [`PythonConfig::timeout`] kills the
+//! worker and fails its case; the next request starts a new one, as does a
+//! worker that died. No python3, or no numpy, fails the Python scenes only,
+//! with one line saying what to install.
+
+pub mod identity;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use scene_golden::{DType, Tensor, npy};
+use serde_json::{Value as Json, json};
+
+use crate::expr::Num;
+use crate::golden::GoldenOutputs;
+use crate::scene::{Case, Scene};
+
+/// The driver script the worker runs.
+pub const DRIVER: &str = include_str!("driver.py");
+
+/// Default deadline of one Python request (`SCENE_GOLDEN_TIMEOUT`).
+pub const DEFAULT_GOLDEN_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How Python goldens run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PythonConfig {
+    /// The interpreter (`SCENE_PYTHON`, default `python3` on `PATH`).
+    pub python: PathBuf,
+    /// Deadline of one request (`generate_inputs` or `compute_golden` of
+    /// one case); past it the worker is killed and the case fails.
+    pub timeout: Duration,
+}
+
+impl Default for PythonConfig {
+    fn default() -> Self {
+        Self {
+            python: PathBuf::from("python3"),
+            timeout: DEFAULT_GOLDEN_TIMEOUT,
+        }
+    }
+}
+
+/// Why a Python request failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PyError {
+    /// No usable interpreter (no python3, no numpy): every Python scene
+    /// fails with this one line.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The user's code raised, or returned something wrong.
+    #[error("{0}")]
+    Failed(String),
+    #[error(
+        "no answer within {secs} s (SCENE_GOLDEN_TIMEOUT); the Python worker was killed and will be restarted"
+    )]
+    Timeout { secs: f64 },
+    #[error("the Python worker died ({0}); it will be restarted")]
+    Died(String),
+    /// Files of the exchange directory.
+    #[error("{0}")]
+    Exchange(String),
+}
+
+impl PyError {
+    /// A timeout or a dead worker, prefixed with whose request it was
+    /// (`<file> (<scene>::<case>)`); other errors are worded already.
+    fn naming(self, who: &str) -> PyError {
+        match self {
+            PyError::Timeout { .. } | PyError::Died(_) => PyError::Failed(format!("{who}: {self}")),
+            e => e,
+        }
+    }
+}
+
+/// The interpreter's versions, as the worker reported them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Versions {
+    pub python: String,
+    pub numpy: String,
+    pub torch: Option<String>,
+}
+
+/// What `generate_inputs` gave: the tensors it returned (the others take
+/// their `scene.toml` init) and the scalars it returned.
+#[derive(Debug)]
+pub struct PyInputs {
+    pub tensors: Vec<(String, Tensor)>,
+    pub scalars: Vec<(String, Json)>,
+}
+
+/// One running worker process.
+struct Worker {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+    versions: Versions,
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        // Our own child, by its handle: stop it and reap it. When `python`
+        // is a wrapper that runs the interpreter as its child (a pyenv
+        // shim), the interpreter sees its parent go and exits by itself
+        // (the driver's watchdog).
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn install_hint(python: &Path) -> String {
+    format!(
+        "Python goldens need python3 with numpy: install them (`apt-get install python3-numpy`, or `{} -m pip install numpy`), or point SCENE_PYTHON at an interpreter that has them",
+        python.display()
+    )
+}
+
+impl Worker {
+    fn start(config: &PythonConfig) -> Result<Worker, PyError> {
+        let python = &config.python;
+        let mut child = Command::new(python)
+            .args(["-u", "-c", DRIVER])
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| {
+                PyError::Unavailable(format!(
+                    "cannot start `{}`: {e}. {}",
+                    python.display(),
+                    install_hint(python)
+                ))
+            })?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(PyError::Died("no pipes to the worker".into()));
+        };
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut worker = Worker {
+            child,
+            stdin,
+            lines,
+            versions: Versions {
+                python: String::new(),
+                numpy: String::new(),
+                torch: None,
+            },
+        };
+        let hello = match worker.receive(config.timeout) {
+            Ok(h) => h,
+            Err(PyError::Died(why)) => {
+                return Err(PyError::Unavailable(format!(
+                    "`{}` exited before answering ({why}). {}",
+                    python.display(),
+                    install_hint(python)
+                )));
+            }
+            Err(e) => return Err(e),
+        };
+        if let Some(err) = hello.get("error").and_then(Json::as_str) {
+            return Err(PyError::Unavailable(format!(
+                "`{}`: {err}. {}",
+                python.display(),
+                install_hint(python)
+            )));
+        }
+        let text = |k: &str| hello.get(k).and_then(Json::as_str).map(str::to_owned);
+        worker.versions = Versions {
+            python: text("python").unwrap_or_default(),
+            numpy: text("numpy").unwrap_or_default(),
+            torch: text("torch"),
+        };
+        Ok(worker)
+    }
+
+    fn receive(&mut self, timeout: Duration) -> Result<Json, PyError> {
+        match self.lines.recv_timeout(timeout) {
+            Ok(line) => serde_json::from_str(&line).map_err(|e| {
+                PyError::Died(format!("it wrote `{line}`, which is not a reply: {e}"))
+            }),
+            Err(RecvTimeoutError::Timeout) => Err(PyError::Timeout {
+                secs: timeout.as_secs_f64(),
+            }),
+            Err(RecvTimeoutError::Disconnected) => {
+                let status = self
+                    .child
+                    .wait()
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|e| format!("status unknown: {e}"));
+                Err(PyError::Died(status))
+            }
+        }
+    }
+
+    fn request(&mut self, req: &Json, timeout: Duration) -> Result<Json, PyError> {
+        let mut line = req.to_string();
+        line.push('\n');
+        if let Err(e) = self
+            .stdin
+            .write_all(line.as_bytes())
+            .and_then(|()| self.stdin.flush())
+        {
+            let _ = self.child.kill();
+            let status = self.child.wait().map(|s| s.to_string()).unwrap_or_default();
+            return Err(PyError::Died(format!("writing to it: {e}; {status}")));
+        }
+        self.receive(timeout)
+    }
+}
+
+enum State {
+    Idle,
+    Running(Worker),
+    Unavailable(String),
+}
+
+/// The Python side of a run: starts the worker on first use, restarts it
+/// after a timeout or a crash, and removes its exchange directory at the
+/// end.
+pub struct PythonRunner {
+    config: PythonConfig,
+    state: Mutex<State>,
+    dir: OnceLock<Result<tempfile::TempDir, String>>,
+    next: AtomicU64,
+    identities: Mutex<HashMap<PathBuf, String>>,
+}
+
+impl std::fmt::Debug for PythonRunner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PythonRunner")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `<scene>::<case>` and the file, for messages.
+fn whose(scene: &Scene, case: &Case, file: &Path) -> String {
+    format!("{} ({}::{})", file.display(), scene.name, case.name)
+}
+
+impl PythonRunner {
+    pub fn new(config: PythonConfig) -> Self {
+        Self {
+            config,
+            state: Mutex::new(State::Idle),
+            dir: OnceLock::new(),
+            next: AtomicU64::new(0),
+            identities: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn config(&self) -> &PythonConfig {
+        &self.config
+    }
+
+    /// Runs `f` on the worker, starting it if needed; a worker that timed
+    /// out or died is dropped (killed) so the next call starts a new one.
+    fn with_worker<T>(
+        &self,
+        f: impl FnOnce(&mut Worker) -> Result<T, PyError>,
+    ) -> Result<T, PyError> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let State::Unavailable(why) = &*state {
+            return Err(PyError::Unavailable(why.clone()));
+        }
+        if matches!(*state, State::Idle) {
+            match Worker::start(&self.config) {
+                Ok(w) => *state = State::Running(w),
+                Err(PyError::Unavailable(why)) => {
+                    *state = State::Unavailable(why.clone());
+                    return Err(PyError::Unavailable(why));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let State::Running(worker) = &mut *state else {
+            return Err(PyError::Died("not running".into()));
+        };
+        let result = f(worker);
+        if matches!(result, Err(PyError::Timeout { .. } | PyError::Died(_))) {
+            *state = State::Idle;
+        }
+        result
+    }
+
+    /// The interpreter's versions (starts the worker if needed).
+    pub fn versions(&self) -> Result<Versions, PyError> {
+        self.with_worker(|w| Ok(w.versions.clone()))
+    }
+
+    /// The code identity of a Python file: its bytes and those of the local
+    /// modules it imports (see [`identity`]), memoised for the run.
+    pub fn code_identity(&self, file: &Path, scenes_root: &Path) -> Result<String, PyError> {
+        let mut memo = self.identities.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(id) = memo.get(file) {
+            return Ok(id.clone());
+        }
+        let id = identity::code_identity(file, scenes_root)
+            .map_err(|e| PyError::Exchange(format!("{}: {e}", file.display())))?;
+        memo.insert(file.to_path_buf(), id.clone());
+        Ok(id)
+    }
+
+    /// A fresh request directory in the run's exchange directory.
+    fn request_dir(&self) -> Result<RequestDir, PyError> {
+        let base = self
+            .dir
+            .get_or_init(|| {
+                let shm = Path::new("/dev/shm");
+                let mut b = tempfile::Builder::new();
+                b.prefix("scene-python-");
+                if shm.is_dir() {
+                    b.tempdir_in(shm).or_else(|_| b.tempdir())
+                } else {
+                    b.tempdir()
+                }
+                .map_err(|e| format!("cannot create the Python exchange directory: {e}"))
+            })
+            .as_ref()
+            .map_err(|e| PyError::Exchange(e.clone()))?;
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let path = base.path().join(format!("r{n}"));
+        std::fs::create_dir(&path)
+            .map_err(|e| PyError::Exchange(format!("{}: {e}", path.display())))?;
+        Ok(RequestDir(path))
+    }
+
+    /// Turns a reply into `Ok(reply)` or the case's error.
+    fn check_reply(reply: Json, who: &str) -> Result<Json, PyError> {
+        if reply.get("ok").and_then(Json::as_bool) == Some(true) {
+            return Ok(reply);
+        }
+        let error = reply
+            .get("error")
+            .and_then(Json::as_str)
+            .unwrap_or("failed without a message");
+        let mut msg = format!("{who}: {error}");
+        if let Some(tb) = reply.get("traceback").and_then(Json::as_str) {
+            msg.push('\n');
+            msg.push_str(tb.trim_end());
+        }
+        Err(PyError::Failed(msg))
+    }
+
+    /// `generate_inputs(params)` of `file` for one case: the tensors it
+    /// returned, checked against the case's dtypes and shapes, and its
+    /// scalars.
+    pub fn generate_inputs(
+        &self,
+        scene: &Scene,
+        case: &Case,
+        file: &Path,
+        seed: u64,
+    ) -> Result<PyInputs, PyError> {
+        let who = whose(scene, case, file);
+        let dir = self.request_dir()?;
+        let specs: Vec<Json> = scene
+            .tensors
+            .iter()
+            .zip(&case.tensors)
+            .enumerate()
+            .map(|(i, (t, r))| {
+                json!({
+                    "name": t.name,
+                    "dtype": r.dtype.name(),
+                    "shape": r.shape,
+                    "path": dir.0.join(format!("t{i}.npy")),
+                })
+            })
+            .collect();
+        let req = json!({
+            "op": "inputs",
+            "file": file,
+            "sys_path": sys_path(scene),
+            "seed": seed,
+            "params": case.params,
+            "tensors": specs,
+        });
+        let reply = self
+            .with_worker(|w| w.request(&req, self.config.timeout))
+            .map_err(|e| e.naming(&who))?;
+        let reply = Self::check_reply(reply, &who)?;
+        let written: Vec<&str> = reply
+            .get("written")
+            .and_then(Json::as_array)
+            .map(|a| a.iter().filter_map(Json::as_str).collect())
+            .unwrap_or_default();
+        let mut tensors = Vec::new();
+        for (i, (t, r)) in scene.tensors.iter().zip(&case.tensors).enumerate() {
+            if !written.contains(&t.name.as_str()) {
+                continue;
+            }
+            let tensor =
+                read_tensor(&dir.0.join(format!("t{i}.npy")), r.dtype, &r.shape).map_err(|e| {
+                    PyError::Failed(format!("{who}: generate_inputs tensor `{}`: {e}", t.name))
+                })?;
+            tensors.push((t.name.clone(), tensor));
+        }
+        let scalars = reply
+            .get("scalars")
+            .and_then(Json::as_object)
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default();
+        Ok(PyInputs { tensors, scalars })
+    }
+
+    /// `compute_golden(tensors, params)` of `file` on the case's inputs:
+    /// the expected value of every output tensor.
+    pub fn compute_golden(
+        &self,
+        scene: &Scene,
+        case: &Case,
+        file: &Path,
+        inputs: &[(String, Tensor)],
+    ) -> Result<GoldenOutputs, PyError> {
+        let who = whose(scene, case, file);
+        let dir = self.request_dir()?;
+        let mut tensors = Vec::new();
+        for (i, (name, t)) in inputs.iter().enumerate() {
+            let path = dir.0.join(format!("in{i}.npy"));
+            npy::write_npy(&path, t)
+                .map_err(|e| PyError::Exchange(format!("{}: {e}", path.display())))?;
+            tensors.push(json!({
+                "name": name,
+                "dtype": t.dtype().name(),
+                "shape": t.shape(),
+                "path": path,
+            }));
+        }
+        let outputs: Vec<(usize, &str, DType, &[usize])> = scene
+            .tensors
+            .iter()
+            .zip(&case.tensors)
+            .enumerate()
+            .filter(|(_, (t, _))| t.direction.is_output())
+            .map(|(i, (t, r))| (i, t.name.as_str(), r.dtype, r.shape.as_slice()))
+            .collect();
+        let out_path = |i: usize| dir.0.join(format!("out{i}.npy"));
+        let out_specs: Vec<Json> = outputs
+            .iter()
+            .map(|&(i, name, dtype, shape)| {
+                json!({"name": name, "dtype": dtype.name(), "shape": shape, "path": out_path(i)})
+            })
+            .collect();
+        let scalars: serde_json::Map<String, Json> = scene
+            .scalars
+            .iter()
+            .zip(&case.scalars)
+            .map(|(s, v)| {
+                let v = match *v {
+                    Num::Int(i) => json!(i),
+                    Num::Float(f) => json!(f),
+                };
+                (s.name.clone(), v)
+            })
+            .collect();
+        let req = json!({
+            "op": "golden",
+            "file": file,
+            "sys_path": sys_path(scene),
+            "params": case.params,
+            "tensors": tensors,
+            "scalars": scalars,
+            "outputs": out_specs,
+        });
+        let reply = self
+            .with_worker(|w| w.request(&req, self.config.timeout))
+            .map_err(|e| e.naming(&who))?;
+        Self::check_reply(reply, &who)?;
+        let mut golden = GoldenOutputs::new();
+        for (i, name, dtype, shape) in outputs {
+            let t = read_tensor(&out_path(i), dtype, shape)
+                .map_err(|e| PyError::Failed(format!("{who}: golden output `{name}`: {e}")))?;
+            golden = golden.with(name, t);
+        }
+        Ok(golden)
+    }
+}
+
+impl Drop for PythonRunner {
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let State::Running(w) = state {
+            let _ = w.stdin.write_all(b"{\"op\": \"quit\"}\n");
+        }
+        // Dropping the worker kills and reaps it; the TempDir removes the
+        // exchange directory.
+        *state = State::Idle;
+    }
+}
+
+/// The scene directory and the scenes root, where shared modules live.
+fn sys_path(scene: &Scene) -> Vec<PathBuf> {
+    let mut v = vec![scene.dir.clone()];
+    if let Some(root) = scene.dir.parent() {
+        v.push(root.to_path_buf());
+    }
+    v
+}
+
+/// A `.npy` the worker wrote, checked to be `dtype` (bf16 as `<u2` bits)
+/// and `shape`.
+fn read_tensor(path: &Path, dtype: DType, shape: &[usize]) -> Result<Tensor, String> {
+    let bytes = scene_util::read_regular_file(path, None, u64::MAX).map_err(|e| e.to_string())?;
+    let t = npy::from_npy_bytes_as(&bytes, dtype).map_err(|e| format!("{e} (expected {dtype})"))?;
+    if t.shape() != shape {
+        return Err(format!("shape {:?}, expected {shape:?}", t.shape()));
+    }
+    Ok(t)
+}
+
+/// A request's files, removed when the request is done.
+struct RequestDir(PathBuf);
+
+impl Drop for RequestDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
