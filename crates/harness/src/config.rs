@@ -70,6 +70,11 @@ pub struct RunConfig {
     /// `None` = no bound. The entry points default it to a fraction of
     /// physical memory.
     pub max_case_bytes: Option<u64>,
+    /// `--rounds N`: measured runs of each case's device stage, in one
+    /// session on one card hold; every round's outputs are compared.
+    pub rounds: u32,
+    /// `--warmup K`: runs before the measured rounds, compared but not timed.
+    pub warmup: u32,
 }
 
 /// When a case's tensors are written as `.npy` files.
@@ -110,6 +115,8 @@ impl RunConfig {
             hold_card: false,
             device_worker: None,
             max_case_bytes: None,
+            rounds: 1,
+            warmup: 0,
             root,
         }
     }
