@@ -159,6 +159,21 @@ pub(crate) struct RunArgs {
     /// Say why each golden was computed rather than read from the golden cache.
     #[arg(long)]
     pub(crate) explain: bool,
+    /// Benchmark: run each case's device stage N times in one session on one card hold (compile, fixtures, goldens once), compare every round, report min/median/max device time [default: 1].
+    #[arg(long, value_name = "N", value_parser = parse_rounds)]
+    pub(crate) rounds: Option<u32>,
+    /// With --rounds: K more runs first, compared but not timed [default: 0].
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32))]
+    pub(crate) warmup: Option<u32>,
+}
+
+/// `--rounds`: a count from 1.
+fn parse_rounds(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(0) => Err("--rounds counts runs from 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("`{s}` is not a round count: {e}")),
+    }
 }
 
 impl RunArgs {

@@ -69,6 +69,13 @@ impl CaseLines {
             (true, CaseStatus::Failed) => format!("\x1b[31m{word}\x1b[0m"),
         };
         let mut text = format!("{word} {} ({:.3} s)", r.name, r.wall_s);
+        if let Some(k) = &r.rounds {
+            let d = &k.device_s;
+            text.push_str(&format!(
+                " [{} rounds, {} warmup: device min {:.6} / median {:.6} / max {:.6} s]",
+                k.n, k.warmup, d.min, d.median, d.max
+            ));
+        }
         if let Some(m) = &r.message {
             for line in m.lines() {
                 text.push_str("\n    ");

@@ -134,6 +134,8 @@ pub(crate) fn run(
         Ok(p) => p,
         Err(code) => return code,
     };
+    config.rounds = args.rounds.unwrap_or(1);
+    config.warmup = args.warmup.unwrap_or(0);
     // No pool given: one large enough for the largest rank group.
     crate::env::size_default_pool(
         &mut config,

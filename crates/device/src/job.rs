@@ -50,6 +50,10 @@ pub struct DeviceJob<'a> {
     pub args: Vec<JobArg<'a>>,
     /// A level-3 rank group instead of one card: `None` for level 2.
     pub group: Option<GroupJob>,
+    /// How many times to run the callable in this one session (`0` counts
+    /// as 1): the inputs are uploaded again before every run and the
+    /// outputs downloaded after it, so every round's outputs come back.
+    pub rounds: u32,
 }
 
 /// A level-3 job: `ranks` cards, one chip callable per rank, run
@@ -86,8 +90,12 @@ impl DeviceJob<'_> {
 /// What a finished session produced.
 #[derive(Debug, Clone, Default)]
 pub struct SessionOutput {
-    /// One buffer per `Out`/`InOut` tensor, in argument order.
+    /// One buffer per `Out`/`InOut` tensor, in argument order, for every
+    /// round in turn (round-major: round 0's outputs, then round 1's, ...).
     pub outputs: Vec<Vec<u8>>,
+    /// Each round's run time: the run call alone (upload and download
+    /// excluded) for one card, the whole group session for a rank group.
+    pub run_times: Vec<Duration>,
     /// From opening the card to closing it.
     pub session: Duration,
     /// A group's per-rank run time (empty for one card).
@@ -149,33 +157,86 @@ pub fn name_run_args(message: &str, names: &[Option<String>]) -> String {
 /// Runs `job` on a loaded runtime: open, register, upload, run, download,
 /// free, close.
 pub fn run_session(runtime: &Runtime, job: &DeviceJob<'_>) -> Result<SessionOutput, SessionError> {
+    let rounds = job.rounds.max(1);
     if let Some(group) = &job.group {
-        return run_group(runtime, job, group);
+        // A group's domain lives for one run: each round is a group session.
+        let started = Instant::now();
+        let mut all = SessionOutput::default();
+        for round in 1..=rounds {
+            let t = Instant::now();
+            let out = run_group(runtime, job, group).map_err(|e| in_round(e, round, rounds))?;
+            all.run_times.push(t.elapsed());
+            all.outputs.extend(out.outputs);
+            all.ranks = out.ranks;
+        }
+        all.session = started.elapsed();
+        return Ok(all);
     }
     let names = job.arg_names();
     let started = Instant::now();
     let device = runtime
         .open(job.card, job.options)
         .map_err(|e| SessionError::new(format!("opening card {}", job.card), e, &names))?;
-    let outputs = on_device(&device, job, &names);
+    let outputs = on_device(&device, job, rounds, &names);
     drop(device);
+    let (outputs, run_times) = outputs?;
     Ok(SessionOutput {
-        outputs: outputs?,
+        outputs,
+        run_times,
         session: started.elapsed(),
         ranks: Vec::new(),
     })
 }
 
+/// Stages once, then runs `rounds` times (inputs uploaded again before
+/// each run after the first, outputs downloaded after each), then frees.
 fn on_device(
     device: &DeviceSession<'_>,
     job: &DeviceJob<'_>,
+    rounds: u32,
     names: &[Option<String>],
-) -> Result<Vec<Vec<u8>>, SessionError> {
+) -> Result<(Vec<Vec<u8>>, Vec<Duration>), SessionError> {
     let staged = stage(device, &job.callable, &job.args, names)?;
-    device
-        .run_described(staged.handle, &staged.args, &staged.descs)
-        .map_err(|e| SessionError::new("run", e, names))?;
-    collect(device, staged, names)
+    let mut outputs = Vec::new();
+    let mut times = Vec::with_capacity(rounds as usize);
+    for round in 1..=rounds {
+        if round > 1 {
+            reupload(device, &staged, names).map_err(|e| in_round(e, round, rounds))?;
+        }
+        let t = Instant::now();
+        device
+            .run_described(staged.handle, &staged.args, &staged.descs)
+            .map_err(|e| in_round(SessionError::new("run", e, names), round, rounds))?;
+        times.push(t.elapsed());
+        outputs.extend(download(device, &staged, names).map_err(|e| in_round(e, round, rounds))?);
+    }
+    release(device, staged, names)?;
+    Ok((outputs, times))
+}
+
+/// Names the round of a multi-round session in its error.
+fn in_round(mut e: SessionError, round: u32, rounds: u32) -> SessionError {
+    if rounds > 1 {
+        e.what = format!("round {round} of {rounds}: {}", e.what);
+    }
+    e
+}
+
+/// Uploads every input again, so each round starts from the same state
+/// (an `InOut` tensor holds the last round's result otherwise).
+fn reupload(
+    device: &DeviceSession<'_>,
+    staged: &Staged<'_>,
+    names: &[Option<String>],
+) -> Result<(), SessionError> {
+    for &(t, addr) in &staged.buffers {
+        if let Some(bytes) = t.input {
+            device.copy_to(addr, bytes).map_err(|e| {
+                SessionError::new(format!("uploading tensor `{}`", t.name), e, names)
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// A callable registered and its arguments uploaded on one device.
@@ -244,24 +305,44 @@ fn collect(
     staged: Staged<'_>,
     names: &[Option<String>],
 ) -> Result<Vec<Vec<u8>>, SessionError> {
-    let err = |what: String| move |e| SessionError::new(what, e, names);
+    let outputs = download(device, &staged, names)?;
+    release(device, staged, names)?;
+    Ok(outputs)
+}
+
+/// Downloads the outputs of a staged run, in argument order.
+fn download(
+    device: &DeviceSession<'_>,
+    staged: &Staged<'_>,
+    names: &[Option<String>],
+) -> Result<Vec<Vec<u8>>, SessionError> {
     let mut outputs = Vec::new();
     for &(t, addr) in &staged.buffers {
         if t.direction != Direction::In {
             let mut out = vec![0; t.size as usize];
-            device
-                .copy_from(addr, &mut out)
-                .map_err(err(format!("downloading tensor `{}`", t.name)))?;
+            device.copy_from(addr, &mut out).map_err(|e| {
+                SessionError::new(format!("downloading tensor `{}`", t.name), e, names)
+            })?;
             outputs.push(out);
         }
     }
+    Ok(outputs)
+}
+
+/// Frees a staged run's buffers and unregisters its callable.
+fn release(
+    device: &DeviceSession<'_>,
+    staged: Staged<'_>,
+    names: &[Option<String>],
+) -> Result<(), SessionError> {
+    let err = |what: String| move |e| SessionError::new(what, e, names);
     for &(_, addr) in &staged.buffers {
         device
             .free(addr)
             .map_err(err("freeing device memory".into()))?;
     }
     let _ = device.unregister(staged.handle);
-    Ok(outputs)
+    Ok(())
 }
 
 // ---- level 3: rank groups ------------------------------------------------
@@ -395,6 +476,7 @@ fn run_group(
     drop(devices);
     Ok(SessionOutput {
         outputs,
+        run_times: Vec::new(),
         session: started.elapsed(),
         ranks: times,
     })

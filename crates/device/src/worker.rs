@@ -179,6 +179,12 @@ struct JobFile {
     /// A level-3 rank group (absent for one card).
     #[serde(default)]
     group: Option<GroupJob>,
+    /// Runs in the session (see [`DeviceJob::rounds`]).
+    #[serde(default)]
+    rounds: u32,
+    /// Where every round's outputs go, round-major.
+    #[serde(default)]
+    round_outputs: Vec<Span>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -189,6 +195,9 @@ struct ResultFile {
     /// A group's per-rank run seconds.
     #[serde(default)]
     ranks_s: Vec<f64>,
+    /// Each round's run seconds (see [`SessionOutput::run_times`]).
+    #[serde(default)]
+    run_s: Vec<f64>,
 }
 
 const JOB: &str = "job.json";
@@ -319,15 +328,21 @@ pub fn prepare(job: &DeviceJob<'_>, runtime: &Path) -> Result<PreparedJob, Worke
     let mut file = data
         .into_inner()
         .map_err(|e| WorkerError::Setup(format!("cannot write `{}`: {e}", data_path.display())))?;
-    // Output room is a hole at the end of the file: no bytes written now.
-    let mut outputs = Vec::with_capacity(pending_outputs.len());
-    for (i, size) in pending_outputs {
-        let span = Span { off: at, len: size };
-        at += size;
-        if let Some(FileArg::Tensor { output, .. }) = args.get_mut(i) {
-            *output = Some(span);
+    // Output room is a hole at the end of the file: no bytes written now;
+    // one set of outputs per round.
+    let rounds = job.rounds.max(1);
+    let mut outputs = Vec::with_capacity(pending_outputs.len() * rounds as usize);
+    for round in 0..rounds {
+        for &(i, size) in &pending_outputs {
+            let span = Span { off: at, len: size };
+            at += size;
+            if round == 0
+                && let Some(FileArg::Tensor { output, .. }) = args.get_mut(i)
+            {
+                *output = Some(span);
+            }
+            outputs.push(span);
         }
-        outputs.push(span);
     }
     file.set_len(at).map_err(setup("cannot size", &data_path))?;
     file.flush().map_err(setup("cannot write", &data_path))?;
@@ -340,6 +355,8 @@ pub fn prepare(job: &DeviceJob<'_>, runtime: &Path) -> Result<PreparedJob, Worke
         incores,
         args,
         group: job.group.clone(),
+        rounds,
+        round_outputs: outputs.clone(),
     };
     let job_path = dir.path().join(JOB);
     let text = serde_json::to_vec(&spec).map_err(|e| WorkerError::Setup(e.to_string()))?;
@@ -481,7 +498,22 @@ impl PreparedJob {
             .unwrap_or_default()
     }
 
-    /// The output tensors' bytes, in argument order. Read after the card
+    /// Each round's run time, from the worker's result (empty without one).
+    pub fn run_times(&self) -> Vec<Duration> {
+        std::fs::read(self.dir.path().join(RESULT))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<ResultFile>(&b).ok())
+            .map(|r| {
+                r.run_s
+                    .iter()
+                    .map(|s| Duration::from_secs_f64(s.max(0.0)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The output tensors' bytes, in argument order, every round in turn
+    /// (see [`SessionOutput::outputs`]). Read after the card
     /// is released.
     pub fn outputs(&self) -> Result<Vec<Vec<u8>>, WorkerError> {
         let path = self.dir.path().join(DATA);
@@ -642,6 +674,7 @@ fn serve_job(dir: &Path) -> Result<(), String> {
         },
         args,
         group: spec.group.clone(),
+        rounds: spec.rounds,
     };
     let cards = wait_for_go()?;
     let card = *cards.first().ok_or("the supervisor holds no card")?;
@@ -672,14 +705,18 @@ fn serve_job(dir: &Path) -> Result<(), String> {
     let result = match outcome {
         Ok(SessionOutput {
             outputs,
+            run_times,
             session,
             ranks,
         }) => {
-            let spans = spec.args.iter().filter_map(|a| match a {
-                FileArg::Tensor { output, .. } => *output,
-                FileArg::Scalar { .. } => None,
-            });
-            for (bytes, span) in outputs.iter().zip(spans) {
+            if outputs.len() != spec.round_outputs.len() {
+                return Err(format!(
+                    "the session returned {} output buffers, the job has room for {}",
+                    outputs.len(),
+                    spec.round_outputs.len()
+                ));
+            }
+            for (bytes, span) in outputs.iter().zip(&spec.round_outputs) {
                 data.write_all_at(bytes, span.off)
                     .map_err(|e| format!("cannot write outputs: {e}"))?;
             }
@@ -687,12 +724,14 @@ fn serve_job(dir: &Path) -> Result<(), String> {
                 session_s: session.as_secs_f64(),
                 error: None,
                 ranks_s: ranks.iter().map(Duration::as_secs_f64).collect(),
+                run_s: run_times.iter().map(Duration::as_secs_f64).collect(),
             }
         }
         Err(e) => ResultFile {
             session_s: 0.0,
             error: Some(e),
             ranks_s: Vec::new(),
+            run_s: Vec::new(),
         },
     };
     let text = serde_json::to_vec(&result).map_err(|e| e.to_string())?;

@@ -76,6 +76,11 @@ pub struct RunConfig {
     /// Keep computed goldens in `<cache_dir>/goldens` and reuse them
     /// (`--no-golden-cache` turns it off; no `cache_dir`, no golden cache).
     pub golden_cache: bool,
+    /// `--rounds N`: measured runs of each case's device stage, in one
+    /// session on one card hold; every round's outputs are compared.
+    pub rounds: u32,
+    /// `--warmup K`: runs before the measured rounds, compared but not timed.
+    pub warmup: u32,
 }
 
 /// When a case's tensors are written as `.npy` files.
@@ -118,6 +123,8 @@ impl RunConfig {
             max_case_bytes: None,
             python: crate::python::PythonConfig::default(),
             golden_cache: true,
+            rounds: 1,
+            warmup: 0,
             root,
         }
     }

@@ -27,7 +27,7 @@ use scene_kernels::ChipCallable;
 
 use crate::config::RunConfig;
 use crate::ranks;
-use crate::report::{CaseReport, LockInterval, unix_seconds};
+use crate::report::{CaseReport, LockInterval, RoundStats, RoundsReport, unix_seconds};
 use crate::scene::ArgDirection;
 use crate::select::SelectedCase;
 
@@ -49,9 +49,10 @@ pub struct DeviceWork<'a> {
 /// The result of the device stage of one case.
 #[derive(Debug, Default)]
 pub struct DeviceOutcome {
-    /// The output tensors in declaration order; `None` if no attempt ran
-    /// to the end.
-    pub outputs: Option<Vec<Tensor>>,
+    /// The output tensors in declaration order, one set per run of the
+    /// session (the `--warmup` runs first, then the `--rounds`; one set for
+    /// an ordinary run); `None` if no attempt ran to the end.
+    pub outputs: Option<Vec<Vec<Tensor>>>,
     /// What went wrong on the way (failed attempts, retries), in order.
     pub notes: Vec<String>,
 }
@@ -72,6 +73,9 @@ pub struct DeviceStage {
     worker_deadline: Option<Duration>,
     /// Options of level-3 communication domains (`timeout_ms=`).
     comm_options: String,
+    /// `--rounds` (at least 1) and `--warmup`.
+    rounds: u32,
+    warmup: u32,
 }
 
 impl DeviceStage {
@@ -93,7 +97,14 @@ impl DeviceStage {
                 .comm_timeout
                 .map(|t| format!("timeout_ms={}", t.as_millis().max(1)))
                 .unwrap_or_default(),
+            rounds: config.rounds.max(1),
+            warmup: config.warmup,
         })
+    }
+
+    /// Runs of one session: warmup plus measured rounds.
+    fn runs(&self) -> u32 {
+        self.warmup.saturating_add(self.rounds)
     }
 
     pub fn pool(&self) -> &CardPool {
@@ -142,9 +153,10 @@ impl DeviceStage {
         work: DeviceWork<'_>,
         report: &mut CaseReport,
         held: Option<&CardLease>,
-    ) -> Result<Vec<Tensor>, DeviceFailure> {
+    ) -> Result<Vec<Vec<Tensor>>, DeviceFailure> {
         let runtime_path = self.runtime_path().map_err(DeviceFailure::plain)?;
-        let job = device_job(work, &self.open_options, &self.comm_options);
+        let mut job = device_job(work, &self.open_options, &self.comm_options);
+        job.rounds = self.runs();
         // Everything that is not device work happens before the card is
         // taken: the worker's job files are written here.
         let prepared = match &self.worker {
@@ -222,6 +234,24 @@ impl DeviceStage {
             };
             crate::report::record_group(report, &ranks);
         }
+        if self.runs() > 1 {
+            let times = match (&result, &prepared) {
+                (Ok(done), _) if !done.run_times.is_empty() => done.run_times.clone(),
+                (_, Some(p)) => p.run_times(),
+                _ => Vec::new(),
+            };
+            let measured: Vec<f64> = times
+                .iter()
+                .skip(self.warmup as usize)
+                .map(Duration::as_secs_f64)
+                .collect();
+            report.rounds = Some(RoundsReport {
+                n: self.rounds,
+                warmup: self.warmup,
+                device_s: RoundStats::of(&measured),
+                per_round_s: measured,
+            });
+        }
         let done = result.map_err(|e| self.classify(e, &report.devices))?;
         report.phases.session_s += done.session.as_secs_f64();
         let outputs = match (done.outputs, &prepared) {
@@ -231,7 +261,21 @@ impl DeviceStage {
                 .map_err(|e| DeviceFailure::plain(e.to_string()))?,
             (None, None) => return Err(DeviceFailure::plain("the session returned no outputs")),
         };
-        output_tensors(work, outputs).map_err(DeviceFailure::plain)
+        let per_run = outputs.len() / self.runs() as usize;
+        if per_run == 0 && !outputs.is_empty() {
+            return Err(DeviceFailure::plain(format!(
+                "the session returned {} output buffers for {} runs",
+                outputs.len(),
+                self.runs()
+            )));
+        }
+        let mut runs = Vec::with_capacity(self.runs() as usize);
+        let mut rest = outputs.into_iter();
+        for _ in 0..self.runs() {
+            let one: Vec<Vec<u8>> = rest.by_ref().take(per_run).collect();
+            runs.push(output_tensors(work, one).map_err(DeviceFailure::plain)?);
+        }
+        Ok(runs)
     }
 
     /// Waits for the scene's cards, narrating long waits.
@@ -283,6 +327,7 @@ impl DeviceStage {
                 outputs: None,
                 session,
                 ranks: Vec::new(),
+                run_times: Vec::new(),
             });
             return (done.map_err(SessionError::from), run.elapsed);
         }
@@ -295,6 +340,7 @@ impl DeviceStage {
             outputs: Some(o.outputs),
             session: o.session,
             ranks: o.ranks,
+            run_times: o.run_times,
         });
         (out.map_err(SessionError::from), started.elapsed())
     }
@@ -426,6 +472,8 @@ struct SessionDone {
     /// A group's per-rank run times (in-process; a worker's are read from
     /// its result).
     ranks: Vec<Duration>,
+    /// Each run's time (in-process; a worker's are read from its result).
+    run_times: Vec<Duration>,
 }
 
 /// The case's device work as a job: the callable and every argument in
@@ -484,6 +532,7 @@ fn device_job<'a>(work: DeviceWork<'a>, options: &'a str, comm_options: &str) ->
             comm_options: comm_options.to_owned(),
             cards: Vec::new(),
         }),
+        rounds: 1,
     }
 }
 

@@ -175,6 +175,55 @@ pub struct CaseReport {
     /// `totals.goldens_computed`); not serialised.
     #[serde(skip)]
     pub golden_computed: bool,
+    /// `--rounds N [--warmup K]`: the per-round device times of the
+    /// measured rounds (absent for an ordinary one-round run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounds: Option<RoundsReport>,
+}
+
+/// The benchmark rounds of one case: `n` measured rounds after `warmup`
+/// unreported ones, all in one session on one card hold.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RoundsReport {
+    pub n: u32,
+    pub warmup: u32,
+    /// Statistics over the measured rounds that ran (fewer than `n` when
+    /// the session failed part way).
+    pub device_s: RoundStats,
+    /// Each measured round's device time, in order.
+    #[serde(default)]
+    pub per_round_s: Vec<f64>,
+}
+
+/// Minimum, median and maximum of per-round seconds.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct RoundStats {
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+}
+
+impl RoundStats {
+    /// The statistics of `times` (all zero when empty); the median of an
+    /// even count is the mean of the middle two.
+    pub fn of(times: &[f64]) -> Self {
+        let mut t: Vec<f64> = times.iter().copied().filter(|x| x.is_finite()).collect();
+        if t.is_empty() {
+            return Self::default();
+        }
+        t.sort_by(f64::total_cmp);
+        let n = t.len();
+        let median = if n % 2 == 1 {
+            t[n / 2]
+        } else {
+            (t[n / 2 - 1] + t[n / 2]) / 2.0
+        };
+        Self {
+            min: t[0],
+            median,
+            max: t[n - 1],
+        }
+    }
 }
 
 /// One rank's device time in a level-3 case.
@@ -218,6 +267,7 @@ impl CaseReport {
             golden_cached: false,
             golden_miss: None,
             golden_computed: false,
+            rounds: None,
         }
     }
 
@@ -639,6 +689,15 @@ fn xml_text(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn round_stats_take_min_median_max() {
+        assert_eq!(RoundStats::of(&[]), RoundStats::default());
+        let s = RoundStats::of(&[3.0, 1.0, 2.0]);
+        assert_eq!((s.min, s.median, s.max), (1.0, 2.0, 3.0));
+        let s = RoundStats::of(&[4.0, 1.0, 3.0, 2.0]);
+        assert_eq!((s.min, s.median, s.max), (1.0, 2.5, 4.0));
+    }
 
     #[test]
     fn outputs_say_which_comparison_judged_them() {

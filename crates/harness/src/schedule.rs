@@ -343,31 +343,59 @@ impl Session {
             scalars: &scalars,
         };
         let device = self.device.run(work, &mut report, held);
-        let Some(outputs) = device.outputs else {
+        let Some(runs) = device.outputs else {
             report.fail(FailureStage::Device, device.notes.join("\n"));
             report.wall_s = started.elapsed().as_secs_f64();
             return report;
         };
 
+        // Every run's outputs are judged (`--warmup` runs, then `--rounds`),
+        // in the order they ran; the first failing run is the verdict and
+        // is named when there is more than one.
         let t = Instant::now();
-        let outcome = compare_outputs(
-            self.cpu.golden_pool(),
-            self.cpu.registry(),
-            &sel.scene,
-            sel.case(),
-            &outputs,
-            &golden,
-        );
+        let (warmup, rounds) = (self.config().warmup, self.config().rounds.max(1));
+        let many = runs.len() > 1;
+        let mut failure = None;
+        let mut judged = None;
+        for (i, outputs) in runs.iter().enumerate() {
+            let outcome = compare_outputs(
+                self.cpu.golden_pool(),
+                self.cpu.registry(),
+                &sel.scene,
+                sel.case(),
+                outputs,
+                &golden,
+            );
+            let failed = !outcome.problems.is_empty();
+            if failed {
+                let text = outcome.problems.join("\n");
+                failure = Some(match (many, i < warmup as usize) {
+                    (false, _) => text,
+                    (true, true) => format!("warmup round {} of {warmup}: {text}", i + 1),
+                    (true, false) => {
+                        format!("round {} of {rounds}: {text}", i + 1 - warmup as usize)
+                    }
+                });
+            }
+            judged = Some((outcome.outputs, i));
+            if failed {
+                break;
+            }
+        }
         report.phases.compare_s = t.elapsed().as_secs_f64();
-        report.outputs = outcome.outputs;
-        let problems = outcome.problems;
-        let failure = (!problems.is_empty()).then(|| problems.join("\n"));
+        let Some((judged_outputs, at)) = judged else {
+            report.fail(FailureStage::Device, "the device returned no run's outputs");
+            report.wall_s = started.elapsed().as_secs_f64();
+            return report;
+        };
+        report.outputs = judged_outputs;
+        let outputs = &runs[at];
         let dump_note = crate::dump::sink(
             &self.config().dumps,
             self.config().platform.name(),
             (&sel.scene, sel.case()),
             &inputs,
-            &outputs,
+            outputs,
             &golden,
             failure.as_deref(),
         );

@@ -557,7 +557,31 @@ impl Device {
             let _ = h.join();
         }
         self.free_intermediates(&outcome.intermediates);
-        outcome.into_result(&callable.symbol)
+        outcome.into_result(&callable.symbol)?;
+        if self.opts.faults.corrupt_on_run == Some(run_no) {
+            self.corrupt_first_output(args);
+        }
+        Ok(())
+    }
+
+    /// `fault=corrupt_on_run:K`: flips every bit of the first (up to) 8
+    /// bytes of the run's first output tensor, as a kernel that went wrong
+    /// would: sign and exponent included, whatever the dtype, so no
+    /// tolerance hides it.
+    fn corrupt_first_output(&self, args: &[SceneRunArg]) {
+        let first = args
+            .iter()
+            .find(|a| matches!(a.direction, SCENE_DIR_OUT | SCENE_DIR_INOUT) && a.size > 0);
+        if let Some(a) = first {
+            let n = a.size.min(8);
+            if let Ok(off) = lock(&self.shared.mem).check(a.value, n, "corrupt_on_run") {
+                let mut b = [0u8; 8];
+                let b = &mut b[..n as usize];
+                self.shared.arena.read(off, b);
+                b.iter_mut().for_each(|x| *x = !*x);
+                self.shared.arena.write(off, b);
+            }
+        }
     }
 
     /// Numbers this run (from 1); fails it, and the device, if

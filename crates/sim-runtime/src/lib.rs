@@ -39,7 +39,7 @@
 //! Options understood by `scene_rt_open` (`key=value;...`): `platform=a2a3sim|a5sim`
 //! (default a2a3sim), `aic=N`, `aiv=N` (core threads per type, default 2; 0 =
 //! the platform lacks the type), `arena_mb=N` (default 256), `timeout_ms=N`
-//! (run deadline, default 0 = none), `fault=hang|fatal_on_run:K|none`
+//! (run deadline, default 0 = none), `fault=hang|fatal_on_run:K|corrupt_on_run:K|none`
 //! (test-only fault injection, comma-separated). Unknown keys are errors.
 //!
 //! The exports are plain `extern "C" fn`s, as the C ABI sees them: they

@@ -25,6 +25,10 @@ impl Platform {
 pub struct Faults {
     /// `fatal_on_run:K`: the K-th run (1-based) returns `SCENE_RT_E_DEVICE_FATAL`.
     pub fatal_on_run: Option<u64>,
+    /// `corrupt_on_run:K`: the K-th run (1-based) succeeds, then flips the
+    /// first 8 bytes of its first output tensor (a kernel that is right once
+    /// and wrong later, for testing `--rounds`).
+    pub corrupt_on_run: Option<u64>,
     /// `hang`: runs never finish; they end only by the timeout.
     pub hang: bool,
     /// `fault_device=N`: the faults apply to device N only (so a test can
@@ -147,9 +151,17 @@ impl Options {
                                 ));
                             }
                             o.faults.fatal_on_run = Some(k);
+                        } else if let Some(k) = f.strip_prefix("corrupt_on_run:") {
+                            let k = parse_num("fault=corrupt_on_run", k)?;
+                            if k == 0 {
+                                return Err(RtError::Invalid(
+                                    "option `fault=corrupt_on_run:K`: K counts runs from 1".into(),
+                                ));
+                            }
+                            o.faults.corrupt_on_run = Some(k);
                         } else {
                             return Err(RtError::Invalid(format!(
-                                "option `fault`: unknown fault `{f}` (expected hang, fatal_on_run:K or none)"
+                                "option `fault`: unknown fault `{f}` (expected hang, fatal_on_run:K, corrupt_on_run:K or none)"
                             )));
                         }
                     }
@@ -185,6 +197,16 @@ mod tests {
         let o = Options::parse("fault=fatal_on_run:1;fault_device=1").unwrap();
         assert_eq!(o.clone().for_device(1).faults.fatal_on_run, Some(1));
         assert_eq!(o.for_device(0).faults, Faults::default());
+    }
+
+    #[test]
+    fn corrupt_on_run_counts_from_one() {
+        let o = Options::parse("fault=corrupt_on_run:7").unwrap();
+        assert_eq!(o.faults.corrupt_on_run, Some(7));
+        let e = Options::parse("fault=corrupt_on_run:0").unwrap_err();
+        assert!(e.to_string().contains("counts runs from 1"), "{e}");
+        let e = Options::parse("fault=corrupt_on_run:x").unwrap_err();
+        assert!(e.to_string().contains("corrupt_on_run"), "{e}");
     }
 
     #[test]
