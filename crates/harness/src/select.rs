@@ -103,10 +103,13 @@ pub fn why_not_selected(
 }
 
 /// The scenes of `cases`, each once, in selection order.
+/// Linear in the cases (a set of the names seen, not a scan of the scenes
+/// kept: that was quadratic, 90% of a warm 100k-unit `scene compile`).
 pub fn distinct_scenes(cases: &[SelectedCase]) -> Vec<Arc<Scene>> {
+    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
     let mut scenes: Vec<Arc<Scene>> = Vec::new();
     for c in cases {
-        if !scenes.iter().any(|s| s.name == c.scene.name) {
+        if seen.insert(c.scene.name.as_str()) {
             scenes.push(Arc::clone(&c.scene));
         }
     }
