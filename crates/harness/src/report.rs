@@ -179,6 +179,16 @@ pub struct CaseReport {
     /// measured rounds (absent for an ordinary one-round run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rounds: Option<RoundsReport>,
+    /// `--trace DIR`: the case's trace-event JSON file (Chrome/Perfetto).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
+    /// `--dep-graph DIR`: the case's task graph as Graphviz DOT.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dep_graph: Option<String>,
+    /// `--dump-args`: the directory of the case's recorded task arguments
+    /// (what `scene replay DIR TASK` reads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args_dump: Option<String>,
 }
 
 /// The benchmark rounds of one case: `n` measured rounds after `warmup`
@@ -268,6 +278,9 @@ impl CaseReport {
             golden_miss: None,
             golden_computed: false,
             rounds: None,
+            trace: None,
+            dep_graph: None,
+            args_dump: None,
         }
     }
 
