@@ -137,6 +137,16 @@ pub const SCENE_CORE_AIC: u32 = 0;
 /// `SCENE_CORE_AIV`: vector core.
 pub const SCENE_CORE_AIV: u32 = 1;
 
+// Trace flags of `scene_rt_trace_enable` (optional ABI, issue 19).
+/// `SCENE_RT_TRACE_TIMELINE`: record every task's blocks (core lane, start,
+/// end) and the orchestration's operations, with timestamps of
+/// `CLOCK_MONOTONIC` in nanoseconds.
+pub const SCENE_RT_TRACE_TIMELINE: u32 = 1;
+/// `SCENE_RT_TRACE_DEPS`: record every task's accesses and its complete
+/// list of conflicting earlier accesses (RAW, WAR, WAW), each marked with
+/// whether it was still pending at submit.
+pub const SCENE_RT_TRACE_DEPS: u32 = 2;
+
 // Argument directions (`SCENE_DIR_*`) of run and task arguments.
 pub const SCENE_DIR_IN: u32 = 0;
 pub const SCENE_DIR_OUT: u32 = 1;

@@ -165,6 +165,13 @@ pub(crate) struct RunArgs {
     /// With --rounds: K more runs first, compared but not timed [default: 0].
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32))]
     pub(crate) warmup: Option<u32>,
+    // ---- issue 19: traces and dependency graphs ----
+    /// Write each case's swimlane trace (Chrome/Perfetto trace-event JSON: host phases, orchestration, every task block per core lane) to DIR/<scene>/<case>.trace.json; with --rounds, the last measured round.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) trace: Option<PathBuf>,
+    /// Write each case's task dependency graph (RAW/WAR/WAW edges with tensor and byte range) to DIR/<scene>/<case>.dot (+ .svg when Graphviz `dot` is on PATH, + .deps.json).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dep_graph: Option<PathBuf>,
 }
 
 /// `--rounds`: a count from 1.

@@ -1,7 +1,7 @@
 //! `scene list` and `scene run`.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use scene_harness::bundle::Bundle;
@@ -136,6 +136,10 @@ pub(crate) fn run(
     };
     config.rounds = args.rounds.unwrap_or(1);
     config.warmup = args.warmup.unwrap_or(0);
+    // Issue 19: relative to the working directory, like --dump.
+    let absolute = |d: &PathBuf| std::path::absolute(d).unwrap_or_else(|_| d.clone());
+    config.trace_dir = args.trace.as_ref().map(absolute);
+    config.dep_graph_dir = args.dep_graph.as_ref().map(absolute);
     // No pool given: one large enough for the largest rank group.
     crate::env::size_default_pool(
         &mut config,

@@ -131,6 +131,26 @@ int32_t scene_rt_comm_create(SceneDevice *const *devs, uint32_t nranks, uint64_t
                              const char *options, SceneCommDomain **out);
 int32_t scene_rt_comm_destroy(SceneCommDomain *comm);
 
+/* Optional (issue 19: traces and dependency graphs). Records what the
+ * next runs on `dev` do: `flags` is a set of SCENE_RT_TRACE_* bits (0 =
+ * off, the default: no clock is read and nothing is kept). Each run
+ * replaces the record of the one before. TIMELINE: every task (func_id,
+ * block_num, its arguments' direction, dtype and shape) and every block
+ * (which core lane, start, end), the orchestration's operations (submit,
+ * read, write, fill, alloc, free, scopes, and the waits they caused);
+ * timestamps are CLOCK_MONOTONIC nanoseconds, so another process can
+ * place them. DEPS: every task's accesses and the complete list of
+ * earlier accesses it conflicts with (RAW, WAR, WAW, byte range, and
+ * whether that task was still pending when this one was submitted). */
+#define SCENE_RT_TRACE_TIMELINE 1
+#define SCENE_RT_TRACE_DEPS 2
+int32_t scene_rt_trace_enable(SceneDevice *dev, uint32_t flags);
+/* The record of the last traced run as JSON text (UTF-8, no NUL). Sets
+ * `*len` to its length; copies it into `buf` and forgets it only when
+ * `cap >= *len` (call with cap 0 first to size the buffer). No record: OK
+ * with `*len = 0`. */
+int32_t scene_rt_trace_take(SceneDevice *dev, char *buf, uint64_t cap, uint64_t *len);
+
 /* Message of the last error on this thread ("" if none). Never NULL. */
 const char *scene_rt_last_error(void);
 

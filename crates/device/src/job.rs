@@ -54,6 +54,10 @@ pub struct DeviceJob<'a> {
     /// as 1): the inputs are uploaded again before every run and the
     /// outputs downloaded after it, so every round's outputs come back.
     pub rounds: u32,
+    /// `SCENE_RT_TRACE_*` flags (0: off): the last run of the session is
+    /// recorded by the runtime (`scene_rt_trace_enable`) and its record
+    /// comes back in [`SessionOutput::traces`].
+    pub trace: u32,
 }
 
 /// A level-3 job: `ranks` cards, one chip callable per rank, run
@@ -100,6 +104,9 @@ pub struct SessionOutput {
     pub session: Duration,
     /// A group's per-rank run time (empty for one card).
     pub ranks: Vec<Duration>,
+    /// With [`DeviceJob::trace`]: the runtime's record of the last run,
+    /// JSON text, one per rank (one for one card).
+    pub traces: Vec<String>,
 }
 
 /// A runtime call of the session failed.
@@ -164,10 +171,14 @@ pub fn run_session(runtime: &Runtime, job: &DeviceJob<'_>) -> Result<SessionOutp
         let mut all = SessionOutput::default();
         for round in 1..=rounds {
             let t = Instant::now();
-            let out = run_group(runtime, job, group).map_err(|e| in_round(e, round, rounds))?;
+            // Traced: the last round only.
+            let trace = if round == rounds { job.trace } else { 0 };
+            let out = run_group(runtime, job, group, trace)
+                .map_err(|e| in_round(e, round, rounds))?;
             all.run_times.push(t.elapsed());
             all.outputs.extend(out.outputs);
             all.ranks = out.ranks;
+            all.traces = out.traces;
         }
         all.session = started.elapsed();
         return Ok(all);
@@ -179,39 +190,56 @@ pub fn run_session(runtime: &Runtime, job: &DeviceJob<'_>) -> Result<SessionOutp
         .map_err(|e| SessionError::new(format!("opening card {}", job.card), e, &names))?;
     let outputs = on_device(&device, job, rounds, &names);
     drop(device);
-    let (outputs, run_times) = outputs?;
+    let (outputs, run_times, traces) = outputs?;
     Ok(SessionOutput {
         outputs,
         run_times,
         session: started.elapsed(),
         ranks: Vec::new(),
+        traces,
     })
 }
 
 /// Stages once, then runs `rounds` times (inputs uploaded again before
 /// each run after the first, outputs downloaded after each), then frees.
+/// With `job.trace`, the last run is recorded and its record returned.
+#[allow(clippy::type_complexity)]
 fn on_device(
     device: &DeviceSession<'_>,
     job: &DeviceJob<'_>,
     rounds: u32,
     names: &[Option<String>],
-) -> Result<(Vec<Vec<u8>>, Vec<Duration>), SessionError> {
+) -> Result<(Vec<Vec<u8>>, Vec<Duration>, Vec<String>), SessionError> {
     let staged = stage(device, &job.callable, &job.args, names)?;
     let mut outputs = Vec::new();
     let mut times = Vec::with_capacity(rounds as usize);
+    let mut traces = Vec::new();
     for round in 1..=rounds {
         if round > 1 {
             reupload(device, &staged, names).map_err(|e| in_round(e, round, rounds))?;
+        }
+        // Trace (issue 19): the last round only, so earlier rounds run
+        // untraced.
+        if round == rounds && job.trace != 0 {
+            device
+                .trace_enable(job.trace)
+                .map_err(|e| SessionError::new("enabling the trace", e, names))?;
         }
         let t = Instant::now();
         device
             .run_described(staged.handle, &staged.args, &staged.descs)
             .map_err(|e| in_round(SessionError::new("run", e, names), round, rounds))?;
         times.push(t.elapsed());
+        if round == rounds && job.trace != 0 {
+            let taken = device
+                .trace_take()
+                .map_err(|e| SessionError::new("taking the trace", e, names))?;
+            traces.extend(taken);
+        }
         outputs.extend(download(device, &staged, names).map_err(|e| in_round(e, round, rounds))?);
     }
     release(device, staged, names)?;
-    Ok((outputs, times))
+    Ok((outputs, times, traces))
 }
 
 /// Names the round of a multi-round session in its error.
@@ -363,6 +391,7 @@ fn run_group(
     runtime: &Runtime,
     job: &DeviceJob<'_>,
     group: &GroupJob,
+    trace: u32,
 ) -> Result<SessionOutput, SessionError> {
     let ranks = group.ranks as usize;
     let setup = |message: String| SessionError {
@@ -414,6 +443,13 @@ fn run_group(
             stage(device, &job.callable, rank_args[rank], &names[rank])
                 .map_err(|e| in_rank(e, rank))?,
         );
+    }
+    if trace != 0 {
+        for (rank, device) in devices.iter().enumerate() {
+            device.trace_enable(trace).map_err(|e| {
+                in_rank(SessionError::new("enabling the trace", e, &names[rank]), rank)
+            })?;
+        }
     }
     let refs: Vec<&DeviceSession<'_>> = devices.iter().collect();
     let comm = runtime
@@ -469,6 +505,15 @@ fn run_group(
     if let Some(e) = errors.into_iter().next() {
         return Err(e);
     }
+    let mut traces = Vec::new();
+    if trace != 0 {
+        for (rank, device) in devices.iter().enumerate() {
+            let taken = device.trace_take().map_err(|e| {
+                in_rank(SessionError::new("taking the trace", e, &names[rank]), rank)
+            })?;
+            traces.push(taken.unwrap_or_default());
+        }
+    }
     let mut outputs = Vec::new();
     for (rank, (device, st)) in devices.iter().zip(staged).enumerate() {
         outputs.extend(collect(device, st, &names[rank]).map_err(|e| in_rank(e, rank))?);
@@ -479,6 +524,7 @@ fn run_group(
         run_times: Vec::new(),
         session: started.elapsed(),
         ranks: times,
+        traces,
     })
 }
 

@@ -49,7 +49,7 @@ pub use lock::{
 };
 pub use runtime::{
     CallableHandle, CallableImage, CommDomain, DeviceBuffer, DeviceSession, Direction,
-    IncoreImageRef, RUNTIME_LIB_NAME, RunArg, Runtime, default_runtime_path,
+    IncoreImageRef, RUNTIME_LIB_NAME, RunArg, Runtime, default_runtime_path, monotonic_ns,
 };
 
 /// Directory holding the C headers (`scene_runtime.h`, `scene_kernel.h`,

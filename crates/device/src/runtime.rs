@@ -79,6 +79,28 @@ struct Api {
     /// without them cannot run rank groups.
     comm_create: Option<CommCreate>,
     comm_destroy: Option<unsafe extern "C" fn(*mut c_void) -> i32>,
+    /// Optional (`scene_rt_trace_enable` / `_take`, issue 19): runtimes
+    /// without them cannot give traces or dependency graphs.
+    trace_enable: Option<unsafe extern "C" fn(Dev, u32) -> i32>,
+    trace_take: Option<TraceTake>,
+}
+
+type TraceTake = unsafe extern "C" fn(Dev, *mut c_char, u64, *mut u64) -> i32;
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds: the clock runtime trace records
+/// use (`scene_rt_trace_enable`), shared by every process of the machine,
+/// so the harness can place a worker's records on its own timeline.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always
+    // exists on the supported systems.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 type CommCreate =
@@ -258,6 +280,15 @@ impl Runtime {
             comm_destroy: unsafe { lib.get(b"scene_rt_comm_destroy\0") }
                 .ok()
                 .map(|s| *s),
+            // SAFETY: as for `sym!`: declared in scene_runtime.h with this
+            // signature; absent in runtimes without traces.
+            trace_enable: unsafe { lib.get(b"scene_rt_trace_enable\0") }
+                .ok()
+                .map(|s| *s),
+            // SAFETY: as above.
+            trace_take: unsafe { lib.get(b"scene_rt_trace_take\0") }
+                .ok()
+                .map(|s| *s),
         };
         Ok(Runtime {
             api,
@@ -352,6 +383,14 @@ impl Runtime {
             comm,
             destroy,
         })
+    }
+
+    /// The error of a trace request to a runtime without the symbol.
+    fn no_trace(&self, symbol: &str) -> RuntimeError {
+        RuntimeError::InvalidArgument(format!(
+            "the runtime `{}` has no {symbol}: it cannot record traces or dependency graphs (--trace, --dep-graph)",
+            self.path.display()
+        ))
     }
 
     /// Opens device `device_id` with a `key=value;...` options string.
@@ -544,6 +583,43 @@ impl DeviceSession<'_> {
         let status =
             unsafe { (self.rt.api.run2)(self.dev, handle.0, c.as_ptr(), descs.as_ptr(), n) };
         self.rt.check("scene_rt_run", status)
+    }
+
+    /// Records the following runs (`SCENE_RT_TRACE_*` flags, 0 = off);
+    /// fails, naming the runtime and the symbol, if the runtime cannot.
+    pub fn trace_enable(&self, flags: u32) -> Result<(), RuntimeError> {
+        let Some(f) = self.rt.api.trace_enable else {
+            return Err(self.rt.no_trace("scene_rt_trace_enable"));
+        };
+        // SAFETY: `self.dev` is an open device; flags are plain bits.
+        let status = unsafe { f(self.dev, flags) };
+        self.rt.check("scene_rt_trace_enable", status)
+    }
+
+    /// The record of the last traced run (JSON text), `None` if there is
+    /// none (`scene_rt_trace_take`).
+    pub fn trace_take(&self) -> Result<Option<String>, RuntimeError> {
+        let Some(f) = self.rt.api.trace_take else {
+            return Err(self.rt.no_trace("scene_rt_trace_take"));
+        };
+        let mut len = 0u64;
+        // SAFETY: a NULL buffer with cap 0 only asks for the length; `len`
+        // is a valid out-pointer.
+        let status = unsafe { f(self.dev, std::ptr::null_mut(), 0, &mut len) };
+        self.rt.check("scene_rt_trace_take", status)?;
+        if len == 0 {
+            return Ok(None);
+        }
+        let mut buf = vec![0u8; len as usize];
+        let mut got = 0u64;
+        // SAFETY: `buf` is `len` writable bytes for the call; `got` is a
+        // valid out-pointer.
+        let status = unsafe { f(self.dev, buf.as_mut_ptr().cast(), len, &mut got) };
+        self.rt.check("scene_rt_trace_take", status)?;
+        buf.truncate(got.min(len) as usize);
+        String::from_utf8(buf).map(Some).map_err(|_| {
+            RuntimeError::InvalidArgument("scene_rt_trace_take returned text that is not UTF-8".into())
+        })
     }
 
     /// Closes the device, reporting the runtime's status (drop ignores it).

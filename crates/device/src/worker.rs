@@ -185,6 +185,9 @@ struct JobFile {
     /// Where every round's outputs go, round-major.
     #[serde(default)]
     round_outputs: Vec<Span>,
+    /// `SCENE_RT_TRACE_*` flags (see [`DeviceJob::trace`]).
+    #[serde(default)]
+    trace: u32,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -204,6 +207,8 @@ const JOB: &str = "job.json";
 const DATA: &str = "data";
 const RESULT: &str = "result.json";
 const CRASH: &str = "crash.txt";
+/// `trace.<rank>.json`: the runtime's record of the traced run.
+const TRACE_PREFIX: &str = "trace.";
 
 fn direction_name(d: Direction) -> &'static str {
     match d {
@@ -264,6 +269,9 @@ pub struct WorkerRun {
     pub result: Result<Duration, WorkerError>,
     /// From the go to the worker's exit: runtime load, session, exit.
     pub elapsed: Duration,
+    /// When `elapsed` began, in `CLOCK_MONOTONIC` nanoseconds
+    /// ([`crate::monotonic_ns`]): where a trace puts the device phase.
+    pub began_ns: u64,
 }
 
 fn setup<E: std::fmt::Display>(what: &str, path: &Path) -> impl FnOnce(E) -> WorkerError {
@@ -357,6 +365,7 @@ pub fn prepare(job: &DeviceJob<'_>, runtime: &Path) -> Result<PreparedJob, Worke
         group: job.group.clone(),
         rounds,
         round_outputs: outputs.clone(),
+        trace: job.trace,
     };
     let job_path = dir.path().join(JOB);
     let text = serde_json::to_vec(&spec).map_err(|e| WorkerError::Setup(e.to_string()))?;
@@ -397,10 +406,12 @@ impl PreparedJob {
         deadline: Option<Duration>,
     ) -> WorkerRun {
         let started = Instant::now();
+        let began_ns = crate::runtime::monotonic_ns();
         let result = self.supervise(&mut worker, cards, deadline);
         WorkerRun {
             result,
             elapsed: started.elapsed(),
+            began_ns,
         }
     }
 
@@ -496,6 +507,20 @@ impl PreparedJob {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// The runtime's trace records of the session (one per rank; empty
+    /// when the job was not traced or the worker left none).
+    pub fn traces(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for rank in 0.. {
+            let path = self.dir.path().join(format!("{TRACE_PREFIX}{rank}.json"));
+            match std::fs::read_to_string(&path) {
+                Ok(t) => out.push(t),
+                Err(_) => break,
+            }
+        }
+        out
     }
 
     /// Each round's run time, from the worker's result (empty without one).
@@ -675,6 +700,7 @@ fn serve_job(dir: &Path) -> Result<(), String> {
         args,
         group: spec.group.clone(),
         rounds: spec.rounds,
+        trace: spec.trace,
     };
     let cards = wait_for_go()?;
     let card = *cards.first().ok_or("the supervisor holds no card")?;
@@ -708,7 +734,15 @@ fn serve_job(dir: &Path) -> Result<(), String> {
             run_times,
             session,
             ranks,
+            traces,
         }) => {
+            // Trace records (issue 19): one file per rank, read by the
+            // supervisor with `PreparedJob::traces`.
+            for (rank, text) in traces.iter().enumerate() {
+                let path = dir.join(format!("{TRACE_PREFIX}{rank}.json"));
+                std::fs::write(&path, text)
+                    .map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
+            }
             if outputs.len() != spec.round_outputs.len() {
                 return Err(format!(
                     "the session returned {} output buffers, the job has room for {}",

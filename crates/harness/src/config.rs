@@ -81,6 +81,13 @@ pub struct RunConfig {
     pub rounds: u32,
     /// `--warmup K`: runs before the measured rounds, compared but not timed.
     pub warmup: u32,
+    // ---- issue 19: traces and dependency graphs (crate::trace) ----
+    /// `--trace DIR`: write each case's swimlane trace (trace-event JSON)
+    /// to `DIR/<scene>/<case>.trace.json`.
+    pub trace_dir: Option<PathBuf>,
+    /// `--dep-graph DIR`: write each case's task graph to
+    /// `DIR/<scene>/<case>.dot` (+ `.svg` with Graphviz, `.deps.json`).
+    pub dep_graph_dir: Option<PathBuf>,
 }
 
 /// When a case's tensors are written as `.npy` files.
@@ -125,6 +132,8 @@ impl RunConfig {
             golden_cache: true,
             rounds: 1,
             warmup: 0,
+            trace_dir: None,
+            dep_graph_dir: None,
             root,
         }
     }

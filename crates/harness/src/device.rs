@@ -55,6 +55,9 @@ pub struct DeviceOutcome {
     pub outputs: Option<Vec<Vec<Tensor>>>,
     /// What went wrong on the way (failed attempts, retries), in order.
     pub notes: Vec<String>,
+    /// `--trace` / `--dep-graph`: the device phase and the runtime's
+    /// records of the last attempt.
+    pub trace: Option<crate::trace::DeviceTrace>,
 }
 
 /// The card pool and how to drive a runtime on it.
@@ -76,6 +79,8 @@ pub struct DeviceStage {
     /// `--rounds` (at least 1) and `--warmup`.
     rounds: u32,
     warmup: u32,
+    /// `SCENE_RT_TRACE_*` flags asked of the runtime (0: no trace).
+    trace_flags: u32,
 }
 
 impl DeviceStage {
@@ -99,6 +104,7 @@ impl DeviceStage {
                 .unwrap_or_default(),
             rounds: config.rounds.max(1),
             warmup: config.warmup,
+            trace_flags: crate::trace::runtime_flags(config),
         })
     }
 
@@ -122,7 +128,7 @@ impl DeviceStage {
     ) -> DeviceOutcome {
         let mut outcome = DeviceOutcome::default();
         for attempt in 1..=2 {
-            match self.attempt(work, report, held) {
+            match self.attempt(work, report, held, &mut outcome.trace) {
                 Ok(o) => {
                     outcome.outputs = Some(o);
                     break;
@@ -153,10 +159,12 @@ impl DeviceStage {
         work: DeviceWork<'_>,
         report: &mut CaseReport,
         held: Option<&CardLease>,
+        trace: &mut Option<crate::trace::DeviceTrace>,
     ) -> Result<Vec<Vec<Tensor>>, DeviceFailure> {
         let runtime_path = self.runtime_path().map_err(DeviceFailure::plain)?;
         let mut job = device_job(work, &self.open_options, &self.comm_options);
         job.rounds = self.runs();
+        job.trace = self.trace_flags;
         // Everything that is not device work happens before the card is
         // taken: the worker's job files are written here.
         let prepared = match &self.worker {
@@ -210,7 +218,7 @@ impl DeviceStage {
             Some((p, s)) => (Some(p), Some(s)),
             None => (None, None),
         };
-        let (result, device_time) =
+        let (result, device_time, began_ns) =
             self.session(lease, &runtime_path, &job, prepared.as_ref().zip(started));
 
         // A held lease is released, and its hold accounted, by the run.
@@ -226,6 +234,19 @@ impl DeviceStage {
             });
         }
         report.phases.device_s += device_time.as_secs_f64();
+        if self.trace_flags != 0 {
+            let records = match (&result, &prepared) {
+                (Ok(done), _) if !done.traces.is_empty() => done.traces.clone(),
+                (_, Some(p)) => p.traces(),
+                _ => Vec::new(),
+            };
+            *trace = Some(crate::trace::DeviceTrace {
+                began_ns,
+                device: device_time,
+                cards: report.devices.clone(),
+                records,
+            });
+        }
         if job.group.is_some() {
             let ranks = match (&result, &prepared) {
                 (Ok(done), _) if !done.ranks.is_empty() => done.ranks.clone(),
@@ -320,7 +341,7 @@ impl DeviceStage {
         runtime_path: &Path,
         job: &DeviceJob<'_>,
         worker: Option<(&PreparedJob, StartedWorker)>,
-    ) -> (Result<SessionDone, SessionError>, Duration) {
+    ) -> (Result<SessionDone, SessionError>, Duration, u64) {
         if let Some((prepared, started)) = worker {
             let run = prepared.run(started, lease, self.worker_deadline);
             let done = run.result.map(|session| SessionDone {
@@ -328,21 +349,27 @@ impl DeviceStage {
                 session,
                 ranks: Vec::new(),
                 run_times: Vec::new(),
+                traces: Vec::new(),
             });
-            return (done.map_err(SessionError::from), run.elapsed);
+            return (done.map_err(SessionError::from), run.elapsed, run.began_ns);
         }
         let runtime = match Runtime::load(lease, runtime_path) {
             Ok(r) => r,
-            Err(e) => return (Err(SessionError::from(e.to_string())), Duration::ZERO),
+            Err(e) => {
+                let now = scene_device::monotonic_ns();
+                return (Err(SessionError::from(e.to_string())), Duration::ZERO, now);
+            }
         };
         let started = Instant::now();
+        let began_ns = scene_device::monotonic_ns();
         let out = scene_device::run_session(&runtime, job).map(|o| SessionDone {
             outputs: Some(o.outputs),
             session: o.session,
             ranks: o.ranks,
             run_times: o.run_times,
+            traces: o.traces,
         });
-        (out.map_err(SessionError::from), started.elapsed())
+        (out.map_err(SessionError::from), started.elapsed(), began_ns)
     }
 
     /// Retires the cards of a fatal failure and words the failure.
@@ -474,6 +501,8 @@ struct SessionDone {
     ranks: Vec<Duration>,
     /// Each run's time (in-process; a worker's are read from its result).
     run_times: Vec<Duration>,
+    /// Runtime trace records (in-process; a worker's are read from its job).
+    traces: Vec<String>,
 }
 
 /// The case's device work as a job: the callable and every argument in
@@ -533,6 +562,7 @@ fn device_job<'a>(work: DeviceWork<'a>, options: &'a str, comm_options: &str) ->
             cards: Vec::new(),
         }),
         rounds: 1,
+        trace: 0,
     }
 }
 

@@ -24,6 +24,7 @@ pub mod compare;
 pub mod comparison;
 pub mod compile;
 pub mod config;
+pub mod dep_graph;
 pub mod device;
 pub mod dump;
 pub mod expr;
@@ -39,6 +40,7 @@ pub mod scene;
 pub mod schedule;
 pub mod select;
 pub mod shape;
+pub mod trace;
 
 pub use comparison::{Comparison, ComparisonCtx, ComparisonFn, OutputReport, Verdict};
 pub use config::{DEFAULT_CASE_TIMEOUT, DumpPolicy, RunConfig};

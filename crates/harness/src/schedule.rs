@@ -342,10 +342,11 @@ impl Session {
             inputs: &inputs,
             scalars: &scalars,
         };
-        let device = self.device.run(work, &mut report, held);
-        let Some(runs) = device.outputs else {
+        let mut device = self.device.run(work, &mut report, held);
+        let Some(runs) = device.outputs.take() else {
             report.fail(FailureStage::Device, device.notes.join("\n"));
             report.wall_s = started.elapsed().as_secs_f64();
+            self.write_trace(&sel, &callable, &inputs, &mut report, started, None, &device);
             return report;
         };
 
@@ -401,14 +402,60 @@ impl Session {
         );
         let mut lines: Vec<String> = failure.iter().cloned().collect();
         lines.extend(dump_note);
-        lines.extend(device.notes);
+        lines.extend(std::mem::take(&mut device.notes));
         match failure {
             Some(_) => report.fail(FailureStage::Compare, lines.join("\n")),
             None if !lines.is_empty() => report.message = Some(lines.join("\n")),
             None => {}
         }
         report.wall_s = started.elapsed().as_secs_f64();
+        self.write_trace(&sel, &callable, &inputs, &mut report, started, Some(t), &device);
         report
+    }
+
+    /// `--trace` / `--dep-graph` (issue 19, `crate::trace`): writes the
+    /// case's trace and dependency graph and fills the report's paths.
+    #[allow(clippy::too_many_arguments)]
+    fn write_trace(
+        &self,
+        sel: &SelectedCase,
+        callable: &scene_kernels::ChipCallable,
+        inputs: &[(String, scene_golden::Tensor)],
+        report: &mut CaseReport,
+        started: Instant,
+        compare_at: Option<Instant>,
+        device: &crate::device::DeviceOutcome,
+    ) {
+        let config = self.config();
+        if config.trace_dir.is_none() && config.dep_graph_dir.is_none() {
+            return;
+        }
+        let mut arg_names: Vec<Option<String>> =
+            inputs.iter().map(|(n, _)| Some(n.clone())).collect();
+        arg_names.resize(arg_names.len() + sel.scene.scalars.len(), None);
+        let snapshot = report.clone();
+        let t = crate::trace::CaseTrace {
+            scene: &sel.scene.name,
+            case: &sel.case().name,
+            kernels: callable
+                .incores
+                .iter()
+                .map(|k| (k.func_id, k.name.clone()))
+                .collect(),
+            arg_names,
+            report: &snapshot,
+            started,
+            compare_at,
+            device: device.trace.as_ref(),
+        };
+        let (trace, dot, notes) = crate::trace::write_case(config, &t);
+        report.trace = trace;
+        report.dep_graph = dot;
+        if !notes.is_empty() {
+            let mut lines: Vec<String> = report.message.take().into_iter().collect();
+            lines.extend(notes);
+            report.message = Some(lines.join("\n"));
+        }
     }
 }
 

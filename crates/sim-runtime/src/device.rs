@@ -6,13 +6,14 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::ffi::{CStr, c_char, c_void};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
 pub mod comm;
 mod orch_v2;
+pub(crate) mod trace;
 
 use crate::crash::{self, Activity};
 use crate::error::{RtError, RtResult};
@@ -126,6 +127,9 @@ struct Sched {
     freed: HashSet<u64>,
     /// Unfinished tasks per buffer (device address of its data).
     users: HashMap<u64, usize>,
+    /// The run's record when tracing is on (`scene_rt_trace_enable`);
+    /// `None` (every hook one branch) when off.
+    trace: Option<Box<trace::TraceRun>>,
 }
 
 /// State shared with the core threads and the orchestration thread. Threads
@@ -232,7 +236,7 @@ impl Shared {
 
 /// Emulated core thread: runs blocks of ready tasks of one core type, and
 /// checks the canaries around the task's buffers after each block.
-fn core_thread(shared: Arc<Shared>, core: usize) {
+fn core_thread(shared: Arc<Shared>, core: usize, lane: u32) {
     let _guard = crash::enter_thread(USER_STACK_BYTES);
     let mut s = shared.sched();
     loop {
@@ -261,7 +265,10 @@ fn core_thread(shared: Arc<Shared>, core: usize) {
         let image = Arc::clone(&t.image);
         let func_id = t.func_id;
         let buffers = t.buffers.clone();
+        // Trace (issue 19): one branch when off; no clock read.
+        let traced = sched.trace.as_ref().is_some_and(|t| t.timeline());
         drop(s);
+        let begin = if traced { trace::now_ns() } else { 0 };
         let activity = Activity::Kernel {
             func_id,
             core: core_name(core as u32),
@@ -269,8 +276,12 @@ fn core_thread(shared: Arc<Shared>, core: usize) {
             blocks: args.block_num,
         };
         crash::running(activity, || image.call(&args));
+        let end = if traced { trace::now_ns() } else { 0 };
         let damage = shared.damaged_canary(&buffers);
         s = shared.sched();
+        if traced && let Some(tr) = &mut s.trace {
+            tr.block(tid, args.block_idx, core as u32, lane, begin, end);
+        }
         if let Some(place) = damage
             && s.error.is_none()
         {
@@ -298,6 +309,8 @@ struct RunCtx {
     deadline: Option<Instant>,
     /// The communication domain and this device's rank in it (level 3).
     comm: Option<(Arc<comm::Domain>, u32)>,
+    /// `SCENE_RT_TRACE_*` flags of this run (0: off), read without a lock.
+    trace: u32,
 }
 
 /// A simulated device.
@@ -316,6 +329,10 @@ pub struct Device {
     workers: Mutex<Vec<JoinHandle<()>>>,
     /// The communication domain this device is a rank of (level 3).
     comm: Mutex<Option<(Arc<comm::Domain>, u32)>>,
+    /// `scene_rt_trace_enable` flags for the next runs, and the record of
+    /// the last traced run (`scene_rt_trace_take`).
+    trace_flags: AtomicU32,
+    last_trace: Mutex<Option<String>>,
 }
 
 impl Device {
@@ -360,6 +377,8 @@ impl Device {
             runs: AtomicU64::new(0),
             workers: Mutex::new(Vec::new()),
             comm: Mutex::new(None),
+            trace_flags: AtomicU32::new(0),
+            last_trace: Mutex::new(None),
         };
         for core in [SCENE_CORE_AIC, SCENE_CORE_AIV] {
             for i in 0..dev.opts.cores[core as usize] {
@@ -367,7 +386,7 @@ impl Device {
                 let h = std::thread::Builder::new()
                     .name(format!("scene-dev{id}-{}{i}", core_name(core)))
                     .stack_size(USER_STACK_BYTES)
-                    .spawn(move || core_thread(shared, core as usize))
+                    .spawn(move || core_thread(shared, core as usize, i))
                     .map_err(|e| RtError::Invalid(format!("cannot start a core thread: {e}")))?;
                 lock(&dev.workers).push(h);
             }
@@ -387,6 +406,29 @@ impl Device {
         }
         *slot = Some((domain, rank));
         Ok(())
+    }
+
+    /// Records the following runs (`SCENE_RT_TRACE_*` flags; 0 = off).
+    pub fn trace_enable(&self, flags: u32) {
+        self.trace_flags.store(flags, Ordering::SeqCst);
+    }
+
+    /// The record of the last traced run, if not taken yet; kept when it
+    /// does not fit `cap` bytes. Returns `(record length, copied)`.
+    pub fn trace_take(&self, out: Option<&mut [u8]>) -> (usize, bool) {
+        let mut slot = lock(&self.last_trace);
+        let Some(text) = slot.as_ref() else {
+            return (0, false);
+        };
+        let len = text.len();
+        match out {
+            Some(buf) if buf.len() >= len => {
+                buf[..len].copy_from_slice(text.as_bytes());
+                *slot = None;
+                (len, true)
+            }
+            _ => (len, false),
+        }
     }
 
     /// Ends this device's membership of a domain.
@@ -549,9 +591,22 @@ impl Device {
             })
             .collect();
         *self.shared.sched() = Sched::default();
+        let trace_flags = self.trace_flags.load(Ordering::SeqCst);
+        if trace_flags != 0 {
+            self.shared.sched().trace = Some(Box::new(trace::TraceRun::new(
+                trace_flags,
+                self.id,
+                self.opts.cores,
+                &lock(&self.shared.run_args),
+            )));
+        }
         let deadline = self.opts.timeout.map(|t| Instant::now() + t);
-        let orch_thread = self.start_orchestration(&callable, args, descs, deadline)?;
+        let orch_thread =
+            self.start_orchestration(&callable, args, descs, deadline, trace_flags)?;
         let outcome = self.wait_for_run(&callable, run_no, deadline)?;
+        if let Some(tr) = self.shared.sched().trace.take() {
+            *lock(&self.last_trace) = Some(tr.finish(trace::now_ns()));
+        }
         if let Some(h) = orch_thread {
             // The thread has published its result and is about to exit.
             let _ = h.join();
@@ -633,6 +688,7 @@ impl Device {
         args: &[SceneRunArg],
         descs: Vec<Option<SceneTensorDesc>>,
         deadline: Option<Instant>,
+        trace: u32,
     ) -> RtResult<Option<JoinHandle<()>>> {
         if self.opts.faults.hang {
             return Ok(None);
@@ -645,6 +701,7 @@ impl Device {
             platform: self.opts.platform.name(),
             descs,
             deadline,
+            trace,
         });
         let args = args.to_vec();
         let h = std::thread::Builder::new()
@@ -839,6 +896,11 @@ fn orch_thread(ctx: Arc<RunCtx>, args: Vec<SceneRunArg>) {
         runtime: Arc::as_ptr(&ctx).cast_mut().cast::<c_void>(),
     };
     let nargs = args.len() as u32;
+    if ctx.trace != 0
+        && let Some(tr) = &mut ctx.shared.sched().trace
+    {
+        tr.orch_begin();
+    }
     #[allow(unsafe_code)]
     // SAFETY: `entry` was resolved from the orchestration library, which
     // `ctx.callable._orch` keeps loaded; `c` and `args` outlive the call, and
@@ -847,6 +909,9 @@ fn orch_thread(ctx: Arc<RunCtx>, args: Vec<SceneRunArg>) {
         (ctx.callable.entry)(&mut c, args.as_ptr(), nargs)
     });
     let mut s = ctx.shared.sched();
+    if let Some(tr) = &mut s.trace {
+        tr.orch_end();
+    }
     if !s.scopes.is_empty() && s.error.is_none() {
         s.error = Some(RtError::Orch(format!(
             "orchestration `{}` returned with {} memory scope(s) still open (begin_scope without end_scope)",
@@ -879,10 +944,14 @@ fn record(rc: &RunCtx, e: RtError) -> i32 {
 
 extern "C" fn op_alloc(ctx: *mut SceneOrchCtx, size: u64) -> u64 {
     let Some(rc) = run_ctx(ctx) else { return 0 };
+    let begin = if rc.trace != 0 { trace::now_ns() } else { 0 };
     let r = orch_v2::alloc_waiting(rc, size);
     match r {
         Ok(a) => {
             let mut s = rc.shared.sched();
+            if let Some(tr) = &mut s.trace {
+                tr.alloc(a, size, begin);
+            }
             s.intermediates.push(a);
             if let Some(scope) = s.scopes.last_mut() {
                 scope.push(a);
@@ -975,6 +1044,7 @@ fn task_args<'a, T>(
 /// One task submitted by the orchestration: check it, translate its
 /// arguments for the kernel, and put it into the task graph.
 fn submit(rc: &RunCtx, func_id: u32, block_num: u32, args: &[SceneTaskArgV2]) -> RtResult<()> {
+    let begin = if rc.trace != 0 { trace::now_ns() } else { 0 };
     if let Some(e) = &rc.shared.sched().error {
         return Err(e.clone());
     }
@@ -993,7 +1063,7 @@ fn submit(rc: &RunCtx, func_id: u32, block_num: u32, args: &[SceneTaskArgV2]) ->
         dependents: Vec::new(),
         done: false,
     };
-    enqueue(rc, task, &accesses)
+    enqueue(rc, task, &accesses, (args, begin))
 }
 
 /// The incore a task for `func_id` runs, if this device can run it.
@@ -1138,7 +1208,14 @@ fn kernel_args(
 /// Adds the task to the graph: it depends on every unfinished task whose
 /// accesses overlap its own with a write on either side (RAW, WAR, WAW),
 /// and is ready at once if there is none.
-fn enqueue(rc: &RunCtx, mut task: Task, accesses: &[ArenaAccess]) -> RtResult<()> {
+/// `submitted` is the task's arguments and when its submit began, for the
+/// trace.
+fn enqueue(
+    rc: &RunCtx,
+    mut task: Task,
+    accesses: &[ArenaAccess],
+    submitted: (&[SceneTaskArgV2], u64),
+) -> RtResult<()> {
     let mut s = rc.shared.sched();
     if s.shutdown {
         return Err(RtError::Timeout(
@@ -1162,6 +1239,13 @@ fn enqueue(rc: &RunCtx, mut task: Task, accesses: &[ArenaAccess]) -> RtResult<()
         sched.tasks[d].dependents.push(tid);
     }
     let core = task.core;
+    if let Some(tr) = &mut sched.trace {
+        let (args, begin) = submitted;
+        let (func_id, block_num) = (task.func_id, task.block_num);
+        tr.submit(
+            tid, func_id, core as u32, block_num, args, accesses, &deps, begin,
+        );
+    }
     task.pending = deps.len();
     for &data in &task.buffers {
         *sched.users.entry(DEVICE_BASE + data).or_default() += 1;

@@ -557,3 +557,60 @@ pub extern "C" fn scene_rt_comm_destroy(comm: *mut c_void) -> i32 {
         Ok(())
     })
 }
+
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
+#[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
+#[unsafe(no_mangle)]
+pub extern "C" fn scene_rt_trace_enable(dev: *mut SceneDevice, flags: u32) -> i32 {
+    ffi("scene_rt_trace_enable", || {
+        let known = SCENE_RT_TRACE_TIMELINE | SCENE_RT_TRACE_DEPS;
+        if flags & !known != 0 {
+            return Err(RtError::Invalid(format!(
+                "unknown trace flags {:#x} (known: SCENE_RT_TRACE_TIMELINE | SCENE_RT_TRACE_DEPS)",
+                flags & !known
+            )));
+        }
+        device(dev)?.trace_enable(flags);
+        Ok(())
+    })
+}
+
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
+#[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
+#[unsafe(no_mangle)]
+pub extern "C" fn scene_rt_trace_take(
+    dev: *mut SceneDevice,
+    buf: *mut c_char,
+    cap: u64,
+    len: *mut u64,
+) -> i32 {
+    ffi("scene_rt_trace_take", || {
+        let d = device(dev)?;
+        if len.is_null() {
+            return Err(RtError::Invalid("len is NULL".into()));
+        }
+        let out = if buf.is_null() || cap == 0 {
+            None
+        } else {
+            let cap = usize::try_from(cap)
+                .map_err(|_| RtError::Invalid(format!("cap {cap} too large")))?;
+            #[allow(unsafe_code)]
+            // SAFETY: a non-NULL `buf` points at `cap` writable bytes that
+            // nothing else accesses during the call (caller contract).
+            Some(unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), cap) })
+        };
+        let (n, _) = d.trace_take(out);
+        #[allow(unsafe_code)]
+        // SAFETY: `len` is non-NULL and writable (caller contract).
+        unsafe {
+            *len = n as u64;
+        }
+        Ok(())
+    })
+}

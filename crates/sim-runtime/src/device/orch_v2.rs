@@ -21,6 +21,7 @@
 use std::ffi::c_void;
 use std::time::{Duration, Instant};
 
+use super::trace::now_ns;
 use super::{RunCtx, Sched, record, run_ctx, submit, task_args};
 use crate::error::{RtError, RtResult};
 use scene_abi::*;
@@ -49,6 +50,18 @@ fn wait_until<'a>(
             .0;
     }
     Ok(s)
+}
+
+/// Records a read, write or fill in the trace: waited from `begin` to
+/// `waited`, done now.
+fn trace_data(rc: &RunCtx, op: &'static str, off: u64, size: u64, begin: u64, waited: u64) {
+    if rc.trace == 0 {
+        return;
+    }
+    let end = now_ns();
+    if let Some(tr) = &mut rc.shared.sched().trace {
+        tr.data_op(op, off, size, (begin, waited, end));
+    }
 }
 
 /// Whether an unfinished task touches `[start, end)` (only its writes
@@ -115,6 +128,9 @@ fn release(rc: &RunCtx, s: &mut Sched, addr: u64) {
         scope.retain(|&a| a != addr);
     }
     s.freed.insert(addr);
+    if let Some(tr) = &mut s.trace {
+        tr.free(addr);
+    }
     if s.users.get(&addr).copied().unwrap_or(0) == 0 {
         let _ = rc.shared.free(addr);
     } else {
@@ -175,9 +191,11 @@ pub(super) extern "C" fn op_read(
         if size > 0 && dst.is_null() {
             return Err(RtError::Invalid(format!("{what}: dst is NULL")));
         }
+        let begin = if rc.trace != 0 { now_ns() } else { 0 };
         let s = rc.shared.sched();
         let s = wait_until(rc, s, &what, |s| conflicts(s, off, off + size, true))?;
         drop(s);
+        let waited = if rc.trace != 0 { now_ns() } else { 0 };
         if size > 0 {
             #[allow(unsafe_code)]
             // SAFETY: the orchestration passes `size` writable bytes at `dst`
@@ -185,6 +203,7 @@ pub(super) extern "C" fn op_read(
             let dst = unsafe { std::slice::from_raw_parts_mut(dst.cast::<u8>(), size as usize) };
             rc.shared.arena.read(off, dst);
         }
+        trace_data(rc, "read", off, size, begin, waited);
         Ok(())
     })();
     status(rc, r)
@@ -194,6 +213,7 @@ pub(super) extern "C" fn op_read(
 /// range, then `put` the bytes.
 fn ordered_write(
     rc: &RunCtx,
+    op: &'static str,
     addr: u64,
     offset: u64,
     size: u64,
@@ -201,10 +221,13 @@ fn ordered_write(
     put: impl FnOnce(u64),
 ) -> RtResult<()> {
     let off = data_range(rc, addr, offset, size, what)?;
+    let begin = if rc.trace != 0 { now_ns() } else { 0 };
     let s = rc.shared.sched();
     let s = wait_until(rc, s, what, |s| conflicts(s, off, off + size, false))?;
     drop(s);
+    let waited = if rc.trace != 0 { now_ns() } else { 0 };
     put(off);
+    trace_data(rc, op, off, size, begin, waited);
     Ok(())
 }
 
@@ -222,7 +245,7 @@ pub(super) extern "C" fn op_write(
     if size > 0 && src.is_null() {
         return record(rc, RtError::Invalid(format!("{what}: src is NULL")));
     }
-    let r = ordered_write(rc, addr, offset, size, &what, |off| {
+    let r = ordered_write(rc, "write", addr, offset, size, &what, |off| {
         if size > 0 {
             #[allow(unsafe_code)]
             // SAFETY: the orchestration passes `size` readable bytes at
@@ -257,7 +280,7 @@ pub(super) extern "C" fn op_fill(
     // `pattern` (scene_orch.h), non-NULL (checked).
     let pattern =
         unsafe { std::slice::from_raw_parts(pattern.cast::<u8>(), pattern_size as usize) };
-    let r = ordered_write(rc, addr, offset, size, &what, |off| {
+    let r = ordered_write(rc, "fill", addr, offset, size, &what, |off| {
         // Doubling copies: memcpy speed, whatever the pattern length.
         let mut bytes = Vec::with_capacity(size as usize);
         bytes.extend_from_slice(&pattern[..pattern.len().min(size as usize)]);
@@ -295,7 +318,11 @@ pub(super) extern "C" fn op_begin_scope(ctx: *mut SceneOrchCtx) -> i32 {
     let Some(rc) = run_ctx(ctx) else {
         return SCENE_RT_E_INVALID;
     };
-    rc.shared.sched().scopes.push(Vec::new());
+    let mut s = rc.shared.sched();
+    s.scopes.push(Vec::new());
+    if let Some(tr) = &mut s.trace {
+        tr.scope("begin_scope");
+    }
     SCENE_RT_OK
 }
 
@@ -311,6 +338,9 @@ pub(super) extern "C" fn op_end_scope(ctx: *mut SceneOrchCtx) -> i32 {
             RtError::Invalid("end_scope without a matching begin_scope".into()),
         );
     };
+    if let Some(tr) = &mut s.trace {
+        tr.scope("end_scope");
+    }
     for addr in scope {
         release(rc, &mut s, addr);
     }
