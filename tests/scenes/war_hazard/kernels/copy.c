@@ -1,0 +1,9 @@
+/* y = x, elementwise over f32. */
+#include "scene_kernel.h"
+
+SCENE_KERNEL_ENTRY(ka) {
+    const float *x = SCENE_ARG_PTR(ka, 0, const float);
+    float *y = SCENE_ARG_PTR(ka, 1, float);
+    uint64_t n = SCENE_ARG_DIM(ka, 0, 0);
+    SCENE_FOR_BLOCK_RANGE(ka, n, i) { y[i] = x[i]; }
+}
