@@ -23,7 +23,10 @@ struct Traced {
 fn run_traced(env: &TestEnv, filter: &str, extra: &[&str]) -> Traced {
     let trace_dir = env.dir.path().join("trace");
     let dep_dir = env.dir.path().join("deps");
-    let report = env.dir.path().join(format!("report-{}.json", filter.replace(':', "_")));
+    let report = env
+        .dir
+        .path()
+        .join(format!("report-{}.json", filter.replace(':', "_")));
     let mut args = vec![
         "run",
         filter,
@@ -141,7 +144,10 @@ fn check_card(trace: &Value, pid: u64) -> Vec<Span> {
     let blocks: Vec<Span> = all
         .iter()
         .filter(|s| {
-            s.pid == pid && threads.get(&(s.pid, s.tid)).is_some_and(|n| is_core_lane(n))
+            s.pid == pid
+                && threads
+                    .get(&(s.pid, s.tid))
+                    .is_some_and(|n| is_core_lane(n))
         })
         .cloned()
         .collect();
@@ -227,8 +233,18 @@ fn decode_layer_trace_has_every_block_once_and_the_device_phase() {
     assert_eq!(trace["displayTimeUnit"], "ms");
     let (threads, processes) = lane_names(&trace);
     assert_eq!(processes.get(&10).map(String::as_str), Some("card 0"));
-    assert!(threads.values().any(|n| n == "orchestration"), "{threads:?}");
-    for phase in ["compile", "fixtures", "golden", "lock wait", "device", "compare"] {
+    assert!(
+        threads.values().any(|n| n == "orchestration"),
+        "{threads:?}"
+    );
+    for phase in [
+        "compile",
+        "fixtures",
+        "golden",
+        "lock wait",
+        "device",
+        "compare",
+    ] {
         assert!(
             spans(&trace)
                 .iter()
@@ -237,8 +253,16 @@ fn decode_layer_trace_has_every_block_once_and_the_device_phase() {
         );
     }
     let blocks = check_card(&trace, 10);
-    assert!(blocks.iter().any(|b| threads[&(10, b.tid)].starts_with("aic")));
-    assert!(blocks.iter().any(|b| threads[&(10, b.tid)].starts_with("aiv")));
+    assert!(
+        blocks
+            .iter()
+            .any(|b| threads[&(10, b.tid)].starts_with("aic"))
+    );
+    assert!(
+        blocks
+            .iter()
+            .any(|b| threads[&(10, b.tid)].starts_with("aiv"))
+    );
     // The orchestration lane has its submits.
     let submits = spans(&trace)
         .iter()
@@ -404,12 +428,19 @@ fn decode_layer_dep_graph_has_exactly_the_dependencies_the_sim_used() {
     let t = run_traced(&env, "decode_layer::step16", &[]);
     let c = case(&t.report, "decode_layer::step16");
     let dot_path = t.dep_dir.join("decode_layer/step16.dot");
-    assert_eq!(c["dep_graph"].as_str(), Some(dot_path.to_str().unwrap()), "{c}");
+    assert_eq!(
+        c["dep_graph"].as_str(),
+        Some(dot_path.to_str().unwrap()),
+        "{c}"
+    );
     let dot = std::fs::read_to_string(&dot_path).unwrap();
     let deps = read_json(&t.dep_dir.join("decode_layer/step16.deps.json"));
     let from_dot = dot_edges(&dot);
     let recorded = record_edges(&deps);
-    assert!(recorded.len() > 10, "decode_layer has a real graph: {recorded:?}");
+    assert!(
+        recorded.len() > 10,
+        "decode_layer has a real graph: {recorded:?}"
+    );
     // The DOT shows the runtime's record, edge for edge, pending solid.
     let dot_set: BTreeSet<(Edge, bool)> = from_dot
         .iter()
@@ -420,11 +451,18 @@ fn decode_layer_dep_graph_has_exactly_the_dependencies_the_sim_used() {
     assert_eq!(dot_set, rec_set, "DOT edges = the runtime's record");
     // The record is the complete graph of the recorded accesses.
     let logical: BTreeSet<Edge> = rec_set.iter().map(|(e, _)| e.clone()).collect();
-    assert_eq!(logical, computed_edges(&deps), "record = independent computation");
+    assert_eq!(
+        logical,
+        computed_edges(&deps),
+        "record = independent computation"
+    );
     // Tensors are named from scene.toml (run arguments) or as the
     // orchestration's allocations.
     assert!(logical.iter().any(|e| e.3 == "k_cache"), "{logical:?}");
-    assert!(logical.iter().any(|e| e.3.starts_with("intermediate ")), "{logical:?}");
+    assert!(
+        logical.iter().any(|e| e.3.starts_with("intermediate ")),
+        "{logical:?}"
+    );
     // `pending` agrees with the timeline: a pending edge's later task
     // started after the earlier one's last block ended; a satisfied one's
     // earlier task had ended before the later one was submitted.

@@ -173,8 +173,8 @@ pub fn run_session(runtime: &Runtime, job: &DeviceJob<'_>) -> Result<SessionOutp
             let t = Instant::now();
             // Traced: the last round only.
             let trace = if round == rounds { job.trace } else { 0 };
-            let out = run_group(runtime, job, group, trace)
-                .map_err(|e| in_round(e, round, rounds))?;
+            let out =
+                run_group(runtime, job, group, trace).map_err(|e| in_round(e, round, rounds))?;
             all.run_times.push(t.elapsed());
             all.outputs.extend(out.outputs);
             all.ranks = out.ranks;
@@ -447,7 +447,10 @@ fn run_group(
     if trace != 0 {
         for (rank, device) in devices.iter().enumerate() {
             device.trace_enable(trace).map_err(|e| {
-                in_rank(SessionError::new("enabling the trace", e, &names[rank]), rank)
+                in_rank(
+                    SessionError::new("enabling the trace", e, &names[rank]),
+                    rank,
+                )
             })?;
         }
     }

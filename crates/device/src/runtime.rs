@@ -618,7 +618,9 @@ impl DeviceSession<'_> {
         self.rt.check("scene_rt_trace_take", status)?;
         buf.truncate(got.min(len) as usize);
         String::from_utf8(buf).map(Some).map_err(|_| {
-            RuntimeError::InvalidArgument("scene_rt_trace_take returned text that is not UTF-8".into())
+            RuntimeError::InvalidArgument(
+                "scene_rt_trace_take returned text that is not UTF-8".into(),
+            )
         })
     }
 

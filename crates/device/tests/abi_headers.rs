@@ -58,7 +58,10 @@ fn rust_constants() -> BTreeMap<&'static str, i64> {
         ),
         ("SCENE_CORE_AIC", i64::from(SCENE_CORE_AIC)),
         ("SCENE_CORE_AIV", i64::from(SCENE_CORE_AIV)),
-        ("SCENE_RT_TRACE_TIMELINE", i64::from(SCENE_RT_TRACE_TIMELINE)),
+        (
+            "SCENE_RT_TRACE_TIMELINE",
+            i64::from(SCENE_RT_TRACE_TIMELINE),
+        ),
         ("SCENE_RT_TRACE_DEPS", i64::from(SCENE_RT_TRACE_DEPS)),
         ("SCENE_DIR_IN", i64::from(SCENE_DIR_IN)),
         ("SCENE_DIR_OUT", i64::from(SCENE_DIR_OUT)),

@@ -224,6 +224,35 @@ fn sim_runtime_runs_a_callable() {
         .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
         .collect();
     assert_eq!(got, (1000..1100).collect::<Vec<u32>>());
+    // Untraced runs leave no record (issue 19); a traced run leaves one,
+    // taken once; unknown flags are refused.
+    assert_eq!(dev.trace_take().unwrap(), None);
+    assert!(dev.trace_enable(1 << 7).is_err());
+    dev.trace_enable(
+        scene_device::abi::SCENE_RT_TRACE_TIMELINE | scene_device::abi::SCENE_RT_TRACE_DEPS,
+    )
+    .unwrap();
+    let before = scene_device::monotonic_ns();
+    dev.run(
+        h,
+        &[RunArg::tensor(Direction::Out, buf), RunArg::Scalar(1000)],
+    )
+    .unwrap();
+    let record: serde_json::Value =
+        serde_json::from_str(&dev.trace_take().unwrap().expect("a record")).unwrap();
+    assert!(
+        record["run"]["begin_ns"].as_u64().unwrap() >= before,
+        "{record}"
+    );
+    let tasks = record["tasks"].as_array().unwrap();
+    assert!(!tasks.is_empty(), "{record}");
+    assert_eq!(tasks[0]["func_id"], 3, "{record}");
+    assert_eq!(tasks[0]["accesses"][0]["buffer"], "arg", "{record}");
+    let blocks = record["blocks"].as_array().unwrap().len() as u64;
+    let expected: u64 = tasks.iter().map(|t| t["block_num"].as_u64().unwrap()).sum();
+    assert_eq!(blocks, expected, "{record}");
+    assert_eq!(dev.trace_take().unwrap(), None, "taken once");
+    dev.trace_enable(0).unwrap();
 
     let e = dev
         .run(h, &[RunArg::tensor(Direction::Out, buf)])
@@ -373,6 +402,18 @@ const char *scene_rt_last_error(void) { return ""; }
             && msg.contains("level-3"),
         "{msg}"
     );
+    // Nor has it the trace entries (issue 19): asking for a trace names
+    // the runtime and the missing symbol.
+    let e = a
+        .trace_enable(scene_device::abi::SCENE_RT_TRACE_TIMELINE)
+        .unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("has no scene_rt_trace_enable") && msg.contains(so.to_str().unwrap()),
+        "{msg}"
+    );
+    let e = a.trace_take().unwrap_err();
+    assert!(e.to_string().contains("has no scene_rt_trace_take"), "{e}");
 }
 
 /// The simulator's domain: two open devices become ranks 0 and 1; a

@@ -85,9 +85,11 @@ pub fn render(t: &CaseTrace<'_>) -> Result<(String, Value), String> {
                         "start": d.start, "end": d.end, "pending": d.pending})
                 })
                 .collect();
-            tasks.push(json!({"id": task.id, "func_id": task.func_id, "kernel": kernel,
+            tasks.push(
+                json!({"id": task.id, "func_id": task.func_id, "kernel": kernel,
                 "core": task.core, "block_num": task.block_num, "submit_ns": task.submit_ns,
-                "accesses": accesses, "deps": deps}));
+                "accesses": accesses, "deps": deps}),
+            );
         }
         for task in &r.tasks {
             for d in &task.deps {

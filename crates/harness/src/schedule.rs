@@ -346,7 +346,15 @@ impl Session {
         let Some(runs) = device.outputs.take() else {
             report.fail(FailureStage::Device, device.notes.join("\n"));
             report.wall_s = started.elapsed().as_secs_f64();
-            self.write_trace(&sel, &callable, &inputs, &mut report, started, None, &device);
+            self.write_trace(
+                &sel,
+                &callable,
+                &inputs,
+                &mut report,
+                started,
+                None,
+                &device,
+            );
             return report;
         };
 
@@ -409,7 +417,15 @@ impl Session {
             None => {}
         }
         report.wall_s = started.elapsed().as_secs_f64();
-        self.write_trace(&sel, &callable, &inputs, &mut report, started, Some(t), &device);
+        self.write_trace(
+            &sel,
+            &callable,
+            &inputs,
+            &mut report,
+            started,
+            Some(t),
+            &device,
+        );
         report
     }
 

@@ -204,8 +204,9 @@ impl CaseTrace<'_> {
             .iter()
             .enumerate()
             .map(|(rank, text)| {
-                serde_json::from_str(text)
-                    .map_err(|e| format!("the runtime's trace record of rank {rank} is malformed: {e}"))
+                serde_json::from_str(text).map_err(|e| {
+                    format!("the runtime's trace record of rank {rank} is malformed: {e}")
+                })
             })
             .collect()
     }
@@ -218,8 +219,7 @@ impl CaseTrace<'_> {
 /// `DIR/<scene>/<case>.<ext>`, its directory created.
 pub fn case_path(dir: &Path, scene: &str, case: &str, ext: &str) -> Result<PathBuf, String> {
     let sub = dir.join(scene);
-    std::fs::create_dir_all(&sub)
-        .map_err(|e| format!("cannot create `{}`: {e}", sub.display()))?;
+    std::fs::create_dir_all(&sub).map_err(|e| format!("cannot create `{}`: {e}", sub.display()))?;
     Ok(sub.join(format!("{case}.{ext}")))
 }
 
@@ -286,7 +286,13 @@ pub fn trace_json(t: &CaseTrace<'_>) -> Result<Value, String> {
         json!({"compile_s": p.compile_s, "note": "the scene's share of the run's compile plan, placed before the case's preparation"}),
     ));
     let fixtures = secs_ns(p.fixtures_s);
-    evs.push(span(PHASES, "fixtures", prep, fixtures, json!({"fixtures_s": p.fixtures_s})));
+    evs.push(span(
+        PHASES,
+        "fixtures",
+        prep,
+        fixtures,
+        json!({"fixtures_s": p.fixtures_s}),
+    ));
     evs.push(span(
         PHASES,
         "golden",
@@ -317,8 +323,10 @@ pub fn trace_json(t: &CaseTrace<'_>) -> Result<Value, String> {
             json!({"compare_s": p.compare_s}),
         ));
     }
-    meta.push(json!({"name": "process_name", "ph": "M", "pid": HOST, "tid": 0,
-        "args": {"name": format!("host: {}::{}", t.scene, t.case)}}));
+    meta.push(
+        json!({"name": "process_name", "ph": "M", "pid": HOST, "tid": 0,
+        "args": {"name": format!("host: {}::{}", t.scene, t.case)}}),
+    );
     meta.push(json!({"name": "process_sort_index", "ph": "M", "pid": HOST, "tid": 0, "args": {"sort_index": 0}}));
     for (tid, name) in [(PHASES, "harness phases"), (DEVICE, "device")] {
         meta.push(json!({"name": "thread_name", "ph": "M", "pid": HOST, "tid": tid, "args": {"name": name}}));
@@ -374,7 +382,9 @@ fn card_events(
     } else {
         format!("card {card}")
     };
-    meta.push(json!({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": pname}}));
+    meta.push(
+        json!({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": pname}}),
+    );
     meta.push(json!({"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0, "args": {"sort_index": pid}}));
     let mut lanes = vec![(ORCH, "orchestration".to_owned())];
     for i in 0..r.cores.aic {
@@ -510,7 +520,10 @@ fn dtype_name(d: u32) -> &'static str {
 /// Writes the case's trace and dependency graph where the run asked for
 /// them, filling the report's `trace` / `dep_graph`. Returns notes for
 /// the case's message (a problem writing them is not a case failure).
-pub fn write_case(config: &RunConfig, t: &CaseTrace<'_>) -> (Option<String>, Option<String>, Vec<String>) {
+pub fn write_case(
+    config: &RunConfig,
+    t: &CaseTrace<'_>,
+) -> (Option<String>, Option<String>, Vec<String>) {
     let mut notes = Vec::new();
     let mut trace_path = None;
     let mut dot_path = None;

@@ -1243,7 +1243,14 @@ fn enqueue(
         let (args, begin) = submitted;
         let (func_id, block_num) = (task.func_id, task.block_num);
         tr.submit(
-            tid, func_id, core as u32, block_num, args, accesses, &deps, begin,
+            tid,
+            func_id,
+            core as u32,
+            block_num,
+            args,
+            accesses,
+            &deps,
+            begin,
         );
     }
     task.pending = deps.len();

@@ -564,7 +564,16 @@ mod tests {
         // task 0 reads x, task 1 writes x (WAR on x), task 2 reads x (RAW on 1).
         t.submit(0, 1, 1, 1, &[], &[(0, 64, false)], &[], 0);
         t.submit(1, 2, 1, 1, &[], &[(0, 32, true)], &[0], 0);
-        t.submit(2, 1, 1, 1, &[], &[(16, 64, false), (4096, 4160, true)], &[], 0);
+        t.submit(
+            2,
+            1,
+            1,
+            1,
+            &[],
+            &[(16, 64, false), (4096, 4160, true)],
+            &[],
+            0,
+        );
         assert_eq!(t.tasks[1].deps.len(), 1);
         assert_eq!(t.tasks[1].deps[0].kind, "WAR");
         assert!(t.tasks[1].deps[0].pending);
