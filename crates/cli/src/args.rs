@@ -59,7 +59,7 @@ pub(crate) enum Command {
     /// List selected cases, one `scene::case` a line.
     List(ListArgs),
     /// Compile, build fixtures and goldens, run on a card and compare.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Compile and cache every selected callable; never touches a card.
     Compile(CompileArgs),
     /// Inspect and maintain the persistent kernel cache.

@@ -27,6 +27,9 @@
 //!   communication domain over open devices, one rank each: zeroed windows
 //!   every rank addresses, atomic signal slots with release/acquire, waits
 //!   bounded by the domain's `timeout_ms` (`device/comm.rs`);
+//! - `scene_rt_trace_enable` / `scene_rt_trace_take` (optional ABI): a record
+//!   of the next run (blocks per core lane, the orchestration's operations,
+//!   the complete dependency list) as JSON (`device/trace.rs`);
 //! - `scene_rt_crash_report(path)` (optional ABI) makes a fatal signal or an
 //!   `exit()` from user code leave a report naming what was running
 //!   (`crash.rs`); the harness calls it in its device worker process.
@@ -49,12 +52,13 @@
 //! open devices), so a closed or bogus handle is an error, not a crash.
 //!
 //! The workspace denies `unsafe_code`; this crate allows it item by item,
-//! each block with a `// SAFETY:` comment, in seven modules only: here (the
+//! each block with a `// SAFETY:` comment, in eight modules only: here (the
 //! `no_mangle` C exports and reading their pointer arguments), `device`
 //! (calling the orchestration), `device/orch_v2` (the orchestration's v2
 //! pointer arguments), `device/comm` (level-3 windows and the contexts
 //! kernels pass back), `image` (executable mappings, `dlopen`),
-//! `memory` (the arena mapping and page protection) and `crash` (signal
+//! `memory` (the arena mapping and page protection), `device/trace`
+//! (`clock_gettime`) and `crash` (signal
 //! handlers, alternate stacks, `atexit`). An implementation of a C ABI that runs
 //! machine code cannot do without it.
 
