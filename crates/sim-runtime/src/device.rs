@@ -593,12 +593,14 @@ impl Device {
         *self.shared.sched() = Sched::default();
         let trace_flags = self.trace_flags.load(Ordering::SeqCst);
         if trace_flags != 0 {
-            self.shared.sched().trace = Some(Box::new(trace::TraceRun::new(
+            // Built before the scheduler is locked: one lock at a time.
+            let record = Box::new(trace::TraceRun::new(
                 trace_flags,
                 self.id,
                 self.opts.cores,
                 &lock(&self.shared.run_args),
-            )));
+            ));
+            self.shared.sched().trace = Some(record);
         }
         let deadline = self.opts.timeout.map(|t| Instant::now() + t);
         let orch_thread =
