@@ -503,7 +503,12 @@ fn decode_layer_dep_graph_has_exactly_the_dependencies_the_sim_used() {
             );
         }
     }
-    assert!(pending > 0, "some edges were waited on: {rec_set:?}");
+    // How many were waited on depends on timing (not asserted: a loaded
+    // machine may finish every producer before its consumer's submit).
+    println!(
+        "decode_layer::step16: {} edges, {pending} pending at submit",
+        rec_set.len()
+    );
     let svg = dot_path.with_extension("svg");
     if dot_available() {
         let text = std::fs::read_to_string(&svg).unwrap();
