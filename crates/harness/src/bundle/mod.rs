@@ -811,6 +811,10 @@ mod pinned_keys {
                 "04d307d2076f0aa97cc9e7cb7837b21e40e9dce1b86be7a330b9ede9603aeef6",
             ),
             (
+                "overlap_pair::pair",
+                "eab953c165d45cea480caf11822a40809e6e1680aec631fdf8bd8598aa58ab4a",
+            ),
+            (
                 "paged_attention::Case1",
                 "7654674366533822442a08095a750f6e76f568b02fe9307cee3b9b1e0810ad4b",
             ),
@@ -945,6 +949,10 @@ mod pinned_keys {
             (
                 "vector_example::large_odd",
                 "d8dcb3926b8855e6f03733921fc99f4083a03ef08677503ddcaf5e5855f632da",
+            ),
+            (
+                "war_hazard::small",
+                "b447d5b9d1a909bad64e7b192fe5de30e39194a21a3f10a0ad8a477d8dc2f4bb",
             ),
         ];
         let got = keys();
