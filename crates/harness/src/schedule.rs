@@ -464,9 +464,22 @@ impl Session {
             compare_at,
             device: device.trace.as_ref(),
         };
-        let (trace, dot, notes) = crate::trace::write_case(config, &t);
-        report.trace = trace;
-        report.dep_graph = dot;
+        let mut notes = Vec::new();
+        if let Some(dir) = &config.trace_dir {
+            match crate::trace::write(dir, &t) {
+                Ok(p) => report.trace = Some(p.display().to_string()),
+                Err(e) => notes.push(format!("trace not written: {e}")),
+            }
+        }
+        if let Some(dir) = &config.dep_graph_dir {
+            match crate::dep_graph::write(dir, &t) {
+                Ok((p, more)) => {
+                    report.dep_graph = Some(p.display().to_string());
+                    notes.extend(more);
+                }
+                Err(e) => notes.push(format!("dependency graph not written: {e}")),
+            }
+        }
         if !notes.is_empty() {
             let mut lines: Vec<String> = report.message.take().into_iter().collect();
             lines.extend(notes);

@@ -517,37 +517,12 @@ fn dtype_name(d: u32) -> &'static str {
     }
 }
 
-/// Writes the case's trace and dependency graph where the run asked for
-/// them, filling the report's `trace` / `dep_graph`. Returns notes for
-/// the case's message (a problem writing them is not a case failure).
-pub fn write_case(
-    config: &RunConfig,
-    t: &CaseTrace<'_>,
-) -> (Option<String>, Option<String>, Vec<String>) {
-    let mut notes = Vec::new();
-    let mut trace_path = None;
-    let mut dot_path = None;
-    if let Some(dir) = &config.trace_dir {
-        let written = trace_json(t).and_then(|v| {
-            let path = case_path(dir, t.scene, t.case, "trace.json")?;
-            let text = serde_json::to_vec(&v).map_err(|e| e.to_string())?;
-            scene_util::write_atomically(&path, &text)
-                .map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
-            Ok(path)
-        });
-        match written {
-            Ok(p) => trace_path = Some(p.display().to_string()),
-            Err(e) => notes.push(format!("trace not written: {e}")),
-        }
-    }
-    if let Some(dir) = &config.dep_graph_dir {
-        match crate::dep_graph::write(dir, t) {
-            Ok((p, more)) => {
-                dot_path = Some(p.display().to_string());
-                notes.extend(more);
-            }
-            Err(e) => notes.push(format!("dependency graph not written: {e}")),
-        }
-    }
-    (trace_path, dot_path, notes)
+/// Writes the case's trace to `DIR/<scene>/<case>.trace.json`.
+pub fn write(dir: &Path, t: &CaseTrace<'_>) -> Result<PathBuf, String> {
+    let v = trace_json(t)?;
+    let path = case_path(dir, t.scene, t.case, "trace.json")?;
+    let text = serde_json::to_vec(&v).map_err(|e| e.to_string())?;
+    scene_util::write_atomically(&path, &text)
+        .map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
+    Ok(path)
 }
