@@ -66,7 +66,7 @@ pub(crate) enum Command {
     Cache(CacheArgs),
     /// Compile, build fixtures and goldens into a bundle for `run --from`; never touches a card.
     Precompile(PrecompileArgs),
-    /// Summarise `run --report-json` files (e.g. one per partition): a Markdown table and a merged JUnit.
+    /// Summarise `run --report-json` files (e.g. one per partition): a Markdown table, a merged JUnit, an HTML page.
     Report(ReportArgs),
 }
 
@@ -81,6 +81,9 @@ pub(crate) struct ReportArgs {
     /// Write one JUnit XML file merging every report (`-` = stdout).
     #[arg(long, value_name = "FILE")]
     pub(crate) junit: Option<PathBuf>,
+    /// Write one self-contained HTML page (`-` = stdout): a summary per report, the card timeline across the reports (one per process), the case table with verdicts, failures, phase bars and links to traces and dumps.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) html: Option<PathBuf>,
     /// Also append the Markdown summary to the file named by GITHUB_STEP_SUMMARY (GitHub Actions' job summary).
     #[arg(long)]
     pub(crate) github_summary: bool,

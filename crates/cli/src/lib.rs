@@ -18,6 +18,7 @@ mod args;
 mod cache_cmd;
 mod compile_cmd;
 pub mod env;
+mod html_report;
 pub mod locate;
 mod output;
 mod paths;
