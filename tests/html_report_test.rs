@@ -477,3 +477,49 @@ fn a_broken_page_is_caught() {
     assert!(!health.rendered, "{health:?}");
     assert!(health.errors.is_some_and(|e| e.contains("SyntaxError")));
 }
+
+/// `--html -` is the page on stdout (and the Markdown then is not);
+/// two outputs on stdout or a directory as the page are usage errors.
+#[test]
+fn html_to_stdout_and_usage_errors() {
+    let env = TestEnv::new();
+    let report = env.dir.path().join("r.json");
+    std::fs::write(
+        &report,
+        serde_json::to_vec(&RunReport::new(
+            "a2a3sim",
+            vec![CaseReport::new("s", "c")],
+            1.0,
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let r = report.to_str().unwrap();
+    let out = env.scene(&["report", "--html", "-", r]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.starts_with("<!DOCTYPE html>"), "{stdout}");
+    assert!(stdout.ends_with("</html>\n"), "{stdout}");
+    assert!(!stdout.contains("## Scene tests"), "no Markdown: {stdout}");
+    assert!(stdout.contains("<code>s::c</code>"), "{stdout}");
+
+    let out = env
+        .scene(&["report", "--html", "-", "--junit", "-", r])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--junit - and --html -: only one output can go to stdout"),
+        "{stderr}"
+    );
+
+    let dir = env.dir.path().to_str().unwrap();
+    let out = env.scene(&["report", "--html", dir, r]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--html") && stderr.contains("is a directory"),
+        "{stderr}"
+    );
+}
