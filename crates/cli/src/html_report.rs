@@ -404,7 +404,7 @@ fn timeline(h: &mut String, inputs: &[Input<'_>]) {
         let lane_i = cards.iter().position(|c| *c == hold.card).unwrap_or(0);
         let y = top + lane * lane_i as f64 + (lane - bar) / 2.0;
         let x = x_of(hold.from);
-        let w = ((hold.to - hold.from) / span * plot).max(6.0);
+        let w = ((hold.to - hold.from) / span * plot).max(8.0);
         let failed = hold.case.status == CaseStatus::Failed;
         let fill = hex(if failed { FAIL_RGB } else { PASS_RGB });
         let card = hold
@@ -423,7 +423,7 @@ fn timeline(h: &mut String, inputs: &[Input<'_>]) {
         let _ = write!(
             h,
             "<a href=\"#case-{}\"><g><title>{}</title>\
-             <rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{bar}\" fill=\"{fill}\"/>\
+             <rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{bar}\" fill=\"{fill}\" stroke=\"#fff\" stroke-width=\"1\"/>\
              <rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"4\" fill=\"{}\"/>",
             hold.row,
             esc(&title),
