@@ -9,7 +9,8 @@
 //! the page coordinates of the card timeline and the case table. Chromium's
 //! `--dump-dom` shows those attributes; `--screenshot` shows the pixels, and
 //! the test finds the timeline's bar colours inside the timeline's box and
-//! the table's header colour inside the table's box.
+//! the table's header colour inside the table's box. Chromium's own log of
+//! the page's console (`--enable-logging=stderr`) must be empty too.
 //!
 //! Chromium is found through `SCENE_CHROMIUM`, else `chromium`,
 //! `chromium-browser`, `google-chrome-stable`, `google-chrome` on PATH (a
@@ -156,6 +157,9 @@ impl Browser {
                 "--disable-dev-shm-usage",
                 "--hide-scrollbars",
                 "--force-device-scale-factor=1",
+                // The page's console messages on stderr, as `...:CONSOLE...] "text", source: ...`.
+                "--enable-logging=stderr",
+                "--v=0",
             ])
             .arg(format!("--user-data-dir={}", profile.display()))
             .arg(format!("--window-size={},{}", size.0, size.1))
@@ -178,9 +182,16 @@ impl Browser {
         out
     }
 
-    /// The page's DOM after its scripts ran.
-    fn dump_dom(&self, page: &Path, size: (u32, u32)) -> String {
-        String::from_utf8(self.run(page, size, &["--dump-dom".into()]).stdout).unwrap()
+    /// The page's DOM after its scripts ran, and what it wrote to the
+    /// browser's console (Chromium's own log lines about the page).
+    fn dump_dom(&self, page: &Path, size: (u32, u32)) -> (String, Vec<String>) {
+        let out = self.run(page, size, &["--dump-dom".into()]);
+        let console = String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .filter(|l| l.contains(":CONSOLE"))
+            .map(str::to_string)
+            .collect();
+        (String::from_utf8(out.stdout).unwrap(), console)
     }
 
     fn screenshot(&self, page: &Path, size: (u32, u32), png: &Path) -> Image {
@@ -365,8 +376,13 @@ fn two_processes_render_a_page_chromium_loads_cleanly_and_shows() {
 
     // (1) It loads without an error and its scripts ran.
     let size = (1400, 1000);
-    let health = page_health(&browser.dump_dom(&page, size));
+    let (dom, console) = browser.dump_dom(&page, size);
+    let health = page_health(&dom);
     assert_eq!(health.errors, None, "the page logged errors");
+    assert!(
+        console.is_empty(),
+        "the page wrote to the console: {console:#?}"
+    );
     assert!(health.rendered, "the page's last script ran: {health:?}");
     let (timeline, table) = (&health.layout["timeline"], &health.layout["cases"]);
     // (2) A screenshot tall enough for both shows both: the timeline's
@@ -422,9 +438,10 @@ fn hostile_report_text_stays_text_in_the_browser() {
     let page = env.dir.path().join("evil.html");
     let (code, _) = render(&env, &page, &[&report]);
     assert_eq!(code, Some(1));
-    let dom = browser.dump_dom(&page, (1400, 1000));
+    let (dom, console) = browser.dump_dom(&page, (1400, 1000));
     let health = page_health(&dom);
     assert_eq!(health.errors, None, "report text ran as markup");
+    assert!(console.is_empty(), "{console:#?}");
     assert!(health.rendered, "{health:?}");
     // The text is on the page as text.
     assert!(dom.contains("s&lt;script&gt;console.error('name')&lt;/script&gt;::c&amp;\"'"));
@@ -455,8 +472,10 @@ fn a_broken_page_is_caught() {
     let page = env.dir.path().join("good.html");
     let (code, html) = render(&env, &page, &[&report]);
     assert_eq!(code, Some(0));
-    let good = page_health(&browser.dump_dom(&page, (1400, 1000)));
+    let (dom, console) = browser.dump_dom(&page, (1400, 1000));
+    let good = page_health(&dom);
     assert!(good.rendered && good.errors.is_none(), "{good:?}");
+    assert!(console.is_empty(), "{console:#?}");
 
     let at = html.find("<h1>").unwrap();
     let broken = format!(
@@ -467,11 +486,16 @@ fn a_broken_page_is_caught() {
     );
     let page = env.dir.path().join("broken.html");
     std::fs::write(&page, broken).unwrap();
-    let health = page_health(&browser.dump_dom(&page, (1400, 1000)));
+    let (dom, console) = browser.dump_dom(&page, (1400, 1000));
+    let health = page_health(&dom);
     let errors = health.errors.unwrap_or_default();
     assert!(errors.contains("noSuchFunction"), "{errors}");
     assert!(errors.contains("console.error: deliberate"), "{errors}");
     assert!(errors.contains("missing.png"), "{errors}");
+    // Chromium's own console log saw the same.
+    let console = console.join("\n");
+    assert!(console.contains("noSuchFunction"), "{console}");
+    assert!(console.contains("deliberate"), "{console}");
 
     // A syntax error in the page's last script: it never runs.
     let page = env.dir.path().join("unrendered.html");
@@ -480,8 +504,10 @@ fn a_broken_page_is_caught() {
         html.replace("d.setAttribute('data-rendered','1');", "d.set(;"),
     )
     .unwrap();
-    let health = page_health(&browser.dump_dom(&page, (1400, 1000)));
+    let (dom, console) = browser.dump_dom(&page, (1400, 1000));
+    let health = page_health(&dom);
     assert!(!health.rendered, "{health:?}");
+    assert!(console.join("\n").contains("SyntaxError"), "{console:#?}");
     assert!(health.errors.is_some_and(|e| e.contains("SyntaxError")));
 }
 
