@@ -57,7 +57,13 @@ pub(crate) fn run(
         task: args.task.clone(),
         scene_dir: args.scene.clone(),
     };
-    match replay(&config, &req) {
+    let result = replay(&config, &req);
+    if let Ok(r) = &result
+        && let Some(note) = &r.note
+    {
+        eprintln!("note: {note}");
+    }
+    match result {
         Ok(report) if report.matches() => {
             println!("{}", report.summary());
             ExitCode::SUCCESS

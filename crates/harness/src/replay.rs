@@ -56,7 +56,7 @@ pub enum ReplayError {
         given: String,
         last: usize,
     },
-    #[error("the scene `{scene}` of this dump is not at {} any more ({message}): pass its new directory with --scene DIR", dir.display())]
+    #[error("the scene `{scene}` of this dump is not at {} ({message}): pass its directory with --scene DIR", dir.display())]
     SceneMissing {
         scene: String,
         dir: PathBuf,
@@ -64,6 +64,9 @@ pub enum ReplayError {
     },
     #[error("{}: {message}", manifest.display())]
     Scene { manifest: PathBuf, message: String },
+    /// The scene's own load error (it names the file and the field).
+    #[error("the scene does not load: {0}")]
+    SceneLoad(String),
     #[error(
         "kernel `{kernel}` (func_id {func_id}) of scene `{scene}` no longer compiles:\n{message}"
     )]
@@ -108,6 +111,9 @@ pub struct ReplayReport {
     pub func_id: u32,
     pub kernel: String,
     pub outputs: Vec<OutputCheck>,
+    /// Something the reader of the verdict should know (a rank's task
+    /// runs without its communication domain).
+    pub note: Option<String>,
 }
 
 impl ReplayReport {
@@ -183,6 +189,11 @@ pub fn replay(config: &RunConfig, req: &ReplayRequest) -> Result<ReplayReport, R
         func_id: task.func_id,
         kernel,
         outputs: checks,
+        note: manifest.rank.map(|r| {
+            format!(
+                "task {task_id} was recorded on rank {r} of a rank group; it replays alone, without a communication domain (SceneKernelArgs::comm is NULL), so a kernel that communicates cannot reproduce its outputs"
+            )
+        }),
     })
 }
 
@@ -212,10 +223,7 @@ fn load_scene(manifest: &Manifest, moved: Option<&Path>) -> Result<Scene, Replay
             message: "no scene.toml there".into(),
         });
     }
-    Scene::load(dir).map_err(|e| ReplayError::Scene {
-        manifest: dir.join("scene.toml"),
-        message: e.to_string(),
-    })
+    Scene::load(dir).map_err(|e| ReplayError::SceneLoad(e.to_string()))
 }
 
 /// The replay callable: the replay orchestration and the task's kernel,

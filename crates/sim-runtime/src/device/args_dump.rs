@@ -143,9 +143,29 @@ pub fn describe(
         });
     }
     drop(mem);
-    // Groups: spans of one allocation that overlap, merged until stable.
+    let (member, groups) = group_spans(&spans);
+    for (i, r) in recs.iter_mut().enumerate() {
+        if member[i] != usize::MAX {
+            r.group = member[i];
+            r.group_offset = r.span_off - groups[member[i]].1;
+        }
+    }
+    Ok(Box::new(TaskRecord {
+        func_id,
+        core,
+        block_num,
+        args: recs,
+    }))
+}
+
+/// Groups of `(allocation, start, end)` spans (`None`: a scalar): spans
+/// of one allocation that overlap share a group (merged until stable, so
+/// a span bridging two groups joins them). Returns each span's group
+/// (`usize::MAX` for scalars) and each group's `(allocation, start, end)`,
+/// numbered by first member.
+fn group_spans(spans: &[Option<(u64, u64, u64)>]) -> (Vec<usize>, Vec<(u64, u64, u64)>) {
     let mut groups: Vec<(u64, u64, u64)> = Vec::new();
-    let mut member: Vec<usize> = vec![usize::MAX; args.len()];
+    let mut member: Vec<usize> = vec![usize::MAX; spans.len()];
     for (i, s) in spans.iter().enumerate() {
         if let Some(s) = s {
             member[i] = groups.len();
@@ -177,18 +197,7 @@ pub fn describe(
             break;
         }
     }
-    for (i, r) in recs.iter_mut().enumerate() {
-        if member[i] != usize::MAX {
-            r.group = member[i];
-            r.group_offset = r.span_off - groups[member[i]].1;
-        }
-    }
-    Ok(Box::new(TaskRecord {
-        func_id,
-        core,
-        block_num,
-        args: recs,
-    }))
+    (member, groups)
 }
 
 /// Just before the first block of task `tid` runs (scheduler lock held):
@@ -294,6 +303,23 @@ fn task_json(tid: usize, rec: &TaskRecord) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn overlapping_spans_of_one_allocation_share_a_group() {
+        let spans = [
+            Some((100, 100, 164)), // a
+            None,                  // a scalar
+            Some((100, 164, 228)), // touches a, does not overlap: own group
+            Some((200, 0, 64)),    // another allocation
+            Some((100, 150, 170)), // bridges a and the third: all one group
+        ];
+        let (member, groups) = group_spans(&spans);
+        assert_eq!(member, vec![0, usize::MAX, 0, 1, 0]);
+        assert_eq!(groups, vec![(100, 100, 228), (200, 0, 64)]);
+        let (member, groups) = group_spans(&[Some((1, 0, 8)), Some((1, 8, 16))]);
+        assert_eq!(member, vec![0, 1], "adjacent views stay apart");
+        assert_eq!(groups.len(), 2);
+    }
 
     #[test]
     fn task_json_lists_views_and_scalars() {
