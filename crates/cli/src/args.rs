@@ -194,8 +194,9 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32))]
     pub(crate) warmup: Option<u32>,
     /// Record every task's arguments (views, bytes before and after as .npy, scalars, func_id, blocks) under DIR/<scene>/<case>/, for `scene replay` [default DIR: <workspace>/target/scene-args].
-    #[arg(long, value_name = "DIR", num_args = 0..=1, require_equals = true, default_missing_value = "")]
-    pub(crate) dump_args: Option<PathBuf>,
+    /// (An empty value, what a bare `--dump-args` gives, means the default.)
+    #[arg(long, value_name = "DIR", num_args = 0..=1, require_equals = true, default_missing_value = "", value_parser = clap::builder::OsStringValueParser::new())]
+    pub(crate) dump_args: Option<std::ffi::OsString>,
 }
 
 /// `--rounds`: a count from 1.
@@ -351,6 +352,25 @@ fn parse_days(s: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dump_args_takes_its_directory_only_after_an_equals_sign() {
+        let run = |argv: &[&str]| match Cli::try_parse_from(argv).unwrap().command {
+            Command::Run(r) => (r.dump_args, r.selection.filter),
+            other => panic!("{other:?}"),
+        };
+        let (dump, filter) = run(&["scene", "run", "--dump-args", "scalar_data"]);
+        assert_eq!(
+            dump.as_deref(),
+            Some(std::ffi::OsStr::new("")),
+            "bare: the default"
+        );
+        assert_eq!(filter.as_deref(), Some("scalar_data"));
+        let (dump, filter) = run(&["scene", "run", "--dump-args=/tmp/a", "x"]);
+        assert_eq!(dump.as_deref(), Some(std::ffi::OsStr::new("/tmp/a")));
+        assert_eq!(filter.as_deref(), Some("x"));
+        assert_eq!(run(&["scene", "run"]).0, None);
+    }
 
     #[test]
     fn sizes_and_days_parse() {

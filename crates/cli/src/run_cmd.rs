@@ -138,9 +138,9 @@ pub(crate) fn run(
     config.warmup = args.warmup.unwrap_or(0);
     // --- args dump (issue 19) ---
     config.args_dump = args.dump_args.as_ref().map(|d| {
-        let d = match d.as_os_str().is_empty() {
+        let d = match d.is_empty() {
             true => layout.root.join("target").join("scene-args"),
-            false => d.clone(),
+            false => std::path::PathBuf::from(d),
         };
         std::path::absolute(&d).unwrap_or(d)
     });
