@@ -430,3 +430,155 @@ fn a_runtime_without_args_record_fails_the_dump_clearly() {
         "{stdout}"
     );
 }
+
+/// A case whose second task crashes: the dump keeps the first task whole
+/// (it replays bit for bit) and the crashing one's inputs, so the crash can
+/// be replayed alone, and a fixed kernel run on them.
+#[test]
+fn a_crashed_run_keeps_its_tasks_and_the_crashing_one_replays_alone() {
+    let env = TestEnv::with_scenes(&[]);
+    let dir = env.scenes_dir.as_ref().unwrap().join("two_tasks");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("scene.toml"),
+        r#"
+name = "two_tasks"
+level = 2
+platforms = ["a2a3sim"]
+golden = "vector_example"
+
+[orchestration]
+source = "orchestration.c"
+function = "two_tasks_orch"
+signature = ["in", "in", "out"]
+
+[[incores]]
+func_id = 0
+name = "add"
+core = "aiv"
+source = "add.c"
+
+[[incores]]
+func_id = 1
+name = "bad"
+core = "aiv"
+source = "bad.c"
+
+[[tensors]]
+name = "a"
+dtype = "f32"
+shape = [1024]
+init = { kind = "uniform", low = -2.0, high = 2.0 }
+
+[[tensors]]
+name = "b"
+dtype = "f32"
+shape = [1024]
+init = { kind = "normal", mean = 0.0, std = 1.0 }
+
+[[tensors]]
+name = "f"
+dtype = "f32"
+shape = [1024]
+init = { kind = "zeros" }
+
+[[cases]]
+name = "one"
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("orchestration.c"),
+        r#"#include "scene_orch.h"
+SCENE_ORCH_ENTRY(two_tasks_orch, ctx, args, nargs) {
+    (void)nargs;
+    SceneTaskArg t[3] = {SCENE_IN(args[0]), SCENE_IN(args[1]), SCENE_OUT(args[2])};
+    int32_t rc = scene_orch_submit(ctx, 0, 2, t, 3);
+    if (rc != 0) return rc;
+    SceneTaskArg u[1] = {SCENE_INOUT(args[2])};
+    return scene_orch_submit(ctx, 1, 1, u, 1);
+}
+"#,
+    )
+    .unwrap();
+    let kernel = |body: &str| {
+        format!(
+            "#include \"scene_kernel.h\"\nSCENE_KERNEL_ENTRY(ka) {{\n    float *c = SCENE_ARG_PTR(ka, 0, float);\n    uint64_t n = SCENE_ARG_LEN(ka, 0, float);\n    {body}\n}}\n"
+        )
+    };
+    std::fs::write(
+        dir.join("add.c"),
+        "#include \"scene_kernel.h\"\nSCENE_KERNEL_ENTRY(ka) {\n    const float *a = SCENE_ARG_PTR(ka, 0, const float);\n    const float *b = SCENE_ARG_PTR(ka, 1, const float);\n    float *c = SCENE_ARG_PTR(ka, 2, float);\n    uint64_t n = SCENE_ARG_LEN(ka, 2, float);\n    SCENE_FOR_BLOCK_RANGE(ka, n, i) { c[i] = a[i] + b[i]; }\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("bad.c"),
+        kernel("(void)n; if (c[0] == c[0]) *(volatile int *)(uintptr_t)0 = 1;"),
+    )
+    .unwrap();
+
+    let root = env.dir.path().join("args");
+    let report = env.dir.path().join("report.json");
+    let out = env
+        .scene(&[
+            "run",
+            "two_tasks",
+            &format!("--dump-args={}", root.display()),
+            "--report-json",
+            report.to_str().unwrap(),
+        ])
+        .env_remove("SCENE_RUNTIME_OPTIONS")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("killed by SIGSEGV"),
+        "{}",
+        text(&out)
+    );
+    let case = root.join("two_tasks").join("one");
+    assert_eq!(
+        json(&report)["cases"][0]["args_dump"].as_str(),
+        case.to_str(),
+        "a failed case's dump is named too"
+    );
+    let m = json(&case.join("manifest.json"));
+    assert_eq!(m["tasks"], 1, "{m}");
+    assert_eq!(m["incomplete"], serde_json::json!([1]), "{m}");
+    let t1 = json(&case.join("task1").join("task.json"));
+    assert_eq!(t1["complete"], false);
+    assert_eq!(t1["args"][0]["input"], "arg0.in.npy");
+    assert!(t1["args"][0].get("output").is_none(), "{t1}");
+
+    let out = replay(&env, &case, "0", &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    // The crash, alone.
+    let out = replay(&env, &case, "1", &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("killed by SIGSEGV")
+            && String::from_utf8_lossy(&out.stderr).contains("kernel func_id 1"),
+        "{}",
+        text(&out)
+    );
+    // Fixed, it runs on the recorded inputs; nothing to compare with.
+    std::fs::write(
+        dir.join("bad.c"),
+        kernel("SCENE_FOR_BLOCK_RANGE(ka, n, i) { c[i] = c[i] * 2.0f; }"),
+    )
+    .unwrap();
+    let out = replay(&env, &case, "1", &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("the recorded run did not complete this task"),
+        "{}",
+        text(&out)
+    );
+    let out = replay(&env, &case, "2", &[]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("the recorded task ids are 0..=1"),
+        "{}",
+        text(&out)
+    );
+}

@@ -90,10 +90,10 @@ pub struct Manifest {
     pub rank_dirs: Vec<String>,
     pub orchestration: String,
     pub kernels: Vec<KernelEntry>,
-    /// Tasks recorded whole (`task0` .. `task<tasks-1>` when none is missing).
+    /// Tasks recorded whole: inputs and outputs.
     pub tasks: usize,
-    /// Tasks that started but never completed (a failed run): their
-    /// inputs only, no `task.json`.
+    /// Tasks that started but never completed (a failed run: a crash, a
+    /// timeout): their `task.json` and inputs, no outputs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub incomplete: Vec<usize>,
 }
@@ -154,6 +154,9 @@ impl ArgEntry {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TaskEntry {
     pub task: usize,
+    /// The task completed in the recorded run (else it has no outputs).
+    #[serde(default = "yes")]
+    pub complete: bool,
     pub func_id: u32,
     /// The kernel's name in the scene (`None` if the scene has no such
     /// func_id).
@@ -164,10 +167,15 @@ pub struct TaskEntry {
     pub args: Vec<ArgEntry>,
 }
 
+fn yes() -> bool {
+    true
+}
+
 /// What the runtime writes per task (`taskN.json`).
 #[derive(Debug, Deserialize)]
 struct RawTask {
     task: usize,
+    complete: bool,
     func_id: u32,
     core: String,
     block_num: u32,
@@ -388,8 +396,7 @@ fn convert_dir(
     scene: &Scene,
     mut manifest: Manifest,
 ) -> Result<Manifest, ArgsDumpError> {
-    let mut done = BTreeSet::new();
-    let mut started = BTreeSet::new();
+    let mut described = BTreeSet::new();
     let entries = match std::fs::read_dir(raw) {
         Ok(e) => e.collect::<Result<Vec<_>, _>>().map_err(io(raw))?,
         // Nothing recorded (the run failed before any task): no tasks.
@@ -406,20 +413,23 @@ fn convert_dir(
             continue;
         };
         if rest[digits.len()..] == *".json" {
-            done.insert(id);
-        } else {
-            started.insert(id);
+            described.insert(id);
         }
     }
-    for &id in &done {
-        convert_task(raw, out, scene, id)?;
+    manifest.tasks = 0;
+    manifest.incomplete = Vec::new();
+    for &id in &described {
+        if convert_task(raw, out, scene, id)? {
+            manifest.tasks += 1;
+        } else {
+            manifest.incomplete.push(id);
+        }
     }
-    manifest.tasks = done.len();
-    manifest.incomplete = started.difference(&done).copied().collect();
     Ok(manifest)
 }
 
-fn convert_task(raw: &Path, out: &Path, scene: &Scene, id: usize) -> Result<(), ArgsDumpError> {
+/// Converts task `id`; returns whether it completed.
+fn convert_task(raw: &Path, out: &Path, scene: &Scene, id: usize) -> Result<bool, ArgsDumpError> {
     let json_path = raw.join(format!("task{id}.json"));
     let text = std::fs::read(&json_path).map_err(io(&json_path))?;
     let rt: RawTask =
@@ -495,6 +505,7 @@ fn convert_task(raw: &Path, out: &Path, scene: &Scene, id: usize) -> Result<(), 
     }
     let task = TaskEntry {
         task: id,
+        complete: rt.complete,
         func_id: rt.func_id,
         kernel: scene
             .incores
@@ -506,7 +517,8 @@ fn convert_task(raw: &Path, out: &Path, scene: &Scene, id: usize) -> Result<(), 
         num_args: rt.num_args,
         args,
     };
-    write_json(&dir.join("task.json"), &task)
+    write_json(&dir.join("task.json"), &task)?;
+    Ok(rt.complete)
 }
 
 /// Reads a dump's `manifest.json`.

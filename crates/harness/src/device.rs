@@ -242,14 +242,16 @@ impl DeviceStage {
             });
         }
         report.phases.device_s += device_time.as_secs_f64();
-        // --- args dump (issue 19): converted after the release ---
+        // --- args dump (issue 19): converted after the release, whatever
+        // the session's outcome (a failed run's completed tasks help most) ---
+        let mut args_note = None;
         if let Some(d) = args_dump {
             match d.finish(work.sel, &self.platform) {
                 Ok(dir) => report.args_dump = Some(dir.display().to_string()),
                 Err(e) if result.is_ok() => {
                     return Err(DeviceFailure::plain(format!("--dump-args: {e}")));
                 }
-                Err(_) => {}
+                Err(e) => args_note = Some(format!("--dump-args: {e}")),
             }
         }
         if job.group.is_some() {
@@ -278,7 +280,13 @@ impl DeviceStage {
                 per_round_s: measured,
             });
         }
-        let done = result.map_err(|e| self.classify(e, &report.devices))?;
+        let done = result.map_err(|e| {
+            let mut f = self.classify(e, &report.devices);
+            if let Some(note) = args_note {
+                f.message = format!("{}\n{note}", f.message);
+            }
+            f
+        })?;
         report.phases.session_s += done.session.as_secs_f64();
         let outputs = match (done.outputs, &prepared) {
             (Some(outputs), _) => outputs,

@@ -50,11 +50,12 @@ pub enum ReplayError {
     RankGroup { dir: PathBuf, first: String },
     #[error("{} recorded no task (the run failed before any task completed)", dir.display())]
     Empty { dir: PathBuf },
-    #[error("task `{given}` is not in {}: the recorded task ids are 0..={last}", dir.display())]
+    #[error("task `{given}` is not in {}: the recorded task ids are {ids}", dir.display())]
     UnknownTask {
         dir: PathBuf,
         given: String,
-        last: usize,
+        /// The recorded ids as ranges: `0..=5`, `0..=3, 7`.
+        ids: String,
     },
     #[error("the scene `{scene}` of this dump is not at {} ({message}): pass its directory with --scene DIR", dir.display())]
     SceneMissing {
@@ -114,11 +115,14 @@ pub struct ReplayReport {
     /// Something the reader of the verdict should know (a rank's task
     /// runs without its communication domain).
     pub note: Option<String>,
+    /// The task completed in the recorded run: there are outputs to
+    /// compare with (else the replay only shows the task runs now).
+    pub recorded_complete: bool,
 }
 
 impl ReplayReport {
     pub fn matches(&self) -> bool {
-        self.outputs.iter().all(|o| o.differing == 0)
+        self.recorded_complete && self.outputs.iter().all(|o| o.differing == 0)
     }
 
     /// One line when the outputs match; else a line per differing output.
@@ -128,6 +132,11 @@ impl ReplayReport {
             self.task, self.kernel, self.func_id
         );
         let elements: usize = self.outputs.iter().map(|o| o.elements).sum();
+        if !self.recorded_complete {
+            return format!(
+                "{head}: the recorded run did not complete this task (it crashed or timed out there), so there are no recorded outputs to compare; the replay ran it to the end"
+            );
+        }
         if self.matches() {
             return format!(
                 "{head}: outputs match bit for bit ({} output argument{}, {elements} elements)",
@@ -189,6 +198,7 @@ pub fn replay(config: &RunConfig, req: &ReplayRequest) -> Result<ReplayReport, R
         func_id: task.func_id,
         kernel,
         outputs: checks,
+        recorded_complete: task.complete,
         note: manifest.rank.map(|r| {
             format!(
                 "task {task_id} was recorded on rank {r} of a rank group; it replays alone, without a communication domain (SceneKernelArgs::comm is NULL), so a kernel that communicates cannot reproduce its outputs"
@@ -198,20 +208,47 @@ pub fn replay(config: &RunConfig, req: &ReplayRequest) -> Result<ReplayReport, R
 }
 
 fn task_id(dir: &Path, manifest: &Manifest, given: &str) -> Result<usize, ReplayError> {
-    if manifest.tasks == 0 {
+    if manifest.tasks == 0 && manifest.incomplete.is_empty() {
         return Err(ReplayError::Empty { dir: dir.into() });
     }
-    let last = manifest.tasks + manifest.incomplete.len() - 1;
-    let unknown = || ReplayError::UnknownTask {
+    let present = |id: usize| dir.join(format!("task{id}")).join("task.json").is_file();
+    if let Ok(id) = given.trim().parse::<usize>()
+        && present(id)
+    {
+        return Ok(id);
+    }
+    let mut ids: Vec<usize> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.strip_prefix("task")?.parse().ok())
+        .filter(|&id| present(id))
+        .collect();
+    ids.sort_unstable();
+    Err(ReplayError::UnknownTask {
         dir: dir.into(),
         given: given.to_owned(),
-        last,
-    };
-    let id: usize = given.trim().parse().map_err(|_| unknown())?;
-    if !dir.join(format!("task{id}")).join("task.json").is_file() {
-        return Err(unknown());
+        ids: id_ranges(&ids),
+    })
+}
+
+/// Sorted ids as ranges: `0..=5`, `0..=3, 7`.
+fn id_ranges(ids: &[usize]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < ids.len() {
+        let mut j = i;
+        while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j {
+            ids[i].to_string()
+        } else {
+            format!("{}..={}", ids[i], ids[j])
+        });
+        i = j + 1;
     }
-    Ok(id)
+    parts.join(", ")
 }
 
 fn load_scene(manifest: &Manifest, moved: Option<&Path>) -> Result<Scene, ReplayError> {
@@ -549,6 +586,9 @@ fn compare(
     let mut checks = Vec::new();
     for a in task.args.iter().filter(|a| a.is_tensor() && a.is_output()) {
         let Some(name) = &a.output else {
+            if !task.complete {
+                continue;
+            }
             return Err(ReplayError::Dump(ArgsDumpError::Malformed {
                 path: tdir.join("task.json"),
                 message: format!(
@@ -706,6 +746,14 @@ mod tests {
             &f32s(&[1.0, 0.0, 3.0, 4.0]),
         );
         assert_eq!(same.differing, 1, "-0 and +0 differ bit for bit");
+    }
+
+    #[test]
+    fn task_ids_are_listed_as_ranges() {
+        assert_eq!(id_ranges(&[0, 1, 2, 3, 4, 5]), "0..=5");
+        assert_eq!(id_ranges(&[0, 1, 2, 3, 7]), "0..=3, 7");
+        assert_eq!(id_ranges(&[2]), "2");
+        assert_eq!(id_ranges(&[]), "");
     }
 
     #[test]

@@ -1024,11 +1024,12 @@ fn submit(rc: &RunCtx, func_id: u32, block_num: u32, args: &[SceneTaskArgV2]) ->
     };
     let inc = runnable_incore(rc, func_id, block_num)?;
     let (payload, accesses, buffers) = kernel_args(rc, func_id, block_num, args)?;
-    let record = match recording {
-        true => Some(args_dump::describe(
+    let record = if recording {
+        Some(args_dump::describe(
             &rc.shared, func_id, inc.core, block_num, args,
-        )?),
-        false => None,
+        )?)
+    } else {
+        None
     };
     let task = Task {
         func_id,

@@ -12,8 +12,9 @@
 //! ```text
 //! <dir>/task<N>.arg<i>.in.bin    span bytes before the first block (tensor args)
 //! <dir>/task<N>.arg<i>.out.bin   span bytes after the last block (out / inout)
-//! <dir>/task<N>.json             the task (written last: a task with a
-//!                                json completed and has all its files)
+//! <dir>/task<N>.json             the task: written before its first
+//!                                block with "complete":false, again
+//!                                after its last with "complete":true
 //! ```
 //!
 //! The harness turns them into `.npy` files (this crate has no `.npy`
@@ -214,7 +215,12 @@ pub fn before_first_block(
             recorder.write(&format!("task{tid}.arg{i}.in.bin"), &bytes)?;
         }
     }
-    Ok(())
+    // A task that never completes (its kernel crashed, the run timed
+    // out) is still described, inputs and all.
+    recorder.write(
+        &format!("task{tid}.json"),
+        task_json(tid, rec, false).as_bytes(),
+    )
 }
 
 /// Right after the last block of task `tid` completed (scheduler lock
@@ -232,7 +238,10 @@ pub fn after_last_block(
             recorder.write(&format!("task{tid}.arg{i}.out.bin"), &bytes)?;
         }
     }
-    recorder.write(&format!("task{tid}.json"), task_json(tid, rec).as_bytes())
+    recorder.write(
+        &format!("task{tid}.json"),
+        task_json(tid, rec, true).as_bytes(),
+    )
 }
 
 fn span_bytes(shared: &Shared, a: &ArgRecord) -> Vec<u8> {
@@ -258,11 +267,11 @@ fn list(v: &[u64]) -> String {
 }
 
 /// The task as JSON (numbers and fixed names only: written by hand).
-fn task_json(tid: usize, rec: &TaskRecord) -> String {
+fn task_json(tid: usize, rec: &TaskRecord, complete: bool) -> String {
     let mut s = String::new();
     let _ = write!(
         s,
-        "{{\"task\":{tid},\"func_id\":{},\"core\":\"{}\",\"block_num\":{},\"num_args\":{},\"args\":[",
+        "{{\"task\":{tid},\"complete\":{complete},\"func_id\":{},\"core\":\"{}\",\"block_num\":{},\"num_args\":{},\"args\":[",
         rec.func_id,
         core_name(rec.core),
         rec.block_num,
@@ -350,10 +359,10 @@ mod tests {
                 },
             ],
         };
-        let j = task_json(5, &rec);
+        let j = task_json(5, &rec, true);
         assert_eq!(
             j,
-            "{\"task\":5,\"func_id\":3,\"core\":\"aiv\",\"block_num\":4,\"num_args\":2,\"args\":[\
+            "{\"task\":5,\"complete\":true,\"func_id\":3,\"core\":\"aiv\",\"block_num\":4,\"num_args\":2,\"args\":[\
              {\"index\":0,\"direction\":\"inout\",\"dtype\":0,\"rank\":2,\"shape\":[2,8],\"strides\":[8,1],\"offset\":0,\"buffer_bytes\":64,\"span_bytes\":64,\"group\":0,\"group_offset\":0},\
              {\"index\":1,\"direction\":\"scalar\",\"value\":7}]}\n"
         );
