@@ -25,6 +25,7 @@ mod paths;
 mod precompile_cmd;
 mod progress;
 mod prologue;
+mod replay_cmd;
 mod report_cmd;
 mod run_cmd;
 pub mod testing;
@@ -147,5 +148,6 @@ pub fn main(layout: Layout, registry: GoldenRegistry) -> ExitCode {
             precompile_cmd::run(&layout, &env, cache_dir, registry, verbosity, &args)
         }
         Command::Report(args) => report_cmd::run(&env, &args),
+        Command::Replay(args) => replay_cmd::run(&layout, &env, cache_dir, &args),
     }
 }

@@ -136,6 +136,20 @@ pub(crate) fn run(
     };
     config.rounds = args.rounds.unwrap_or(1);
     config.warmup = args.warmup.unwrap_or(0);
+    // --- args dump (issue 19) ---
+    config.args_dump = args.dump_args.as_ref().map(|d| {
+        let d = match d.is_empty() {
+            true => layout.root.join("target").join("scene-args"),
+            false => std::path::PathBuf::from(d),
+        };
+        std::path::absolute(&d).unwrap_or(d)
+    });
+    if let Some(d) = &config.args_dump
+        && let Err(e) = crate::paths::check_dir("--dump-args", d)
+    {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     // No pool given: one large enough for the largest rank group.
     crate::env::size_default_pool(
         &mut config,

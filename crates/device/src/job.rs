@@ -5,6 +5,7 @@
 //! supervised worker process (`crate::worker`); either way the steps, their
 //! order and their error messages are these.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -54,6 +55,11 @@ pub struct DeviceJob<'a> {
     /// as 1): the inputs are uploaded again before every run and the
     /// outputs downloaded after it, so every round's outputs come back.
     pub rounds: u32,
+    /// `--dump-args`: record every task's arguments into this directory
+    /// (`rank<R>/` under it for each rank of a group); the runtime must
+    /// offer `scene_rt_args_record`. With several rounds the last run's
+    /// record remains.
+    pub args_dump: Option<&'a Path>,
 }
 
 /// A level-3 job: `ranks` cards, one chip callable per rank, run
@@ -177,6 +183,11 @@ pub fn run_session(runtime: &Runtime, job: &DeviceJob<'_>) -> Result<SessionOutp
     let device = runtime
         .open(job.card, job.options)
         .map_err(|e| SessionError::new(format!("opening card {}", job.card), e, &names))?;
+    if let Some(dir) = job.args_dump {
+        device
+            .record_args(dir)
+            .map_err(|e| SessionError::new("recording task arguments", e, &names))?;
+    }
     let outputs = on_device(&device, job, rounds, &names);
     drop(device);
     let (outputs, run_times) = outputs?;
@@ -407,6 +418,15 @@ fn run_group(
                 &names[rank],
             )
         })?);
+    }
+    if let Some(dir) = job.args_dump {
+        for (rank, device) in devices.iter().enumerate() {
+            device
+                .record_args(&dir.join(format!("rank{rank}")))
+                .map_err(|e| {
+                    SessionError::new(format!("recording task arguments (rank {rank})"), e, &[])
+                })?;
+        }
     }
     let mut staged = Vec::with_capacity(ranks);
     for (rank, device) in devices.iter().enumerate() {

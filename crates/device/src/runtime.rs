@@ -79,6 +79,9 @@ struct Api {
     /// without them cannot run rank groups.
     comm_create: Option<CommCreate>,
     comm_destroy: Option<unsafe extern "C" fn(*mut c_void) -> i32>,
+    /// Optional (`scene_rt_args_record`, `--dump-args`): runtimes without
+    /// it cannot record task arguments.
+    args_record: Option<unsafe extern "C" fn(Dev, *const c_char) -> i32>,
 }
 
 type CommCreate =
@@ -256,6 +259,11 @@ impl Runtime {
                 .map(|s| *s),
             // SAFETY: as above.
             comm_destroy: unsafe { lib.get(b"scene_rt_comm_destroy\0") }
+                .ok()
+                .map(|s| *s),
+            // SAFETY: as for `sym!`: declared in scene_runtime.h with this
+            // signature; absent in runtimes that cannot dump task arguments.
+            args_record: unsafe { lib.get(b"scene_rt_args_record\0") }
                 .ok()
                 .map(|s| *s),
         };
@@ -544,6 +552,25 @@ impl DeviceSession<'_> {
         let status =
             unsafe { (self.rt.api.run2)(self.dev, handle.0, c.as_ptr(), descs.as_ptr(), n) };
         self.rt.check("scene_rt_run", status)
+    }
+
+    /// Records the task arguments of every later run on this device into
+    /// `dir` (`scene_rt_args_record`, optional): an error naming the
+    /// runtime when it lacks the symbol.
+    pub fn record_args(&self, dir: &Path) -> Result<(), RuntimeError> {
+        let Some(f) = self.rt.api.args_record else {
+            return Err(RuntimeError::InvalidArgument(format!(
+                "the runtime `{}` has no scene_rt_args_record: it cannot dump task arguments (--dump-args)",
+                self.rt.path.display()
+            )));
+        };
+        let c = CString::new(dir.as_os_str().as_encoded_bytes()).map_err(|_| {
+            RuntimeError::InvalidArgument(format!("{} contains NUL", dir.display()))
+        })?;
+        // SAFETY: `self.dev` is an open device; `c` is NUL-terminated and
+        // outlives the call, which copies it (scene_runtime.h).
+        let status = unsafe { f(self.dev, c.as_ptr()) };
+        self.rt.check("scene_rt_args_record", status)
     }
 
     /// Closes the device, reporting the runtime's status (drop ignores it).

@@ -185,6 +185,9 @@ struct JobFile {
     /// Where every round's outputs go, round-major.
     #[serde(default)]
     round_outputs: Vec<Span>,
+    /// `--dump-args`: see [`DeviceJob::args_dump`].
+    #[serde(default)]
+    args_dump: Option<PathBuf>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -357,6 +360,7 @@ pub fn prepare(job: &DeviceJob<'_>, runtime: &Path) -> Result<PreparedJob, Worke
         group: job.group.clone(),
         rounds,
         round_outputs: outputs.clone(),
+        args_dump: job.args_dump.map(Path::to_path_buf),
     };
     let job_path = dir.path().join(JOB);
     let text = serde_json::to_vec(&spec).map_err(|e| WorkerError::Setup(e.to_string()))?;
@@ -675,6 +679,7 @@ fn serve_job(dir: &Path) -> Result<(), String> {
         args,
         group: spec.group.clone(),
         rounds: spec.rounds,
+        args_dump: spec.args_dump.as_deref(),
     };
     let cards = wait_for_go()?;
     let card = *cards.first().ok_or("the supervisor holds no card")?;

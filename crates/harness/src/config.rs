@@ -81,6 +81,9 @@ pub struct RunConfig {
     pub rounds: u32,
     /// `--warmup K`: runs before the measured rounds, compared but not timed.
     pub warmup: u32,
+    /// `--dump-args[=DIR]`: record every task's arguments of each case
+    /// under `DIR/<scene>/<case>/` (see `args_dump`); `None` = off.
+    pub args_dump: Option<PathBuf>,
 }
 
 /// When a case's tensors are written as `.npy` files.
@@ -125,6 +128,7 @@ impl RunConfig {
             golden_cache: true,
             rounds: 1,
             warmup: 0,
+            args_dump: None,
             root,
         }
     }

@@ -11,6 +11,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+mod args_dump;
 pub mod comm;
 mod orch_v2;
 
@@ -94,6 +95,8 @@ struct Task {
     pending: usize,
     dependents: Vec<usize>,
     done: bool,
+    /// `--dump-args`: the task's arguments, when the run records them.
+    record: Option<Box<args_dump::TaskRecord>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -126,6 +129,8 @@ struct Sched {
     freed: HashSet<u64>,
     /// Unfinished tasks per buffer (device address of its data).
     users: HashMap<u64, usize>,
+    /// `scene_rt_args_record`: where this run's task arguments go.
+    recorder: Option<Arc<args_dump::Recorder>>,
 }
 
 /// State shared with the core threads and the orchestration thread. Threads
@@ -192,6 +197,15 @@ impl Shared {
         None
     }
 
+    /// A failed args-dump write fails the run (first error wins).
+    fn record_step(s: &mut Sched, r: RtResult<()>) {
+        if let Err(e) = r
+            && s.error.is_none()
+        {
+            s.error = Some(e);
+        }
+    }
+
     /// Marks one block of `tid` finished and releases dependents.
     fn complete_block(&self, s: &mut Sched, tid: usize) {
         let t = &mut s.tasks[tid];
@@ -201,6 +215,11 @@ impl Shared {
         }
         t.done = true;
         t.args = None;
+        // --- args dump (issue 19): outputs before dependents may run ---
+        if let (Some(rec), Some(recorder)) = (t.record.take(), s.recorder.clone()) {
+            Self::record_step(s, args_dump::after_last_block(self, &recorder, tid, &rec));
+        }
+        let t = &mut s.tasks[tid];
         let dependents = std::mem::take(&mut t.dependents);
         let buffers = std::mem::take(&mut t.buffers);
         s.completed += 1;
@@ -253,6 +272,14 @@ fn core_thread(shared: Arc<Shared>, core: usize) {
             continue;
         };
         let mut args = *payload.args;
+        // --- args dump (issue 19): inputs before the first block ---
+        if t.next_block == 0
+            && let (Some(rec), Some(recorder)) = (&t.record, &sched.recorder)
+        {
+            let r = args_dump::before_first_block(&shared, recorder, tid, rec);
+            Shared::record_step(sched, r);
+        }
+        let t = &mut sched.tasks[tid];
         args.block_idx = t.next_block;
         t.next_block += 1;
         if t.next_block == t.block_num {
@@ -316,6 +343,8 @@ pub struct Device {
     workers: Mutex<Vec<JoinHandle<()>>>,
     /// The communication domain this device is a rank of (level 3).
     comm: Mutex<Option<(Arc<comm::Domain>, u32)>>,
+    /// `scene_rt_args_record`: record every run's task arguments here.
+    args_dir: Mutex<Option<std::path::PathBuf>>,
 }
 
 impl Device {
@@ -360,6 +389,7 @@ impl Device {
             runs: AtomicU64::new(0),
             workers: Mutex::new(Vec::new()),
             comm: Mutex::new(None),
+            args_dir: Mutex::new(None),
         };
         for core in [SCENE_CORE_AIC, SCENE_CORE_AIV] {
             for i in 0..dev.opts.cores[core as usize] {
@@ -387,6 +417,12 @@ impl Device {
         }
         *slot = Some((domain, rank));
         Ok(())
+    }
+
+    /// Records the task arguments of every later run into `dir` (`None`:
+    /// stop recording). See `device/args_dump.rs`.
+    pub fn record_args(&self, dir: Option<std::path::PathBuf>) {
+        *lock(&self.args_dir) = dir;
     }
 
     /// Ends this device's membership of a domain.
@@ -548,7 +584,11 @@ impl Device {
                 _ => (a.value, a.size),
             })
             .collect();
-        *self.shared.sched() = Sched::default();
+        let recorder = args_dump::Recorder::for_run(lock(&self.args_dir).as_deref())?;
+        *self.shared.sched() = Sched {
+            recorder,
+            ..Sched::default()
+        };
         let deadline = self.opts.timeout.map(|t| Instant::now() + t);
         let orch_thread = self.start_orchestration(&callable, args, descs, deadline)?;
         let outcome = self.wait_for_run(&callable, run_no, deadline)?;
@@ -975,11 +1015,22 @@ fn task_args<'a, T>(
 /// One task submitted by the orchestration: check it, translate its
 /// arguments for the kernel, and put it into the task graph.
 fn submit(rc: &RunCtx, func_id: u32, block_num: u32, args: &[SceneTaskArgV2]) -> RtResult<()> {
-    if let Some(e) = &rc.shared.sched().error {
-        return Err(e.clone());
-    }
+    let recording = {
+        let s = rc.shared.sched();
+        if let Some(e) = &s.error {
+            return Err(e.clone());
+        }
+        s.recorder.is_some()
+    };
     let inc = runnable_incore(rc, func_id, block_num)?;
     let (payload, accesses, buffers) = kernel_args(rc, func_id, block_num, args)?;
+    let record = if recording {
+        Some(args_dump::describe(
+            &rc.shared, func_id, inc.core, block_num, args,
+        )?)
+    } else {
+        None
+    };
     let task = Task {
         func_id,
         core: inc.core as usize,
@@ -992,6 +1043,7 @@ fn submit(rc: &RunCtx, func_id: u32, block_num: u32, args: &[SceneTaskArgV2]) ->
         pending: 0,
         dependents: Vec::new(),
         done: false,
+        record,
     };
     enqueue(rc, task, &accesses)
 }
