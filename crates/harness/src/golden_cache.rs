@@ -178,10 +178,12 @@ impl GoldenCache {
         self.root.join("entries").join(&key[..2]).join(key)
     }
 
+    /// `locks/<xx>/<key>.lock`; any directory name found under `entries/`
+    /// maps to a path (no panic on a short or non-ASCII name).
     fn lock_path(&self, key: &str) -> PathBuf {
         self.root
             .join("locks")
-            .join(&key[..2])
+            .join(key.get(..2).unwrap_or("__"))
             .join(format!("{key}.lock"))
     }
 
@@ -493,14 +495,6 @@ impl GoldenCache {
             if verify_entry(&e.dir, &e.key).is_ok() {
                 continue;
             }
-            if e.key.len() < 2 || !e.key.is_ascii() {
-                // Not a name `put` writes: nothing can be locked for it.
-                remove_any(&e.dir).map_err(at(&e.dir))?;
-                report
-                    .damaged
-                    .push((e.key, e.dir, "not a golden cache key".into()));
-                continue;
-            }
             let _held = self.lock(&e.key).map_err(at(&self.lock_path(&e.key)))?;
             if let Err(why) = verify_entry(&e.dir, &e.key) {
                 remove_any(&e.dir).map_err(at(&e.dir))?;
@@ -752,6 +746,15 @@ mod tests {
         assert!(cache.entry_dir(&keys[0]).exists());
         assert_eq!(cache.stats().unwrap().entries, 1);
         assert_eq!(cache.verify().unwrap().damaged, vec![]);
+
+        // A stray directory of any name is damage, found and removed.
+        let stray = cache.root().join("entries").join("xy").join("aé");
+        std::fs::create_dir_all(&stray).unwrap();
+        let report = cache.verify().unwrap();
+        assert_eq!(report.checked, 2);
+        assert_eq!(report.damaged.len(), 1, "{report:?}");
+        assert_eq!(report.damaged[0].0, "aé");
+        assert!(!stray.exists());
     }
 
     #[test]
