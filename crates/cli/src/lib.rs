@@ -141,7 +141,7 @@ pub fn main(layout: Layout, registry: GoldenRegistry) -> ExitCode {
             };
             cache_cmd::run(&dir, remote.as_ref(), &args)
         }
-        Command::List(args) => run_cmd::list(&layout, &env, &args),
+        Command::List(args) => run_cmd::list(&layout, &env, &registry, &args),
         Command::Run(args) => run_cmd::run(&layout, &env, cache_dir, registry, verbosity, &args),
         Command::Compile(args) => compile_cmd::run(&layout, &env, cache_dir, verbosity, &args),
         Command::Precompile(args) => {

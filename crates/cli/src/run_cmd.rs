@@ -17,8 +17,14 @@ use crate::progress::{self, UnitLines};
 use crate::prologue::{LoadFailure, Prologue, load_scenes, prologue};
 use crate::{Layout, Verbosity};
 
-/// `scene list`: one `scene::case` a line; exit 1 if a scene did not load.
-pub(crate) fn list(layout: &Layout, env: &Environment, args: &ListArgs) -> ExitCode {
+/// `scene list`: one `scene::case` a line; exit 1 if a scene did not load
+/// (a custom comparison not in `registry` is a load failure).
+pub(crate) fn list(
+    layout: &Layout,
+    env: &Environment,
+    registry: &GoldenRegistry,
+    args: &ListArgs,
+) -> ExitCode {
     let sel = &args.selection;
     let platform = match resolve_platform(env, &layout.root, sel.platform.as_deref()) {
         Ok(p) => p,
@@ -27,7 +33,7 @@ pub(crate) fn list(layout: &Layout, env: &Environment, args: &ListArgs) -> ExitC
             return ExitCode::from(2);
         }
     };
-    let (scenes, errors) = match load_scenes(&layout.scenes_dir) {
+    let (scenes, errors) = match load_scenes(&layout.scenes_dir, Some(registry)) {
         Ok(v) => v,
         Err(e) => {
             eprintln!("error: {e}");
@@ -127,6 +133,7 @@ pub(crate) fn run(
         layout,
         env,
         cache_dir,
+        Some(&registry),
         &args.selection,
         &args.flags(verbosity.verbose),
         args.no_tests,

@@ -1081,6 +1081,9 @@ type ArenaAccess = (u64, u64, bool);
 /// and the byte length of the range it spans (its bounding range).
 fn view_span(mem: &Allocator, a: &SceneTaskArgV2, what: &str) -> RtResult<(u64, u64)> {
     let d = &a.desc;
+    if a.reserved != 0 {
+        return Err(view_outside_parent(a, what));
+    }
     if d.rank as usize > SCENE_MAX_RANK {
         return Err(RtError::Invalid(format!(
             "{what}: rank {} is more than {SCENE_MAX_RANK}",
@@ -1264,4 +1267,17 @@ fn run_descs(
             Ok(Some(*d))
         })
         .collect()
+}
+
+/// The error for a task argument `scene_task_view` marked: its dimension
+/// `reserved - 1` leaves the parent's shape (even when the buffer holds it).
+fn view_outside_parent(a: &SceneTaskArgV2, what: &str) -> RtError {
+    let d = &a.desc;
+    let rank = (d.rank as usize).min(SCENE_MAX_RANK);
+    RtError::OutOfBounds(format!(
+        "{what}: dimension {} of the view (offset {} elements, shape {:?}) lies outside its parent's shape in that dimension (scene_task_view: offsets + shape exceed the parent's extent)",
+        a.reserved - 1,
+        d.offset,
+        &d.shape[..rank],
+    ))
 }
