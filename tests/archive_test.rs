@@ -22,21 +22,14 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{build_machine_dirs, can_hide_dirs, command_hiding, workspace_root};
+use common::{
+    assert_success, build_machine_dirs, can_hide_dirs, command_hiding, show, workspace_root,
+};
 
 fn cargo() -> PathBuf {
     std::env::var_os("CARGO")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("cargo"))
-}
-
-fn text(out: &std::process::Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 /// `cmd` without the variables of the run this test is part of: an outer
@@ -114,7 +107,7 @@ fn a_nextest_archive_passes_from_a_remapped_checkout() {
     )
     .output()
     .unwrap();
-    assert!(build.status.success(), "{}", text(&build));
+    assert_success(&build);
 
     // The other runner: the checkout at another path, plus a scene the
     // build machine's checkout does not have.
@@ -156,7 +149,7 @@ fn a_nextest_archive_passes_from_a_remapped_checkout() {
     )
     .output()
     .unwrap();
-    let out = text(&run);
+    let out = show(&run);
     assert!(run.status.success(), "{out}");
     for trial in [
         "scenes::scenes vec_remap::small",

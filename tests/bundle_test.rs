@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{TestEnv, copy_scene, read_report};
+use common::{TestEnv, assert_success, copy_scene, read_report_or_null, show};
 use serde_json::Value;
 
 const MANIFEST: &str = "bundle.json";
@@ -17,22 +17,13 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-fn show(out: &Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        out.status,
-        text(&out.stdout),
-        text(&out.stderr)
-    )
-}
-
 /// `scene precompile [filter] --out <env>/bundle`; asserts success.
 fn precompile(env: &TestEnv, filter: Option<&str>) -> PathBuf {
     let bundle = env.dir.path().join("bundle");
     let mut args = vec!["precompile", "--out", bundle.to_str().unwrap()];
     args.extend(filter);
     let out = env.scene(&args).output().unwrap();
-    assert!(out.status.success(), "{}", show(&out));
+    assert_success(&out);
     assert!(bundle.join(MANIFEST).is_file());
     bundle
 }
@@ -46,28 +37,14 @@ fn run_from(
     filter: Option<&str>,
     no_compiler: bool,
 ) -> (Output, Value) {
-    let report = env.dir.path().join("report.json");
-    let _ = std::fs::remove_file(&report);
-    let mut args = vec![
-        "run",
-        "--from",
-        bundle.to_str().unwrap(),
-        "--report-json",
-        report.to_str().unwrap(),
-    ];
+    let mut args = vec!["run", "--from", bundle.to_str().unwrap()];
     args.extend(filter);
-    let mut cmd = env.scene(&args);
-    cmd.env("SCENE_CACHE_DIR", env.dir.path().join("pass2-cache"));
-    if no_compiler {
-        cmd.env("SCENE_CC", "false").env("SCENE_LD", "false");
-    }
-    let out = cmd.output().unwrap();
-    let json = if report.exists() {
-        read_report(&report)
-    } else {
-        Value::Null
-    };
-    (out, json)
+    env.run_with_report_using(&args, |cmd| {
+        cmd.env("SCENE_CACHE_DIR", env.dir.path().join("pass2-cache"));
+        if no_compiler {
+            cmd.env("SCENE_CC", "false").env("SCENE_LD", "false");
+        }
+    })
 }
 
 fn read_manifest(bundle: &Path) -> Value {
@@ -119,7 +96,7 @@ fn precompile_then_run_from_needs_no_compiler() {
         )
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", show(&out));
+    assert_success(&out);
     assert!(
         !env.lock_dir.exists(),
         "precompile created the card lock dir {}",
@@ -161,7 +138,7 @@ fn precompile_then_run_from_needs_no_compiler() {
     assert!(!control.status.success(), "{}", show(&control));
 
     let (out, report) = run_from(&env, &bundle, None, true);
-    assert!(out.status.success(), "{}", show(&out));
+    assert_success(&out);
     assert!(!text(&out.stderr).contains("warning:"), "{}", show(&out));
     let cases = report["cases"].as_array().unwrap();
     assert_eq!(cases.len(), slots.len());
@@ -184,7 +161,7 @@ fn fallback_rebuilds_only_the_bad_slot(alter: impl FnOnce(&Path), reason: &str) 
     let bundle = precompile(&env, Some("vector_example"));
     alter(&bundle);
     let (out, report) = run_from(&env, &bundle, Some("vector_example"), false);
-    assert!(out.status.success(), "{}", show(&out));
+    assert_success(&out);
     let stderr = text(&out.stderr);
     let warnings: Vec<&str> = stderr
         .lines()
@@ -296,7 +273,7 @@ fn edited_scene_definition_makes_the_slot_stale() {
     assert_ne!(t, edited);
     std::fs::write(&toml, edited).unwrap();
     let (out, report) = run_from(&env, &bundle, None, false);
-    assert!(out.status.success(), "{}", show(&out));
+    assert_success(&out);
     assert!(
         text(&out.stderr).contains(
             "warning: vector_example::small: bundle slot was built from a different definition"
@@ -360,7 +337,7 @@ fn path_escapes_in_a_crafted_manifest_are_refused() {
 
     let before = snapshot(&outside);
     let (out, report) = run_from(&env, &bundle, Some("vector_example"), false);
-    assert!(out.status.success(), "{}", show(&out));
+    assert_success(&out);
     let stderr = text(&out.stderr);
     assert!(
         stderr.contains(
@@ -407,7 +384,7 @@ fn symlink_leading_outside_the_bundle_is_refused() {
 
     let before = snapshot(&outside);
     let (out, report) = run_from(&env, &bundle, Some("vector_example"), false);
-    assert!(out.status.success(), "{}", show(&out));
+    assert_success(&out);
     let stderr = text(&out.stderr);
     assert!(
         stderr.contains(
@@ -535,19 +512,8 @@ fn codegen_regression_fails_precompile_without_a_card() {
 #[test]
 fn hold_card_holds_the_card_for_the_whole_run() {
     let env = TestEnv::new();
-    let report = env.dir.path().join("hold.json");
-    let out = env
-        .scene(&[
-            "run",
-            "vector_example",
-            "--hold-card",
-            "--report-json",
-            report.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", show(&out));
-    let json = read_report(&report);
+    let (out, json) = env.run_with_report(&["run", "vector_example", "--hold-card"]);
+    assert_success(&out);
     let cases = json["cases"].as_array().unwrap();
     assert_eq!(cases.len(), 2);
     let first = &cases[0];
@@ -618,7 +584,7 @@ fn slots_swapped_between_cases_are_rebuilt_not_passed_under_the_wrong_name() {
     write_manifest(&bundle, &m);
 
     let (out, report) = run_from(&env, &bundle, None, false);
-    assert!(out.status.success(), "{}", show(&out));
+    assert_success(&out);
     let stderr = text(&out.stderr);
     for id in ["vector_example::small", "vector_example::twin"] {
         let w = warnings_for(&stderr, id);
@@ -687,7 +653,7 @@ fn bundle_for_another_platform_is_refused_once() {
 fn run_from_bounded(env: &TestEnv, bundle: &Path, filter: &str) -> (Output, Value) {
     use std::process::Stdio;
     use std::time::{Duration, Instant};
-    let report = env.dir.path().join("report.json");
+    let report = env.report_path();
     let out_path = env.dir.path().join("stdout.txt");
     let err_path = env.dir.path().join("stderr.txt");
     let mut child = env
@@ -725,12 +691,7 @@ fn run_from_bounded(env: &TestEnv, bundle: &Path, filter: &str) -> (Output, Valu
         stdout: std::fs::read(&out_path).unwrap(),
         stderr: std::fs::read(&err_path).unwrap(),
     };
-    let json = if report.exists() {
-        read_report(&report)
-    } else {
-        Value::Null
-    };
-    (out, json)
+    (out, read_report_or_null(&report))
 }
 
 /// Bundle files that are not files: a symlink to `/dev/zero` (read, it
@@ -753,7 +714,7 @@ fn bundle_files_that_are_not_files_are_rebuilt_without_hanging() {
     assert!(status.success(), "mkfifo failed");
 
     let (out, report) = run_from_bounded(&env, &bundle, "vector_example");
-    assert!(out.status.success(), "{}", show(&out));
+    assert_success(&out);
     let stderr = text(&out.stderr);
     let small = warnings_for(&stderr, "vector_example::small");
     assert_eq!(small.len(), 1, "{}", show(&out));

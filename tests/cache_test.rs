@@ -718,3 +718,95 @@ fn manifest_linked_to_a_valid_manifest_is_damage() {
         std::os::unix::fs::symlink(&elsewhere, e.manifest()).unwrap();
     });
 }
+
+/// The golden entries (`<cache>/goldens/entries/<xx>/<key>/`), as dirs.
+fn golden_entries(cache: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(shards) = std::fs::read_dir(cache.join("goldens").join("entries")) else {
+        return out;
+    };
+    for shard in shards {
+        for dir in std::fs::read_dir(shard.unwrap().path()).unwrap() {
+            out.push(dir.unwrap().path());
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `scene cache stats|verify|prune|clear` cover the golden cache beside
+/// the kernel entries: counted, a corrupted golden found, named and
+/// removed by verify, pruned by the same age policy, cleared.
+#[test]
+fn cache_commands_cover_the_golden_cache() {
+    let f = Fixture::new();
+    f.run();
+    let goldens = golden_entries(&f.env.cache_dir);
+    assert_eq!(goldens.len(), 2, "one golden per case: {goldens:?}");
+
+    let stats = f.scene(&["cache", "stats"]).output().unwrap();
+    let text = String::from_utf8_lossy(&stats.stdout);
+    assert!(stats.status.success(), "{text}");
+    let bytes: u64 = goldens
+        .iter()
+        .flat_map(|d| std::fs::read_dir(d).unwrap())
+        .map(|f| f.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(
+        text.contains(&format!("goldens: 2, {bytes} bytes")),
+        "{text}"
+    );
+
+    // Corrupt one golden's data: verify names it, removes it, exits 1.
+    let damaged = &goldens[0];
+    let npy = damaged.join("0.npy");
+    let mut data = std::fs::read(&npy).unwrap();
+    let last = data.len() - 1;
+    data[last] ^= 0x40;
+    std::fs::write(&npy, data).unwrap();
+    let key = damaged.file_name().unwrap().to_str().unwrap();
+    let out = f.scene(&["cache", "verify"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "damaged golden {key}: 0.npy: blake3 mismatch (removed "
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("checked 2 golden entries: 1 damaged"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("checked 5 entries: 0 damaged"), "{stdout}");
+    assert!(!damaged.exists(), "damaged golden removed");
+    let again = f.scene(&["cache", "verify"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert_eq!(again.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("checked 1 golden entries: 0 damaged"),
+        "{stdout}"
+    );
+
+    // The run recomputes the removed golden; then age both past the max age.
+    f.run();
+    let goldens = golden_entries(&f.env.cache_dir);
+    assert_eq!(goldens.len(), 2);
+    let now = SystemTime::now();
+    set_mtime(&goldens[0].join("manifest.json"), now - 20 * DAY);
+    set_mtime(&goldens[1].join("manifest.json"), now - 2 * DAY);
+    let out = f.scene(&["cache", "prune"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("removed 1 golden entries (1 unused for over 14.0 days"),
+        "{stdout}"
+    );
+    assert_eq!(golden_entries(&f.env.cache_dir), vec![goldens[1].clone()]);
+
+    let out = f.scene(&["cache", "clear"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("(1 entries)"), "{stdout}");
+    assert!(!f.env.cache_dir.join("goldens").exists());
+}

@@ -14,16 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{TestEnv, copy_scene, run_ok};
-
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+use common::{TestEnv, assert_success, copy_scene, run_ok, show};
 
 /// The `scene::case` lines of `scene list ARGS` (hardware-only lines left out).
 fn list(env: &TestEnv, args: &[&str]) -> Vec<String> {
@@ -135,12 +126,12 @@ fn bad_partitions_are_usage_errors_and_an_empty_one_is_not() {
                 args.extend(["--out", "unused-bundle"]);
             }
             let out = env.scene(&args).output().unwrap();
-            assert_eq!(out.status.code(), Some(2), "{cmd} {value}: {}", text(&out));
+            assert_eq!(out.status.code(), Some(2), "{cmd} {value}: {}", show(&out));
             let err = String::from_utf8_lossy(&out.stderr);
             assert!(
                 err.contains(value) && err.contains(says),
                 "{cmd} {value}: {}",
-                text(&out)
+                show(&out)
             );
         }
     }
@@ -153,24 +144,24 @@ fn bad_partitions_are_usage_errors_and_an_empty_one_is_not() {
         .scene(&["run", id, "--partition", &format!("hash:{empty}/5")])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains(&format!(
             "note: partition hash:{empty}/5 selected none of the 1 selected cases"
         )),
         "{}",
-        text(&out)
+        show(&out)
     );
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("0 passed, 0 failed"),
         "{}",
-        text(&out)
+        show(&out)
     );
     let out = env
         .scene(&["run", "no_such_scene", "--partition", "hash:1/5"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(4), "{}", show(&out));
 }
 
 /// The `| name | value |` rows of the Markdown totals table.
@@ -196,23 +187,18 @@ fn report_totals_are_the_sums_of_three_partition_reports() {
     let env = TestEnv::new();
     let dir = env.dir.path();
     let mut reports: Vec<PathBuf> = Vec::new();
+    let mut parts: Vec<serde_json::Value> = Vec::new();
     for k in 1..=3 {
         let r = dir.join(format!("report-{k}.json"));
-        let out = env
-            .scene(&[
-                "run",
-                "softmax",
-                "--partition",
-                &format!("hash:{k}/3"),
-                "--report-json",
-                r.to_str().unwrap(),
-            ])
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        let partition = format!("hash:{k}/3");
+        let (out, json) = common::output_with_report(
+            &mut env.scene(&["run", "softmax", "--partition", &partition]),
+            &r,
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", show(&out));
         reports.push(r);
+        parts.push(json);
     }
-    let parts: Vec<serde_json::Value> = reports.iter().map(|r| common::read_report(r)).collect();
     for p in &parts {
         assert_eq!(p["schema"], 1, "{p}");
     }
@@ -234,7 +220,7 @@ fn report_totals_are_the_sums_of_three_partition_reports() {
         .env("GITHUB_STEP_SUMMARY", &step_summary)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let md = std::fs::read_to_string(&summary).unwrap();
     // Appended to the step summary, after what was there.
     assert_eq!(
@@ -292,12 +278,12 @@ fn report_totals_are_the_sums_of_three_partition_reports() {
             ])
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", text(&out));
+        assert_success(&out);
         assert_eq!(
             String::from_utf8_lossy(&out.stdout).trim(),
             format!("{cases} 0 0 {cases}"),
             "{}",
-            text(&out)
+            show(&out)
         );
     }
     // `--junit -`: the JUnit alone on stdout.
@@ -305,7 +291,7 @@ fn report_totals_are_the_sums_of_three_partition_reports() {
     args.extend(reports.iter().map(|r| r.to_str().unwrap()));
     args.extend(["--junit", "-"]);
     let out = env.scene(&args).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("<?xml"));
 }
 
@@ -338,12 +324,12 @@ fn report_refuses_unreadable_and_old_reports_naming_the_file() {
             .scene(&["report", file.to_str().unwrap()])
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert_eq!(out.status.code(), Some(2), "{}", show(&out));
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
             err.contains(&file.display().to_string()) && err.contains(says),
             "{}",
-            text(&out)
+            show(&out)
         );
     }
     let out = env
@@ -351,7 +337,7 @@ fn report_refuses_unreadable_and_old_reports_naming_the_file() {
         .env_remove("GITHUB_STEP_SUMMARY")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("GITHUB_STEP_SUMMARY"));
 }
 
@@ -381,7 +367,7 @@ fn ci_simulate_runs_the_two_pass_workflow_as_two_runners() {
     }
     let dir = tempfile::tempdir().unwrap();
     let out = simulate(&repo().join("ci/workflows/two-pass.yml"), dir.path());
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     for check in [
         "ok: run 2: pass 1 on runner 2 got 100% kernel cache hits",
@@ -391,7 +377,7 @@ fn ci_simulate_runs_the_two_pass_workflow_as_two_runners() {
         "ok: run 2: the summary's totals equal the sums of the 2 reports",
         "ci/simulate: all checks passed",
     ] {
-        assert!(stdout.contains(check), "{check}\n{}", text(&out));
+        assert!(stdout.contains(check), "{check}\n{}", show(&out));
     }
 }
 
@@ -423,11 +409,11 @@ fn ci_simulate_fails_when_the_cache_restore_step_is_removed() {
     let workflow = dir.path().join("two-pass-without-restore.yml");
     std::fs::write(&workflow, copy).unwrap();
     let out = simulate(&workflow, &dir.path().join("work"));
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("FAIL: run 2: pass 1 on runner 2 got 100% kernel cache hits"),
         "{}",
-        text(&out)
+        show(&out)
     );
 }

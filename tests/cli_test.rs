@@ -5,7 +5,7 @@ mod common;
 
 use std::process::Stdio;
 
-use common::{TestEnv, copy_scene, read_report};
+use common::{TestEnv, assert_success, copy_scene, read_report};
 
 #[test]
 fn list_shows_vector_example_cases() {
@@ -34,22 +34,9 @@ fn list_filter_selects_subset() {
 #[test]
 fn run_vector_example_passes_with_summary() {
     let env = TestEnv::new();
-    let report = env.dir.path().join("report.json");
-    let out = env
-        .scene(&[
-            "run",
-            "vector_example",
-            "--report-json",
-            report.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let (out, json) = env.run_with_report(&["run", "vector_example"]);
+    assert_success(&out);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert!(stdout.contains("PASS vector_example::small"), "{stdout}");
     assert!(stdout.contains("PASS vector_example::odd"), "{stdout}");
     assert_eq!(
@@ -57,7 +44,6 @@ fn run_vector_example_passes_with_summary() {
         Some("2 passed, 0 failed"),
         "{stdout}"
     );
-    let json = read_report(&report);
     let cases = json["cases"].as_array().unwrap();
     assert_eq!(cases.len(), 2);
     for c in cases {

@@ -10,7 +10,7 @@ mod common;
 use std::path::PathBuf;
 use std::process::Output;
 
-use common::{TestEnv, read_report};
+use common::{TestEnv, assert_success, show};
 use serde_json::Value;
 
 const ORCH: &str = r#"#include "scene_orch.h"
@@ -162,28 +162,15 @@ params = {{ R = 6, valid = 4 }}
     }
 }
 
-fn show(out: &Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 /// `scene run cmp` plus `extra` args, with a JSON report; returns the
 /// process output and the report's entry for `cmp::c` (or `cmp::load`).
 fn run(env: &TestEnv, extra: &[&str]) -> (Output, Value) {
-    let report = env.dir.path().join("report.json");
-    let _ = std::fs::remove_file(&report);
-    let mut args = vec!["run", "cmp", "--report-json", report.to_str().unwrap()];
+    let mut args = vec!["run", "cmp"];
     args.extend(extra);
-    let out = env.scene(&args).output().unwrap();
-    let json = read_report(&report);
+    let (out, json) = env.run_with_report(&args);
     let case = json["cases"]
         .as_array()
-        .unwrap()
-        .first()
+        .and_then(|cases| cases.first())
         .cloned()
         .unwrap_or_else(|| panic!("no case in {json:#}\n{}", show(&out)));
     (out, case)
@@ -476,22 +463,41 @@ fn a_package_registered_comparison_judges() {
     );
 }
 
-/// An unknown custom comparison (or an argument it does not take) fails
-/// the case before any device work, naming the file, the field, the case
-/// and the registered comparisons.
+/// An unknown custom comparison (or an argument it does not take) is
+/// caught when the scene is loaded: `scene list` and `scene run` both say
+/// so, naming the file, the field, the case, the tensor and the registered
+/// comparisons, and the scene is a `<scene>::load` failure (nothing built
+/// or run).
 #[test]
-fn an_unknown_custom_comparison_fails_before_the_device() {
+fn an_unknown_custom_comparison_fails_when_the_scene_loads() {
     let env = TestEnv::with_scenes(&[]);
     let toml = Cmp {
         y_extra: r#"compare = { custom = "cosin", min = 0.9 }"#,
         ..Cmp::default()
     }
     .write(&env);
-    let (case, message) = fails(&env, &[], "compare");
-    assert!(
-        message.contains(&format!("{}: `tensors[1].compare.custom`: case `c`: tensor `y`: comparison `cosin` is not registered (registered: cosine, first_rows, max_abs, mean_abs, rel_l2)", toml.canonicalize().unwrap().display())),
-        "{message}"
+    let expected = format!(
+        "{}: `tensors[1].compare.custom`: case `c`: tensor `y`: comparison `cosin` is not registered (registered: cosine, first_rows, max_abs, mean_abs, rel_l2)",
+        toml.canonicalize().unwrap().display()
     );
+
+    let list = env.scene(&["list"]).output().unwrap();
+    assert_eq!(list.status.code(), Some(1), "{}", show(&list));
+    let stderr = String::from_utf8_lossy(&list.stderr);
+    assert!(
+        stderr.contains(&format!("error: {expected}")),
+        "{}",
+        show(&list)
+    );
+    assert!(
+        !String::from_utf8_lossy(&list.stdout).contains("cmp::c"),
+        "{}",
+        show(&list)
+    );
+
+    let (case, message) = fails(&env, &[], "load");
+    assert_eq!(case["name"], "cmp::load", "{case:#}");
+    assert!(message.contains(&expected), "{message}");
     assert_eq!(case["devices"], serde_json::json!([]), "{case:#}");
     assert_eq!(case["phases"]["device_s"], 0.0, "{case:#}");
     assert_eq!(case["outputs"], serde_json::json!([]), "{case:#}");
@@ -501,10 +507,17 @@ fn an_unknown_custom_comparison_fails_before_the_device() {
         ..Cmp::default()
     }
     .write(&env);
-    let (_, message) = fails(&env, &[], "compare");
+    let (_, message) = fails(&env, &[], "load");
     assert!(
         message.contains("`tensors[1].compare.mn`: case `c`: tensor `y`: comparison `cosine` takes no argument `mn` (it takes: min)"),
         "{message}"
+    );
+    let list = env.scene(&["list"]).output().unwrap();
+    assert_eq!(list.status.code(), Some(1), "{}", show(&list));
+    assert!(
+        String::from_utf8_lossy(&list.stderr).contains("takes no argument `mn`"),
+        "{}",
+        show(&list)
     );
 }
 
@@ -526,29 +539,19 @@ fn two_pass_runs_honour_the_comparison() {
         .scene(&["precompile", "cmp", "--out", bundle.to_str().unwrap()])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", show(&out));
+    assert_success(&out);
 
     let from = ["--from", bundle.to_str().unwrap()];
     // Pass 2 with no compiler available: the slot serves the case.
-    let report = env.dir.path().join("report.json");
-    let out = env
-        .scene(&[
-            "run",
-            "cmp",
-            "--report-json",
-            report.to_str().unwrap(),
-            from[0],
-            from[1],
-        ])
-        .env("SCENE_CC", "false")
-        .env("SCENE_LD", "false")
-        .env("SCENE_CACHE_DIR", env.dir.path().join("pass2-cache"))
-        .output()
-        .unwrap();
+    let (out, json) = env.run_with_report_using(&["run", "cmp", from[0], from[1]], |cmd| {
+        cmd.env("SCENE_CC", "false")
+            .env("SCENE_LD", "false")
+            .env("SCENE_CACHE_DIR", env.dir.path().join("pass2-cache"));
+    });
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("rebuilding"), "{}", show(&out));
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    let case = read_report(&report)["cases"][0].clone();
+    let case = json["cases"][0].clone();
     assert_eq!(case["failure_stage"], "compare", "{case:#}");
     assert_eq!(
         case["phases"]["compile_s"], 0.0,
@@ -578,7 +581,7 @@ fn two_pass_runs_honour_the_comparison() {
         "{}",
         show(&out)
     );
-    assert!(out.status.success(), "{}", show(&out));
+    assert_success(&out);
     assert_eq!(output(&case, "y").0, F32_DEFAULT);
 }
 

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{TestEnv, copy_scene};
+use common::{TestEnv, assert_success, copy_scene, show};
 
 /// One tool process seen by a wrapper: start/end in ns since the epoch and
 /// the arguments it was given.
@@ -126,15 +126,6 @@ fn max_overlap(runs: &[ToolRun]) -> usize {
     max as usize
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "status: {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -164,7 +155,7 @@ fn check_budget(env: &TestEnv, filter: &str, workers: usize) -> Vec<ToolRun> {
         .scene(env, &["compile", filter, "--compile-workers", &n])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    assert_success(&out);
     let runs = tools.runs();
     let max = max_overlap(&runs);
     eprintln!(
@@ -226,12 +217,12 @@ fn callables_are_identical_for_1_and_4_workers() {
             .scene(&["compile", "--compile-workers", workers, "--explain"])
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", text(&out));
+        assert_success(&out);
         let d = digests(&out);
         assert!(
             d.contains_key("decode_layer") && d.contains_key("vector_example"),
             "{}",
-            text(&out)
+            show(&out)
         );
         // `<outcome> <scene>/<unit> (...) <secs> s [key <hex>]: <why>`, in
         // finish order; keyed by unit so the order does not matter.
@@ -243,7 +234,7 @@ fn callables_are_identical_for_1_and_4_workers() {
                 Some((unit, key))
             })
             .collect();
-        assert!(keys.len() >= 40, "{}", text(&out));
+        assert!(keys.len() >= 40, "{}", show(&out));
         seen.push((d, keys));
     }
     assert_eq!(seen[0].0, seen[1].0, "callable digests differ");
@@ -277,7 +268,7 @@ fn shared_kernel_compiles_once_for_all_its_scenes() {
     share_mul(&b);
     let tools = ToolLog::new(&env);
     let out = tools.scene(&env, &["compile"]).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    assert_success(&out);
     let runs = tools.runs();
     let compiles_of = |needle: &str| {
         runs.iter()
@@ -288,7 +279,7 @@ fn shared_kernel_compiles_once_for_all_its_scenes() {
     // Each scene's own kernels still compile once per scene.
     assert_eq!(compiles_of("kernels/add.c"), 2, "{runs:#?}");
     let out = env.scene(&["run"]).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    assert_success(&out);
 }
 
 /// One broken kernel source used by two scenes fails exactly those two,
@@ -313,7 +304,7 @@ fn broken_shared_kernel_fails_only_its_scenes() {
 
     let out = env.scene(&["compile"]).output().unwrap();
     let so = stdout(&out);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     for scene in ["vec_a", "vec_b"] {
         assert!(so.contains(&format!("FAIL {scene}\n")), "{so}");
         assert!(
@@ -330,7 +321,7 @@ fn broken_shared_kernel_fails_only_its_scenes() {
 
     let out = env.scene(&["run"]).output().unwrap();
     let so = stdout(&out);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     assert!(so.contains("FAIL vec_a::small"), "{so}");
     assert!(so.contains("FAIL vec_b::small"), "{so}");
     assert!(so.contains("`mul`"), "{so}");
@@ -345,22 +336,22 @@ fn zero_or_non_numeric_workers_are_usage_errors() {
         .scene(&["compile", "--compile-workers", "0"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("--compile-workers"),
         "{}",
-        text(&out)
+        show(&out)
     );
     let out = env
         .scene(&["compile"])
         .env("SCENE_COMPILE_WORKERS", "many")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("`many` is not a number"),
         "{}",
-        text(&out)
+        show(&out)
     );
 }
 
@@ -392,26 +383,26 @@ fn compile_selects_like_run() {
         .scene(&["compile", "--platform", "a2a3sim"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    assert_success(&out);
     let built: Vec<String> = digests(&out).into_keys().collect();
-    assert_eq!(built, ["vec_plain"], "{}", text(&out));
+    assert_eq!(built, ["vec_plain"], "{}", show(&out));
     assert!(
         summary(&out).starts_with("compiled 1 callables: "),
         "{}",
-        text(&out)
+        show(&out)
     );
 
     let out = env
         .scene(&["compile", "--platform", "a5sim", "--include-manual"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    assert_success(&out);
     let built: Vec<String> = digests(&out).into_keys().collect();
     assert_eq!(
         built,
         ["vec_a5", "vec_manual", "vec_plain"],
         "{}",
-        text(&out)
+        show(&out)
     );
 }
 
@@ -421,7 +412,7 @@ fn compile_selects_like_run() {
 fn plain_unit_lines_and_quiet() {
     let env = TestEnv::new();
     let out = env.scene(&["compile", "vector_example"]).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    assert_success(&out);
     let so = stdout(&out);
     for unit in [
         "orchestration (orchestration)",
@@ -442,7 +433,7 @@ fn plain_unit_lines_and_quiet() {
         .scene(&["compile", "vector_example", "-q"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    assert_success(&out);
     let so = stdout(&out);
     assert_eq!(so.lines().count(), 1, "{so}");
     // Same env, same cache dir: the second build compiles nothing.
@@ -457,7 +448,7 @@ fn plain_unit_lines_and_quiet() {
 fn compile_touches_no_card_lock() {
     let env = TestEnv::new();
     let out = env.scene(&["compile", "vector_example"]).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    assert_success(&out);
     let locks: Vec<_> = std::fs::read_dir(&env.lock_dir)
         .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
         .unwrap_or_default();
@@ -469,7 +460,7 @@ fn compile_touches_no_card_lock() {
 fn decode_layer_is_large_and_passes() {
     let env = TestEnv::new();
     let out = env.scene(&["compile", "decode_layer"]).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    assert_success(&out);
     let so = stdout(&out);
     let aic = so.lines().filter(|l| l.contains("(aic, func_id")).count();
     let aiv = so.lines().filter(|l| l.contains("(aiv, func_id")).count();
@@ -482,11 +473,11 @@ fn decode_layer_is_large_and_passes() {
         .scene(&["run", "decode_layer", "--platform", "a2a3sim"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    assert_success(&out);
     assert!(
         stdout(&out).contains("PASS decode_layer::"),
         "{}",
-        text(&out)
+        show(&out)
     );
 }
 
@@ -499,7 +490,7 @@ fn run_after_compile_starts_no_compiler() {
         .scene(&env, &["compile", "vector_example"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    assert_success(&out);
     assert!(!tools.runs().is_empty(), "the warm-up compiled nothing");
     tools.clear();
 
@@ -507,7 +498,7 @@ fn run_after_compile_starts_no_compiler() {
         .scene(&env, &["run", "vector_example"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    assert_success(&out);
     let runs = tools.runs();
     assert!(
         runs.is_empty(),

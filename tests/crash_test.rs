@@ -8,7 +8,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{TestEnv, copy_scene, read_report};
+use common::{TestEnv, copy_scene};
 
 /// One task: `f = kernel(a, b)` (func_id 0), over vector_example's tensors
 /// and golden, so a well-behaved kernel body passes.
@@ -211,23 +211,12 @@ fn crashing_scenes_fail_only_their_case() {
     for b in &bad {
         write_scene(&scenes, b.name, b.prologue, b.before, b.body);
     }
-    let report = env.dir.path().join("report.json");
     let junit = env.dir.path().join("junit.xml");
-    let out = env
-        .scene(&[
-            "run",
-            "--report-json",
-            report.to_str().unwrap(),
-            "--junit",
-            junit.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let (out, r) = env.run_with_report(&["run", "--junit", junit.to_str().unwrap()]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
 
-    let r = read_report(&report);
     let cases = r["cases"].as_array().unwrap();
     let by_name = |n: &str| {
         cases

@@ -7,8 +7,8 @@ mod common;
 use std::process::Stdio;
 
 use common::{
-    TestEnv, assert_no_card_held_twice, copy_scene, copy_scene_with_devices, read_report,
-    run_concurrently, stderr_line_containing,
+    TestEnv, assert_no_card_held_twice, assert_success, copy_scene, copy_scene_with_devices,
+    read_report, run_concurrently, stderr_line_containing,
 };
 use scene_device::{AcquireOptions, CardPool};
 
@@ -31,25 +31,10 @@ fn second_card_makes_progress_while_first_is_held() {
     let lease = pool
         .acquire(1, "device_test holder", AcquireOptions::default())
         .unwrap();
-    let report = env.dir.path().join("report.json");
-    let out = env
-        .scene(&[
-            "run",
-            "vector_example",
-            "--device",
-            "0,1",
-            "--report-json",
-            report.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let (out, json) = env.run_with_report(&["run", "vector_example", "--device", "0,1"]);
     drop(lease);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    for c in cases(&read_report(&report)) {
+    assert_success(&out);
+    for c in cases(&json) {
         assert_eq!(c["devices"], serde_json::json!([1]), "{c}");
     }
 }
@@ -130,29 +115,15 @@ fn killing_the_holder_frees_the_card() {
 #[test]
 fn fatal_fault_retires_card_and_cases_pass_elsewhere() {
     let env = TestEnv::new();
-    let report = env.dir.path().join("report.json");
-    let out = env
-        .scene(&[
-            "run",
-            "vector_example",
-            "--device",
-            "0,1",
-            "--report-json",
-            report.to_str().unwrap(),
-        ])
-        .env(
-            "SCENE_RUNTIME_OPTIONS",
-            "fault=fatal_on_run:1;fault_device=0",
-        )
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let cases = cases(&read_report(&report));
+    let (out, json) =
+        env.run_with_report_using(&["run", "vector_example", "--device", "0,1"], |cmd| {
+            cmd.env(
+                "SCENE_RUNTIME_OPTIONS",
+                "fault=fatal_on_run:1;fault_device=0",
+            );
+        });
+    assert_success(&out);
+    let cases = cases(&json);
     assert_eq!(cases.len(), 2);
     for c in &cases {
         assert_eq!(c["status"], "passed");

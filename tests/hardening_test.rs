@@ -6,16 +6,7 @@ mod common;
 
 use std::process::Output;
 
-use common::{TestEnv, copy_scene, read_report};
-
-fn text(out: &Output) -> String {
-    format!(
-        "{:?}\n--- stdout\n{}\n--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+use common::{TestEnv, copy_scene, show};
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -38,31 +29,31 @@ fn an_empty_selection_fails_by_default() {
         vec!["precompile", "no_such_scene", "--out", bundle],
     ] {
         let out = env.scene(&cmd).output().unwrap();
-        assert_eq!(out.status.code(), Some(4), "{cmd:?}: {}", text(&out));
+        assert_eq!(out.status.code(), Some(4), "{cmd:?}: {}", show(&out));
         assert!(
             stderr(&out).contains("no cases selected on a2a3sim (filter: no_such_scene"),
             "{cmd:?}: {}",
-            text(&out)
+            show(&out)
         );
 
         let mut warn = cmd.clone();
         warn.push("--no-tests=warn");
         let out = env.scene(&warn).output().unwrap();
-        assert_eq!(out.status.code(), Some(0), "{warn:?}: {}", text(&out));
+        assert_eq!(out.status.code(), Some(0), "{warn:?}: {}", show(&out));
         assert!(
             stderr(&out).contains("warning: no cases selected"),
             "{}",
-            text(&out)
+            show(&out)
         );
 
         let mut pass = cmd.clone();
         pass.extend(["--no-tests", "pass"]);
         let out = env.scene(&pass).output().unwrap();
-        assert_eq!(out.status.code(), Some(0), "{pass:?}: {}", text(&out));
+        assert_eq!(out.status.code(), Some(0), "{pass:?}: {}", show(&out));
         assert!(
             !stderr(&out).contains("no cases selected"),
             "{}",
-            text(&out)
+            show(&out)
         );
 
         let out = env
@@ -70,7 +61,7 @@ fn an_empty_selection_fails_by_default() {
             .env("SCENE_NO_TESTS", "pass")
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{cmd:?}: {}", text(&out));
+        assert_eq!(out.status.code(), Some(0), "{cmd:?}: {}", show(&out));
 
         let mut fail = cmd.clone();
         fail.push("--no-tests=fail");
@@ -79,15 +70,15 @@ fn an_empty_selection_fails_by_default() {
             .env("SCENE_NO_TESTS", "pass")
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(4), "flag must win: {}", text(&out));
+        assert_eq!(out.status.code(), Some(4), "flag must win: {}", show(&out));
     }
     let out = env
         .scene(&["run", "no_such_scene"])
         .env("SCENE_NO_TESTS", "sometimes")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(stderr(&out).contains("SCENE_NO_TESTS"), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(stderr(&out).contains("SCENE_NO_TESTS"), "{}", show(&out));
 }
 
 /// A platform that no scene supports selects nothing: exit 4, not green.
@@ -107,19 +98,19 @@ fn a_platform_no_scene_supports_fails() {
     )
     .unwrap();
     let out = env.scene(&["run", "--platform", "a5sim"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(4), "{}", show(&out));
     assert!(
         stderr(&out).contains("no cases selected on a5sim"),
         "{}",
-        text(&out)
+        show(&out)
     );
     // `list` just prints nothing.
     let out = env
         .scene(&["list", "--platform", "a5sim"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    assert!(out.stdout.is_empty(), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(out.stdout.is_empty(), "{}", show(&out));
 }
 
 /// A malformed scene beside good ones is a failed entry of the JSON report
@@ -132,29 +123,18 @@ fn a_malformed_scene_is_a_failed_report_entry() {
     let t = std::fs::read_to_string(&toml).unwrap();
     std::fs::write(&toml, t.replace("func_id = 2", "func_id = 1")).unwrap();
     copy_scene(&env, "vector_example", "vector_ok");
-    let json = env.dir.path().join("report.json");
     let junit = env.dir.path().join("junit.xml");
 
-    let out = env
-        .scene(&[
-            "run",
-            "--report-json",
-            json.to_str().unwrap(),
-            "--junit",
-            junit.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let (out, report) = env.run_with_report(&["run", "--junit", junit.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("FAIL vector_bad::load"), "{}", text(&out));
+    assert!(stdout.contains("FAIL vector_bad::load"), "{}", show(&out));
     assert_eq!(
         stdout.lines().last(),
         Some("2 passed, 1 failed"),
         "{stdout}"
     );
 
-    let report = read_report(&json);
     let cases = report["cases"].as_array().unwrap();
     // vector_ok's two cases + one entry for the scene that did not load.
     assert_eq!(cases.len(), 3, "{report:#}");
@@ -202,22 +182,16 @@ fn a_case_above_max_case_bytes_fails_before_allocating() {
     // 3 f32 tensors of 2^50 elements: 12 PiB, more than any machine has.
     t.push_str("\n[[cases]]\nname = \"huge\"\nparams = { N = 1125899906842624 }\n");
     std::fs::write(&toml, t).unwrap();
-    let json = env.dir.path().join("report.json");
-
-    let out = env
-        .scene(&["run", "--report-json", json.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let (out, report) = env.run_with_report(&["run"]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("FAIL vec_huge::huge"), "{}", text(&out));
+    assert!(stdout.contains("FAIL vec_huge::huge"), "{}", show(&out));
     assert!(
         stdout.contains("the case's tensors need 13510798882111488 bytes, more than the bound of"),
         "{}",
-        text(&out)
+        show(&out)
     );
-    assert!(stdout.contains("PASS vec_huge::small"), "{}", text(&out));
-    let report = read_report(&json);
+    assert!(stdout.contains("PASS vec_huge::small"), "{}", show(&out));
     let huge = report["cases"]
         .as_array()
         .unwrap()
@@ -233,47 +207,47 @@ fn a_case_above_max_case_bytes_fails_before_allocating() {
         .scene(&["run", "vec_huge::small", "--max-case-bytes", "1K"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     assert!(
         String::from_utf8_lossy(&out.stdout).contains(needle),
         "{}",
-        text(&out)
+        show(&out)
     );
     let out = env
         .scene(&["run", "vec_huge::small"])
         .env("SCENE_MAX_CASE_BYTES", "1K")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     assert!(
         String::from_utf8_lossy(&out.stdout).contains(needle),
         "{}",
-        text(&out)
+        show(&out)
     );
     let out = env
         .scene(&["run", "vec_huge::small", "--max-case-bytes", "0"])
         .env("SCENE_MAX_CASE_BYTES", "1K")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "the flag wins: {}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "the flag wins: {}", show(&out));
     let out = env
         .scene(&["run", "vec_huge::small", "--max-case-bytes", "lots"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
 }
 
 // ---------------------------------------------------------------------------
 // Command-line values.
 
 fn assert_usage_error(out: &Output, needles: &[&str]) {
-    assert_eq!(out.status.code(), Some(2), "{}", text(out));
+    assert_eq!(out.status.code(), Some(2), "{}", show(out));
     let err = stderr(out);
     for n in needles {
-        assert!(err.contains(n), "missing {n:?}: {}", text(out));
+        assert!(err.contains(n), "missing {n:?}: {}", show(out));
     }
-    assert!(!err.contains("panicked"), "{}", text(out));
-    assert!(out.stdout.is_empty(), "work started: {}", text(out));
+    assert!(!err.contains("panicked"), "{}", show(out));
+    assert!(out.stdout.is_empty(), "work started: {}", show(out));
 }
 
 /// Every duration flag refuses negative, NaN, infinite and huge values
@@ -372,7 +346,7 @@ fn directories_under_a_file_are_worded() {
     ] {
         let out = env.scene(cmd).env(var, value).output().unwrap();
         assert_usage_error(&out, &[var, "is not a directory"]);
-        assert!(!stderr(&out).contains("os error"), "{}", text(&out));
+        assert!(!stderr(&out).contains("os error"), "{}", show(&out));
     }
     // A cache dir that cannot be used is not fatal for a run: one worded
     // warning, then no cache.
@@ -381,16 +355,16 @@ fn directories_under_a_file_are_worded() {
         .env("SCENE_CACHE_DIR", &under)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let err = stderr(&out);
     let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
-    assert_eq!(warnings.len(), 1, "{}", text(&out));
+    assert_eq!(warnings.len(), 1, "{}", show(&out));
     assert!(
         warnings[0].contains(&format!("{} is not a directory", file.display())),
         "{}",
-        text(&out)
+        show(&out)
     );
-    assert!(!err.contains("os error"), "{}", text(&out));
+    assert!(!err.contains("os error"), "{}", show(&out));
 }
 
 /// Every variable set to the empty string means unset: in particular an
@@ -424,17 +398,17 @@ fn empty_variables_mean_unset() {
         cmd.env(var, "");
     }
     let out = cmd.output().unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("FAIL vec_empty_vars::small"),
         "{}",
-        text(&out)
+        show(&out)
     );
     let dump = stdout
         .lines()
         .find_map(|l| l.split("dump written to ").nth(1))
-        .unwrap_or_else(|| panic!("no dump line: {}", text(&out)))
+        .unwrap_or_else(|| panic!("no dump line: {}", show(&out)))
         .trim()
         .to_string();
     let dump = std::path::PathBuf::from(dump);
@@ -487,11 +461,11 @@ fn flags_win_over_their_variables() {
         .env("SCENE_SCENES_DIR", env.dir.path().join("nowhere"))
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("vector_example::small"),
         "{}",
-        text(&out)
+        show(&out)
     );
     let cache = env.dir.path().join("flag-cache");
     let out = env
@@ -499,14 +473,14 @@ fn flags_win_over_their_variables() {
         .env("SCENE_CACHE_DIR", &file)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let out = env
         .scene(&["run", "nothing", "--no-tests=pass", "--golden-threads", "2"])
         .env("SCENE_GOLDEN_THREADS", "5000")
         .env("SCENE_NO_TESTS", "fail")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
 }
 
 /// `list`, `compile`, `precompile` and `cache` never touch a card, so
@@ -533,7 +507,7 @@ fn commands_without_cards_ignore_malformed_card_variables() {
         &["cache", "stats"][..],
     ] {
         let out = bad(args);
-        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", text(&out));
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", show(&out));
     }
     let out = bad(&["run", "vector_example::small"]);
     assert_usage_error(&out, &["9-1"]);
@@ -564,7 +538,7 @@ fn golden_threads_are_bounded() {
         ])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
 }
 
 /// A runtime library that does not load says why (the `dlerror` text), not
@@ -583,12 +557,12 @@ fn a_failed_dlopen_says_why() {
         ])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("cannot load the device runtime"),
         "{}",
-        text(&out)
+        show(&out)
     );
-    assert!(stdout.contains("invalid ELF header"), "{}", text(&out));
+    assert!(stdout.contains("invalid ELF header"), "{}", show(&out));
 }

@@ -11,7 +11,7 @@ mod common;
 
 use serde_json::Value;
 
-use common::{TestEnv, assert_no_card_held_twice, copy_dir, package_scenes_dir, read_report};
+use common::{TestEnv, assert_no_card_held_twice, copy_dir, package_scenes_dir};
 
 /// Every level-3 scene of the package.
 const PORTS: [&str; 9] = [
@@ -51,21 +51,17 @@ fn mutate(env: &TestEnv, file: &str, from: &str, to: &str) {
 /// Runs `scene run <args> --report-json` in `env`; returns success, the
 /// output text and the report.
 fn run(env: &TestEnv, args: &[&str], extra_env: &[(&str, &str)]) -> (bool, String, Value) {
-    let report = env.dir.path().join("report.json");
     let mut full = vec!["run", "--platform", "a2a3sim", "--device", "0-7"];
     full.extend(args);
-    full.extend(["--report-json", report.to_str().unwrap()]);
-    let mut cmd = env.scene(&full);
-    for (k, v) in extra_env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().unwrap();
+    let (out, report) = env.run_with_report_using(&full, |cmd| {
+        cmd.envs(extra_env.iter().copied());
+    });
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    (out.status.success(), text, read_report(&report))
+    (out.status.success(), text, report)
 }
 
 fn cases(report: &Value) -> &Vec<Value> {
@@ -309,31 +305,19 @@ fn check_silent_rank_then_pass(report: &Value, text: &str) {
 #[test]
 fn a_rank_that_never_signals_fails_within_its_timeout_and_the_next_case_passes() {
     let env = env_with_a_silent_rank();
-    let report = env.dir.path().join("report.json");
     for mode in [&[][..], &["--in-process"][..]] {
-        let mut args = vec![
-            "run",
-            "hang_",
-            "--platform",
-            "a2a3sim",
-            "--device",
-            "0-1",
-            "--report-json",
-            report.to_str().unwrap(),
-        ];
+        let mut args = vec!["run", "hang_", "--platform", "a2a3sim", "--device", "0-1"];
         args.extend(mode);
-        let out = env
-            .scene(&args)
-            .env("SCENE_COMM_TIMEOUT", "1")
-            .output()
-            .unwrap();
+        let (out, report) = env.run_with_report_using(&args, |cmd| {
+            cmd.env("SCENE_COMM_TIMEOUT", "1");
+        });
         let text = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
         assert_eq!(out.status.code(), Some(1), "{mode:?}: {text}");
-        check_silent_rank_then_pass(&read_report(&report), &text);
+        check_silent_rank_then_pass(&report, &text);
         // Not retired: a comm failure is the case's, not the card's.
         assert!(!text.contains("retired"), "{mode:?}: {text}");
     }

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{TestEnv, copy_dir, package_scenes_dir, read_report, run_ok};
+use common::{TestEnv, assert_success, copy_dir, package_scenes_dir, run_ok};
 use serde_json::Value;
 
 /// Checks every case of a report: device time recorded, card held at most
@@ -84,26 +84,19 @@ fn card_is_held_only_for_device_work_in_one_and_two_passes() {
     }
 
     // One pass: compile, fixtures and goldens all happen, outside the lock.
-    let report = env.dir.path().join("report.json");
-    run_ok(&mut env.scene(&["run", "--report-json", report.to_str().unwrap()]));
-    check_card_time(&read_report(&report));
+    let (out, report) = env.run_with_report(&["run"]);
+    assert_success(&out);
+    check_card_time(&report);
 
     // Two passes: pass 2 has nothing but device work and the comparison.
     let bundle = env.dir.path().join("bundle");
     run_ok(&mut env.scene(&["precompile", "--out", bundle.to_str().unwrap()]));
-    let report2 = env.dir.path().join("report2.json");
-    run_ok(
-        env.scene(&[
-            "run",
-            "--from",
-            bundle.to_str().unwrap(),
-            "--report-json",
-            report2.to_str().unwrap(),
-        ])
-        .env("SCENE_CC", "false")
-        .env("SCENE_LD", "false"),
-    );
-    for c in check_card_time(&read_report(&report2)) {
+    let (out, report2) =
+        env.run_with_report_using(&["run", "--from", bundle.to_str().unwrap()], |cmd| {
+            cmd.env("SCENE_CC", "false").env("SCENE_LD", "false");
+        });
+    assert_success(&out);
+    for c in check_card_time(&report2) {
         for key in ["compile_s", "golden_s", "fixtures_s"] {
             assert_eq!(c["phases"][key].as_f64(), Some(0.0), "{}: {key}", c["name"]);
         }

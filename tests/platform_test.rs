@@ -52,20 +52,15 @@ fn clang_and_lld_platform_passes_every_scene() {
     let table_path = env.dir.path().join("scene-platforms.toml");
     std::fs::write(&table_path, table).unwrap();
 
-    let report = env.dir.path().join("report.json");
-    let out = env
-        .scene(&["run", "--platform", "a2a3sim-clang", "--report-json"])
-        .arg(&report)
-        .env("SCENE_PLATFORMS_FILE", &table_path)
-        .output()
-        .unwrap();
+    let (out, report) = env.run_with_report_using(&["run", "--platform", "a2a3sim-clang"], |cmd| {
+        cmd.env("SCENE_PLATFORMS_FILE", &table_path);
+    });
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(out.status.code(), Some(0), "{text}");
-    let report = common::read_report(&report);
     let cases = report["cases"].as_array().unwrap();
     // Every case the built-in a2a3sim platform selects, all passed (the
     // list also shows hardware-only cases, marked, which no sim runs).

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{TestEnv, copy_dir, package_scenes_dir, read_report};
+use common::{TestEnv, copy_dir, package_scenes_dir};
 
 const CASE: &str = "matmul::default";
 
@@ -31,23 +31,14 @@ fn mutate(env: &TestEnv, file: &str, from: &str, to: &str) {
 
 /// Runs `filter` on a2a3sim; the text printed and the one case's report.
 fn run(env: &TestEnv, filter: &str, extra: &[&str]) -> (bool, String, serde_json::Value) {
-    let report = env.dir.path().join("report.json");
-    let mut args = vec![
-        "run",
-        filter,
-        "--platform",
-        "a2a3sim",
-        "--report-json",
-        report.to_str().unwrap(),
-    ];
+    let mut args = vec!["run", filter, "--platform", "a2a3sim"];
     args.extend_from_slice(extra);
-    let out = env.scene(&args).output().unwrap();
+    let (out, json) = env.run_with_report(&args);
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let json = read_report(&report);
     let cases = json["cases"].as_array().cloned().unwrap_or_default();
     let case = cases
         .into_iter()

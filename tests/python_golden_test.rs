@@ -14,7 +14,7 @@ mod common;
 use std::path::PathBuf;
 use std::process::Output;
 
-use common::{TestEnv, copy_scene, read_report};
+use common::{TestEnv, assert_success, copy_scene, show};
 use serde_json::Value;
 
 fn numpy_available() -> bool {
@@ -26,15 +26,6 @@ fn numpy_available() -> bool {
         eprintln!("SKIP: python3 with numpy is not installed (`python3 -m pip install numpy`)");
     }
     ok
-}
-
-fn show(out: &Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 const HELPER: &str = "def combine(a, b):\n    s = a + b\n    return (s + 1) * (s + 2) + s\n";
@@ -88,21 +79,11 @@ fn setup(modes: &[(&str, &str)]) -> (TestEnv, PathBuf) {
 }
 
 fn run(env: &TestEnv, args: &[&str], extra_env: &[(&str, &str)]) -> (Output, Value) {
-    let report = env.dir.path().join("report.json");
-    let _ = std::fs::remove_file(&report);
-    let mut full = vec!["run", "--report-json", report.to_str().unwrap()];
+    let mut full = vec!["run"];
     full.extend(args);
-    let mut cmd = env.scene(&full);
-    for (k, v) in extra_env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().unwrap();
-    let json = if report.exists() {
-        read_report(&report)
-    } else {
-        Value::Null
-    };
-    (out, json)
+    env.run_with_report_using(&full, |cmd| {
+        cmd.envs(extra_env.iter().copied());
+    })
 }
 
 fn case<'a>(report: &'a Value, name: &str) -> &'a Value {
@@ -261,7 +242,7 @@ fn two_pass_run_needs_no_python() {
         .scene(&["precompile", "--out", bundle.to_str().unwrap(), "pyvec"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", show(&out));
+    assert_success(&out);
     let (out, report) = run(
         &env,
         &["--from", bundle.to_str().unwrap(), "pyvec"],
@@ -271,7 +252,7 @@ fn two_pass_run_needs_no_python() {
             ("SCENE_LD", "false"),
         ],
     );
-    assert!(out.status.success(), "{}", show(&out));
+    assert_success(&out);
     assert!(passed(&report, "pyvec::ok1") && passed(&report, "pyvec::ok2"));
     assert_eq!(report["totals"]["goldens_computed"], 0);
 }
@@ -285,11 +266,11 @@ fn warm_run_computes_no_golden_and_changes_recompute_exactly_their_cases() {
     let all = |r: &Value| r["cases"].as_array().unwrap().len();
     // Cold: every golden computed.
     let (out, cold) = run(&env, &[], &[]);
-    assert!(out.status.success(), "{}", show(&out));
+    assert_success(&out);
     assert_eq!(cold["totals"]["goldens_computed"], all(&cold));
     // Warm: none, every case says so.
     let (out, warm) = run(&env, &["--explain"], &[]);
-    assert!(out.status.success(), "{}", show(&out));
+    assert_success(&out);
     assert_eq!(warm["totals"]["goldens_computed"], 0, "{warm:#}");
     assert!(recomputed(&warm).is_empty(), "{:?}", recomputed(&warm));
     assert!(String::from_utf8_lossy(&out.stdout).contains("goldens computed: 0"));
@@ -298,7 +279,7 @@ fn warm_run_computes_no_golden_and_changes_recompute_exactly_their_cases() {
     // Rust ones.
     std::fs::write(dir.join("helper.py"), format!("{HELPER}# edited\n")).unwrap();
     let (out, r) = run(&env, &["--explain"], &[]);
-    assert!(out.status.success(), "{}", show(&out));
+    assert_success(&out);
     assert_eq!(recomputed(&r), ["pyvec::a", "pyvec::b", "pyvec::c"]);
     assert_eq!(case(&r, "pyvec::a")["golden_miss"], "golden code changed");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -314,7 +295,7 @@ fn warm_run_computes_no_golden_and_changes_recompute_exactly_their_cases() {
     assert_ne!(seeded, toml);
     std::fs::write(&toml_path, &seeded).unwrap();
     let (out, r) = run(&env, &[], &[]);
-    assert!(out.status.success(), "{}", show(&out));
+    assert_success(&out);
     assert_eq!(recomputed(&r), ["pyvec::b"], "{r:#}");
     assert_eq!(case(&r, "pyvec::b")["golden_miss"], "inputs changed");
 
@@ -326,7 +307,7 @@ fn warm_run_computes_no_golden_and_changes_recompute_exactly_their_cases() {
     assert_ne!(extra, seeded);
     std::fs::write(&toml_path, &extra).unwrap();
     let (out, r) = run(&env, &[], &[]);
-    assert!(out.status.success(), "{}", show(&out));
+    assert_success(&out);
     assert_eq!(recomputed(&r), ["pyvec::a"]);
     assert_eq!(case(&r, "pyvec::a")["golden_miss"], "params changed");
 
@@ -339,7 +320,7 @@ fn warm_run_computes_no_golden_and_changes_recompute_exactly_their_cases() {
     let text = std::fs::read_to_string(&ve).unwrap();
     std::fs::write(&ve, text.replace("std = 1.0", "std = 2.0")).unwrap();
     let (out, r) = run(&env, &[], &[]);
-    assert!(out.status.success(), "{}", show(&out));
+    assert_success(&out);
     assert_eq!(
         recomputed(&r),
         ["vector_example::small", "vector_example::odd"]
@@ -347,7 +328,7 @@ fn warm_run_computes_no_golden_and_changes_recompute_exactly_their_cases() {
 
     // --no-golden-cache: everything computed, nothing read.
     let (out, r) = run(&env, &["--no-golden-cache"], &[]);
-    assert!(out.status.success(), "{}", show(&out));
+    assert_success(&out);
     assert_eq!(r["totals"]["goldens_computed"], all(&r));
     let (_, r) = run(&env, &[], &[("SCENE_NO_GOLDEN_CACHE", "1")]);
     assert_eq!(r["totals"]["goldens_computed"], all(&r));
@@ -356,7 +337,7 @@ fn warm_run_computes_no_golden_and_changes_recompute_exactly_their_cases() {
     let (_, r) = run(&env, &[], &[]);
     assert_eq!(r["totals"]["goldens_computed"], 0);
     let out = env.scene(&["cache", "clear"]).output().unwrap();
-    assert!(out.status.success(), "{}", show(&out));
+    assert_success(&out);
     assert!(!env.cache_dir.join("goldens").exists());
     let (_, r) = run(&env, &[], &[]);
     assert_eq!(r["totals"]["goldens_computed"], all(&r));
@@ -369,7 +350,7 @@ fn a_damaged_golden_entry_is_recomputed() {
     }
     let (env, _) = setup(&[("a", "ok")]);
     let (out, _) = run(&env, &["pyvec"], &[]);
-    assert!(out.status.success(), "{}", show(&out));
+    assert_success(&out);
     // Flip the last byte of every stored golden.
     let mut flipped = 0;
     let mut stack = vec![env.cache_dir.join("goldens/entries")];
@@ -389,7 +370,7 @@ fn a_damaged_golden_entry_is_recomputed() {
     }
     assert_eq!(flipped, 1);
     let (out, r) = run(&env, &["pyvec"], &[]);
-    assert!(out.status.success(), "{}", show(&out));
+    assert_success(&out);
     let miss = case(&r, "pyvec::a")["golden_miss"]
         .as_str()
         .unwrap()
@@ -440,7 +421,7 @@ fn python_fixtures_are_seeded_and_nondeterministic_ones_are_not_cached() {
     .unwrap();
     let dump = env.dir.path().join("dump");
     let (out, r) = run(&env, &["pyvec", "--dump", dump.to_str().unwrap()], &[]);
-    assert!(out.status.success(), "{}", show(&out));
+    assert_success(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("pyvec::unseeded: generate_inputs") && stderr.contains("not cached"),
@@ -450,7 +431,7 @@ fn python_fixtures_are_seeded_and_nondeterministic_ones_are_not_cached() {
     let a1 = std::fs::read(dump.join("pyvec/seeded/inputs/a.npy")).unwrap();
     // Warm: the seeded case's golden is read, the unseeded one's computed.
     let (out, r2) = run(&env, &["pyvec", "--dump", dump.to_str().unwrap()], &[]);
-    assert!(out.status.success(), "{}", show(&out));
+    assert_success(&out);
     assert_eq!(recomputed(&r2), ["pyvec::unseeded"]);
     assert_eq!(
         case(&r2, "pyvec::unseeded")["golden_miss"],
@@ -531,7 +512,7 @@ fn torch_goldens_run_where_torch_is_installed() {
         .is_ok_and(|o| o.status.success());
     let (out, report) = run(&env, &["pyvec"], &[]);
     if has_torch {
-        assert!(out.status.success(), "{}", show(&out));
+        assert_success(&out);
     } else {
         eprintln!("SKIP: torch is not installed; checking only the message without it");
         let m = message(&report, "pyvec::ok1");

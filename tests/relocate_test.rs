@@ -22,17 +22,8 @@ use std::process::Command;
 
 use common::{
     build_machine_dirs, built_runtime, can_hide_dirs, command_hiding, copy_dir, package_scenes_dir,
-    run_ok, scene_exe,
+    run_ok, scene_exe, show,
 };
-
-fn text(out: &std::process::Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
 
 #[test]
 fn pass_two_runs_from_an_unpacked_tree_elsewhere() {
@@ -108,23 +99,21 @@ fn pass_two_runs_from_an_unpacked_tree_elsewhere() {
             .collect::<Vec<_>>(),
         ["vec_reloc::small", "vec_reloc::odd"],
         "{}",
-        text(&list)
+        show(&list)
     );
-    let report = cwd.join("report.json");
-    let out = unpacked(&["run", "--from", "../unpacked/bundle", "--report-json"])
-        .arg(&report)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let (out, json) = common::output_with_report(
+        &mut unpacked(&["run", "--from", "../unpacked/bundle"]),
+        &cwd.join("report.json"),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("PASS vec_reloc::small"), "{}", text(&out));
-    assert!(stdout.ends_with("2 passed, 0 failed\n"), "{}", text(&out));
+    assert!(stdout.contains("PASS vec_reloc::small"), "{}", show(&out));
+    assert!(stdout.ends_with("2 passed, 0 failed\n"), "{}", show(&out));
     assert!(
         !String::from_utf8_lossy(&out.stderr).contains("rebuilding"),
         "{}",
-        text(&out)
+        show(&out)
     );
-    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
     for case in json["cases"].as_array().unwrap() {
         assert_eq!(case["phases"]["compile_s"], 0.0, "{json:#}");
     }

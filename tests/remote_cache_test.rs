@@ -16,7 +16,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
-use common::{TestEnv, copy_scene, read_report, run_ok};
+use common::{TestEnv, assert_success, copy_scene, output_with_report, read_report, run_ok};
 
 /// Whether a missing service must fail the test rather than skip it.
 fn in_ci() -> bool {
@@ -335,15 +335,17 @@ fn runner_b_runs_the_whole_suite_without_a_compiler() {
     assert_eq!((hits, misses, errors), (0, units as u64, 0));
 
     fleet.cc.reset();
-    let report = fleet.env.dir.path().join("b.json");
-    let b = run_ok(fleet.scene("b", &["run", "--report-json"]).arg(&report));
+    let (b, json) = output_with_report(
+        &mut fleet.scene("b", &["run"]),
+        &fleet.env.dir.path().join("b.json"),
+    );
+    assert_success(&b);
     assert_eq!(
         fleet.cc.lines(),
         Vec::<String>::new(),
         "B started compiler processes"
     );
     assert!(remote_warnings(&b).is_empty(), "{}", stderr(&b));
-    let json = read_report(&report);
     assert_eq!(json["remote_hits"], units as u64, "{}", json["remote_hits"]);
     assert_eq!(json["remote_misses"], 0);
     assert_eq!(json["totals"]["failed"], 0);

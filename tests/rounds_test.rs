@@ -7,37 +7,30 @@
 
 mod common;
 
-use common::{TestEnv, read_report};
+use common::{TestEnv, assert_success};
 
 #[test]
 fn twenty_rounds_hold_the_card_once_and_report_statistics() {
     let env = TestEnv::new();
-    let report = env.dir.path().join("report.json");
-    let out = env
-        .scene(&[
+    let (out, json) = env.run_with_report_using(
+        &[
             "run",
             "vector_example::small",
             "--rounds",
             "20",
             "--warmup",
             "2",
-            "--report-json",
-            report.to_str().unwrap(),
-        ])
-        .env_remove("SCENE_RUNTIME_OPTIONS")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
+        |cmd| {
+            cmd.env_remove("SCENE_RUNTIME_OPTIONS");
+        },
     );
+    assert_success(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("20 rounds, 2 warmup: device min"),
         "the case line shows the statistics: {stdout}"
     );
-    let json = read_report(&report);
     let cases = json["cases"].as_array().unwrap();
     assert_eq!(cases.len(), 1);
     let c = &cases[0];
@@ -83,22 +76,12 @@ fn twenty_rounds_hold_the_card_once_and_report_statistics() {
 #[test]
 fn a_kernel_wrong_on_round_seven_fails_naming_the_round() {
     let env = TestEnv::new();
-    let report = env.dir.path().join("report.json");
-    let out = env
-        .scene(&[
-            "run",
-            "vector_example::small",
-            "--rounds",
-            "20",
-            "--report-json",
-            report.to_str().unwrap(),
-        ])
-        .env("SCENE_RUNTIME_OPTIONS", "fault=corrupt_on_run:7")
-        .output()
-        .unwrap();
+    let (out, json) =
+        env.run_with_report_using(&["run", "vector_example::small", "--rounds", "20"], |cmd| {
+            cmd.env("SCENE_RUNTIME_OPTIONS", "fault=corrupt_on_run:7");
+        });
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success(), "round 7 was corrupted: {stdout}");
-    let json = read_report(&report);
     let c = &json["cases"][0];
     assert_eq!(c["status"], "failed", "{c}");
     assert_eq!(c["failure_stage"], "compare", "{c}");
@@ -133,23 +116,10 @@ fn warmup_rounds_are_compared_too() {
 #[test]
 fn one_round_is_an_ordinary_run() {
     let env = TestEnv::new();
-    let report = env.dir.path().join("report.json");
-    let out = env
-        .scene(&[
-            "run",
-            "vector_example::small",
-            "--report-json",
-            report.to_str().unwrap(),
-        ])
+    let (out, json) = env.run_with_report_using(&["run", "vector_example::small"], |cmd| {
         // A corruption after the second run cannot touch a one-run session.
-        .env("SCENE_RUNTIME_OPTIONS", "fault=corrupt_on_run:2")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    let json = read_report(&report);
+        cmd.env("SCENE_RUNTIME_OPTIONS", "fault=corrupt_on_run:2");
+    });
+    assert_success(&out);
     assert!(json["cases"][0].get("rounds").is_none(), "{json}");
 }

@@ -4,7 +4,8 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub struct TestEnv {
     pub dir: tempfile::TempDir,
@@ -107,6 +108,57 @@ impl TestEnv {
         };
         cmd
     }
+
+    /// A path in the env's temp dir for a `--report-json` file, new on
+    /// every call (`report-1.json`, `report-2.json`, ...).
+    pub fn report_path(&self) -> PathBuf {
+        static NEXT: AtomicUsize = AtomicUsize::new(1);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        self.dir.path().join(format!("report-{n}.json"))
+    }
+
+    /// Runs `scene <args> --report-json <new path>` to completion; returns
+    /// its output and the report it wrote (`Value::Null` when it wrote
+    /// none). Success is not checked: see [`assert_success`].
+    pub fn run_with_report(&self, args: &[&str]) -> (Output, serde_json::Value) {
+        self.run_with_report_using(args, |_| {})
+    }
+
+    /// [`TestEnv::run_with_report`] with `configure` applied to the command
+    /// first (environment variables, a current directory).
+    pub fn run_with_report_using(
+        &self,
+        args: &[&str],
+        configure: impl FnOnce(&mut Command),
+    ) -> (Output, serde_json::Value) {
+        let mut cmd = self.scene(args);
+        configure(&mut cmd);
+        output_with_report(&mut cmd, &self.report_path())
+    }
+}
+
+/// Appends `--report-json <report>` to `cmd` (a `scene run` command), runs
+/// it to completion and returns its output and the report it wrote
+/// (`Value::Null` when it wrote none; a stale file is removed first).
+pub fn output_with_report(cmd: &mut Command, report: &Path) -> (Output, serde_json::Value) {
+    let _ = std::fs::remove_file(report);
+    let out = cmd.arg("--report-json").arg(report).output().unwrap();
+    (out, read_report_or_null(report))
+}
+
+/// A process's exit status, stdout and stderr, for assertion messages.
+pub fn show(out: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Asserts that the process succeeded, showing its output if not.
+pub fn assert_success(out: &Output) {
+    assert!(out.status.success(), "{}", show(out));
 }
 
 /// Copies the package scene `from` into the env's scenes dir as `to`.
@@ -143,6 +195,15 @@ pub fn copy_dir(src: &Path, dst: &Path) {
 pub fn read_report(path: &Path) -> serde_json::Value {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     serde_json::from_slice(&bytes).unwrap()
+}
+
+/// The report at `path`, or `Value::Null` when there is no file there.
+pub fn read_report_or_null(path: &Path) -> serde_json::Value {
+    if path.exists() {
+        read_report(path)
+    } else {
+        serde_json::Value::Null
+    }
 }
 
 pub fn unix_now() -> f64 {
@@ -247,15 +308,9 @@ pub fn stderr_line_containing(
 }
 
 /// Runs `cmd` to completion and asserts it succeeded, showing its output if not.
-pub fn run_ok(cmd: &mut Command) -> std::process::Output {
+pub fn run_ok(cmd: &mut Command) -> Output {
     let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{:?}\n--- stdout\n{}\n--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     out
 }
 

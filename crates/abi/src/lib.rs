@@ -99,6 +99,8 @@ impl SceneTensorDesc {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SceneTaskArgV2 {
     pub direction: u32,
+    /// 0; `1 + d` when `scene_task_view` made a view whose dimension `d`
+    /// leaves its parent's shape (the runtime refuses the task).
     pub reserved: u32,
     pub value: u64,
     pub size: u64,

@@ -66,8 +66,36 @@ pub(crate) enum Command {
     Cache(CacheArgs),
     /// Compile, build fixtures and goldens into a bundle for `run --from`; never touches a card.
     Precompile(PrecompileArgs),
-    /// Summarise `run --report-json` files (e.g. one per partition): a Markdown table and a merged JUnit.
+    /// Summarise `run --report-json` files (e.g. one per partition): a Markdown table, a merged JUnit, an HTML page.
     Report(ReportArgs),
+    /// Re-run one task recorded by `run --dump-args` alone on the simulator, its kernel compiled from the scene's current sources, and compare its outputs bit for bit with the recorded ones (exit 0: they match, 1: they differ, 2: the replay could not run).
+    Replay(ReplayArgs),
+}
+
+// --- scene replay (issue 19) ---
+#[derive(Debug, Args)]
+pub(crate) struct ReplayArgs {
+    /// A case's dump directory: <dump-args root>/<scene>/<case> (a rank group: <...>/<case>/rank<R>).
+    #[arg(value_name = "DIR")]
+    pub(crate) dir: PathBuf,
+    /// The task id: its 0-based submit index in the recorded run (`task<N>/` in DIR).
+    #[arg(value_name = "TASK")]
+    pub(crate) task: String,
+    /// The scene's directory, if it moved since the recording [default: the one in DIR/manifest.json].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) scene: Option<PathBuf>,
+    /// Cards to use: `0`, `0-7`, `0,2,5` [default: SCENE_DEVICES, else TASK_DEVICE, else 0].
+    #[arg(long, value_name = "LIST", value_parser = parse_device_list)]
+    pub(crate) device: Option<DeviceList>,
+    /// Runtime library to load [env: SCENE_RUNTIME_LIB] [default: the built sim runtime].
+    #[arg(long, value_name = "PATH")]
+    pub(crate) runtime: Option<PathBuf>,
+    /// Stop the replay's run after this many seconds (0 = no limit) [default: 300].
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    pub(crate) case_timeout: Option<Duration>,
+    /// Run the session in this process instead of a supervised worker (for debuggers).
+    #[arg(long)]
+    pub(crate) in_process: bool,
 }
 
 #[derive(Debug, Args)]
@@ -81,6 +109,9 @@ pub(crate) struct ReportArgs {
     /// Write one JUnit XML file merging every report (`-` = stdout).
     #[arg(long, value_name = "FILE")]
     pub(crate) junit: Option<PathBuf>,
+    /// Write one self-contained HTML page (`-` = stdout): a summary per report, the card timeline across the reports (one per process), the case table with verdicts, failures, phase bars and links to traces and dumps.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) html: Option<PathBuf>,
     /// Also append the Markdown summary to the file named by GITHUB_STEP_SUMMARY (GitHub Actions' job summary).
     #[arg(long)]
     pub(crate) github_summary: bool,
@@ -172,6 +203,10 @@ pub(crate) struct RunArgs {
     /// Write each case's task dependency graph (RAW/WAR/WAW edges with tensor and byte range) to DIR/<scene>/<case>.dot (+ .svg when Graphviz `dot` is on PATH, + .deps.json).
     #[arg(long, value_name = "DIR")]
     pub(crate) dep_graph: Option<PathBuf>,
+    /// Record every task's arguments (views, bytes before and after as .npy, scalars, func_id, blocks) under DIR/<scene>/<case>/, for `scene replay` [default DIR: <workspace>/target/scene-args].
+    /// (An empty value, what a bare `--dump-args` gives, means the default.)
+    #[arg(long, value_name = "DIR", num_args = 0..=1, require_equals = true, default_missing_value = "", value_parser = clap::builder::OsStringValueParser::new())]
+    pub(crate) dump_args: Option<std::ffi::OsString>,
 }
 
 /// `--rounds`: a count from 1.
@@ -327,6 +362,25 @@ fn parse_days(s: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dump_args_takes_its_directory_only_after_an_equals_sign() {
+        let run = |argv: &[&str]| match Cli::try_parse_from(argv).unwrap().command {
+            Command::Run(r) => (r.dump_args, r.selection.filter),
+            other => panic!("{other:?}"),
+        };
+        let (dump, filter) = run(&["scene", "run", "--dump-args", "scalar_data"]);
+        assert_eq!(
+            dump.as_deref(),
+            Some(std::ffi::OsStr::new("")),
+            "bare: the default"
+        );
+        assert_eq!(filter.as_deref(), Some("scalar_data"));
+        let (dump, filter) = run(&["scene", "run", "--dump-args=/tmp/a", "x"]);
+        assert_eq!(dump.as_deref(), Some(std::ffi::OsStr::new("/tmp/a")));
+        assert_eq!(filter.as_deref(), Some("x"));
+        assert_eq!(run(&["scene", "run"]).0, None);
+    }
 
     #[test]
     fn sizes_and_days_parse() {

@@ -1,11 +1,14 @@
-//! `scene cache ...`: inspect and maintain the persistent kernel cache.
+//! `scene cache ...`: inspect and maintain the persistent kernel cache and
+//! the golden cache beside it (`<cache dir>/goldens/`).
 //!
-//! The cache itself (keys, entries, verification, locking) lives in
-//! `scene_kernels::cache`; this module is only its command line.
+//! The caches themselves (keys, entries, verification, locking) live in
+//! `scene_kernels::cache` and `scene_harness::golden_cache`; this module is
+//! only their command line.
 
 use std::path::Path;
 use std::process::ExitCode;
 
+use scene_harness::golden_cache::GoldenCache;
 use scene_kernels::cache::{self, PrunePolicy, RemoteConfig};
 
 use crate::args::{CacheArgs, CacheCommand};
@@ -47,12 +50,15 @@ pub(crate) fn run(dir: &Path, remote: Option<&RemoteConfig>, args: &CacheArgs) -
                 println!("removed {} support objects", n.objects);
             }
             // The golden cache shares the directory (`goldens/`).
-            let goldens = dir.join("goldens");
-            if goldens.is_dir() {
-                match scene_util::remove_dir_if_exists(&goldens) {
-                    Ok(()) => println!("removed the golden cache {}", goldens.display()),
+            let goldens = golden_cache(dir);
+            if goldens.root().is_dir() {
+                match goldens.clear() {
+                    Ok(n) => println!(
+                        "removed the golden cache {} ({n} entries)",
+                        goldens.root().display()
+                    ),
                     Err(e) => {
-                        eprintln!("error: removing {}: {e}", goldens.display());
+                        eprintln!("error: {e}");
                         return false;
                     }
                 }
@@ -68,6 +74,11 @@ pub(crate) fn run(dir: &Path, remote: Option<&RemoteConfig>, args: &CacheArgs) -
             ExitCode::from(1)
         }
     }
+}
+
+/// The golden cache of the cache in `dir`.
+fn golden_cache(dir: &Path) -> GoldenCache {
+    GoldenCache::new(dir.join("goldens"))
 }
 
 /// `N (n kind, ...), B bytes (human)` for one tier.
@@ -103,6 +114,18 @@ fn stats(
     }
     println!("entries: {}", tier_line(&s.entries));
     println!("support objects: {}", tier_line(&s.objects));
+    match golden_cache(dir).stats() {
+        Ok(g) => println!(
+            "goldens: {}, {} bytes ({})",
+            g.entries,
+            g.bytes,
+            human(g.bytes)
+        ),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(false);
+        }
+    }
     if s.runs.is_empty() {
         println!("no runs recorded");
         return Ok(true);
@@ -155,15 +178,29 @@ fn verify(dir: &Path) -> Result<bool, cache::CacheError> {
         report.objects.checked,
         report.objects.damaged.len()
     );
-    Ok(report.is_clean())
+    let goldens = match golden_cache(dir).verify() {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(false);
+        }
+    };
+    for (key, place, why) in &goldens.damaged {
+        println!("damaged golden {key}: {why} (removed {})", place.display());
+    }
+    println!(
+        "checked {} golden entries: {} damaged",
+        goldens.checked,
+        goldens.damaged.len()
+    );
+    Ok(report.is_clean() && goldens.damaged.is_empty())
 }
 
-fn prune(dir: &Path, policy: &PrunePolicy) -> Result<bool, cache::CacheError> {
-    let report = cache::prune(dir, policy)?;
-    let r = &report.entries;
-    println!(
-        "removed {} entries ({} unused for over {:.1} days, {} over the {} size limit), freed {}; \
-         kept {} entries ({}); removed {} stale lock files",
+/// `removed N <what> (...), freed ...; kept N <what> (...)` for one tier.
+fn prune_line(what: &str, r: &cache::PruneReport, policy: &PrunePolicy) -> String {
+    format!(
+        "removed {} {what} ({} unused for over {:.1} days, {} over the {} size limit), freed {}; \
+         kept {} {what} ({})",
         r.removed_old + r.removed_for_size,
         r.removed_old,
         policy.max_age.as_secs_f64() / 86400.0,
@@ -172,6 +209,15 @@ fn prune(dir: &Path, policy: &PrunePolicy) -> Result<bool, cache::CacheError> {
         human(r.freed_bytes),
         r.kept,
         human(r.kept_bytes),
+    )
+}
+
+fn prune(dir: &Path, policy: &PrunePolicy) -> Result<bool, cache::CacheError> {
+    let report = cache::prune(dir, policy)?;
+    let r = &report.entries;
+    println!(
+        "{}; removed {} stale lock files",
+        prune_line("entries", r, policy),
         report.stale_locks
     );
     let o = &report.objects;
@@ -184,11 +230,21 @@ fn prune(dir: &Path, policy: &PrunePolicy) -> Result<bool, cache::CacheError> {
             human(o.kept_bytes)
         );
     }
-    if r.busy + o.busy > 0 {
-        println!(
-            "skipped {} entries in use by another process",
-            r.busy + o.busy
-        );
+    let g = match golden_cache(dir).prune(policy) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(false);
+        }
+    };
+    println!(
+        "{}; removed {} stale golden records",
+        prune_line("golden entries", &g.entries, policy),
+        g.stale_records
+    );
+    let busy = r.busy + o.busy + g.entries.busy;
+    if busy > 0 {
+        println!("skipped {busy} entries in use by another process");
     }
     Ok(true)
 }

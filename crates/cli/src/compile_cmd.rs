@@ -135,6 +135,7 @@ pub(crate) fn run(
         layout,
         env,
         cache_dir,
+        None,
         &args.selection,
         &flags,
         args.no_tests,

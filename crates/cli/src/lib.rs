@@ -18,12 +18,14 @@ mod args;
 mod cache_cmd;
 mod compile_cmd;
 pub mod env;
+mod html_report;
 pub mod locate;
 mod output;
 mod paths;
 mod precompile_cmd;
 mod progress;
 mod prologue;
+mod replay_cmd;
 mod report_cmd;
 mod run_cmd;
 pub mod testing;
@@ -139,12 +141,13 @@ pub fn main(layout: Layout, registry: GoldenRegistry) -> ExitCode {
             };
             cache_cmd::run(&dir, remote.as_ref(), &args)
         }
-        Command::List(args) => run_cmd::list(&layout, &env, &args),
+        Command::List(args) => run_cmd::list(&layout, &env, &registry, &args),
         Command::Run(args) => run_cmd::run(&layout, &env, cache_dir, registry, verbosity, &args),
         Command::Compile(args) => compile_cmd::run(&layout, &env, cache_dir, verbosity, &args),
         Command::Precompile(args) => {
             precompile_cmd::run(&layout, &env, cache_dir, registry, verbosity, &args)
         }
         Command::Report(args) => report_cmd::run(&env, &args),
+        Command::Replay(args) => replay_cmd::run(&layout, &env, cache_dir, &args),
     }
 }

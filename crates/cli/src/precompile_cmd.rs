@@ -48,6 +48,7 @@ pub(crate) fn run(
         layout,
         env,
         cache_dir,
+        Some(&registry),
         &args.selection,
         &flags,
         args.no_tests,

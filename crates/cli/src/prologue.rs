@@ -4,10 +4,11 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use scene_harness::prepare::check_registered;
 use scene_harness::report::CaseReport;
 use scene_harness::scene::discover;
 use scene_harness::select::Partition;
-use scene_harness::{RunConfig, Scene, SelectedCase, select_cases};
+use scene_harness::{GoldenRegistry, RunConfig, Scene, SelectedCase, select_cases};
 
 use crate::Layout;
 use crate::args::Selection;
@@ -45,17 +46,34 @@ impl LoadFailure {
 }
 
 /// Loads every scene; malformed ones are returned as [`LoadFailure`]s.
-pub(crate) fn load_scenes(dir: &Path) -> Result<(Vec<Arc<Scene>>, Vec<LoadFailure>), String> {
+/// With `registry`, a scene with a case whose custom comparison is not
+/// registered there (or gets arguments it does not take) is a load failure
+/// too, naming the file, field, case, tensor and the registered ones.
+pub(crate) fn load_scenes(
+    dir: &Path,
+    registry: Option<&GoldenRegistry>,
+) -> Result<(Vec<Arc<Scene>>, Vec<LoadFailure>), String> {
     let all = discover(dir).map_err(|e| e.to_string())?;
     let mut scenes = Vec::new();
     let mut errors = Vec::new();
     for s in all {
-        match s {
+        let s = s.map_err(|e| LoadFailure {
+            scene: e.scene_name(),
+            message: e.to_string(),
+        });
+        let checked = s.and_then(|s| match registry {
+            Some(r) => match s.cases.iter().try_for_each(|c| check_registered(r, &s, c)) {
+                Ok(()) => Ok(s),
+                Err(message) => Err(LoadFailure {
+                    scene: s.name.clone(),
+                    message,
+                }),
+            },
+            None => Ok(s),
+        });
+        match checked {
             Ok(s) => scenes.push(Arc::new(s)),
-            Err(e) => errors.push(LoadFailure {
-                scene: e.scene_name(),
-                message: e.to_string(),
-            }),
+            Err(e) => errors.push(e),
         }
     }
     Ok((scenes, errors))
@@ -94,11 +112,13 @@ pub(crate) fn partitioned(
     (cases, load_errors)
 }
 
-/// Builds the [`Prologue`]; `Err` is the exit code to return (already reported).
+/// Builds the [`Prologue`]; `Err` is the exit code to return (already
+/// reported). `registry`: see [`load_scenes`].
 pub(crate) fn prologue(
     layout: &Layout,
     env: &Environment,
     cache_dir: Option<&Path>,
+    registry: Option<&GoldenRegistry>,
     sel: &Selection,
     flags: &Flags,
     no_tests_flag: Option<NoTests>,
@@ -112,7 +132,7 @@ pub(crate) fn prologue(
     let mut config = resolve(layout, env, cache_dir, flags).map_err(usage)?;
     crate::paths::check_config_dirs(&mut config, flags.uses_cards).map_err(usage)?;
     let no_tests = no_tests(env, no_tests_flag).map_err(usage)?;
-    let (scenes, load_errors) = load_scenes(&layout.scenes_dir).map_err(|e| {
+    let (scenes, load_errors) = load_scenes(&layout.scenes_dir, registry).map_err(|e| {
         eprintln!("error: {e}");
         ExitCode::from(1)
     })?;

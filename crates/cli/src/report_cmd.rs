@@ -1,6 +1,7 @@
 //! `scene report`: one or more `--report-json` files (typically one per
 //! `--partition` runner) as a Markdown summary (per-case phases, card-seconds
-//! held vs device-seconds, totals) and a merged JUnit file.
+//! held vs device-seconds, totals), a merged JUnit file and a self-contained
+//! HTML page (`--html`, rendered by [`crate::html_report`]).
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -17,11 +18,27 @@ use crate::env::Environment;
 /// a report cannot be read or an output cannot be written.
 pub(crate) fn run(env: &Environment, args: &ReportArgs) -> ExitCode {
     let is_stdout = |p: &Option<PathBuf>| p.as_deref().is_some_and(|p| p.as_os_str() == "-");
-    if is_stdout(&args.markdown) && is_stdout(&args.junit) {
-        eprintln!("error: --markdown - and --junit -: only one output can go to stdout");
+    let to_stdout: Vec<&str> = [
+        ("--markdown -", &args.markdown),
+        ("--junit -", &args.junit),
+        ("--html -", &args.html),
+    ]
+    .into_iter()
+    .filter(|(_, p)| is_stdout(p))
+    .map(|(f, _)| f)
+    .collect();
+    if to_stdout.len() > 1 {
+        eprintln!(
+            "error: {}: only one output can go to stdout",
+            to_stdout.join(" and ")
+        );
         return ExitCode::from(2);
     }
-    for (flag, path) in [("--markdown", &args.markdown), ("--junit", &args.junit)] {
+    for (flag, path) in [
+        ("--markdown", &args.markdown),
+        ("--junit", &args.junit),
+        ("--html", &args.html),
+    ] {
         if let Some(path) = path
             && path.as_os_str() != "-"
             && let Err(e) = crate::paths::check_output_file(flag, path)
@@ -57,12 +74,16 @@ pub(crate) fn run(env: &Environment, args: &ReportArgs) -> ExitCode {
     let merged = RunReport::merge(&reports);
     let markdown = markdown(&merged, &args.files);
     // Markdown goes to stdout unless a file is named, or stdout carries
-    // the JUnit.
+    // the JUnit or the HTML.
     let markdown_to = match &args.markdown {
         Some(p) => Some(p.clone()),
-        None if is_stdout(&args.junit) => None,
+        None if !to_stdout.is_empty() => None,
         None => Some(PathBuf::from("-")),
     };
+    let html = args
+        .html
+        .as_ref()
+        .map(|p| (p, html_page(p, &args.files, &reports)));
     let outputs = markdown_to
         .iter()
         .map(|p| (p, markdown.clone().into_bytes()))
@@ -70,7 +91,8 @@ pub(crate) fn run(env: &Environment, args: &ReportArgs) -> ExitCode {
             args.junit
                 .iter()
                 .map(|p| (p, junit_of(&merged).into_bytes())),
-        );
+        )
+        .chain(html.map(|(p, h)| (p, h.into_bytes())));
     for (path, bytes) in outputs {
         if let Err(e) = write_output(path, &bytes) {
             eprintln!("error: writing {}: {e}", path.display());
@@ -88,6 +110,36 @@ pub(crate) fn run(env: &Environment, args: &ReportArgs) -> ExitCode {
     }
     let failed: usize = merged.iter().map(|r| r.totals.failed).sum();
     ExitCode::from(if failed == 0 { 0 } else { 1 })
+}
+
+/// The HTML page of `reports` (read from `files`) to be written to `path`:
+/// artifact links under the page's directory are relative, others
+/// `file://` (relative paths in the reports are read against the working
+/// directory).
+fn html_page(path: &Path, files: &[PathBuf], reports: &[RunReport]) -> String {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let page_dir = if path.as_os_str() == "-" {
+        cwd.clone()
+    } else {
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let dir = if dir.is_absolute() {
+            dir
+        } else {
+            cwd.join(dir)
+        };
+        // `..` and symbolic links resolved where possible, so a prefix test
+        // against the artifacts' paths means what it says.
+        dir.canonicalize().unwrap_or(dir)
+    };
+    let inputs: Vec<crate::html_report::Input<'_>> = files
+        .iter()
+        .zip(reports)
+        .map(|(file, report)| crate::html_report::Input { file, report })
+        .collect();
+    crate::html_report::html(&inputs, &page_dir, &cwd)
 }
 
 /// One report file, or an error naming it.

@@ -17,8 +17,14 @@ use crate::progress::{self, UnitLines};
 use crate::prologue::{LoadFailure, Prologue, load_scenes, prologue};
 use crate::{Layout, Verbosity};
 
-/// `scene list`: one `scene::case` a line; exit 1 if a scene did not load.
-pub(crate) fn list(layout: &Layout, env: &Environment, args: &ListArgs) -> ExitCode {
+/// `scene list`: one `scene::case` a line; exit 1 if a scene did not load
+/// (a custom comparison not in `registry` is a load failure).
+pub(crate) fn list(
+    layout: &Layout,
+    env: &Environment,
+    registry: &GoldenRegistry,
+    args: &ListArgs,
+) -> ExitCode {
     let sel = &args.selection;
     let platform = match resolve_platform(env, &layout.root, sel.platform.as_deref()) {
         Ok(p) => p,
@@ -27,7 +33,7 @@ pub(crate) fn list(layout: &Layout, env: &Environment, args: &ListArgs) -> ExitC
             return ExitCode::from(2);
         }
     };
-    let (scenes, errors) = match load_scenes(&layout.scenes_dir) {
+    let (scenes, errors) = match load_scenes(&layout.scenes_dir, Some(registry)) {
         Ok(v) => v,
         Err(e) => {
             eprintln!("error: {e}");
@@ -127,6 +133,7 @@ pub(crate) fn run(
         layout,
         env,
         cache_dir,
+        Some(&registry),
         &args.selection,
         &args.flags(verbosity.verbose),
         args.no_tests,
@@ -140,6 +147,20 @@ pub(crate) fn run(
     let absolute = |d: &PathBuf| std::path::absolute(d).unwrap_or_else(|_| d.clone());
     config.trace_dir = args.trace.as_ref().map(absolute);
     config.dep_graph_dir = args.dep_graph.as_ref().map(absolute);
+    // --- args dump (issue 19) ---
+    config.args_dump = args.dump_args.as_ref().map(|d| {
+        let d = match d.is_empty() {
+            true => layout.root.join("target").join("scene-args"),
+            false => std::path::PathBuf::from(d),
+        };
+        std::path::absolute(&d).unwrap_or(d)
+    });
+    if let Some(d) = &config.args_dump
+        && let Err(e) = crate::paths::check_dir("--dump-args", d)
+    {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     // No pool given: one large enough for the largest rank group.
     crate::env::size_default_pool(
         &mut config,

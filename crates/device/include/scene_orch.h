@@ -80,7 +80,7 @@ typedef SceneOrchArg SceneTaskArg;
  * view of it the kernel gets (`desc`), or a scalar (`value`, desc unused). */
 typedef struct SceneTaskArgV2 {
     uint32_t direction; /* SCENE_DIR_* */
-    uint32_t reserved;
+    uint32_t reserved;  /* 0; 1 + d: scene_task_view's dimension d left the parent */
     uint64_t value; /* buffer device address or scalar bits */
     uint64_t size;  /* buffer bytes (tensors), 0 (scalars) */
     SceneTensorDesc desc;
@@ -180,9 +180,16 @@ static inline SceneTaskArgV2 scene_task_buf(uint32_t direction, uint64_t addr, u
 }
 
 /* A view of a task argument: element `offsets` becomes (0, ...), `shape`
- * elements per dimension, same strides. */
+ * elements per dimension, same strides. A view that leaves its parent in
+ * some dimension d (offsets[d] + shape[d] > the parent's shape[d], even if
+ * it stays inside the buffer) is marked (`reserved` = 1 + d, the first
+ * such d) and its submit fails naming the dimension. */
 static inline SceneTaskArgV2 scene_task_view(SceneTaskArgV2 t, const uint64_t *offsets,
                                              const uint64_t *shape) {
+    for (uint32_t i = 0; i < t.desc.rank && i < SCENE_MAX_RANK && t.reserved == 0; i++) {
+        if (offsets[i] > t.desc.shape[i] || shape[i] > t.desc.shape[i] - offsets[i])
+            t.reserved = 1 + i;
+    }
     t.desc = scene_desc_view(&t.desc, offsets, shape);
     return t;
 }

@@ -163,6 +163,18 @@ const char *scene_rt_last_error(void);
  * this symbol still works; crashes are then reported by exit status only. */
 int32_t scene_rt_crash_report(const char *path);
 
+/* Optional (`--dump-args`, issue 19). Every later run of `dev` records each
+ * task's arguments into the directory `dir` (created if missing; the
+ * previous run's `task*` files in it are removed first): per task N (its
+ * 0-based submit index in the run) `taskN.json` (func_id, core, block_num,
+ * each argument's direction, SceneTensorDesc, buffer and span bytes, and
+ * for scalars the bits), `taskN.arg<i>.in.bin` (the bytes of each tensor
+ * argument's bounding span just before the task's first block) and
+ * `taskN.arg<i>.out.bin` (out/inout spans after its last block). `dir`
+ * NULL stops recording. A runtime without this symbol cannot dump task
+ * arguments. */
+int32_t scene_rt_args_record(SceneDevice *dev, const char *dir);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,6 +5,7 @@
 //! supervised worker process (`crate::worker`); either way the steps, their
 //! order and their error messages are these.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -58,6 +59,11 @@ pub struct DeviceJob<'a> {
     /// recorded by the runtime (`scene_rt_trace_enable`) and its record
     /// comes back in [`SessionOutput::traces`].
     pub trace: u32,
+    /// `--dump-args`: record every task's arguments into this directory
+    /// (`rank<R>/` under it for each rank of a group); the runtime must
+    /// offer `scene_rt_args_record`. With several rounds the last run's
+    /// record remains.
+    pub args_dump: Option<&'a Path>,
 }
 
 /// A level-3 job: `ranks` cards, one chip callable per rank, run
@@ -188,6 +194,11 @@ pub fn run_session(runtime: &Runtime, job: &DeviceJob<'_>) -> Result<SessionOutp
     let device = runtime
         .open(job.card, job.options)
         .map_err(|e| SessionError::new(format!("opening card {}", job.card), e, &names))?;
+    if let Some(dir) = job.args_dump {
+        device
+            .record_args(dir)
+            .map_err(|e| SessionError::new("recording task arguments", e, &names))?;
+    }
     let outputs = on_device(&device, job, rounds, &names);
     drop(device);
     let (outputs, run_times, traces) = outputs?;
@@ -436,6 +447,15 @@ fn run_group(
                 &names[rank],
             )
         })?);
+    }
+    if let Some(dir) = job.args_dump {
+        for (rank, device) in devices.iter().enumerate() {
+            device
+                .record_args(&dir.join(format!("rank{rank}")))
+                .map_err(|e| {
+                    SessionError::new(format!("recording task arguments (rank {rank})"), e, &[])
+                })?;
+        }
     }
     let mut staged = Vec::with_capacity(ranks);
     for (rank, device) in devices.iter().enumerate() {

@@ -83,6 +83,9 @@ struct Api {
     /// without them cannot give traces or dependency graphs.
     trace_enable: Option<unsafe extern "C" fn(Dev, u32) -> i32>,
     trace_take: Option<TraceTake>,
+    /// Optional (`scene_rt_args_record`, `--dump-args`): runtimes without
+    /// it cannot record task arguments.
+    args_record: Option<unsafe extern "C" fn(Dev, *const c_char) -> i32>,
 }
 
 type TraceTake = unsafe extern "C" fn(Dev, *mut c_char, u64, *mut u64) -> i32;
@@ -287,6 +290,11 @@ impl Runtime {
                 .map(|s| *s),
             // SAFETY: as above.
             trace_take: unsafe { lib.get(b"scene_rt_trace_take\0") }
+                .ok()
+                .map(|s| *s),
+            // SAFETY: as for `sym!`: declared in scene_runtime.h with this
+            // signature; absent in runtimes that cannot dump task arguments.
+            args_record: unsafe { lib.get(b"scene_rt_args_record\0") }
                 .ok()
                 .map(|s| *s),
         };
@@ -622,6 +630,25 @@ impl DeviceSession<'_> {
                 "scene_rt_trace_take returned text that is not UTF-8".into(),
             )
         })
+    }
+
+    /// Records the task arguments of every later run on this device into
+    /// `dir` (`scene_rt_args_record`, optional): an error naming the
+    /// runtime when it lacks the symbol.
+    pub fn record_args(&self, dir: &Path) -> Result<(), RuntimeError> {
+        let Some(f) = self.rt.api.args_record else {
+            return Err(RuntimeError::InvalidArgument(format!(
+                "the runtime `{}` has no scene_rt_args_record: it cannot dump task arguments (--dump-args)",
+                self.rt.path.display()
+            )));
+        };
+        let c = CString::new(dir.as_os_str().as_encoded_bytes()).map_err(|_| {
+            RuntimeError::InvalidArgument(format!("{} contains NUL", dir.display()))
+        })?;
+        // SAFETY: `self.dev` is an open device; `c` is NUL-terminated and
+        // outlives the call, which copies it (scene_runtime.h).
+        let status = unsafe { f(self.dev, c.as_ptr()) };
+        self.rt.check("scene_rt_args_record", status)
     }
 
     /// Closes the device, reporting the runtime's status (drop ignores it).

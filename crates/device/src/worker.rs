@@ -188,6 +188,9 @@ struct JobFile {
     /// `SCENE_RT_TRACE_*` flags (see [`DeviceJob::trace`]).
     #[serde(default)]
     trace: u32,
+    /// `--dump-args`: see [`DeviceJob::args_dump`].
+    #[serde(default)]
+    args_dump: Option<PathBuf>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -366,6 +369,7 @@ pub fn prepare(job: &DeviceJob<'_>, runtime: &Path) -> Result<PreparedJob, Worke
         rounds,
         round_outputs: outputs.clone(),
         trace: job.trace,
+        args_dump: job.args_dump.map(Path::to_path_buf),
     };
     let job_path = dir.path().join(JOB);
     let text = serde_json::to_vec(&spec).map_err(|e| WorkerError::Setup(e.to_string()))?;
@@ -701,6 +705,7 @@ fn serve_job(dir: &Path) -> Result<(), String> {
         group: spec.group.clone(),
         rounds: spec.rounds,
         trace: spec.trace,
+        args_dump: spec.args_dump.as_deref(),
     };
     let cards = wait_for_go()?;
     let card = *cards.first().ok_or("the supervisor holds no card")?;

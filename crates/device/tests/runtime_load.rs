@@ -369,9 +369,10 @@ fn include_dir() -> PathBuf {
         .join("include")
 }
 
-/// A version-2 runtime without `scene_rt_comm_create` / `_destroy` still
-/// loads and opens cards (level 2 runs on it); asking it for a
-/// communication domain (level 3) says what it lacks.
+/// A version-2 runtime without `scene_rt_comm_create` / `_destroy` (and
+/// `scene_rt_args_record`) still loads and opens cards (level 2 runs on
+/// it); asking it for a communication domain (level 3) or an args dump
+/// says what it lacks.
 #[test]
 fn a_runtime_without_comm_entries_cannot_run_rank_groups() {
     let dir = tempfile::tempdir().unwrap();
@@ -414,6 +415,23 @@ const char *scene_rt_last_error(void) { return ""; }
     );
     let e = a.trace_take().unwrap_err();
     assert!(e.to_string().contains("has no scene_rt_trace_take"), "{e}");
+    // Nor can it record task arguments (`--dump-args`).
+    let msg = a.record_args(dir.path()).unwrap_err().to_string();
+    assert!(
+        msg.contains("has no scene_rt_args_record") && msg.contains("nocomm.so"),
+        "{msg}"
+    );
+}
+
+/// The simulator records task arguments once asked (the layout is checked
+/// end to end by the scenes package's replay tests).
+#[test]
+fn sim_runtime_accepts_an_args_record_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let lease = lease(dir.path());
+    let rt = Runtime::load(&lease, &default_runtime_path().unwrap()).unwrap();
+    let dev = rt.open(0, "").unwrap();
+    dev.record_args(&dir.path().join("args")).unwrap();
 }
 
 /// The simulator's domain: two open devices become ranks 0 and 1; a

@@ -88,6 +88,9 @@ pub struct RunConfig {
     /// `--dep-graph DIR`: write each case's task graph to
     /// `DIR/<scene>/<case>.dot` (+ `.svg` with Graphviz, `.deps.json`).
     pub dep_graph_dir: Option<PathBuf>,
+    /// `--dump-args[=DIR]`: record every task's arguments of each case
+    /// under `DIR/<scene>/<case>/` (see `args_dump`); `None` = off.
+    pub args_dump: Option<PathBuf>,
 }
 
 /// When a case's tensors are written as `.npy` files.
@@ -134,6 +137,7 @@ impl RunConfig {
             warmup: 0,
             trace_dir: None,
             dep_graph_dir: None,
+            args_dump: None,
             root,
         }
     }

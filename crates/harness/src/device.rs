@@ -81,6 +81,10 @@ pub struct DeviceStage {
     warmup: u32,
     /// `SCENE_RT_TRACE_*` flags asked of the runtime (0: no trace).
     trace_flags: u32,
+    /// `--dump-args`: the root of the cases' task-argument dumps.
+    args_dump: Option<PathBuf>,
+    /// The platform's name, for the args dump's manifest.
+    platform: String,
 }
 
 impl DeviceStage {
@@ -105,6 +109,8 @@ impl DeviceStage {
             rounds: config.rounds.max(1),
             warmup: config.warmup,
             trace_flags: crate::trace::runtime_flags(config),
+            args_dump: config.args_dump.clone(),
+            platform: config.platform.name().to_string(),
         })
     }
 
@@ -165,6 +171,16 @@ impl DeviceStage {
         let mut job = device_job(work, &self.open_options, &self.comm_options);
         job.rounds = self.runs();
         job.trace = self.trace_flags;
+        // --- args dump (issue 19): the runtime records into a raw dir ---
+        let args_dump = match &self.args_dump {
+            Some(root) => Some(
+                crate::args_dump::CaseArgsDump::begin(root, work.sel)
+                    .map_err(|e| DeviceFailure::plain(format!("--dump-args: {e}")))?,
+            ),
+            None => None,
+        };
+        let raw_dir = args_dump.as_ref().map(|d| d.raw_dir());
+        job.args_dump = raw_dir.as_deref();
         // Everything that is not device work happens before the card is
         // taken: the worker's job files are written here.
         let prepared = match &self.worker {
@@ -247,6 +263,18 @@ impl DeviceStage {
                 records,
             });
         }
+        // --- args dump (issue 19): converted after the release, whatever
+        // the session's outcome (a failed run's completed tasks help most) ---
+        let mut args_note = None;
+        if let Some(d) = args_dump {
+            match d.finish(work.sel, &self.platform) {
+                Ok(dir) => report.args_dump = Some(dir.display().to_string()),
+                Err(e) if result.is_ok() => {
+                    return Err(DeviceFailure::plain(format!("--dump-args: {e}")));
+                }
+                Err(e) => args_note = Some(format!("--dump-args: {e}")),
+            }
+        }
         if job.group.is_some() {
             let ranks = match (&result, &prepared) {
                 (Ok(done), _) if !done.ranks.is_empty() => done.ranks.clone(),
@@ -273,7 +301,13 @@ impl DeviceStage {
                 per_round_s: measured,
             });
         }
-        let done = result.map_err(|e| self.classify(e, &report.devices))?;
+        let done = result.map_err(|e| {
+            let mut f = self.classify(e, &report.devices);
+            if let Some(note) = args_note {
+                f.message = format!("{}\n{note}", f.message);
+            }
+            f
+        })?;
         report.phases.session_s += done.session.as_secs_f64();
         let outputs = match (done.outputs, &prepared) {
             (Some(outputs), _) => outputs,
@@ -563,6 +597,7 @@ fn device_job<'a>(work: DeviceWork<'a>, options: &'a str, comm_options: &str) ->
         }),
         rounds: 1,
         trace: 0,
+        args_dump: None,
     }
 }
 

@@ -21,12 +21,21 @@
 //! `last/` keeps, per `scene::case`, the inputs of its last golden, so a
 //! recomputation can say why ([`why_recomputed`]); `fixtures/` keeps the
 //! digest of Python fixtures per case, to notice non-deterministic ones.
+//!
+//! A hit touches the entry's `manifest.json` (its mtime is the entry's last
+//! use), so `scene cache prune` applies the kernel cache's policy here too
+//! ([`GoldenCache::prune`]: unused for longer than the max age, then least
+//! recently used over the max size); [`GoldenCache::verify`] checks every
+//! entry against its own manifest, [`GoldenCache::stats`] counts them and
+//! [`GoldenCache::clear`] removes the whole cache.
 
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use scene_golden::{DType, Tensor, npy};
+use scene_kernels::cache::{PrunePolicy, PruneReport};
 use serde::{Deserialize, Serialize};
 
 use crate::golden::GoldenOutputs;
@@ -91,6 +100,57 @@ struct LastRecord {
     inputs: GoldenInputs,
 }
 
+/// A whole-cache operation failed on `path` (not damage: that is reported
+/// and removed).
+#[derive(Debug, thiserror::Error)]
+#[error("golden cache: {}: {source}", path.display())]
+pub struct GoldenCacheError {
+    pub path: PathBuf,
+    #[source]
+    pub source: io::Error,
+}
+
+fn at(path: &Path) -> impl FnOnce(io::Error) -> GoldenCacheError + '_ {
+    move |source| GoldenCacheError {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Entry count and size of the golden cache.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GoldenStats {
+    pub entries: usize,
+    pub bytes: u64,
+}
+
+/// What [`GoldenCache::prune`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GoldenPruneReport {
+    /// The entries, counted as the kernel cache counts a tier (`leftovers`:
+    /// temp dirs of killed publishers).
+    pub entries: PruneReport,
+    /// Lock files and `last/` / `fixtures/` records older than the max age
+    /// that were removed.
+    pub stale_records: usize,
+}
+
+/// What [`GoldenCache::verify`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GoldenVerifyReport {
+    pub checked: usize,
+    /// Damaged entries (key, entry directory, what was wrong); removed.
+    pub damaged: Vec<(String, PathBuf, String)>,
+}
+
+/// One entry directory as listed.
+struct Listed {
+    key: String,
+    dir: PathBuf,
+    bytes: u64,
+    last_used: SystemTime,
+}
+
 /// Held while one process computes and publishes one key.
 #[derive(Debug)]
 pub struct KeyLock {
@@ -118,13 +178,18 @@ impl GoldenCache {
         self.root.join("entries").join(&key[..2]).join(key)
     }
 
+    /// `locks/<xx>/<key>.lock`; any directory name found under `entries/`
+    /// maps to a path (no panic on a short or non-ASCII name).
+    fn lock_path(&self, key: &str) -> PathBuf {
+        self.root
+            .join("locks")
+            .join(key.get(..2).unwrap_or("__"))
+            .join(format!("{key}.lock"))
+    }
+
     /// Blocks until this process holds `key`'s lock.
     pub fn lock(&self, key: &str) -> io::Result<KeyLock> {
-        let path = self
-            .root
-            .join("locks")
-            .join(&key[..2])
-            .join(format!("{key}.lock"));
+        let path = self.lock_path(key);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
         }
@@ -151,7 +216,11 @@ impl GoldenCache {
             _ => {}
         }
         match self.read_entry(&dir, key, expected) {
-            Ok(g) => Ok(g),
+            Ok(g) => {
+                // Its last use, for pruning (best effort).
+                let _ = scene_util::touch_regular_file(&dir.join("manifest.json"));
+                Ok(g)
+            }
             Err(why) => {
                 let _ = remove_any(&dir);
                 Err(Miss::Damaged(why))
@@ -165,17 +234,7 @@ impl GoldenCache {
         key: &str,
         expected: &[(&str, DType, &[usize])],
     ) -> Result<GoldenOutputs, String> {
-        let meta = std::fs::symlink_metadata(dir).map_err(|e| e.to_string())?;
-        if !meta.is_dir() {
-            return Err("the entry is not a directory".into());
-        }
-        let bytes = scene_util::read_regular_file(&dir.join("manifest.json"), None, MAX_SMALL_FILE)
-            .map_err(|e| e.to_string())?;
-        let m: Manifest =
-            serde_json::from_slice(&bytes).map_err(|e| format!("manifest.json: {e}"))?;
-        if m.schema != SCHEMA || m.key != key {
-            return Err("manifest.json names another schema or key".into());
-        }
+        let m = read_manifest(dir, key)?;
         if m.outputs.len() != expected.len() {
             return Err(format!(
                 "{} outputs recorded, {} expected",
@@ -191,22 +250,7 @@ impl GoldenCache {
                     rec.name
                 ));
             }
-            let file = scene_util::check_file_name(&rec.file).map_err(|e| e.to_string())?;
-            let data = scene_util::read_regular_file(&dir.join(file), Some(rec.size), rec.size)
-                .map_err(|e| e.to_string())?;
-            if blake3::hash(&data).to_hex().as_str() != rec.blake3 {
-                return Err(format!("{}: blake3 mismatch", rec.file));
-            }
-            let t =
-                npy::from_npy_bytes_as(&data, dtype).map_err(|e| format!("{}: {e}", rec.file))?;
-            if t.shape() != shape {
-                return Err(format!(
-                    "{}: shape {:?}, expected {shape:?}",
-                    rec.file,
-                    t.shape()
-                ));
-            }
-            golden = golden.with(name, t);
+            golden = golden.with(name, read_output(dir, rec, dtype)?);
         }
         Ok(golden)
     }
@@ -296,6 +340,261 @@ impl GoldenCache {
     }
 }
 
+/// Maintenance of the whole cache: `scene cache stats|prune|verify|clear`.
+impl GoldenCache {
+    /// Every entry directory under `entries/<xx>/`, with its size (the
+    /// files directly in it, links not followed) and last use (its
+    /// manifest's mtime, or the directory's when that is missing).
+    fn list(&self) -> Result<Vec<Listed>, GoldenCacheError> {
+        let mut out = Vec::new();
+        let entries = self.root.join("entries");
+        for shard in read_dir_or_empty(&entries)? {
+            let shard = shard.map_err(at(&entries))?.path();
+            if !shard.is_dir() {
+                continue;
+            }
+            for entry in std::fs::read_dir(&shard).map_err(at(&shard))? {
+                let entry = entry.map_err(at(&shard))?;
+                let dir = entry.path();
+                let Some(key) = entry.file_name().to_str().map(str::to_owned) else {
+                    continue;
+                };
+                let mut bytes = 0;
+                let mut last_used = mtime(&dir);
+                if let Ok(files) = std::fs::read_dir(&dir) {
+                    for f in files.filter_map(Result::ok) {
+                        if let Ok(m) = f.path().symlink_metadata() {
+                            bytes += m.len();
+                            if f.file_name() == "manifest.json" {
+                                last_used = m.modified().unwrap_or(last_used);
+                            }
+                        }
+                    }
+                }
+                out.push(Listed {
+                    key,
+                    dir,
+                    bytes,
+                    last_used,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// How many entries there are and their total size.
+    pub fn stats(&self) -> Result<GoldenStats, GoldenCacheError> {
+        let listed = self.list()?;
+        Ok(GoldenStats {
+            entries: listed.len(),
+            bytes: listed.iter().map(|e| e.bytes).sum(),
+        })
+    }
+
+    /// Removes `e` if nobody holds its key's lock right now; false if busy.
+    fn remove_if_free(&self, e: &Listed) -> Result<bool, GoldenCacheError> {
+        let path = self.lock_path(&e.key);
+        let held = match File::options().read(true).write(true).open(&path) {
+            Ok(f) => match f.try_lock() {
+                Ok(()) => Some(f),
+                Err(std::fs::TryLockError::WouldBlock) => return Ok(false),
+                Err(std::fs::TryLockError::Error(source)) => {
+                    return Err(GoldenCacheError { path, source });
+                }
+            },
+            // No lock file: nobody is computing this key.
+            Err(err) if err.kind() == io::ErrorKind::NotFound => None,
+            Err(source) => return Err(GoldenCacheError { path, source }),
+        };
+        remove_any(&e.dir).map_err(at(&e.dir))?;
+        if held.is_some() {
+            // Unlinked while held: a waiter finds it gone and relocks.
+            let _ = std::fs::remove_file(&path);
+        }
+        Ok(true)
+    }
+
+    /// The kernel cache's policy applied to the golden entries: those
+    /// unused for longer than `max_age` go, then the least recently used
+    /// until the total is at most `max_size`; an entry whose key is being
+    /// computed is kept. Then lock files, `last/` and `fixtures/` records
+    /// and leftover temp dirs older than the max age go too.
+    pub fn prune(&self, policy: &PrunePolicy) -> Result<GoldenPruneReport, GoldenCacheError> {
+        let now = SystemTime::now();
+        let age = |t: SystemTime| now.duration_since(t).unwrap_or(Duration::ZERO);
+        let mut report = GoldenPruneReport::default();
+        let r = &mut report.entries;
+        let mut listed = self.list()?;
+        listed.sort_by_key(|e| e.last_used);
+        let mut kept = Vec::new();
+        for e in listed {
+            if age(e.last_used) > policy.max_age {
+                if self.remove_if_free(&e)? {
+                    r.removed_old += 1;
+                    r.freed_bytes += e.bytes;
+                    continue;
+                }
+                r.busy += 1;
+            }
+            kept.push(e);
+        }
+        let mut total: u64 = kept.iter().map(|e| e.bytes).sum();
+        for e in kept {
+            if total > policy.max_size && self.remove_if_free(&e)? {
+                r.removed_for_size += 1;
+                r.freed_bytes += e.bytes;
+                total -= e.bytes;
+            } else {
+                r.kept += 1;
+            }
+        }
+        r.kept_bytes = total;
+
+        // Records and unheld lock files past the max age; temp dirs of
+        // killed publishers past an hour (a publication takes milliseconds).
+        for sub in ["last", "fixtures", "locks"] {
+            let mut files = Vec::new();
+            files_under(&self.root.join(sub), &mut files);
+            for path in files {
+                if age(mtime(&path)) <= policy.max_age {
+                    continue;
+                }
+                if sub == "locks" {
+                    let Ok(f) = File::options().read(true).write(true).open(&path) else {
+                        continue;
+                    };
+                    if f.try_lock().is_err() {
+                        continue;
+                    }
+                }
+                if std::fs::remove_file(&path).is_ok() {
+                    report.stale_records += 1;
+                }
+            }
+        }
+        let tmp = self.root.join("tmp");
+        for t in read_dir_or_empty(&tmp)?.filter_map(Result::ok) {
+            let path = t.path();
+            if age(mtime(&path)) > policy.max_age.min(Duration::from_secs(3600))
+                && remove_any(&path).is_ok()
+            {
+                report.entries.leftovers += 1;
+            }
+        }
+        Ok(report)
+    }
+
+    /// Checks every entry against its own manifest (regular files of the
+    /// recorded size and blake3, readable as the recorded dtype and shape)
+    /// and removes damaged ones, judged again under the key's lock so a
+    /// publication in progress is not mistaken for damage.
+    pub fn verify(&self) -> Result<GoldenVerifyReport, GoldenCacheError> {
+        let mut report = GoldenVerifyReport::default();
+        for e in self.list()? {
+            report.checked += 1;
+            if verify_entry(&e.dir, &e.key).is_ok() {
+                continue;
+            }
+            let _held = self.lock(&e.key).map_err(at(&self.lock_path(&e.key)))?;
+            if let Err(why) = verify_entry(&e.dir, &e.key) {
+                remove_any(&e.dir).map_err(at(&e.dir))?;
+                report.damaged.push((e.key, e.dir, why));
+            }
+        }
+        Ok(report)
+    }
+
+    /// Removes the whole golden cache (entries, records, locks); returns
+    /// how many entries there were.
+    pub fn clear(&self) -> Result<usize, GoldenCacheError> {
+        let n = self.list()?.len();
+        scene_util::remove_dir_if_exists(&self.root).map_err(at(&self.root))?;
+        Ok(n)
+    }
+}
+
+/// An entry's manifest, checked to be this schema's and `key`'s.
+fn read_manifest(dir: &Path, key: &str) -> Result<Manifest, String> {
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| e.to_string())?;
+    if !meta.is_dir() {
+        return Err("the entry is not a directory".into());
+    }
+    let bytes = scene_util::read_regular_file(&dir.join("manifest.json"), None, MAX_SMALL_FILE)
+        .map_err(|e| e.to_string())?;
+    let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| format!("manifest.json: {e}"))?;
+    if m.schema != SCHEMA || m.key != key {
+        return Err("manifest.json names another schema or key".into());
+    }
+    Ok(m)
+}
+
+/// One recorded output: a regular file of its recorded size and blake3,
+/// an `.npy` of `dtype` and the recorded shape.
+fn read_output(dir: &Path, rec: &OutputRecord, dtype: DType) -> Result<Tensor, String> {
+    let file = scene_util::check_file_name(&rec.file).map_err(|e| e.to_string())?;
+    let data = scene_util::read_regular_file(&dir.join(file), Some(rec.size), rec.size)
+        .map_err(|e| e.to_string())?;
+    if blake3::hash(&data).to_hex().as_str() != rec.blake3 {
+        return Err(format!("{}: blake3 mismatch", rec.file));
+    }
+    let t = npy::from_npy_bytes_as(&data, dtype).map_err(|e| format!("{}: {e}", rec.file))?;
+    if t.shape() != rec.shape {
+        return Err(format!(
+            "{}: shape {:?}, expected {:?}",
+            rec.file,
+            t.shape(),
+            rec.shape
+        ));
+    }
+    Ok(t)
+}
+
+/// An entry checked against its own manifest alone (no expectation).
+fn verify_entry(dir: &Path, key: &str) -> Result<(), String> {
+    let m = read_manifest(dir, key)?;
+    for rec in &m.outputs {
+        let dtype: DType = rec
+            .dtype
+            .parse()
+            .map_err(|_| format!("output `{}`: unknown dtype `{}`", rec.name, rec.dtype))?;
+        read_output(dir, rec, dtype)?;
+    }
+    Ok(())
+}
+
+/// The entries of `dir`, none when it does not exist.
+fn read_dir_or_empty(
+    dir: &Path,
+) -> Result<Box<dyn Iterator<Item = io::Result<std::fs::DirEntry>>>, GoldenCacheError> {
+    match std::fs::read_dir(dir) {
+        Ok(it) => Ok(Box::new(it)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Box::new(std::iter::empty())),
+        Err(source) => Err(GoldenCacheError {
+            path: dir.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(it) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in it.filter_map(Result::ok) {
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => files_under(&entry.path(), out),
+            Ok(_) => out.push(entry.path()),
+            Err(_) => {}
+        }
+    }
+}
+
+fn mtime(path: &Path) -> SystemTime {
+    std::fs::symlink_metadata(path)
+        .and_then(|m| m.modified())
+        .unwrap_or(SystemTime::UNIX_EPOCH)
+}
+
 /// Removes a file, symlink or directory at `path`, if any.
 fn remove_any(path: &Path) -> io::Result<()> {
     match std::fs::symlink_metadata(path) {
@@ -381,6 +680,135 @@ mod tests {
         std::fs::remove_file(&file).unwrap();
         std::os::unix::fs::symlink("/dev/zero", &file).unwrap();
         assert!(matches!(cache.get(&key, &expected), Err(Miss::Damaged(_))));
+    }
+
+    fn set_mtime(path: &Path, t: SystemTime) {
+        File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(t)
+            .unwrap();
+    }
+
+    /// Three entries `a`, `b`, `c` (their keys), published in that order.
+    fn three(cache: &GoldenCache) -> Vec<String> {
+        ["a", "b", "c"]
+            .iter()
+            .map(|code| {
+                let key = inputs(code).key();
+                let t = Tensor::from_f32(DType::F32, &[4], &[1.0, 2.0, 3.0, 4.0]).unwrap();
+                cache.put(&key, &[("out", &t)]).unwrap();
+                key
+            })
+            .collect()
+    }
+
+    #[test]
+    fn stats_and_verify_find_and_remove_a_damaged_entry() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = GoldenCache::new(tmp.path().join("goldens"));
+        assert_eq!(cache.stats().unwrap(), GoldenStats::default());
+        assert_eq!(cache.verify().unwrap(), GoldenVerifyReport::default());
+        let keys = three(&cache);
+        let stats = cache.stats().unwrap();
+        assert_eq!(stats.entries, 3);
+        let on_disk: u64 = keys
+            .iter()
+            .flat_map(|k| std::fs::read_dir(cache.entry_dir(k)).unwrap())
+            .map(|f| f.unwrap().metadata().unwrap().len())
+            .sum();
+        assert_eq!(stats.bytes, on_disk);
+        let clean = cache.verify().unwrap();
+        assert_eq!((clean.checked, clean.damaged.len()), (3, 0));
+
+        // Flip one data byte of `b`: found, named, removed; the rest stay.
+        let file = cache.entry_dir(&keys[1]).join("0.npy");
+        let mut bytes = std::fs::read(&file).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0x40;
+        std::fs::write(&file, bytes).unwrap();
+        // A manifest that is not JSON is damage too.
+        std::fs::write(cache.entry_dir(&keys[2]).join("manifest.json"), "{").unwrap();
+        let report = cache.verify().unwrap();
+        assert_eq!(report.checked, 3);
+        assert_eq!(report.damaged.len(), 2, "{report:?}");
+        let (key, dir, why) = &report.damaged[..]
+            .iter()
+            .find(|d| d.0 == keys[1])
+            .unwrap()
+            .clone();
+        assert_eq!(key, &keys[1]);
+        assert_eq!(dir, &cache.entry_dir(&keys[1]));
+        assert!(why.contains("0.npy: blake3 mismatch"), "{why}");
+        assert!(!cache.entry_dir(&keys[1]).exists());
+        assert!(!cache.entry_dir(&keys[2]).exists());
+        assert!(cache.entry_dir(&keys[0]).exists());
+        assert_eq!(cache.stats().unwrap().entries, 1);
+        assert_eq!(cache.verify().unwrap().damaged, vec![]);
+
+        // A stray directory of any name is damage, found and removed.
+        let stray = cache.root().join("entries").join("xy").join("aé");
+        std::fs::create_dir_all(&stray).unwrap();
+        let report = cache.verify().unwrap();
+        assert_eq!(report.checked, 2);
+        assert_eq!(report.damaged.len(), 1, "{report:?}");
+        assert_eq!(report.damaged[0].0, "aé");
+        assert!(!stray.exists());
+    }
+
+    #[test]
+    fn prune_by_age_then_size_keeps_busy_entries_and_clear_removes_all() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = GoldenCache::new(tmp.path().join("goldens"));
+        let keys = three(&cache);
+        let now = SystemTime::now();
+        let day = Duration::from_secs(86400);
+        let manifest = |k: &str| cache.entry_dir(k).join("manifest.json");
+        set_mtime(&manifest(&keys[0]), now - 20 * day);
+        set_mtime(&manifest(&keys[1]), now - 2 * day);
+        set_mtime(&manifest(&keys[2]), now - day / 24);
+        // A hit is a use: it refreshes the entry's last use.
+        let expected = [("out", DType::F32, &[4usize][..])];
+        cache.get(&keys[1], &expected).unwrap();
+        assert!(mtime(&manifest(&keys[1])) > now - day);
+        set_mtime(&manifest(&keys[1]), now - 2 * day);
+
+        // `a` is old, but its key is being computed right now: kept.
+        let held = cache.lock(&keys[0]).unwrap();
+        let policy = PrunePolicy::default();
+        let r = cache.prune(&policy).unwrap().entries;
+        assert_eq!((r.removed_old, r.busy, r.kept), (0, 1, 3), "{r:?}");
+        drop(held);
+        let r = cache.prune(&policy).unwrap().entries;
+        assert_eq!((r.removed_old, r.removed_for_size, r.kept), (1, 0, 2));
+        assert!(r.freed_bytes > 0);
+        assert!(!cache.entry_dir(&keys[0]).exists());
+
+        // By size: the least recently used (`b`) goes first.
+        let newest = cache.stats().unwrap().bytes / 2;
+        let r = cache
+            .prune(&PrunePolicy {
+                max_age: policy.max_age,
+                max_size: newest,
+            })
+            .unwrap()
+            .entries;
+        assert_eq!((r.removed_for_size, r.kept, r.kept_bytes), (1, 1, newest));
+        assert!(!cache.entry_dir(&keys[1]).exists());
+        assert!(cache.entry_dir(&keys[2]).exists());
+
+        // Old records and unheld lock files go with the max age.
+        cache.record_inputs("s::c", &inputs("x"));
+        let record = cache.id_file("last", "s::c");
+        set_mtime(&record, now - 20 * day);
+        let r = cache.prune(&policy).unwrap();
+        assert!(r.stale_records >= 1, "{r:?}");
+        assert!(!record.exists());
+
+        assert_eq!(cache.clear().unwrap(), 1);
+        assert!(!cache.root().exists());
+        assert_eq!(cache.clear().unwrap(), 0);
     }
 
     #[test]

@@ -19,6 +19,7 @@
 //! [`schedule`] (the order across cases and cards), [`dump`] (a sink after
 //! the verdict), [`bundle`] (two-pass runs) and [`report`].
 
+pub mod args_dump;
 pub mod bundle;
 pub mod compare;
 pub mod comparison;
@@ -35,6 +36,7 @@ pub mod platform;
 pub mod prepare;
 pub mod python;
 pub mod ranks;
+pub mod replay;
 pub mod report;
 pub mod scene;
 pub mod schedule;

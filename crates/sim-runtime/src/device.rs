@@ -11,6 +11,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+mod args_dump;
 pub mod comm;
 mod orch_v2;
 pub(crate) mod trace;
@@ -95,6 +96,8 @@ struct Task {
     pending: usize,
     dependents: Vec<usize>,
     done: bool,
+    /// `--dump-args`: the task's arguments, when the run records them.
+    record: Option<Box<args_dump::TaskRecord>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -130,6 +133,8 @@ struct Sched {
     /// The run's record when tracing is on (`scene_rt_trace_enable`);
     /// `None` (every hook one branch) when off.
     trace: Option<Box<trace::TraceRun>>,
+    /// `scene_rt_args_record`: where this run's task arguments go.
+    recorder: Option<Arc<args_dump::Recorder>>,
 }
 
 /// State shared with the core threads and the orchestration thread. Threads
@@ -196,6 +201,15 @@ impl Shared {
         None
     }
 
+    /// A failed args-dump write fails the run (first error wins).
+    fn record_step(s: &mut Sched, r: RtResult<()>) {
+        if let Err(e) = r
+            && s.error.is_none()
+        {
+            s.error = Some(e);
+        }
+    }
+
     /// Marks one block of `tid` finished and releases dependents.
     fn complete_block(&self, s: &mut Sched, tid: usize) {
         let t = &mut s.tasks[tid];
@@ -205,6 +219,11 @@ impl Shared {
         }
         t.done = true;
         t.args = None;
+        // --- args dump (issue 19): outputs before dependents may run ---
+        if let (Some(rec), Some(recorder)) = (t.record.take(), s.recorder.clone()) {
+            Self::record_step(s, args_dump::after_last_block(self, &recorder, tid, &rec));
+        }
+        let t = &mut s.tasks[tid];
         let dependents = std::mem::take(&mut t.dependents);
         let buffers = std::mem::take(&mut t.buffers);
         s.completed += 1;
@@ -257,6 +276,14 @@ fn core_thread(shared: Arc<Shared>, core: usize, lane: u32) {
             continue;
         };
         let mut args = *payload.args;
+        // --- args dump (issue 19): inputs before the first block ---
+        if t.next_block == 0
+            && let (Some(rec), Some(recorder)) = (&t.record, &sched.recorder)
+        {
+            let r = args_dump::before_first_block(&shared, recorder, tid, rec);
+            Shared::record_step(sched, r);
+        }
+        let t = &mut sched.tasks[tid];
         args.block_idx = t.next_block;
         t.next_block += 1;
         if t.next_block == t.block_num {
@@ -333,6 +360,8 @@ pub struct Device {
     /// the last traced run (`scene_rt_trace_take`).
     trace_flags: AtomicU32,
     last_trace: Mutex<Option<String>>,
+    /// `scene_rt_args_record`: record every run's task arguments here.
+    args_dir: Mutex<Option<std::path::PathBuf>>,
 }
 
 impl Device {
@@ -379,6 +408,7 @@ impl Device {
             comm: Mutex::new(None),
             trace_flags: AtomicU32::new(0),
             last_trace: Mutex::new(None),
+            args_dir: Mutex::new(None),
         };
         for core in [SCENE_CORE_AIC, SCENE_CORE_AIV] {
             for i in 0..dev.opts.cores[core as usize] {
@@ -429,6 +459,12 @@ impl Device {
             }
             _ => (len, false),
         }
+    }
+
+    /// Records the task arguments of every later run into `dir` (`None`:
+    /// stop recording). See `device/args_dump.rs`.
+    pub fn record_args(&self, dir: Option<std::path::PathBuf>) {
+        *lock(&self.args_dir) = dir;
     }
 
     /// Ends this device's membership of a domain.
@@ -590,7 +626,11 @@ impl Device {
                 _ => (a.value, a.size),
             })
             .collect();
-        *self.shared.sched() = Sched::default();
+        let recorder = args_dump::Recorder::for_run(lock(&self.args_dir).as_deref())?;
+        *self.shared.sched() = Sched {
+            recorder,
+            ..Sched::default()
+        };
         let trace_flags = self.trace_flags.load(Ordering::SeqCst);
         if trace_flags != 0 {
             // Built before the scheduler is locked: one lock at a time.
@@ -1047,11 +1087,22 @@ fn task_args<'a, T>(
 /// arguments for the kernel, and put it into the task graph.
 fn submit(rc: &RunCtx, func_id: u32, block_num: u32, args: &[SceneTaskArgV2]) -> RtResult<()> {
     let begin = if rc.trace != 0 { trace::now_ns() } else { 0 };
-    if let Some(e) = &rc.shared.sched().error {
-        return Err(e.clone());
-    }
+    let recording = {
+        let s = rc.shared.sched();
+        if let Some(e) = &s.error {
+            return Err(e.clone());
+        }
+        s.recorder.is_some()
+    };
     let inc = runnable_incore(rc, func_id, block_num)?;
     let (payload, accesses, buffers) = kernel_args(rc, func_id, block_num, args)?;
+    let record = if recording {
+        Some(args_dump::describe(
+            &rc.shared, func_id, inc.core, block_num, args,
+        )?)
+    } else {
+        None
+    };
     let task = Task {
         func_id,
         core: inc.core as usize,
@@ -1064,6 +1115,7 @@ fn submit(rc: &RunCtx, func_id: u32, block_num: u32, args: &[SceneTaskArgV2]) ->
         pending: 0,
         dependents: Vec::new(),
         done: false,
+        record,
     };
     enqueue(rc, task, &accesses, (args, begin))
 }
@@ -1101,6 +1153,9 @@ type ArenaAccess = (u64, u64, bool);
 /// and the byte length of the range it spans (its bounding range).
 fn view_span(mem: &Allocator, a: &SceneTaskArgV2, what: &str) -> RtResult<(u64, u64)> {
     let d = &a.desc;
+    if a.reserved != 0 {
+        return Err(view_outside_parent(a, what));
+    }
     if d.rank as usize > SCENE_MAX_RANK {
         return Err(RtError::Invalid(format!(
             "{what}: rank {} is more than {SCENE_MAX_RANK}",
@@ -1305,4 +1360,17 @@ fn run_descs(
             Ok(Some(*d))
         })
         .collect()
+}
+
+/// The error for a task argument `scene_task_view` marked: its dimension
+/// `reserved - 1` leaves the parent's shape (even when the buffer holds it).
+fn view_outside_parent(a: &SceneTaskArgV2, what: &str) -> RtError {
+    let d = &a.desc;
+    let rank = (d.rank as usize).min(SCENE_MAX_RANK);
+    RtError::OutOfBounds(format!(
+        "{what}: dimension {} of the view (offset {} elements, shape {:?}) lies outside its parent's shape in that dimension (scene_task_view: offsets + shape exceed the parent's extent)",
+        a.reserved - 1,
+        d.offset,
+        &d.shape[..rank],
+    ))
 }

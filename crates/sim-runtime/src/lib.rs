@@ -33,6 +33,9 @@
 //! - `scene_rt_crash_report(path)` (optional ABI) makes a fatal signal or an
 //!   `exit()` from user code leave a report naming what was running
 //!   (`crash.rs`); the harness calls it in its device worker process.
+//! - `scene_rt_args_record(dev, dir)` (optional ABI) records every later
+//!   run's task arguments (views, span bytes before and after, scalars)
+//!   into `dir` (`device/args_dump.rs`; `--dump-args`).
 //!
 //! What it deliberately does not do: compile anything, know about scene
 //! files, goldens or cards, or isolate kernels from each other: a kernel
@@ -198,6 +201,25 @@ pub extern "C" fn scene_rt_last_error() -> *const c_char {
 pub extern "C" fn scene_rt_crash_report(path: *const c_char) -> i32 {
     ffi("scene_rt_crash_report", || {
         crash::install(cstr(path, "path")?)
+    })
+}
+
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
+#[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
+#[unsafe(no_mangle)]
+pub extern "C" fn scene_rt_args_record(dev: *mut SceneDevice, dir: *const c_char) -> i32 {
+    ffi("scene_rt_args_record", || {
+        let dev = device(dev)?;
+        let dir = if dir.is_null() {
+            None
+        } else {
+            Some(std::path::PathBuf::from(cstr(dir, "dir")?))
+        };
+        dev.record_args(dir);
+        Ok(())
     })
 }
 

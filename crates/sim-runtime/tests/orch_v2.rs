@@ -145,6 +145,16 @@ SCENE_ORCH_ENTRY(orch_desc, ctx, args, nargs) {
     return 0;
 }
 
+/* args: x (in u32 [4, 8]), out (out u64 [8]). The view x[1:3, 4:12]
+ * leaves x's 8 columns (dimension 1) but stays inside x's 32 elements. */
+SCENE_ORCH_ENTRY(orch_view_outside_parent, ctx, args, nargs) {
+    (void)nargs;
+    uint64_t off[2] = {1, 4}, shape[2] = {2, 8};
+    SUBMIT2(4, 1, scene_task_view(scene_task_arg(ctx, args, 0, SCENE_DIR_IN), off, shape),
+            scene_task_arg(ctx, args, 1, SCENE_DIR_OUT));
+    return 0;
+}
+
 SCENE_ORCH_ENTRY(orch_scope_left_open, ctx, args, nargs) {
     (void)args; (void)nargs;
     CHECK(scene_orch_begin_scope(ctx));
@@ -393,4 +403,28 @@ fn scope_and_free_misuse_fail_with_a_message() {
     );
     let msg = last_error_message();
     assert!(msg.contains("after it was freed"), "{msg}");
+}
+
+/// A view wider than its parent in one dimension is refused at submit,
+/// naming the dimension, even though the bytes it spans lie in the buffer.
+#[test]
+fn a_view_outside_its_parent_shape_is_refused_naming_the_dimension() {
+    let (dev, h) = open("", "orch_view_outside_parent");
+    let x = dev.malloc(4 * 8 * 4);
+    let out = dev.malloc(8 * 8);
+    let rc = run2(
+        &dev,
+        h,
+        &[
+            tensor(SCENE_DIR_IN, x, 4 * 8 * 4),
+            tensor(SCENE_DIR_OUT, out, 8 * 8),
+        ],
+        &[desc(SCENE_DTYPE_I32, &[4, 8]), desc(SCENE_DTYPE_I64, &[8])],
+    );
+    assert_eq!(rc, SCENE_RT_E_OUT_OF_BOUNDS);
+    let msg = last_error_message();
+    assert!(
+        msg.contains("argument 0: dimension 1 of the view (offset 12 elements, shape [2, 8]) lies outside its parent's shape"),
+        "{msg}"
+    );
 }

@@ -233,6 +233,21 @@ pub fn read_regular_file(
     Ok(bytes)
 }
 
+/// Sets the mtime of `path`, which must be a regular file, to now (a cache
+/// entry's last use). Opened with `O_NOFOLLOW | O_NONBLOCK`: a symlink is
+/// an error, never followed, and a FIFO does not wait.
+pub fn touch_regular_file(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    f.set_modified(std::time::SystemTime::now())
+}
+
 /// Why a name cannot be used as a file name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NameError {

@@ -39,6 +39,11 @@ pub const DRIVER: &str = include_str!("driver.py");
 /// Default deadline of one Python request (`SCENE_GOLDEN_TIMEOUT`).
 pub const DEFAULT_GOLDEN_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// The least time the interpreter gets to start and import numpy (and
+/// torch) before its hello: startup is not the user's golden, and on a
+/// loaded machine it alone can take longer than a short golden timeout.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// How Python goldens run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PythonConfig {
@@ -173,7 +178,7 @@ impl Worker {
                 torch: None,
             },
         };
-        let hello = match worker.receive(config.timeout) {
+        let hello = match worker.receive(config.timeout.max(STARTUP_TIMEOUT)) {
             Ok(h) => h,
             Err(PyError::Died(why)) => {
                 return Err(PyError::Unavailable(format!(
