@@ -8,7 +8,7 @@ use std::process::Stdio;
 
 use common::{
     TestEnv, assert_no_card_held_twice, assert_success, copy_scene, copy_scene_with_devices,
-    read_report, run_concurrently, stderr_line_containing,
+    read_report, run_concurrently, show, stderr_line_containing,
 };
 use scene_device::{AcquireOptions, CardPool};
 
@@ -169,16 +169,16 @@ fn hung_kernel_is_stopped_by_case_timeout_and_card_is_freed() {
             "--report-json",
             ok_report.to_str().unwrap(),
         ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let hung_out = hung.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&hung_out.stdout);
     assert_eq!(hung_out.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("case timeout"), "{stdout}");
-    let ok_status = { ok }.wait().unwrap();
-    assert!(ok_status.success());
+    let ok_out = ok.wait_with_output().unwrap();
+    assert!(ok_out.status.success(), "{}", show(&ok_out));
     let a = lock_interval(&cases(&read_report(&hung_report))[0]);
     let b = lock_interval(&cases(&read_report(&ok_report))[0]);
     assert!(

@@ -230,15 +230,26 @@ pub fn run_concurrently(
         .map(|r| {
             let mut full: Vec<&str> = args.to_vec();
             full.extend(["--report-json", r.to_str().unwrap()]);
+            // Files, not pipes: a process must never block on a pipe the
+            // test is not reading while it holds a card another one waits for.
+            let log = |ext: &str| std::fs::File::create(r.with_extension(ext)).unwrap();
             env.scene(&full)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                .stdout(Stdio::from(log("stdout")))
+                .stderr(Stdio::from(log("stderr")))
                 .spawn()
                 .unwrap()
         })
         .collect();
     for (i, mut c) in children.into_iter().enumerate() {
-        assert!(c.wait().unwrap().success(), "{tag}: process {i} failed");
+        let status = c.wait().unwrap();
+        let log =
+            |ext: &str| std::fs::read_to_string(reports[i].with_extension(ext)).unwrap_or_default();
+        assert!(
+            status.success(),
+            "{tag}: process {i} failed ({status})\nstdout:\n{}\nstderr:\n{}",
+            log("stdout"),
+            log("stderr")
+        );
     }
     reports.iter().map(|r| read_report(r)).collect()
 }
