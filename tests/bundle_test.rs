@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{TestEnv, assert_success, copy_scene, read_report_or_null, show};
+use common::{TestEnv, assert_success, copy_scene, read_report_or_null, report_case as case, show};
 use serde_json::Value;
 
 const MANIFEST: &str = "bundle.json";
@@ -57,15 +57,6 @@ fn write_manifest(bundle: &Path, manifest: &Value) {
         serde_json::to_vec_pretty(manifest).unwrap(),
     )
     .unwrap();
-}
-
-fn case<'a>(report: &'a Value, name: &str) -> &'a Value {
-    report["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap_or_else(|| panic!("no case {name} in {report}"))
 }
 
 fn phase(case: &Value, key: &str) -> f64 {

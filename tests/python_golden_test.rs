@@ -14,7 +14,7 @@ mod common;
 use std::path::PathBuf;
 use std::process::Output;
 
-use common::{TestEnv, assert_success, copy_scene, show};
+use common::{TestEnv, assert_success, copy_scene, report_case as case, show};
 use serde_json::Value;
 
 fn numpy_available() -> bool {
@@ -84,15 +84,6 @@ fn run(env: &TestEnv, args: &[&str], extra_env: &[(&str, &str)]) -> (Output, Val
     env.run_with_report_using(&full, |cmd| {
         cmd.envs(extra_env.iter().copied());
     })
-}
-
-fn case<'a>(report: &'a Value, name: &str) -> &'a Value {
-    report["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap_or_else(|| panic!("no case {name} in {report:#}"))
 }
 
 fn passed(report: &Value, name: &str) -> bool {

@@ -9,16 +9,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{TestEnv, copy_scene, read_report};
+use common::{TestEnv, assert_success, copy_scene, read_report, show};
 use scene_golden::{DType, npy};
-
-fn text(out: &Output) -> String {
-    format!(
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
 
 fn json(path: &Path) -> serde_json::Value {
     read_report(path)
@@ -34,23 +26,14 @@ fn replay(env: &TestEnv, dir: &Path, task: &str, extra: &[&str]) -> Output {
 /// Runs `filter` with `--dump-args=<tmp>/args` and returns the root.
 fn run_dumping(env: &TestEnv, filter: &str, extra: &[&str]) -> (PathBuf, serde_json::Value) {
     let root = env.dir.path().join("args");
-    let report = env.dir.path().join("report.json");
     let dump = format!("--dump-args={}", root.display());
-    let mut args = vec![
-        "run",
-        filter,
-        dump.as_str(),
-        "--report-json",
-        report.to_str().unwrap(),
-    ];
+    let mut args = vec!["run", filter, dump.as_str()];
     args.extend_from_slice(extra);
-    let out = env
-        .scene(&args)
-        .env_remove("SCENE_RUNTIME_OPTIONS")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    (root, json(&report))
+    let (out, report) = env.run_with_report_using(&args, |cmd| {
+        cmd.env_remove("SCENE_RUNTIME_OPTIONS");
+    });
+    assert_success(&out);
+    (root, report)
 }
 
 #[test]
@@ -131,7 +114,7 @@ fn every_task_is_recorded_and_replays_bit_for_bit_and_a_mutated_kernel_does_not(
     for (t, kernel) in kernels.iter().enumerate() {
         let out = replay(&env, &case, &t.to_string(), &[]);
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "task {t}: {}", text(&out));
+        assert!(out.status.success(), "task {t}: {}", show(&out));
         assert!(
             stdout.starts_with(&format!("replay of task {t} (kernel {kernel}, func_id "))
                 && stdout.contains("outputs match bit for bit"),
@@ -141,20 +124,20 @@ fn every_task_is_recorded_and_replays_bit_for_bit_and_a_mutated_kernel_does_not(
 
     // Unknown task ids and directories are clear errors.
     let out = replay(&env, &case, "6", &[]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("the recorded task ids are 0..=5"),
         "{}",
-        text(&out)
+        show(&out)
     );
     let out = replay(&env, &case, "first", &[]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
     let out = replay(&env, &root.join("nope"), "0", &[]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("no such directory"),
         "{}",
-        text(&out)
+        show(&out)
     );
 
     // Mutate kernel_add (a + b becomes a - b): its tasks' replays report
@@ -171,7 +154,7 @@ fn every_task_is_recorded_and_replays_bit_for_bit_and_a_mutated_kernel_does_not(
     .unwrap();
     let out = replay(&env, &case, "0", &[]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     assert!(
         stdout.contains("replay of task 0 (kernel kernel_add, func_id 0): outputs differ")
             && stdout.contains("argument 2 (out, f32 [16384]): 16383 of 16384 elements differ")
@@ -183,31 +166,31 @@ fn every_task_is_recorded_and_replays_bit_for_bit_and_a_mutated_kernel_does_not(
     assert!(
         out.status.success(),
         "the noop is unchanged: {}",
-        text(&out)
+        show(&out)
     );
 
     // A kernel that no longer compiles, and a scene that moved, say so.
     std::fs::write(&src, format!("{code}\nint broken = ;\n")).unwrap();
     let out = replay(&env, &case, "0", &[]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr)
             .contains("kernel `kernel_add` (func_id 0) of scene `scalar_data` no longer compiles"),
         "{}",
-        text(&out)
+        show(&out)
     );
     let moved = env.dir.path().join("moved").join("scalar_data");
     std::fs::create_dir_all(moved.parent().unwrap()).unwrap();
     std::fs::rename(&scene_dir, &moved).unwrap();
     let out = replay(&env, &case, "1", &[]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("pass its directory with --scene DIR"),
         "{}",
-        text(&out)
+        show(&out)
     );
     let out = replay(&env, &case, "1", &["--scene", moved.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", show(&out));
 }
 
 /// paged_attention's batch-4 case passes kernels views at element offsets
@@ -272,11 +255,11 @@ fn views_offsets_and_scalars_replay_bit_for_bit() {
     for t in 0..tasks {
         let extra: &[&str] = if t % 2 == 0 { &[] } else { &["--in-process"] };
         let out = replay(&env, &case, &t.to_string(), extra);
-        assert!(out.status.success(), "task {t}: {}", text(&out));
+        assert!(out.status.success(), "task {t}: {}", show(&out));
         assert!(
             String::from_utf8_lossy(&out.stdout).contains("outputs match bit for bit"),
             "{}",
-            text(&out)
+            show(&out)
         );
     }
 }
@@ -298,17 +281,17 @@ fn rank_groups_are_dumped_per_rank() {
         assert!(case.join(format!("rank{r}/task0/task.json")).is_file());
     }
     let out = replay(&env, &case, "0", &[]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("is a rank group's dump"),
         "{}",
-        text(&out)
+        show(&out)
     );
     let out = replay(&env, &case.join("rank0"), "0", &[]);
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("without a communication domain"),
         "{}",
-        text(&out)
+        show(&out)
     );
 }
 
@@ -417,11 +400,11 @@ fn a_runtime_without_args_record_fails_the_dump_clearly() {
     assert!(
         out.status.success(),
         "the wrapper runs cases: {}",
-        text(&out)
+        show(&out)
     );
     let dump = format!("--dump-args={}", dir.join("args").display());
     let out = run(&[&dump]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("recording task arguments")
@@ -530,11 +513,11 @@ SCENE_ORCH_ENTRY(two_tasks_orch, ctx, args, nargs) {
         .env_remove("SCENE_RUNTIME_OPTIONS")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("killed by SIGSEGV"),
         "{}",
-        text(&out)
+        show(&out)
     );
     let case = root.join("two_tasks").join("one");
     assert_eq!(
@@ -551,15 +534,15 @@ SCENE_ORCH_ENTRY(two_tasks_orch, ctx, args, nargs) {
     assert!(t1["args"][0].get("output").is_none(), "{t1}");
 
     let out = replay(&env, &case, "0", &[]);
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", show(&out));
     // The crash, alone.
     let out = replay(&env, &case, "1", &[]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("killed by SIGSEGV")
             && String::from_utf8_lossy(&out.stderr).contains("kernel func_id 1"),
         "{}",
-        text(&out)
+        show(&out)
     );
     // Fixed, it runs on the recorded inputs; nothing to compare with.
     std::fs::write(
@@ -568,17 +551,17 @@ SCENE_ORCH_ENTRY(two_tasks_orch, ctx, args, nargs) {
     )
     .unwrap();
     let out = replay(&env, &case, "1", &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     assert!(
         String::from_utf8_lossy(&out.stdout)
             .contains("the recorded run did not complete this task"),
         "{}",
-        text(&out)
+        show(&out)
     );
     let out = replay(&env, &case, "2", &[]);
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("the recorded task ids are 0..=1"),
         "{}",
-        text(&out)
+        show(&out)
     );
 }

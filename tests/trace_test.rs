@@ -9,7 +9,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
-use common::{TestEnv, read_report};
+use common::{TestEnv, assert_success, report_case as case};
 use serde_json::Value;
 
 struct Traced {
@@ -23,10 +23,6 @@ struct Traced {
 fn run_traced(env: &TestEnv, filter: &str, extra: &[&str]) -> Traced {
     let trace_dir = env.dir.path().join("trace");
     let dep_dir = env.dir.path().join("deps");
-    let report = env
-        .dir
-        .path()
-        .join(format!("report-{}.json", filter.replace(':', "_")));
     let mut args = vec![
         "run",
         filter,
@@ -34,35 +30,17 @@ fn run_traced(env: &TestEnv, filter: &str, extra: &[&str]) -> Traced {
         trace_dir.to_str().unwrap(),
         "--dep-graph",
         dep_dir.to_str().unwrap(),
-        "--report-json",
-        report.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
-    let out = env
-        .scene(&args)
-        .env_remove("SCENE_RUNTIME_OPTIONS")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (out, report) = env.run_with_report_using(&args, |cmd| {
+        cmd.env_remove("SCENE_RUNTIME_OPTIONS");
+    });
+    assert_success(&out);
     Traced {
-        report: read_report(&report),
+        report,
         trace_dir,
         dep_dir,
     }
-}
-
-fn case<'a>(report: &'a Value, name: &str) -> &'a Value {
-    report["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap_or_else(|| panic!("no case {name} in {report}"))
 }
 
 fn read_json(path: &Path) -> Value {

@@ -197,6 +197,17 @@ pub fn read_report(path: &Path) -> serde_json::Value {
     serde_json::from_slice(&bytes).unwrap()
 }
 
+/// The case `name` (`scene::case`) of a run report; panics naming the
+/// report when it has no such case.
+pub fn report_case<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    report["cases"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no cases in {report:#}"))
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no case {name} in {report:#}"))
+}
+
 /// The report at `path`, or `Value::Null` when there is no file there.
 pub fn read_report_or_null(path: &Path) -> serde_json::Value {
     if path.exists() {
