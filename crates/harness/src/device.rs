@@ -436,8 +436,8 @@ impl DeviceStage {
     }
 }
 
-/// Options string for the runtime's `open`.
-fn open_options(config: &RunConfig) -> String {
+/// Options string for the runtime's `open` (also `scene replay`'s).
+pub(crate) fn open_options(config: &RunConfig) -> String {
     let mut o = format!("platform={}", config.platform.scenes());
     if let Some(t) = config.case_timeout {
         o.push_str(&format!(";timeout_ms={}", t.as_millis().max(1)));
@@ -539,14 +539,12 @@ struct SessionDone {
     traces: Vec<String>,
 }
 
-/// The case's device work as a job: the callable and every argument in
-/// signature order (tensors, then scalars).
-fn device_job<'a>(work: DeviceWork<'a>, options: &'a str, comm_options: &str) -> DeviceJob<'a> {
-    let callable = CallableImage {
-        orch_so: &work.callable.orch_so,
-        orch_symbol: &work.callable.orch_symbol,
-        incores: work
-            .callable
+/// A compiled callable as the device crate takes it (borrowed images).
+pub(crate) fn callable_image(callable: &ChipCallable) -> CallableImage<'_> {
+    CallableImage {
+        orch_so: &callable.orch_so,
+        orch_symbol: &callable.orch_symbol,
+        incores: callable
             .incores
             .iter()
             .map(|k| IncoreImageRef {
@@ -555,7 +553,13 @@ fn device_job<'a>(work: DeviceWork<'a>, options: &'a str, comm_options: &str) ->
                 image: &k.text,
             })
             .collect(),
-    };
+    }
+}
+
+/// The case's device work as a job: the callable and every argument in
+/// signature order (tensors, then scalars).
+fn device_job<'a>(work: DeviceWork<'a>, options: &'a str, comm_options: &str) -> DeviceJob<'a> {
+    let callable = callable_image(work.callable);
     let group = work.sel.case().group;
     let ranks = group.map_or(1, |g| g.ranks);
     let mut args = Vec::new();

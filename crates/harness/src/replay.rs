@@ -17,10 +17,7 @@
 use std::path::{Path, PathBuf};
 
 use scene_device::worker::WorkerError;
-use scene_device::{
-    AcquireOptions, CallableImage, CardPool, DeviceJob, Direction, IncoreImageRef, JobArg, Runtime,
-    TensorArg,
-};
+use scene_device::{AcquireOptions, CardPool, DeviceJob, Direction, JobArg, Runtime, TensorArg};
 use scene_golden::{DType, Tensor};
 use scene_kernels::{CallableSpec, ChipCallable, OrchUnit};
 
@@ -486,30 +483,11 @@ fn run(
             shape: vec![bytes.len() as u64],
         }));
     }
-    let mut options = format!("platform={}", config.platform.scenes());
-    if let Some(t) = config.case_timeout {
-        options.push_str(&format!(";timeout_ms={}", t.as_millis().max(1)));
-    }
-    if !config.runtime_options.is_empty() {
-        options.push(';');
-        options.push_str(&config.runtime_options);
-    }
+    let options = crate::device::open_options(config);
     let job = DeviceJob {
         card: 0,
         options: &options,
-        callable: CallableImage {
-            orch_so: &callable.orch_so,
-            orch_symbol: &callable.orch_symbol,
-            incores: callable
-                .incores
-                .iter()
-                .map(|k| IncoreImageRef {
-                    func_id: k.func_id,
-                    core_type: k.core.as_abi(),
-                    image: &k.text,
-                })
-                .collect(),
-        },
+        callable: crate::device::callable_image(callable),
         args,
         group: None,
         rounds: 1,
