@@ -29,13 +29,14 @@
 //! entry against its own manifest, [`GoldenCache::stats`] counts them and
 //! [`GoldenCache::clear`] removes the whole cache.
 
-use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use scene_golden::{DType, Tensor, npy};
-use scene_kernels::cache::{PrunePolicy, PruneReport};
+use scene_kernels::cache::{
+    KeyLock, LEFTOVER_AGE, PrunePolicy, PruneReport, lock_file, try_lock_file,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::golden::GoldenOutputs;
@@ -151,12 +152,6 @@ struct Listed {
     last_used: SystemTime,
 }
 
-/// Held while one process computes and publishes one key.
-#[derive(Debug)]
-pub struct KeyLock {
-    _file: File,
-}
-
 /// The golden cache in one directory.
 #[derive(Clone, Debug)]
 pub struct GoldenCache {
@@ -193,14 +188,7 @@ impl GoldenCache {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
         }
-        let file = File::options()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&path)?;
-        file.lock()?;
-        Ok(KeyLock { _file: file })
+        lock_file(&path)
     }
 
     /// The entry of `key`, verified, as the outputs `expected` (name,
@@ -394,14 +382,9 @@ impl GoldenCache {
     /// Removes `e` if nobody holds its key's lock right now; false if busy.
     fn remove_if_free(&self, e: &Listed) -> Result<bool, GoldenCacheError> {
         let path = self.lock_path(&e.key);
-        let held = match File::options().read(true).write(true).open(&path) {
-            Ok(f) => match f.try_lock() {
-                Ok(()) => Some(f),
-                Err(std::fs::TryLockError::WouldBlock) => return Ok(false),
-                Err(std::fs::TryLockError::Error(source)) => {
-                    return Err(GoldenCacheError { path, source });
-                }
-            },
+        let held = match try_lock_file(&path) {
+            Ok(Some(held)) => Some(held),
+            Ok(None) => return Ok(false),
             // No lock file: nobody is computing this key.
             Err(err) if err.kind() == io::ErrorKind::NotFound => None,
             Err(source) => return Err(GoldenCacheError { path, source }),
@@ -459,14 +442,15 @@ impl GoldenCache {
                 if age(mtime(&path)) <= policy.max_age {
                     continue;
                 }
-                if sub == "locks" {
-                    let Ok(f) = File::options().read(true).write(true).open(&path) else {
-                        continue;
-                    };
-                    if f.try_lock().is_err() {
-                        continue;
-                    }
-                }
+                // A lock file goes only while held here (unlinked under the
+                // lock: a waiter on it relocks the new one).
+                let _held = match sub {
+                    "locks" => match try_lock_file(&path) {
+                        Ok(Some(held)) => Some(held),
+                        _ => continue,
+                    },
+                    _ => None,
+                };
                 if std::fs::remove_file(&path).is_ok() {
                     report.stale_records += 1;
                 }
@@ -475,9 +459,7 @@ impl GoldenCache {
         let tmp = self.root.join("tmp");
         for t in read_dir_or_empty(&tmp)?.filter_map(Result::ok) {
             let path = t.path();
-            if age(mtime(&path)) > policy.max_age.min(Duration::from_secs(3600))
-                && remove_any(&path).is_ok()
-            {
+            if age(mtime(&path)) > policy.max_age.min(LEFTOVER_AGE) && remove_any(&path).is_ok() {
                 report.entries.leftovers += 1;
             }
         }
@@ -683,7 +665,7 @@ mod tests {
     }
 
     fn set_mtime(path: &Path, t: SystemTime) {
-        File::options()
+        std::fs::File::options()
             .write(true)
             .open(path)
             .unwrap()

@@ -59,14 +59,17 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde::{Deserialize, Serialize};
 
 pub use explain::{InputChange, MissReason, diff};
-pub use lock::KeyLock;
+/// Per-key lock files with the cache's protocol (re-checked after locking,
+/// so a file pruned while a waiter blocked on it is relocked), for other
+/// caches of the same directory layout (the harness's golden cache).
+pub use lock::{KeyLock, lock as lock_file, try_lock as try_lock_file};
 pub use manifest::{
     Checked, Damage, Manifest, read_verified, verify, verify_artifact, verify_manifest,
 };
 pub use prune::{
-    CachePruneReport, CacheStats, CacheVerifyReport, ClearReport, PrunePolicy, PruneReport,
-    RunStats, StatKind, TierStats, VerifyReport, clear, prune, prune_in, stats, stats_in,
-    verify_all, verify_in,
+    CachePruneReport, CacheStats, CacheVerifyReport, ClearReport, LEFTOVER_AGE, PrunePolicy,
+    PruneReport, RunStats, StatKind, TierStats, VerifyReport, clear, prune, prune_in, stats,
+    stats_in, verify_all, verify_in,
 };
 pub use remote::{
     DEFAULT_REMOTE_TIMEOUT, Remote, RemoteConfig, RemoteError, S3Settings, check_remote_url,

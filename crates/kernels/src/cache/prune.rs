@@ -24,7 +24,7 @@ pub(crate) const STATS_FILE: &str = "stats.jsonl";
 
 /// Leftover temp dirs of killed publishers older than this are removed even
 /// under a longer max age: a live publication takes milliseconds.
-const LEFTOVER_AGE: Duration = Duration::from_secs(3600);
+pub const LEFTOVER_AGE: Duration = Duration::from_secs(3600);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PrunePolicy {
