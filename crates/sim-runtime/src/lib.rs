@@ -536,14 +536,17 @@ pub extern "C" fn scene_rt_comm_create(
             cstr(options, "options")?
         };
         let timeout = device::comm::parse_options(opts)?;
+        // First: it checks `nranks` (1..=SCENE_COMM_MAX_RANKS) before any
+        // slice of that length is made from the caller's pointer.
+        let domain = device::comm::Domain::new(nranks, window_size, timeout)?;
         #[allow(unsafe_code)]
-        // SAFETY: `devs` points at `nranks` device handles (caller contract).
+        // SAFETY: `devs` points at `nranks` device handles (caller contract),
+        // `nranks` bounded by `Domain::new` above.
         let handles = unsafe { std::slice::from_raw_parts(devs, nranks as usize) };
         let devices = handles
             .iter()
             .map(|&d| device(d))
             .collect::<Result<Vec<_>, _>>()?;
-        let domain = device::comm::Domain::new(nranks, window_size, timeout)?;
         for (rank, d) in devices.iter().enumerate() {
             if let Err(e) = d.attach_comm(Arc::clone(&domain), rank as u32) {
                 for d in &devices[..rank] {
