@@ -51,12 +51,13 @@ pub(crate) fn list(
         sel.include_manual,
     );
     let all = cases.len();
-    let cases = match sel.partition {
-        Some(p) => p.apply(cases),
-        None => cases,
-    };
+    let load_failed = !errors.is_empty();
+    // Split as `run` splits (cases and load failures together), so a
+    // partition lists exactly what it runs even when a scene failed to load.
+    let (cases, load_errors) = crate::prologue::partitioned(sel.partition, cases, errors);
     if let Some(p) = sel.partition
         && cases.is_empty()
+        && load_errors.is_empty()
         && all > 0
     {
         eprintln!("note: partition {p} selected none of the {all} selected cases");
@@ -84,11 +85,11 @@ pub(crate) fn list(
                 continue;
             };
             if writeln!(out, "{line}").is_err() {
-                return ExitCode::from(if errors.is_empty() { 0 } else { 1 });
+                return ExitCode::from(if load_failed { 1 } else { 0 });
             }
         }
     }
-    ExitCode::from(if errors.is_empty() { 0 } else { 1 })
+    ExitCode::from(if load_failed { 1 } else { 0 })
 }
 
 /// `scene run`: exit 0 when every selected case passed.

@@ -212,23 +212,6 @@ impl Partition {
         }
     }
 
-    /// The cases of `cases` (a whole selection, after every other filter)
-    /// in this partition, in their selection order.
-    pub fn apply(&self, cases: Vec<SelectedCase>) -> Vec<SelectedCase> {
-        let ids: Vec<String> = cases.iter().map(SelectedCase::id).collect();
-        let mut sorted: Vec<&str> = ids.iter().map(String::as_str).collect();
-        sorted.sort_unstable();
-        cases
-            .into_iter()
-            .zip(&ids)
-            .filter(|(_, id)| {
-                let rank = sorted.binary_search(&id.as_str()).unwrap_or(0);
-                self.takes(id, rank)
-            })
-            .map(|(c, _)| c)
-            .collect()
-    }
-
     /// The ids of `ids` in this partition, in their order (for selections
     /// known only by name, such as a report's entries).
     pub fn apply_ids<'a>(&self, ids: &[&'a str]) -> Vec<&'a str> {
