@@ -426,26 +426,13 @@ fn run_group(
     }
     let per_rank = job.args.len() / ranks;
     let rank_args: Vec<_> = job.args.chunks(per_rank).collect();
-    let names: Vec<Vec<Option<String>>> = rank_args
-        .iter()
-        .map(|a| {
-            a.iter()
-                .map(|x| match x {
-                    JobArg::Tensor(t) => Some(t.name.to_owned()),
-                    JobArg::Scalar(_) => None,
-                })
-                .collect()
-        })
-        .collect();
+    let all_names = job.arg_names();
+    let names: Vec<&[Option<String>]> = all_names.chunks(per_rank).collect();
     let started = Instant::now();
     let mut devices: Vec<DeviceSession<'_>> = Vec::with_capacity(ranks);
     for (rank, &card) in group.cards.iter().enumerate() {
         devices.push(runtime.open(card, job.options).map_err(|e| {
-            SessionError::new(
-                format!("opening card {card} (rank {rank})"),
-                e,
-                &names[rank],
-            )
+            SessionError::new(format!("opening card {card} (rank {rank})"), e, names[rank])
         })?);
     }
     if let Some(dir) = job.args_dump {
@@ -460,7 +447,7 @@ fn run_group(
     let mut staged = Vec::with_capacity(ranks);
     for (rank, device) in devices.iter().enumerate() {
         staged.push(
-            stage(device, &job.callable, rank_args[rank], &names[rank])
+            stage(device, &job.callable, rank_args[rank], names[rank])
                 .map_err(|e| in_rank(e, rank))?,
         );
     }
@@ -468,7 +455,7 @@ fn run_group(
         for (rank, device) in devices.iter().enumerate() {
             device.trace_enable(trace).map_err(|e| {
                 in_rank(
-                    SessionError::new("enabling the trace", e, &names[rank]),
+                    SessionError::new("enabling the trace", e, names[rank]),
                     rank,
                 )
             })?;
@@ -532,14 +519,14 @@ fn run_group(
     if trace != 0 {
         for (rank, device) in devices.iter().enumerate() {
             let taken = device.trace_take().map_err(|e| {
-                in_rank(SessionError::new("taking the trace", e, &names[rank]), rank)
+                in_rank(SessionError::new("taking the trace", e, names[rank]), rank)
             })?;
             traces.push(taken.unwrap_or_default());
         }
     }
     let mut outputs = Vec::new();
     for (rank, (device, st)) in devices.iter().zip(staged).enumerate() {
-        outputs.extend(collect(device, st, &names[rank]).map_err(|e| in_rank(e, rank))?);
+        outputs.extend(collect(device, st, names[rank]).map_err(|e| in_rank(e, rank))?);
     }
     drop(devices);
     Ok(SessionOutput {

@@ -160,7 +160,6 @@ enum FileArg {
         dtype: u32,
         shape: Vec<u64>,
         input: Option<Span>,
-        output: Option<Span>,
     },
     Scalar {
         value: u64,
@@ -315,14 +314,14 @@ pub fn prepare(job: &DeviceJob<'_>, runtime: &Path) -> Result<PreparedJob, Worke
         });
     }
     let mut args = Vec::with_capacity(job.args.len());
-    let mut pending_outputs = Vec::new();
-    for (i, a) in job.args.iter().enumerate() {
+    let mut output_sizes = Vec::new();
+    for a in &job.args {
         args.push(match a {
             JobArg::Scalar(value) => FileArg::Scalar { value: *value },
             JobArg::Tensor(t) => {
                 let input = t.input.map(&mut put).transpose()?;
                 if t.direction != Direction::In {
-                    pending_outputs.push((i, t.size));
+                    output_sizes.push(t.size);
                 }
                 FileArg::Tensor {
                     name: t.name.to_owned(),
@@ -331,7 +330,6 @@ pub fn prepare(job: &DeviceJob<'_>, runtime: &Path) -> Result<PreparedJob, Worke
                     dtype: t.dtype,
                     shape: t.shape.clone(),
                     input,
-                    output: None,
                 }
             }
         });
@@ -342,16 +340,11 @@ pub fn prepare(job: &DeviceJob<'_>, runtime: &Path) -> Result<PreparedJob, Worke
     // Output room is a hole at the end of the file: no bytes written now;
     // one set of outputs per round.
     let rounds = job.rounds.max(1);
-    let mut outputs = Vec::with_capacity(pending_outputs.len() * rounds as usize);
-    for round in 0..rounds {
-        for &(i, size) in &pending_outputs {
+    let mut outputs = Vec::with_capacity(output_sizes.len() * rounds as usize);
+    for _ in 0..rounds {
+        for &size in &output_sizes {
             let span = Span { off: at, len: size };
             at += size;
-            if round == 0
-                && let Some(FileArg::Tensor { output, .. }) = args.get_mut(i)
-            {
-                *output = Some(span);
-            }
             outputs.push(span);
         }
     }
@@ -476,13 +469,17 @@ impl PreparedJob {
         self.verdict(status)
     }
 
+    /// The worker's result file, if it wrote a readable one.
+    fn result_file(&self) -> Option<ResultFile> {
+        std::fs::read(self.dir.path().join(RESULT))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<ResultFile>(&b).ok())
+    }
+
     /// The worker's result file, else what its crash report and exit
     /// status say.
     fn verdict(&self, status: ExitStatus) -> Result<Duration, WorkerError> {
-        let result = std::fs::read(self.dir.path().join(RESULT))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<ResultFile>(&b).ok());
-        if let Some(r) = result
+        if let Some(r) = self.result_file()
             && status.success()
         {
             return match r.error {
@@ -501,15 +498,8 @@ impl PreparedJob {
     /// A group's per-rank run times, from the worker's result (empty for
     /// one card or without a result).
     pub fn rank_times(&self) -> Vec<Duration> {
-        std::fs::read(self.dir.path().join(RESULT))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<ResultFile>(&b).ok())
-            .map(|r| {
-                r.ranks_s
-                    .iter()
-                    .map(|s| Duration::from_secs_f64(s.max(0.0)))
-                    .collect()
-            })
+        self.result_file()
+            .map(|r| durations(&r.ranks_s))
             .unwrap_or_default()
     }
 
@@ -529,15 +519,8 @@ impl PreparedJob {
 
     /// Each round's run time, from the worker's result (empty without one).
     pub fn run_times(&self) -> Vec<Duration> {
-        std::fs::read(self.dir.path().join(RESULT))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<ResultFile>(&b).ok())
-            .map(|r| {
-                r.run_s
-                    .iter()
-                    .map(|s| Duration::from_secs_f64(s.max(0.0)))
-                    .collect()
-            })
+        self.result_file()
+            .map(|r| durations(&r.run_s))
             .unwrap_or_default()
     }
 
@@ -800,6 +783,13 @@ fn wait_for_go() -> Result<Vec<u32>, String> {
     });
     serde_json::from_str(line.trim())
         .map_err(|e| format!("malformed card list `{}`: {e}", line.trim()))
+}
+
+/// Seconds from a result file as durations (negative ones as zero).
+fn durations(secs: &[f64]) -> Vec<Duration> {
+    secs.iter()
+        .map(|s| Duration::from_secs_f64(s.max(0.0)))
+        .collect()
 }
 
 #[cfg(test)]

@@ -37,7 +37,7 @@ fn quote(s: &str) -> String {
 /// The DOT text and the `deps.json` value of a case.
 pub fn render(t: &CaseTrace<'_>) -> Result<(String, Value), String> {
     let records = t.records()?;
-    let level3 = records.len() > 1;
+    let level3 = t.level3();
     let mut dot = format!(
         "digraph \"{}\" {{\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\"];\n  edge [fontname=\"monospace\", fontsize=10];\n",
         quote(&format!("{}::{}", t.scene, t.case))

@@ -92,16 +92,13 @@ impl DeviceStage {
         let pool = CardPool::new(config.devices.clone(), config.lock_dir.clone())?;
         Ok(Self {
             pool,
-            runtime_lib: config
-                .runtime_lib
-                .clone()
-                .or_else(|| config.platform.runtime().map(Path::to_path_buf)),
+            runtime_lib: runtime_lib(config),
             runtime_path: Mutex::new(None),
             open_options: open_options(config),
             lock_timeout: config.lock_timeout,
             verbose: config.verbose,
             worker: config.device_worker.clone(),
-            worker_deadline: config.case_timeout.map(|t| t.saturating_add(WORKER_GRACE)),
+            worker_deadline: worker_deadline(config),
             comm_options: config
                 .comm_timeout
                 .map(|t| format!("timeout_ms={}", t.as_millis().max(1)))
@@ -434,6 +431,21 @@ impl DeviceStage {
         })
         .clone()
     }
+}
+
+/// The runtime library a run names (`--runtime`, else the platform's);
+/// `None`: the built sim runtime (`scene_device::default_runtime_path`).
+pub(crate) fn runtime_lib(config: &RunConfig) -> Option<PathBuf> {
+    config
+        .runtime_lib
+        .clone()
+        .or_else(|| config.platform.runtime().map(Path::to_path_buf))
+}
+
+/// When the supervisor stops a worker whose runtime did not return from
+/// its own timeout: the case timeout plus a grace period.
+pub(crate) fn worker_deadline(config: &RunConfig) -> Option<Duration> {
+    config.case_timeout.map(|t| t.saturating_add(WORKER_GRACE))
 }
 
 /// Options string for the runtime's `open` (also `scene replay`'s).

@@ -494,11 +494,7 @@ fn run(
         trace: 0,
         args_dump: None,
     };
-    let runtime = match config
-        .runtime_lib
-        .clone()
-        .or_else(|| config.platform.runtime().map(Path::to_path_buf))
-    {
+    let runtime = match crate::device::runtime_lib(config) {
         Some(p) => p,
         None => scene_device::default_runtime_path().map_err(|e| e.to_string())?,
     };
@@ -521,9 +517,7 @@ fn run(
                 scene_device::worker::prepare(&job, &runtime).map_err(|e| e.to_string())?;
             let started = prepared.start(worker).map_err(|e| e.to_string())?;
             let lease = acquire()?;
-            let deadline = config
-                .case_timeout
-                .map(|t| t.saturating_add(std::time::Duration::from_secs(10)));
+            let deadline = crate::device::worker_deadline(config);
             let done = prepared.run(started, &lease, deadline);
             lease.release();
             done.result.map_err(|e: WorkerError| e.to_string())?;

@@ -23,6 +23,7 @@
 //! and around the device span (lock wait just before it); device and
 //! compare are placed where they ran.
 
+use crate::args_dump::dtype_name;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -498,23 +499,6 @@ fn arg_summary(a: &ArgRec) -> String {
     }
     let shape: Vec<String> = a.shape.iter().map(u64::to_string).collect();
     format!("{} {}[{}]", a.dir, dtype_name(a.dtype), shape.join(", "))
-}
-
-fn dtype_name(d: u32) -> &'static str {
-    use scene_device::abi::*;
-    match d {
-        SCENE_DTYPE_F32 => "f32",
-        SCENE_DTYPE_F64 => "f64",
-        SCENE_DTYPE_F16 => "f16",
-        SCENE_DTYPE_BF16 => "bf16",
-        SCENE_DTYPE_I8 => "i8",
-        SCENE_DTYPE_U8 => "u8",
-        SCENE_DTYPE_I16 => "i16",
-        SCENE_DTYPE_I32 => "i32",
-        SCENE_DTYPE_I64 => "i64",
-        SCENE_DTYPE_BOOL => "bool",
-        _ => "bytes",
-    }
 }
 
 /// Writes the case's trace to `DIR/<scene>/<case>.trace.json`.
