@@ -25,7 +25,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use common::{TestEnv, read_report};
+use common::{TestEnv, in_ci, read_report};
 use scene_harness::report::{CaseReport, FailureStage, LockInterval, RunReport};
 
 /// The page's colours the screenshot is searched for (the constants of
@@ -36,10 +36,6 @@ const HEADER_RGB: [u8; 3] = [0x24, 0x3b, 0x6b];
 
 /// A generous limit for one Chromium run on a loaded 2-core machine.
 const BROWSER_TIMEOUT_S: u32 = 240;
-
-fn in_ci() -> bool {
-    std::env::var_os("CI").is_some_and(|v| !v.is_empty())
-}
 
 /// Skips with a message; under CI only when `.ci/run` could not install
 /// Chromium and said so in `SCENE_CHROMIUM_UNAVAILABLE`.

@@ -16,13 +16,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
-use common::{TestEnv, assert_success, copy_scene, output_with_report, read_report, run_ok};
+use common::{TestEnv, assert_success, copy_scene, in_ci, output_with_report, read_report, run_ok};
 
 /// Whether a missing service must fail the test rather than skip it.
-fn in_ci() -> bool {
-    std::env::var_os("CI").is_some_and(|v| !v.is_empty())
-}
-
 fn skip(what: &str) {
     assert!(!in_ci(), "{what}: CI must not skip this test");
     eprintln!("SKIPPED: {what}");

@@ -12,10 +12,6 @@ use std::process::Output;
 use common::{TestEnv, assert_success, copy_scene, read_report, show};
 use scene_golden::{DType, npy};
 
-fn json(path: &Path) -> serde_json::Value {
-    read_report(path)
-}
-
 /// `scene replay` in `env` (its cache and lock dirs).
 fn replay(env: &TestEnv, dir: &Path, task: &str, extra: &[&str]) -> Output {
     let mut args = vec!["replay", dir.to_str().unwrap(), task];
@@ -50,7 +46,7 @@ fn every_task_is_recorded_and_replays_bit_for_bit_and_a_mutated_kernel_does_not(
     );
 
     // The manifest names the scene, the case, the platform, the kernels.
-    let m = json(&case.join("manifest.json"));
+    let m = read_report(&case.join("manifest.json"));
     assert_eq!(m["format"], "scene-args/1");
     assert_eq!(m["scene"], "scalar_data");
     assert_eq!(m["case"], "default");
@@ -64,7 +60,7 @@ fn every_task_is_recorded_and_replays_bit_for_bit_and_a_mutated_kernel_does_not(
     assert_eq!(m["tasks"], 6, "{m}");
     let kernels: Vec<String> = (0..6)
         .map(|t| {
-            let task = json(&case.join(format!("task{t}")).join("task.json"));
+            let task = read_report(&case.join(format!("task{t}")).join("task.json"));
             assert_eq!(task["task"], t);
             task["kernel"].as_str().unwrap().to_owned()
         })
@@ -85,7 +81,7 @@ fn every_task_is_recorded_and_replays_bit_for_bit_and_a_mutated_kernel_does_not(
     // Task 0: c = a + b with a = 2, b = 0, 1, 2, ...: the .npy files are
     // the views as f32 [16384], before and after.
     let t0 = case.join("task0");
-    let task = json(&t0.join("task.json"));
+    let task = read_report(&t0.join("task.json"));
     assert_eq!(task["func_id"], 0);
     assert_eq!(task["core"], "aiv");
     assert_eq!(task["block_num"], 4);
@@ -201,13 +197,13 @@ fn views_offsets_and_scalars_replay_bit_for_bit() {
     let env = TestEnv::new();
     let (root, _) = run_dumping(&env, "paged_attention::small_batch4", &[]);
     let case = root.join("paged_attention").join("small_batch4");
-    let m = json(&case.join("manifest.json"));
+    let m = read_report(&case.join("manifest.json"));
     let tasks = m["tasks"].as_u64().unwrap();
     assert!(tasks >= 8, "{m}");
     let (mut offsets, mut strided, mut scalars) = (0, 0, 0);
     for t in 0..tasks {
         let dir = case.join(format!("task{t}"));
-        let task = json(&dir.join("task.json"));
+        let task = read_report(&dir.join("task.json"));
         for a in task["args"].as_array().unwrap() {
             if a["direction"] == "scalar" {
                 assert!(a["value"].is_u64(), "{a}");
@@ -272,10 +268,10 @@ fn rank_groups_are_dumped_per_rank() {
     let (root, report) = run_dumping(&env, "allgather::p2", &["--rounds", "3"]);
     let case = root.join("allgather").join("p2");
     assert_eq!(report["cases"][0]["args_dump"].as_str(), case.to_str());
-    let m = json(&case.join("manifest.json"));
+    let m = read_report(&case.join("manifest.json"));
     assert_eq!(m["rank_dirs"], serde_json::json!(["rank0", "rank1"]), "{m}");
     for r in 0..2 {
-        let rm = json(&case.join(format!("rank{r}")).join("manifest.json"));
+        let rm = read_report(&case.join(format!("rank{r}")).join("manifest.json"));
         assert_eq!(rm["rank"], r);
         assert!(rm["tasks"].as_u64().unwrap() >= 1, "{rm}");
         assert!(case.join(format!("rank{r}/task0/task.json")).is_file());
@@ -501,18 +497,10 @@ SCENE_ORCH_ENTRY(two_tasks_orch, ctx, args, nargs) {
     .unwrap();
 
     let root = env.dir.path().join("args");
-    let report = env.dir.path().join("report.json");
-    let out = env
-        .scene(&[
-            "run",
-            "two_tasks",
-            &format!("--dump-args={}", root.display()),
-            "--report-json",
-            report.to_str().unwrap(),
-        ])
-        .env_remove("SCENE_RUNTIME_OPTIONS")
-        .output()
-        .unwrap();
+    let dump = format!("--dump-args={}", root.display());
+    let (out, report) = env.run_with_report_using(&["run", "two_tasks", &dump], |cmd| {
+        cmd.env_remove("SCENE_RUNTIME_OPTIONS");
+    });
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("killed by SIGSEGV"),
@@ -521,14 +509,14 @@ SCENE_ORCH_ENTRY(two_tasks_orch, ctx, args, nargs) {
     );
     let case = root.join("two_tasks").join("one");
     assert_eq!(
-        json(&report)["cases"][0]["args_dump"].as_str(),
+        report["cases"][0]["args_dump"].as_str(),
         case.to_str(),
         "a failed case's dump is named too"
     );
-    let m = json(&case.join("manifest.json"));
+    let m = read_report(&case.join("manifest.json"));
     assert_eq!(m["tasks"], 1, "{m}");
     assert_eq!(m["incomplete"], serde_json::json!([1]), "{m}");
-    let t1 = json(&case.join("task1").join("task.json"));
+    let t1 = read_report(&case.join("task1").join("task.json"));
     assert_eq!(t1["complete"], false);
     assert_eq!(t1["args"][0]["input"], "arg0.in.npy");
     assert!(t1["args"][0].get("output").is_none(), "{t1}");

@@ -7,9 +7,9 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use common::{TestEnv, assert_success, report_case as case};
+use common::{TestEnv, assert_success, read_report, report_case as case};
 use serde_json::Value;
 
 struct Traced {
@@ -41,11 +41,6 @@ fn run_traced(env: &TestEnv, filter: &str, extra: &[&str]) -> Traced {
         trace_dir,
         dep_dir,
     }
-}
-
-fn read_json(path: &Path) -> Value {
-    let text = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_slice(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// A complete event on a lane.
@@ -207,7 +202,7 @@ fn decode_layer_trace_has_every_block_once_and_the_device_phase() {
     let c = case(&t.report, "decode_layer::step16");
     let path = t.trace_dir.join("decode_layer/step16.trace.json");
     assert_eq!(c["trace"].as_str(), Some(path.to_str().unwrap()), "{c}");
-    let trace = read_json(&path);
+    let trace = read_report(&path);
     assert_eq!(trace["displayTimeUnit"], "ms");
     let (threads, processes) = lane_names(&trace);
     assert_eq!(processes.get(&10).map(String::as_str), Some("card 0"));
@@ -257,7 +252,7 @@ fn independent_tasks_overlap_on_different_cores() {
     // Traced on the last of three rounds: the trace is that round's.
     let t = run_traced(&env, "overlap_pair::pair", &["--rounds", "3"]);
     let c = case(&t.report, "overlap_pair::pair");
-    let trace = read_json(&t.trace_dir.join("overlap_pair/pair.trace.json"));
+    let trace = read_report(&t.trace_dir.join("overlap_pair/pair.trace.json"));
     let blocks = check_card(&trace, 10);
     assert_eq!(blocks.len(), 2, "{blocks:?}");
     let (a, b) = (&blocks[0], &blocks[1]);
@@ -275,7 +270,7 @@ fn level3_trace_has_one_process_per_card() {
     let env = TestEnv::new();
     let t = run_traced(&env, "allreduce_ring::p2", &[]);
     let c = case(&t.report, "allreduce_ring::p2");
-    let trace = read_json(&t.trace_dir.join("allreduce_ring/p2.trace.json"));
+    let trace = read_report(&t.trace_dir.join("allreduce_ring/p2.trace.json"));
     let (_, processes) = lane_names(&trace);
     let cards: Vec<&String> = processes
         .iter()
@@ -412,7 +407,7 @@ fn decode_layer_dep_graph_has_exactly_the_dependencies_the_sim_used() {
         "{c}"
     );
     let dot = std::fs::read_to_string(&dot_path).unwrap();
-    let deps = read_json(&t.dep_dir.join("decode_layer/step16.deps.json"));
+    let deps = read_report(&t.dep_dir.join("decode_layer/step16.deps.json"));
     let from_dot = dot_edges(&dot);
     let recorded = record_edges(&deps);
     assert!(
@@ -444,7 +439,7 @@ fn decode_layer_dep_graph_has_exactly_the_dependencies_the_sim_used() {
     // `pending` agrees with the timeline: a pending edge's later task
     // started after the earlier one's last block ended; a satisfied one's
     // earlier task had ended before the later one was submitted.
-    let trace = read_json(&t.trace_dir.join("decode_layer/step16.trace.json"));
+    let trace = read_report(&t.trace_dir.join("decode_layer/step16.trace.json"));
     let origin = trace["otherData"]["origin_ns"].as_u64().unwrap() as f64;
     let mut first_begin: BTreeMap<u64, f64> = BTreeMap::new();
     let mut last_end: BTreeMap<u64, f64> = BTreeMap::new();
@@ -515,7 +510,7 @@ fn war_hazard_graph_shows_its_one_war_edge() {
         )],
         "{dot}"
     );
-    let deps = read_json(&t.dep_dir.join("war_hazard/small.deps.json"));
+    let deps = read_report(&t.dep_dir.join("war_hazard/small.deps.json"));
     let computed = computed_edges(&deps);
     let got: HashSet<&Edge> = computed.iter().collect();
     assert_eq!(got, only.into_iter().collect::<HashSet<_>>());

@@ -197,6 +197,12 @@ pub fn read_report(path: &Path) -> serde_json::Value {
     serde_json::from_slice(&bytes).unwrap()
 }
 
+/// True under CI (`CI` set and not empty), where tests that depend on an
+/// installed tool must not skip.
+pub fn in_ci() -> bool {
+    std::env::var_os("CI").is_some_and(|v| !v.is_empty())
+}
+
 /// The case `name` (`scene::case`) of a run report; panics naming the
 /// report when it has no such case.
 pub fn report_case<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
