@@ -1,5 +1,6 @@
 //! The scenes package: scene directories under `scenes/`, the goldens they
-//! name, and the entry points (`scene` binary, `cargo test -p scenes`).
+//! name, and the `cargo test -p scenes` target. The `scene` binary
+//! (package `scene-cli`) links this library for its golden registry.
 //!
 //! Adding a scene whose golden is already registered needs no Rust change:
 //! drop a directory with `scene.toml` and its C sources under `scenes/`.
@@ -9,26 +10,23 @@ pub mod goldens;
 
 use std::path::PathBuf;
 
-use scene_cli::Layout;
 use scene_harness::GoldenRegistry;
 
-/// Where the scenes and the workspace root are.
-pub fn layout() -> Layout {
-    // Run time first: `cargo run` and nextest (also from an archive
-    // extracted with `--workspace-remap`) set it to this package's current
-    // checkout; the compile-time value names the checkout it was built in.
-    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+/// This package's directory (`tests/`, holding `scenes/`), read at run
+/// time first: `cargo run` and nextest (also from an archive extracted with
+/// `--workspace-remap`) set `CARGO_MANIFEST_DIR` to the current checkout of
+/// the package being run; the compile-time value names the checkout it was
+/// built in.
+pub fn package_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
         .map(PathBuf::from)
         .filter(|d| d.join("scenes").is_dir())
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
-    let root = manifest_dir
-        .parent()
-        .map(PathBuf::from)
-        .unwrap_or_else(|| manifest_dir.clone());
-    Layout {
-        root,
-        scenes_dir: manifest_dir.join("scenes"),
-    }
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}
+
+/// Where the scenes are: `tests/scenes/` of [`package_dir`].
+pub fn scenes_dir() -> PathBuf {
+    package_dir().join("scenes")
 }
 
 /// Every golden and custom comparison the scenes use, by name, with the

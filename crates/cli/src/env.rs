@@ -506,6 +506,7 @@ pub fn resolve(
             .clone()
             .filter(|p| !p.as_os_str().is_empty())
             .or_else(|| env.path("SCENE_RUNTIME_LIB"));
+        config.embedded_runtime = Some(crate::embedded_runtime::SIM_RUNTIME);
         config.runtime_options = env.text("SCENE_RUNTIME_OPTIONS")?.unwrap_or_default();
         config.lock_timeout = flags.lock_timeout;
         if let Some(t) = flags.case_timeout {

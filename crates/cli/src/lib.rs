@@ -5,9 +5,9 @@
 //! `nextest-runner`: it parses flags (clap), reads the environment once
 //! ([`env`]), resolves both into one `RunConfig`, calls the engine, and
 //! prints (progress bars, case lines, summaries). No stage logic lives
-//! here. The scenes package's binary and test target are three-line `main`s
-//! that pass their [`Layout`] and golden registry to [`main`] and
-//! [`testing::main`].
+//! here. The `scene` binary (`src/main.rs`) and the scenes package's test
+//! target are three-line `main`s that pass the scenes' [`Layout`] and
+//! golden registry to [`main`] and [`testing::main`].
 //!
 //! Exit codes: 0 = everything selected passed, 1 = something failed,
 //! 2 = usage error (bad flag, bad value, bad environment variable),
@@ -17,6 +17,7 @@
 mod args;
 mod cache_cmd;
 mod compile_cmd;
+pub mod embedded_runtime;
 pub mod env;
 mod html_report;
 pub mod locate;
@@ -76,6 +77,19 @@ pub struct Layout {
     pub root: PathBuf,
     /// Directory holding `<scene>/scene.toml`.
     pub scenes_dir: PathBuf,
+}
+
+impl Layout {
+    /// The layout of a checkout whose scenes are in `scenes_dir`
+    /// (`<root>/tests/scenes`): the root is two levels up.
+    pub fn for_scenes_dir(scenes_dir: PathBuf) -> Self {
+        let root = scenes_dir
+            .parent()
+            .and_then(std::path::Path::parent)
+            .map(PathBuf::from)
+            .unwrap_or_else(|| scenes_dir.clone());
+        Layout { root, scenes_dir }
+    }
 }
 
 /// Runs the CLI with the process arguments and environment.

@@ -58,6 +58,13 @@ pub enum RuntimeError {
         name: String,
         searched: Vec<PathBuf>,
     },
+    #[error(
+        "cannot unpack the simulator runtime embedded in this binary to {}: {reason}; \
+         make the cache directory writable (--cache-dir, SCENE_CACHE_DIR) or name a runtime \
+         with SCENE_RUNTIME_LIB",
+        path.display()
+    )]
+    Unpack { path: PathBuf, reason: String },
     #[error("cannot load the device runtime {}: {}", path.display(), with_cause(source))]
     Load {
         path: PathBuf,

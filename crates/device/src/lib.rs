@@ -25,6 +25,7 @@
 
 pub use scene_abi as abi;
 
+mod embedded;
 mod error;
 mod held;
 mod holder;
@@ -36,6 +37,7 @@ pub mod worker;
 
 use std::path::PathBuf;
 
+pub use embedded::{EmbeddedRuntime, RUNTIME_CACHE_SUBDIR};
 pub use error::{DeviceError, RuntimeError};
 pub use held::{HeldCard, SupervisedCard};
 pub use holder::HolderInfo;

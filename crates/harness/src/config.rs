@@ -35,6 +35,10 @@ pub struct RunConfig {
     /// Runtime library to load; `None` = the platform's (the built sim
     /// runtime for the sim platforms).
     pub runtime_lib: Option<PathBuf>,
+    /// The simulator runtime carried by the executable, unpacked into the
+    /// cache when neither `runtime_lib` nor the platform names one; `None`
+    /// (and no cache dir): the one built beside the executable.
+    pub embedded_runtime: Option<scene_device::EmbeddedRuntime>,
     pub lock_timeout: Option<Duration>,
     /// Thread cap for goldens and comparisons.
     pub golden_threads: usize,
@@ -115,6 +119,7 @@ impl RunConfig {
             devices: DeviceList::resolve(None, None, None).expect("the default card list is valid"),
             lock_dir: scene_device::default_lock_dir(),
             runtime_lib: None,
+            embedded_runtime: None,
             lock_timeout: None,
             golden_threads: scene_golden::reference::default_thread_cap(),
             abi_include_dir: scene_device::include_dir(),

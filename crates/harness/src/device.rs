@@ -64,7 +64,7 @@ pub struct DeviceOutcome {
 #[derive(Debug)]
 pub struct DeviceStage {
     pool: CardPool,
-    runtime_lib: Option<PathBuf>,
+    runtime: RuntimeChoice,
     runtime_path: Mutex<Option<Result<PathBuf, String>>>,
     open_options: String,
     lock_timeout: Option<Duration>,
@@ -92,7 +92,7 @@ impl DeviceStage {
         let pool = CardPool::new(config.devices.clone(), config.lock_dir.clone())?;
         Ok(Self {
             pool,
-            runtime_lib: runtime_lib(config),
+            runtime: RuntimeChoice::of(config),
             runtime_path: Mutex::new(None),
             open_options: open_options(config),
             lock_timeout: config.lock_timeout,
@@ -425,21 +425,38 @@ impl DeviceStage {
 
     fn runtime_path(&self) -> Result<PathBuf, String> {
         let mut slot = self.runtime_path.lock().unwrap_or_else(|p| p.into_inner());
-        slot.get_or_insert_with(|| match &self.runtime_lib {
-            Some(p) => Ok(p.clone()),
-            None => scene_device::default_runtime_path().map_err(|e| e.to_string()),
-        })
-        .clone()
+        slot.get_or_insert_with(|| self.runtime.path()).clone()
     }
 }
 
-/// The runtime library a run names (`--runtime`, else the platform's);
-/// `None`: the built sim runtime (`scene_device::default_runtime_path`).
-pub(crate) fn runtime_lib(config: &RunConfig) -> Option<PathBuf> {
-    config
-        .runtime_lib
-        .clone()
-        .or_else(|| config.platform.runtime().map(Path::to_path_buf))
+/// Where a run's runtime library comes from, in this order: the one it
+/// names (`--runtime`, `SCENE_RUNTIME_LIB`), the platform's, the simulator
+/// runtime embedded in the executable (unpacked into the cache), the one
+/// built beside the executable (`scene_device::default_runtime_path`).
+#[derive(Clone, Debug)]
+pub(crate) struct RuntimeChoice {
+    named: Option<PathBuf>,
+    embedded: Option<(scene_device::EmbeddedRuntime, PathBuf)>,
+}
+
+impl RuntimeChoice {
+    pub(crate) fn of(config: &RunConfig) -> Self {
+        let named = config
+            .runtime_lib
+            .clone()
+            .or_else(|| config.platform.runtime().map(Path::to_path_buf));
+        let embedded = config.embedded_runtime.zip(config.cache_dir.clone());
+        Self { named, embedded }
+    }
+
+    /// The library's path; unpacks the embedded one when it is the choice.
+    pub(crate) fn path(&self) -> Result<PathBuf, String> {
+        match (&self.named, &self.embedded) {
+            (Some(p), _) => Ok(p.clone()),
+            (None, Some((runtime, cache))) => runtime.unpack(cache).map_err(|e| e.to_string()),
+            (None, None) => scene_device::default_runtime_path().map_err(|e| e.to_string()),
+        }
+    }
 }
 
 /// When the supervisor stops a worker whose runtime did not return from

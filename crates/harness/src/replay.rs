@@ -494,10 +494,7 @@ fn run(
         trace: 0,
         args_dump: None,
     };
-    let runtime = match crate::device::runtime_lib(config) {
-        Some(p) => p,
-        None => scene_device::default_runtime_path().map_err(|e| e.to_string())?,
-    };
+    let runtime = crate::device::RuntimeChoice::of(config).path()?;
     let pool = CardPool::new(config.devices.clone(), config.lock_dir.clone())
         .map_err(|e| e.to_string())?;
     let acquire = || {

@@ -264,6 +264,15 @@ impl fmt::Debug for Remote {
     }
 }
 
+/// Makes TLS work for `s3://` (reqwest) and `rediss://` (redis): rustls
+/// with the `ring` provider as the process default, and opendal's reqwest
+/// transport. Both installs are first-wins and idempotent; a provider some
+/// other part of the process installed first is kept.
+fn install_transport() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    opendal_http_transport_reqwest::install_default();
+}
+
 impl Remote {
     /// Parses the URL and prepares the client; makes no request.
     pub fn open(config: &RemoteConfig, schema: u32, warn: WarnSink) -> Result<Remote, RemoteError> {
@@ -277,7 +286,7 @@ impl Remote {
             source: e,
         };
         let target = parse_url(&config.url).map_err(bad)?;
-        opendal::install_default();
+        install_transport();
         let op = match target {
             Target::Redis {
                 endpoint,
@@ -527,5 +536,42 @@ mod tests {
             Remote::open(&RemoteConfig::new(&url), 8, std::sync::Arc::new(|_| {})).expect("open");
         assert_eq!(other.fetch("entries", &key), None, "another schema");
         assert!(remote.is_enabled());
+    }
+    /// `https://` goes through rustls with the ring provider: a TLS
+    /// handshake with a peer that is not TLS fails as a warning naming the
+    /// object, not as a panic for want of a crypto provider.
+    #[test]
+    fn https_s3_endpoint_has_a_crypto_provider() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        // Answers every connection (reqwest may retry) with plain text; the
+        // thread ends with the test process.
+        std::thread::spawn(move || {
+            while let Ok((mut conn, _)) = listener.accept() {
+                use std::io::Write;
+                let _ = conn.write_all(b"not tls\r\n\r\n");
+            }
+        });
+        let warnings = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let sink = warnings.clone();
+        let warn: WarnSink = std::sync::Arc::new(move |m: &str| {
+            sink.lock().expect("warnings").push(m.to_string());
+        });
+        let mut config = RemoteConfig::new("s3://bucket/prefix");
+        config.s3.endpoint = Some(format!("https://127.0.0.1:{port}"));
+        config.timeout = Duration::from_secs(20);
+        let remote = Remote::open(&config, 1, warn).expect("open");
+        assert_eq!(remote.fetch("entries", &UnitKey([1; 32])), None);
+        let warnings = warnings.lock().expect("warnings").clone();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].contains("reading scene-cache/v1/entries/01/"),
+            "{warnings:?}"
+        );
+        assert!(!warnings[0].contains("no answer within"), "{warnings:?}");
+        assert!(
+            !remote.is_enabled(),
+            "the first failure disables the remote"
+        );
     }
 }

@@ -1,0 +1,812 @@
+//! The persistent kernel cache through the real `scene` binary, with the
+//! real compiler behind a logging wrapper (`SCENE_CC`) and a private cache
+//! dir per test.
+
+use crate::common;
+
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, SystemTime};
+
+use common::{TestEnv, copy_scene};
+
+/// A compiler wrapper that logs each invocation's arguments, one line per
+/// process. With `SCENE_TEST_BLOCK_ON=<text>`, an invocation whose
+/// arguments contain <text> says so on the `SCENE_TEST_READY` fifo and then
+/// blocks on the `SCENE_TEST_RELEASE` fifo (and fails once released).
+struct Wrapper {
+    path: PathBuf,
+    log: PathBuf,
+}
+
+fn wrapper(dir: &Path, name: &str, comment: &str) -> Wrapper {
+    let log = dir.join(format!("{name}.log"));
+    let path = dir.join(name);
+    let script = format!(
+        r#"#!/bin/sh
+# {comment}
+echo "$*" >> '{log}'
+if [ -n "$SCENE_TEST_BLOCK_ON" ]; then
+  case "$*" in
+    *"$SCENE_TEST_BLOCK_ON"*)
+      echo ready > "$SCENE_TEST_READY"
+      read _ < "$SCENE_TEST_RELEASE"
+      exit 1;;
+  esac
+fi
+exec cc "$@"
+"#,
+        log = log.display()
+    );
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    Wrapper { path, log }
+}
+
+impl Wrapper {
+    fn lines(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Compiler processes whose arguments mention `needle`.
+    fn count(&self, needle: &str) -> usize {
+        self.lines().iter().filter(|l| l.contains(needle)).count()
+    }
+
+    fn reset(&self) {
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+/// A private copy of `vector_example` and a logging compiler.
+struct Fixture {
+    env: TestEnv,
+    scene_dir: PathBuf,
+    cc: Wrapper,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let env = TestEnv::with_scenes(&[]);
+        let scene_dir = copy_scene(&env, "vector_example", "vector_example");
+        let cc = wrapper(env.dir.path(), "cc-wrapper", "first compiler");
+        Fixture { env, scene_dir, cc }
+    }
+
+    fn scene(&self, args: &[&str]) -> Command {
+        let mut cmd = self.env.scene(args);
+        // Scratch dirs of killed runs stay inside the test's temp dir.
+        cmd.env("SCENE_CC", &self.cc.path)
+            .env("TMPDIR", self.env.dir.path());
+        cmd
+    }
+
+    fn run(&self) -> Output {
+        let out = self.scene(&["run"]).output().unwrap();
+        assert_passed(&out);
+        out
+    }
+
+    fn edit(&self, rel: &str, f: impl FnOnce(String) -> String) {
+        let path = self.scene_dir.join(rel);
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, f(text)).unwrap();
+    }
+
+    fn entries(&self) -> Vec<Entry> {
+        entries(&self.env.cache_dir)
+    }
+
+    fn entry(&self, unit: &str) -> Entry {
+        self.entries()
+            .into_iter()
+            .find(|e| e.unit == unit)
+            .unwrap_or_else(|| panic!("no entry for {unit}: {:?}", self.entries()))
+    }
+}
+
+fn assert_passed(out: &Output) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stdout.lines().last(),
+        Some("2 passed, 0 failed"),
+        "{stdout}"
+    );
+}
+
+fn pass_lines(out: &Output) -> Vec<String> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with("PASS") || l.starts_with("FAIL"))
+        .map(|l| l.split(" (").next().unwrap_or(l).to_owned())
+        .collect()
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    dir: PathBuf,
+    key: String,
+    unit: String,
+    kind: String,
+}
+
+impl Entry {
+    fn artifact(&self) -> PathBuf {
+        self.dir.join("artifact")
+    }
+    fn manifest(&self) -> PathBuf {
+        self.dir.join("manifest.json")
+    }
+}
+
+/// Every readable entry under `cache/entries/<shard>/<key>/`.
+fn entries(cache: &Path) -> Vec<Entry> {
+    let mut out = Vec::new();
+    let Ok(shards) = std::fs::read_dir(cache.join("entries")) else {
+        return out;
+    };
+    for shard in shards {
+        for dir in std::fs::read_dir(shard.unwrap().path()).unwrap() {
+            let dir = dir.unwrap().path();
+            let Ok(bytes) = std::fs::read(dir.join("manifest.json")) else {
+                continue;
+            };
+            let m: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+            out.push(Entry {
+                key: dir.file_name().unwrap().to_string_lossy().into_owned(),
+                unit: m["unit"].as_str().unwrap().to_owned(),
+                kind: m["kind"].as_str().unwrap().to_owned(),
+                dir,
+            });
+        }
+    }
+    out
+}
+
+fn set_mtime(path: &Path, when: SystemTime) {
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(when)
+        .unwrap();
+}
+
+fn mtime(path: &Path) -> SystemTime {
+    std::fs::metadata(path).unwrap().modified().unwrap()
+}
+
+const DAY: Duration = Duration::from_secs(86400);
+
+#[test]
+fn warm_run_starts_no_compiler_and_refreshes_entries() {
+    let f = Fixture::new();
+    let cold = f.run();
+    assert!(f.cc.count("kernels/add.c") == 1, "{:?}", f.cc.lines());
+    // orchestration + 3 incores + the callable entry.
+    assert_eq!(f.entries().len(), 5, "{:?}", f.entries());
+    let old = SystemTime::now() - 3 * DAY;
+    for e in f.entries() {
+        set_mtime(&e.manifest(), old);
+    }
+    f.cc.reset();
+
+    let warm = f.run();
+    assert_eq!(
+        f.cc.lines(),
+        Vec::<String>::new(),
+        "compiler processes started"
+    );
+    assert_eq!(pass_lines(&warm), pass_lines(&cold));
+    for e in f.entries() {
+        assert!(mtime(&e.manifest()) > old, "hit did not refresh {e:?}");
+    }
+
+    let stats = f.scene(&["cache", "stats"]).output().unwrap();
+    let text = String::from_utf8_lossy(&stats.stdout);
+    assert!(stats.status.success(), "{text}");
+    assert!(text.contains("entries: 5"), "{text}");
+    assert!(
+        text.contains("hits    0, misses    4, compiles    4"),
+        "{text}"
+    );
+    assert!(
+        text.contains("hits    4, misses    0, compiles    0"),
+        "{text}"
+    );
+    assert!(text.contains("time saved"), "{text}");
+}
+
+#[test]
+fn editing_a_kernel_source_recompiles_only_that_kernel() {
+    let f = Fixture::new();
+    f.run();
+    f.cc.reset();
+    f.edit("kernels/add.c", |t| format!("{t}\n/* edited */\n"));
+    f.run();
+    assert_eq!(f.cc.count("kernels/add.c"), 1, "{:?}", f.cc.lines());
+    assert_eq!(f.cc.count("kernels/mul.c"), 0);
+    assert_eq!(f.cc.count("kernels/add_scalar.c"), 0);
+    assert_eq!(f.cc.count("orchestration.c"), 0);
+}
+
+#[test]
+fn editing_an_included_header_recompiles_only_its_includers() {
+    let f = Fixture::new();
+    std::fs::write(f.scene_dir.join("kernels/inner.h"), "#define INNER 1\n").unwrap();
+    std::fs::write(
+        f.scene_dir.join("kernels/outer.h"),
+        "#include \"inner.h\"\n",
+    )
+    .unwrap();
+    f.edit("kernels/mul.c", |t| format!("#include \"outer.h\"\n{t}"));
+    f.run();
+    f.cc.reset();
+    std::fs::write(f.scene_dir.join("kernels/inner.h"), "#define INNER 2\n").unwrap();
+    f.run();
+    assert_eq!(f.cc.count("kernels/mul.c"), 1, "{:?}", f.cc.lines());
+    assert_eq!(f.cc.count("kernels/add.c"), 0);
+    assert_eq!(f.cc.count("kernels/add_scalar.c"), 0);
+    assert_eq!(f.cc.count("orchestration.c"), 0);
+}
+
+#[test]
+fn changing_a_define_recompiles_that_kernel() {
+    let f = Fixture::new();
+    f.run();
+    f.cc.reset();
+    f.edit("scene.toml", |t| {
+        t.replace(
+            "source = \"kernels/mul.c\"",
+            "source = \"kernels/mul.c\"\ndefines = { UNUSED_TILE = \"64\" }",
+        )
+    });
+    f.run();
+    let lines = f.cc.lines();
+    assert_eq!(f.cc.count("kernels/mul.c"), 1, "{lines:?}");
+    assert_eq!(f.cc.count("-DUNUSED_TILE=64"), 1, "{lines:?}");
+    assert_eq!(f.cc.count("kernels/add.c"), 0);
+    assert_eq!(f.cc.count("orchestration.c"), 0);
+}
+
+#[test]
+fn changing_the_compiler_identity_recompiles_everything() {
+    let mut f = Fixture::new();
+    f.run();
+    let other = wrapper(f.env.dir.path(), "cc-other", "a different compiler build");
+    f.cc = other;
+    f.run();
+    for unit in [
+        "kernels/add.c",
+        "kernels/mul.c",
+        "kernels/add_scalar.c",
+        "orchestration.c",
+    ] {
+        assert_eq!(f.cc.count(unit), 1, "{unit}: {:?}", f.cc.lines());
+    }
+}
+
+#[test]
+fn editing_the_orchestration_reuses_every_incore() {
+    let f = Fixture::new();
+    f.run();
+    let incores: Vec<String> = f
+        .entries()
+        .into_iter()
+        .filter(|e| e.kind == "incore")
+        .map(|e| e.key)
+        .collect();
+    assert_eq!(incores.len(), 3);
+    f.cc.reset();
+    f.edit("orchestration.c", |t| format!("{t}\n/* edited */\n"));
+    f.run();
+    assert_eq!(f.cc.count("orchestration.c"), 1, "{:?}", f.cc.lines());
+    assert_eq!(
+        f.cc.lines().len(),
+        1,
+        "only the orchestration: {:?}",
+        f.cc.lines()
+    );
+    let callables = f.entries().iter().filter(|e| e.kind == "callable").count();
+    assert_eq!(
+        callables, 2,
+        "a new callable entry over the same incore keys"
+    );
+    for key in incores {
+        assert!(f.entries().iter().any(|e| e.key == key));
+    }
+}
+
+/// Damages the `add` kernel's entry with `damage`, then checks the next
+/// run warns about it by key, recompiles exactly that unit and passes, and
+/// that the cache is consistent afterwards.
+fn damaged_entry_is_detected_and_rebuilt(damage: impl FnOnce(&Fixture, &Entry)) {
+    let f = Fixture::new();
+    f.run();
+    let add = f.entry("vector_example/add");
+    damage(&f, &add);
+    f.cc.reset();
+    let out = f.run();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(warnings[0].contains(&add.key), "{stderr}");
+    assert!(warnings[0].contains("damaged"), "{stderr}");
+    assert_eq!(f.cc.count("kernels/add.c"), 1, "{:?}", f.cc.lines());
+    assert_eq!(f.cc.count("kernels/mul.c"), 0);
+    let verify = f.scene(&["cache", "verify"]).output().unwrap();
+    assert_eq!(
+        verify.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+}
+
+#[test]
+fn flipped_byte_is_detected() {
+    damaged_entry_is_detected_and_rebuilt(|_, e| {
+        let mut bytes = std::fs::read(e.artifact()).unwrap();
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 0x01;
+        std::fs::write(e.artifact(), bytes).unwrap();
+    });
+}
+
+#[test]
+fn truncated_artifact_is_detected() {
+    damaged_entry_is_detected_and_rebuilt(|_, e| {
+        let bytes = std::fs::read(e.artifact()).unwrap();
+        std::fs::write(e.artifact(), &bytes[..bytes.len() / 2]).unwrap();
+    });
+}
+
+#[test]
+fn deleted_manifest_is_detected() {
+    damaged_entry_is_detected_and_rebuilt(|_, e| std::fs::remove_file(e.manifest()).unwrap());
+}
+
+#[test]
+fn garbage_manifest_is_detected() {
+    damaged_entry_is_detected_and_rebuilt(|_, e| {
+        std::fs::write(e.manifest(), b"{\"schema\": 1, garbage").unwrap();
+    });
+}
+
+#[test]
+fn manifest_of_another_key_is_detected() {
+    damaged_entry_is_detected_and_rebuilt(|f, e| {
+        // A well-formed manifest and artifact, filed under the wrong key.
+        let mul = f.entry("vector_example/mul");
+        std::fs::copy(mul.manifest(), e.manifest()).unwrap();
+        std::fs::copy(mul.artifact(), e.artifact()).unwrap();
+    });
+}
+
+#[test]
+fn verify_reports_removes_and_exits_1_on_damage() {
+    let f = Fixture::new();
+    f.run();
+    let add = f.entry("vector_example/add");
+    std::fs::write(add.artifact(), b"not a kernel").unwrap();
+    let out = f.scene(&["cache", "verify"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains(&format!("damaged {}", add.key)), "{stdout}");
+    assert!(stdout.contains("checked 5 entries: 1 damaged"), "{stdout}");
+    assert!(!add.dir.exists(), "damaged entry removed");
+    let again = f.scene(&["cache", "verify"]).output().unwrap();
+    assert_eq!(again.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&again.stdout).contains("checked 4 entries: 0 damaged"));
+}
+
+#[test]
+fn concurrent_processes_compile_each_unit_once() {
+    let f = Fixture::new();
+    let children: Vec<_> = (0..3)
+        .map(|_| {
+            f.scene(&["run", "--compile-workers", "2"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        assert_passed(&child.wait_with_output().unwrap());
+    }
+    for unit in [
+        "kernels/add.c",
+        "kernels/mul.c",
+        "kernels/add_scalar.c",
+        "orchestration.c",
+    ] {
+        assert_eq!(f.cc.count(unit), 1, "{unit}: {:?}", f.cc.lines());
+    }
+    assert_eq!(f.entries().len(), 5);
+    let verify = f.scene(&["cache", "verify"]).output().unwrap();
+    assert_eq!(verify.status.code(), Some(0));
+}
+
+fn mkfifo(path: &Path) {
+    let status = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+#[test]
+fn a_process_killed_mid_build_leaves_a_consistent_cache() {
+    let f = Fixture::new();
+    let ready = f.env.dir.path().join("ready.fifo");
+    let release = f.env.dir.path().join("release.fifo");
+    mkfifo(&ready);
+    mkfifo(&release);
+    let mut child = f
+        .scene(&["run", "--compile-workers", "1"])
+        .env("SCENE_TEST_BLOCK_ON", "kernels/mul.c")
+        .env("SCENE_TEST_READY", &ready)
+        .env("SCENE_TEST_RELEASE", &release)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait (bounded, as a failure guard only) until the wrapper compiling
+    // mul.c says it is blocked: the scene process is mid-build, holding
+    // mul's key lock, with other units possibly already published.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let ready_path = ready.clone();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::fs::File::open(&ready_path).and_then(|mut f| f.read_to_string(&mut text));
+        let _ = tx.send(text);
+    });
+    let said = rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("the compiler wrapper never reached mul.c");
+    assert_eq!(said.trim(), "ready");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Let the orphaned wrapper go (it exits without producing anything).
+    drop(
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&release)
+            .unwrap(),
+    );
+
+    let verify = f.scene(&["cache", "verify"]).output().unwrap();
+    assert_eq!(
+        verify.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+    assert!(
+        !f.entries().iter().any(|e| e.unit == "vector_example/mul"),
+        "no entry for the killed unit"
+    );
+    f.cc.reset();
+    f.run();
+    assert_eq!(f.cc.count("kernels/mul.c"), 1, "{:?}", f.cc.lines());
+}
+
+#[test]
+fn prune_by_age_then_by_size() {
+    let f = Fixture::new();
+    f.run();
+    let now = SystemTime::now();
+    let add = f.entry("vector_example/add");
+    let mul = f.entry("vector_example/mul");
+    set_mtime(&add.manifest(), now - 20 * DAY);
+    set_mtime(&mul.manifest(), now - 2 * DAY);
+    let out = f.scene(&["cache", "prune"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("removed 1 entries"), "{stdout}");
+    assert!(!add.dir.exists() && mul.dir.exists(), "{stdout}");
+
+    let out = f
+        .scene(&["cache", "prune", "--max-age", "1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(!mul.dir.exists(), "unused for 2 days > 1 day");
+    let left = f.entries().len();
+    assert_eq!(left, 3);
+
+    // By size: the least recently used go first.
+    let mut order = f.entries();
+    for (i, e) in order.iter().enumerate() {
+        set_mtime(&e.manifest(), now - DAY / 24 * (i as u32 + 1));
+    }
+    let newest_size: u64 = ["artifact", "manifest.json"]
+        .iter()
+        .map(|n| std::fs::metadata(order[0].dir.join(n)).unwrap().len())
+        .sum();
+    let out = f
+        .scene(&["cache", "prune", "--max-size", &newest_size.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let left = f.entries();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(
+        left[0].key,
+        order.remove(0).key,
+        "the most recently used stays"
+    );
+    // Runs still pass after pruning.
+    f.run();
+}
+
+#[test]
+fn unwritable_cache_dir_falls_back_with_one_warning() {
+    let f = Fixture::new();
+    let blocker = f.env.dir.path().join("not-a-dir");
+    std::fs::write(&blocker, "a file").unwrap();
+    let out = f
+        .scene(&["run"])
+        .env("SCENE_CACHE_DIR", blocker.join("cache"))
+        .output()
+        .unwrap();
+    assert_passed(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(warnings[0].contains("not-a-dir/cache"), "{stderr}");
+}
+
+#[test]
+fn cache_dir_flag_and_clear() {
+    let f = Fixture::new();
+    let dir = f.env.dir.path().join("flag-cache");
+    let out = f
+        .scene(&["run", "--cache-dir", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_passed(&out);
+    assert_eq!(entries(&dir).len(), 5);
+    assert!(
+        entries(&f.env.cache_dir).is_empty(),
+        "the flag wins over the env"
+    );
+    let out = f
+        .scene(&["cache", "clear", "--cache-dir", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("removed 5 entries"));
+    assert!(entries(&dir).is_empty());
+}
+
+/// The builtins object is cached too (in `<cache>/objects/`): a new process
+/// with a warm cache that must link an edited kernel compiles no builtins.
+#[test]
+fn a_warm_cache_compiles_no_builtins_in_a_new_process() {
+    let f = Fixture::new();
+    f.run();
+    assert!(f.cc.count("scene_builtins.c") >= 1, "{:?}", f.cc.lines());
+    f.cc.reset();
+    f.edit("kernels/add.c", |t| format!("{t}\n/* edited */\n"));
+    f.run();
+    assert_eq!(f.cc.count("kernels/add.c"), 1, "{:?}", f.cc.lines());
+    assert_eq!(f.cc.count("scene_builtins.c"), 0, "{:?}", f.cc.lines());
+    let stats = f.scene(&["cache", "stats"]).output().unwrap();
+    let text = String::from_utf8_lossy(&stats.stdout);
+    assert!(stats.status.success(), "{text}");
+    let support = text
+        .lines()
+        .find(|l| l.starts_with("support objects: "))
+        .unwrap_or_else(|| panic!("no support objects line: {text}"));
+    assert!(support.contains("builtins"), "{text}");
+    assert!(
+        f.entries().iter().all(|e| e.kind != "builtins"),
+        "entries/ holds scene units only"
+    );
+}
+
+/// Bound for a `scene` process that must not hang on a damaged entry.
+const NO_HANG: Duration = Duration::from_secs(180);
+
+/// Runs `cmd` to completion, killing it and failing the test if it takes
+/// longer than `limit` (a read blocked on a FIFO, say). Output goes to
+/// anonymous files, so a chatty child cannot block on a full pipe.
+fn output_within(cmd: &mut Command, limit: Duration) -> Output {
+    use std::io::{Seek, SeekFrom};
+    let mut stdout = tempfile::tempfile().unwrap();
+    let mut stderr = tempfile::tempfile().unwrap();
+    let mut child = cmd
+        .stdout(stdout.try_clone().unwrap())
+        .stderr(stderr.try_clone().unwrap())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("`{cmd:?}` did not finish within {limit:?}");
+        }
+        // Polling interval of the timeout guard, not a synchronisation.
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let read = |f: &mut std::fs::File| {
+        let mut bytes = Vec::new();
+        f.seek(SeekFrom::Start(0)).unwrap();
+        f.read_to_end(&mut bytes).unwrap();
+        bytes
+    };
+    Output {
+        status,
+        stdout: read(&mut stdout),
+        stderr: read(&mut stderr),
+    }
+}
+
+/// Replaces a file of the `add` kernel's entry with something that is not
+/// a regular file (`damage`), then checks that a run warns about it (naming
+/// the key and `what` the file is), recompiles exactly that unit and
+/// passes, never hanging; and that `scene cache verify` reports the same
+/// damage (done again) and removes the entry.
+fn irregular_file_is_damage(what: &str, damage: impl Fn(&Fixture, &Entry)) {
+    let f = Fixture::new();
+    f.run();
+    let add = f.entry("vector_example/add");
+    damage(&f, &add);
+    f.cc.reset();
+    let out = output_within(&mut f.scene(&["run"]), NO_HANG);
+    assert_passed(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(warnings[0].contains(&add.key), "{stderr}");
+    assert!(warnings[0].contains("damaged"), "{stderr}");
+    assert!(warnings[0].contains(what), "{stderr}");
+    assert_eq!(f.cc.count("kernels/add.c"), 1, "{:?}", f.cc.lines());
+    assert_eq!(f.cc.count("kernels/mul.c"), 0);
+
+    // Republished under the same key; damage it again for verify.
+    let add = f.entry("vector_example/add");
+    damage(&f, &add);
+    let verify = output_within(&mut f.scene(&["cache", "verify"]), NO_HANG);
+    let stdout = String::from_utf8_lossy(&verify.stdout);
+    assert_eq!(verify.status.code(), Some(1), "{stdout}");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("damaged {}", add.key)))
+        .unwrap_or_else(|| panic!("not reported: {stdout}"));
+    assert!(line.contains(what), "{stdout}");
+    assert!(stdout.contains("checked 5 entries: 1 damaged"), "{stdout}");
+    assert!(std::fs::symlink_metadata(&add.dir).is_err(), "removed");
+}
+
+#[test]
+fn artifact_linked_to_dev_zero_is_damage_not_a_read() {
+    irregular_file_is_damage("a symbolic link", |_, e| {
+        std::fs::remove_file(e.artifact()).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", e.artifact()).unwrap();
+    });
+}
+
+#[test]
+fn artifact_replaced_by_a_fifo_is_damage_not_a_hang() {
+    irregular_file_is_damage("a FIFO", |_, e| {
+        std::fs::remove_file(e.artifact()).unwrap();
+        mkfifo(&e.artifact());
+    });
+}
+
+#[test]
+fn manifest_linked_to_a_valid_manifest_is_damage() {
+    irregular_file_is_damage("a symbolic link", |f, e| {
+        let elsewhere = f.env.dir.path().join("elsewhere-manifest.json");
+        std::fs::copy(e.manifest(), &elsewhere).unwrap();
+        std::fs::remove_file(e.manifest()).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, e.manifest()).unwrap();
+    });
+}
+
+/// The golden entries (`<cache>/goldens/entries/<xx>/<key>/`), as dirs.
+fn golden_entries(cache: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(shards) = std::fs::read_dir(cache.join("goldens").join("entries")) else {
+        return out;
+    };
+    for shard in shards {
+        for dir in std::fs::read_dir(shard.unwrap().path()).unwrap() {
+            out.push(dir.unwrap().path());
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `scene cache stats|verify|prune|clear` cover the golden cache beside
+/// the kernel entries: counted, a corrupted golden found, named and
+/// removed by verify, pruned by the same age policy, cleared.
+#[test]
+fn cache_commands_cover_the_golden_cache() {
+    let f = Fixture::new();
+    f.run();
+    let goldens = golden_entries(&f.env.cache_dir);
+    assert_eq!(goldens.len(), 2, "one golden per case: {goldens:?}");
+
+    let stats = f.scene(&["cache", "stats"]).output().unwrap();
+    let text = String::from_utf8_lossy(&stats.stdout);
+    assert!(stats.status.success(), "{text}");
+    let bytes: u64 = goldens
+        .iter()
+        .flat_map(|d| std::fs::read_dir(d).unwrap())
+        .map(|f| f.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(
+        text.contains(&format!("goldens: 2, {bytes} bytes")),
+        "{text}"
+    );
+
+    // Corrupt one golden's data: verify names it, removes it, exits 1.
+    let damaged = &goldens[0];
+    let npy = damaged.join("0.npy");
+    let mut data = std::fs::read(&npy).unwrap();
+    let last = data.len() - 1;
+    data[last] ^= 0x40;
+    std::fs::write(&npy, data).unwrap();
+    let key = damaged.file_name().unwrap().to_str().unwrap();
+    let out = f.scene(&["cache", "verify"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "damaged golden {key}: 0.npy: blake3 mismatch (removed "
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("checked 2 golden entries: 1 damaged"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("checked 5 entries: 0 damaged"), "{stdout}");
+    assert!(!damaged.exists(), "damaged golden removed");
+    let again = f.scene(&["cache", "verify"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert_eq!(again.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("checked 1 golden entries: 0 damaged"),
+        "{stdout}"
+    );
+
+    // The run recomputes the removed golden; then age both past the max age.
+    f.run();
+    let goldens = golden_entries(&f.env.cache_dir);
+    assert_eq!(goldens.len(), 2);
+    let now = SystemTime::now();
+    set_mtime(&goldens[0].join("manifest.json"), now - 20 * DAY);
+    set_mtime(&goldens[1].join("manifest.json"), now - 2 * DAY);
+    let out = f.scene(&["cache", "prune"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("removed 1 golden entries (1 unused for over 14.0 days"),
+        "{stdout}"
+    );
+    assert_eq!(golden_entries(&f.env.cache_dir), vec![goldens[1].clone()]);
+
+    let out = f.scene(&["cache", "clear"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("(1 entries)"), "{stdout}");
+    assert!(!f.env.cache_dir.join("goldens").exists());
+}

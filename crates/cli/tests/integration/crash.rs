@@ -1,0 +1,266 @@
+//! A scene cannot take the harness down: kernels and orchestrations that
+//! crash (segfault, integer division by zero, trap, stack overflow, abort,
+//! exit(0)) or write outside their buffers fail *their* case, with what
+//! happened and who was running, while the other scenes of the same run
+//! pass, the report files are complete and the exit status is 1.
+
+use crate::common;
+
+use std::path::Path;
+
+use common::{TestEnv, copy_scene};
+
+/// One task: `f = kernel(a, b)` (func_id 0), over vector_example's tensors
+/// and golden, so a well-behaved kernel body passes.
+const SCENE: &str = r#"
+name = "NAME"
+level = 2
+platforms = ["a2a3sim", "a5sim"]
+golden = "vector_example"
+
+[orchestration]
+source = "orchestration.c"
+function = "one_task_orch"
+signature = ["in", "in", "out"]
+
+[[incores]]
+func_id = 0
+name = "kernel"
+core = "aiv"
+source = "kernel.c"
+
+[[tensors]]
+name = "a"
+dtype = "f32"
+shape = ["N"]
+init = { kind = "uniform", low = -2.0, high = 2.0 }
+
+[[tensors]]
+name = "b"
+dtype = "f32"
+shape = ["N"]
+init = { kind = "normal", mean = 0.0, std = 1.0 }
+
+[[tensors]]
+name = "f"
+dtype = "f32"
+shape = ["N"]
+init = { kind = "zeros" }
+
+[[cases]]
+name = "odd"
+params = { N = 12347 }
+"#;
+
+const ORCH: &str = r#"
+#include <stdlib.h>
+#include "scene_orch.h"
+SCENE_ORCH_ENTRY(one_task_orch, ctx, args, nargs) {
+    (void)nargs;
+    PROLOGUE
+    SceneTaskArg t[3] = {SCENE_IN(args[0]), SCENE_IN(args[1]), SCENE_OUT(args[2])};
+    return scene_orch_submit(ctx, 0, 4, t, 3);
+}
+"#;
+
+const KERNEL: &str = r#"
+#include "scene_kernel.h"
+BEFORE
+SCENE_KERNEL_ENTRY(ka) {
+    const float *a = SCENE_ARG_PTR(ka, 0, const float);
+    const float *b = SCENE_ARG_PTR(ka, 1, const float);
+    float *c = SCENE_ARG_PTR(ka, 2, float);
+    uint64_t n = SCENE_ARG_LEN(ka, 2, float);
+    SCENE_FOR_BLOCK_RANGE(ka, n, i) { BODY }
+}
+"#;
+
+const GOOD_BODY: &str = "c[i] = (a[i] + b[i] + 1) * (a[i] + b[i] + 2) + (a[i] + b[i]);";
+
+struct Bad {
+    name: &'static str,
+    /// Orchestration statements before the submit.
+    prologue: &'static str,
+    /// Kernel file-scope code and loop body.
+    before: &'static str,
+    body: &'static str,
+    /// Every one of these must be in the case's failure message.
+    expect: Vec<&'static str>,
+}
+
+fn write_scene(scenes: &Path, name: &str, prologue: &str, before: &str, body: &str) {
+    let dir = scenes.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("scene.toml"), SCENE.replace("NAME", name)).unwrap();
+    std::fs::write(
+        dir.join("orchestration.c"),
+        ORCH.replace("PROLOGUE", prologue),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("kernel.c"),
+        KERNEL.replace("BEFORE", before).replace("BODY", body),
+    )
+    .unwrap();
+}
+
+fn bad_scenes() -> Vec<Bad> {
+    let kernel = "kernel func_id 0 (aiv core, block";
+    let trap_signal = if cfg!(target_arch = "x86_64") {
+        "SIGILL"
+    } else {
+        "SIGTRAP"
+    };
+    let mut bad = vec![
+        Bad {
+            name: "crash_segv",
+            prologue: "",
+            before: "",
+            body: "if (i == 7) *(volatile int *)(uintptr_t)0 = 1; c[i] = a[i];",
+            expect: vec!["killed by SIGSEGV", kernel, "NULL pointer"],
+        },
+        Bad {
+            name: "crash_trap",
+            prologue: "",
+            before: "",
+            body: "if (i == 7) __builtin_trap(); c[i] = a[i];",
+            expect: vec![trap_signal, kernel],
+        },
+        Bad {
+            name: "crash_stack",
+            prologue: "",
+            before: "static int deep(volatile int *p, int n) { volatile char pad[4096]; pad[0] = (char)n; *p += pad[0]; return deep(p, n + 1) + pad[n & 7]; }",
+            body: "volatile int sink = 0; if (i == 7) sink = deep(&sink, 0); c[i] = a[i] + (float)sink;",
+            expect: vec!["killed by SIGSEGV", kernel, "stack overflow"],
+        },
+        Bad {
+            name: "crash_abort",
+            prologue: "abort();",
+            before: "",
+            body: GOOD_BODY,
+            expect: vec!["killed by SIGABRT", "the orchestration was running"],
+        },
+        Bad {
+            name: "crash_exit",
+            prologue: "exit(0);",
+            before: "",
+            body: GOOD_BODY,
+            expect: vec!["the orchestration called exit(0)"],
+        },
+        Bad {
+            name: "oob_after",
+            prologue: "",
+            before: "",
+            body: "c[i + n] = a[i];",
+            expect: vec![
+                "killed by SIGSEGV",
+                kernel,
+                "tensor `f` (run argument 2) (49388 bytes at",
+                "past its end",
+            ],
+        },
+        Bad {
+            name: "oob_before",
+            prologue: "",
+            before: "",
+            body: "c[(int64_t)i - (int64_t)n] = a[i];",
+            expect: vec![
+                "killed by SIGSEGV",
+                kernel,
+                "tensor `f` (run argument 2)",
+                "before its start",
+            ],
+        },
+        Bad {
+            // One element past the end lands in the canary bytes before
+            // the guard page: found after the block, not by a fault.
+            name: "oob_canary",
+            prologue: "",
+            before: "",
+            body: "c[i] = a[i]; if (i == n - 1) c[n] = 0.0f;",
+            expect: vec![
+                // The block whose canary check finds the damage first:
+                // the writer (block 3) or one finishing beside it.
+                "kernel func_id 0 (aiv core, block ",
+                "of 4) wrote outside its buffers",
+                "tensor `f` (run argument 2) (49388 bytes at",
+                "at offset 49388, past its end",
+            ],
+        },
+    ];
+    if cfg!(target_arch = "x86_64") {
+        // Integer division by zero traps on x86 only (arm64 returns 0).
+        bad.push(Bad {
+            name: "crash_div0",
+            prologue: "",
+            before: "",
+            body: "volatile int zero = 0; int q = (int)i / zero; c[i] = a[i] + (float)q;",
+            expect: vec!["killed by SIGFPE", kernel],
+        });
+    }
+    bad
+}
+
+#[test]
+fn crashing_scenes_fail_only_their_case() {
+    let env = TestEnv::with_scenes(&[]);
+    let scenes = env.scenes_dir.clone().unwrap();
+    copy_scene(&env, "vector_example", "vector_example");
+    write_scene(&scenes, "good_one_task", "", "", GOOD_BODY);
+    let bad = bad_scenes();
+    for b in &bad {
+        write_scene(&scenes, b.name, b.prologue, b.before, b.body);
+    }
+    let junit = env.dir.path().join("junit.xml");
+    let (out, r) = env.run_with_report(&["run", "--junit", junit.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+
+    let cases = r["cases"].as_array().unwrap();
+    let by_name = |n: &str| {
+        cases
+            .iter()
+            .find(|c| c["name"] == n)
+            .unwrap_or_else(|| panic!("no case {n} in the report:\n{stdout}"))
+    };
+    for good in [
+        "vector_example::small",
+        "vector_example::odd",
+        "good_one_task::odd",
+    ] {
+        assert_eq!(by_name(good)["status"], "passed", "{good}: {stdout}");
+    }
+    for b in &bad {
+        let c = by_name(&format!("{}::odd", b.name));
+        assert_eq!(c["status"], "failed", "{}: {c}", b.name);
+        let msg = c["message"].as_str().unwrap_or_default();
+        for e in &b.expect {
+            assert!(msg.contains(e), "{}: `{e}` not in:\n{msg}", b.name);
+        }
+    }
+    assert_eq!(cases.len(), 3 + bad.len(), "{stdout}");
+    assert_eq!(r["totals"]["passed"], 3);
+    assert_eq!(r["totals"]["failed"], bad.len());
+    assert!(
+        stdout.contains(&format!("3 passed, {} failed", bad.len())),
+        "{stdout}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert_eq!(xml.matches("<testcase").count(), 3 + bad.len(), "{xml}");
+    assert_eq!(xml.matches("<failure").count(), bad.len(), "{xml}");
+}
+
+/// With `--in-process` the session runs in the harness itself: the same
+/// well-behaved scenes pass (the worker is a choice, not a requirement).
+#[test]
+fn in_process_sessions_still_pass() {
+    let env = TestEnv::new();
+    let out = env
+        .scene(&["run", "vector_example", "--in-process"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("2 passed, 0 failed"), "{stdout}");
+}

@@ -1,0 +1,353 @@
+//! Level-3 scenes through the real `scene` binary: the collective ports
+//! pass, one rank per card, with per-rank device times and the group's
+//! card-seconds in the report; each port fails when its kernel is mutated
+//! (copies in a temp scenes dir, the package's scenes are never touched);
+//! a rank that never signals fails its case with the wait message within
+//! the (shortened) comm timeout, and the case after it, on the same cards
+//! and in the same process, passes; several processes with 2- and 4-rank
+//! cases on `--device 0-7` never hold a card twice and never deadlock.
+
+use crate::common;
+
+use serde_json::Value;
+
+use common::{TestEnv, assert_no_card_held_twice, copy_dir, package_scenes_dir};
+
+/// Every level-3 scene of the package.
+const PORTS: [&str; 9] = [
+    "allreduce_onephase",
+    "allreduce_bidirectional_ring",
+    "allreduce_twophase",
+    "allreduce_ring",
+    "allgather",
+    "broadcast",
+    "reduce_scatter",
+    "all_to_all",
+    "ffn_tp_parallel",
+];
+
+/// A private scenes dir with `scenes` and the collectives' shared orchestration.
+fn env_with(scenes: &[&str]) -> TestEnv {
+    let env = TestEnv::with_scenes(&[]);
+    let dir = env.scenes_dir.clone().unwrap();
+    for s in scenes.iter().copied().chain(["common_comm"]) {
+        copy_dir(&package_scenes_dir().join(s), &dir.join(s));
+    }
+    env
+}
+
+/// Replaces `from` (which must occur exactly once) by `to` in `file`.
+fn mutate(env: &TestEnv, file: &str, from: &str, to: &str) {
+    let path = env.scenes_dir.as_ref().unwrap().join(file);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(
+        text.matches(from).count(),
+        1,
+        "{file}: the mutation site `{from}` must occur exactly once"
+    );
+    std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+}
+
+/// Runs `scene run <args> --report-json` in `env`; returns success, the
+/// output text and the report.
+fn run(env: &TestEnv, args: &[&str], extra_env: &[(&str, &str)]) -> (bool, String, Value) {
+    let mut full = vec!["run", "--platform", "a2a3sim", "--device", "0-7"];
+    full.extend(args);
+    let (out, report) = env.run_with_report_using(&full, |cmd| {
+        cmd.envs(extra_env.iter().copied());
+    });
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text, report)
+}
+
+fn cases(report: &Value) -> &Vec<Value> {
+    report["cases"].as_array().unwrap()
+}
+
+#[test]
+fn every_port_passes_one_rank_per_card_with_per_rank_times() {
+    let env = env_with(&PORTS);
+    let (ok, text, report) = run(&env, &[], &[]);
+    assert!(ok, "{text}");
+    let cases = cases(&report);
+    // allreduce: 4 algorithms x 2, 4, 8 ranks; 4 others x 2, 4; ffn x 2, 4.
+    assert_eq!(cases.len(), 12 + 8 + 2, "{text}");
+    for c in cases {
+        let name = c["name"].as_str().unwrap();
+        let ranks: usize = name
+            .rsplit("::")
+            .next()
+            .and_then(|case| {
+                case.trim_start_matches(|ch: char| ch.is_alphabetic())
+                    .parse()
+                    .ok()
+            })
+            .unwrap();
+        let mut devices: Vec<u64> = c["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_u64().unwrap())
+            .collect();
+        assert_eq!(devices.len(), ranks, "{c}");
+        devices.sort_unstable();
+        devices.dedup();
+        assert_eq!(devices.len(), ranks, "a card twice in one group: {c}");
+        let per_rank = c["ranks"].as_array().unwrap();
+        assert_eq!(per_rank.len(), ranks, "{c}");
+        for (r, entry) in per_rank.iter().enumerate() {
+            assert_eq!(entry["rank"].as_u64(), Some(r as u64), "{c}");
+            assert!(entry["device_s"].as_f64().unwrap() >= 0.0, "{c}");
+        }
+        let held = c["phases"]["lock_held_s"].as_f64().unwrap();
+        let card_s = c["card_seconds"].as_f64().unwrap();
+        assert!((card_s - held * ranks as f64).abs() < 1e-9, "{c}");
+    }
+}
+
+/// `filter` fails on a comparison of `y` (not a crash, not a load error).
+fn assert_fails_on_y(env: &TestEnv, filter: &str, what: &str) {
+    let (ok, text, _) = run(env, &[filter], &[]);
+    assert!(!ok, "{what}: the mutated scene passed\n{text}");
+    assert!(
+        text.contains(&format!("FAIL {filter}")) && text.contains("tensor `y` mismatch"),
+        "{what}: expected `{filter}` to fail on tensor `y`\n{text}"
+    );
+}
+
+#[test]
+fn allreduce_onephase_fails_reading_the_wrong_peer() {
+    let env = env_with(&["allreduce_onephase"]);
+    mutate(
+        &env,
+        "allreduce_onephase/kernel.c",
+        "scene_comm_peer_ptr(c, peer, 0)",
+        "scene_comm_peer_ptr(c, (peer + 1) % c->nranks, 0)",
+    );
+    assert_fails_on_y(&env, "allreduce_onephase::p4", "wrong peer");
+}
+
+#[test]
+fn allreduce_twophase_fails_gathering_from_the_wrong_owner() {
+    let env = env_with(&["allreduce_twophase"]);
+    mutate(
+        &env,
+        "allreduce_twophase/kernel.c",
+        "scene_comm_peer_ptr(c, r, r * chunk * sizeof(float))",
+        "scene_comm_peer_ptr(c, (r + 1) % p, r * chunk * sizeof(float))",
+    );
+    assert_fails_on_y(&env, "allreduce_twophase::p4", "wrong chunk owner");
+}
+
+#[test]
+fn allreduce_ring_fails_with_the_send_index_one_off() {
+    let env = env_with(&["allreduce_ring"]);
+    mutate(
+        &env,
+        "allreduce_ring/kernel.c",
+        "uint32_t left_send = (left + p - step) % p;",
+        "uint32_t left_send = (left + p - step + 1) % p;",
+    );
+    assert_fails_on_y(&env, "allreduce_ring::p8", "send index");
+}
+
+#[test]
+fn allreduce_bidirectional_ring_fails_pushing_ring_1_the_wrong_way() {
+    let env = env_with(&["allreduce_bidirectional_ring"]);
+    mutate(
+        &env,
+        "allreduce_bidirectional_ring/kernel.c",
+        "float *dst1 = (float *)scene_comm_peer_ptr(c, left, (stride + idx1 * sub) * sizeof(float));\n        for (uint64_t i = 0; i < sub; ++i) dst1[i] += ring1[idx1 * sub + i];",
+        "float *dst1 = (float *)scene_comm_peer_ptr(c, right, (stride + idx1 * sub) * sizeof(float));\n        for (uint64_t i = 0; i < sub; ++i) dst1[i] += ring1[idx1 * sub + i];",
+    );
+    assert_fails_on_y(&env, "allreduce_bidirectional_ring::p4", "ring 1 direction");
+}
+
+#[test]
+fn allgather_fails_reading_the_wrong_peer() {
+    let env = env_with(&["allgather"]);
+    mutate(
+        &env,
+        "allgather/kernel.c",
+        "scene_comm_peer_ptr(c, r, 0)",
+        "scene_comm_peer_ptr(c, (r + 1) % c->nranks, 0)",
+    );
+    assert_fails_on_y(&env, "allgather::p4", "wrong peer");
+}
+
+#[test]
+fn broadcast_fails_reading_rank_0_instead_of_the_root() {
+    let env = env_with(&["broadcast"]);
+    mutate(
+        &env,
+        "broadcast/kernel.c",
+        "scene_comm_peer_ptr(c, (uint32_t)root, 0)",
+        "scene_comm_peer_ptr(c, 0, 0)",
+    );
+    assert_fails_on_y(&env, "broadcast::p4", "root");
+}
+
+#[test]
+fn reduce_scatter_fails_reducing_the_wrong_chunk() {
+    let env = env_with(&["reduce_scatter"]);
+    mutate(
+        &env,
+        "reduce_scatter/kernel.c",
+        "scene_comm_peer_ptr(c, peer, c->rank * n * sizeof(float))",
+        "scene_comm_peer_ptr(c, peer, peer * n * sizeof(float))",
+    );
+    assert_fails_on_y(&env, "reduce_scatter::p4", "wrong chunk");
+}
+
+#[test]
+fn all_to_all_fails_pushing_into_the_wrong_slot() {
+    let env = env_with(&["all_to_all"]);
+    mutate(
+        &env,
+        "all_to_all/kernel.c",
+        "scene_comm_peer_ptr(c, dest, c->rank * n * sizeof(float))",
+        "scene_comm_peer_ptr(c, dest, dest * n * sizeof(float))",
+    );
+    assert_fails_on_y(&env, "all_to_all::p4", "wrong slot");
+}
+
+#[test]
+fn ffn_tp_parallel_fails_reading_the_wrong_mailbox_slot() {
+    let env = env_with(&["ffn_tp_parallel"]);
+    mutate(
+        &env,
+        "ffn_tp_parallel/kernels/allreduce_sum.c",
+        "scene_comm_local_ptr(c, peer * slot_bytes)",
+        "scene_comm_local_ptr(c, c->rank * slot_bytes)",
+    );
+    assert_fails_on_y(&env, "ffn_tp_parallel::tp4", "wrong mailbox slot");
+}
+
+/// `hang_a::p2`: rank 1 waits for rank 0's signal 3, which rank 0 never
+/// sends; `hang_b::{p2,p2b,p2c}`: the unmodified allreduce on 2 ranks,
+/// prepared after it. On a pool of 2 cards every case holds both; the
+/// waiting line is first come, first served, so at least one `hang_b`
+/// case takes the cards after `hang_a` released them.
+fn env_with_a_silent_rank() -> TestEnv {
+    let env = TestEnv::with_scenes(&[]);
+    let dir = env.scenes_dir.clone().unwrap();
+    copy_dir(
+        &package_scenes_dir().join("common_comm"),
+        &dir.join("common_comm"),
+    );
+    for (name, silent) in [("hang_a", true), ("hang_b", false)] {
+        copy_dir(
+            &package_scenes_dir().join("allreduce_onephase"),
+            &dir.join(name),
+        );
+        let toml = dir.join(name).join("scene.toml");
+        let text = std::fs::read_to_string(&toml).unwrap().replace(
+            "name = \"allreduce_onephase\"",
+            &format!("name = \"{name}\""),
+        );
+        let cut = text.find("[[cases]]\nname = \"p4\"").unwrap();
+        let mut text = text[..cut].to_owned();
+        if !silent {
+            for extra in ["p2b", "p2c"] {
+                text.push_str(&format!(
+                    "[[cases]]\nname = \"{extra}\"\nparams = {{ nranks = 2, N = 256 }}\n\n"
+                ));
+            }
+        }
+        std::fs::write(&toml, text).unwrap();
+        if silent {
+            mutate(
+                &env,
+                &format!("{name}/kernel.c"),
+                "if (scene_comm_barrier(c, 0) != 0) return;",
+                "if (c->rank == 1 && scene_comm_wait_from(c, 0, 3, 1) != 0) return;",
+            );
+        }
+    }
+    env
+}
+
+fn check_silent_rank_then_pass(report: &Value, text: &str) {
+    let cases = cases(report);
+    let get = |n: &str| {
+        cases
+            .iter()
+            .find(|c| c["name"] == n)
+            .unwrap_or_else(|| panic!("no {n}\n{text}"))
+    };
+    let failed = get("hang_a::p2");
+    assert_eq!(failed["status"], "failed", "{text}");
+    let msg = failed["message"].as_str().unwrap();
+    assert!(
+        msg.contains("rank 1 waited for rank 0 signal 3 for 1 s"),
+        "{msg}"
+    );
+    // Every other case passes, and one of them took the two cards the
+    // failed case released, after it released them.
+    let released = failed["lock"]["released_at"].as_f64().unwrap();
+    let others: Vec<&Value> = cases.iter().filter(|c| c["name"] != "hang_a::p2").collect();
+    assert_eq!(others.len(), 3, "{text}");
+    for c in &others {
+        assert_eq!(c["status"], "passed", "{text}");
+    }
+    assert!(
+        others.iter().any(|c| c["devices"] == failed["devices"]
+            && c["lock"]["acquired_at"].as_f64().unwrap() >= released),
+        "no case ran on the cards after the failed one\n{text}"
+    );
+    assert_no_card_held_twice(std::slice::from_ref(report));
+}
+
+#[test]
+fn a_rank_that_never_signals_fails_within_its_timeout_and_the_next_case_passes() {
+    let env = env_with_a_silent_rank();
+    for mode in [&[][..], &["--in-process"][..]] {
+        let mut args = vec!["run", "hang_", "--platform", "a2a3sim", "--device", "0-1"];
+        args.extend(mode);
+        let (out, report) = env.run_with_report_using(&args, |cmd| {
+            cmd.env("SCENE_COMM_TIMEOUT", "1");
+        });
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(1), "{mode:?}: {text}");
+        check_silent_rank_then_pass(&report, &text);
+        // Not retired: a comm failure is the case's, not the card's.
+        assert!(!text.contains("retired"), "{mode:?}: {text}");
+    }
+}
+
+/// 2-rank and 4-rank cases from three processes at once on `--device 0-7`,
+/// 20 rounds: no card is held by two groups at once, and every process
+/// finishes.
+#[test]
+fn rank_groups_across_processes_never_share_a_card_or_deadlock() {
+    let env = env_with(&["allreduce_onephase", "allgather"]);
+    // The p8 case would take the whole pool; 2 and 4 ranks interleave.
+    let toml = env
+        .scenes_dir
+        .as_ref()
+        .unwrap()
+        .join("allreduce_onephase/scene.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    let cut = text.find("[[cases]]\nname = \"p8\"").unwrap();
+    std::fs::write(&toml, &text[..cut]).unwrap();
+    for round in 0..20 {
+        let reports = common::run_concurrently(
+            &env,
+            3,
+            &["run", "--platform", "a2a3sim", "--device", "0-7"],
+            &format!("r{round}"),
+        );
+        for r in &reports {
+            assert_eq!(cases(r).len(), 4, "{r}");
+        }
+        assert_no_card_held_twice(&reports);
+    }
+}

@@ -1,0 +1,39 @@
+//! The integration tests of `scene`: one test binary (fewer, faster links,
+//! as cargo-nextest's own), a module per area. Each runs the real binary
+//! (`CARGO_BIN_EXE_scene`, or `NEXTEST_BIN_EXE_scene` from an archive)
+//! against scenes copied into temp dirs, with private lock and cache dirs.
+
+mod common;
+
+mod architecture;
+mod archive;
+mod bundle;
+mod cache;
+mod cards;
+mod ci;
+mod cli;
+mod compare;
+mod compile;
+mod crash;
+mod device;
+mod golden;
+mod hardening;
+mod html_report;
+mod install;
+mod junit;
+mod level3;
+mod lock_accounting;
+mod orch_v2;
+mod params;
+mod platform;
+mod port_matmul;
+mod port_paged_attention;
+mod port_scalar_data;
+mod python_golden;
+mod relocate;
+mod remote_cache;
+mod replay;
+mod rounds;
+mod scale;
+mod terminal;
+mod trace;
