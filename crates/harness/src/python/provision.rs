@@ -462,10 +462,20 @@ impl EnvCache {
             .tempdir_in(&tmp_root)
             .map_err(at(&tmp_root))?;
         let env_dir = tmp.path().join("env");
-        run(installer.venv(&probe.executable, &env_dir))?;
+        // Messages name the environment where it will live, not the build
+        // directory that is gone by then.
+        let named = |e: ProvisionError| match e {
+            ProvisionError::Command { command, why } => ProvisionError::Command {
+                command: command
+                    .replace(&env_dir.display().to_string(), &dest.display().to_string()),
+                why,
+            },
+            e => e,
+        };
+        run(installer.venv(&probe.executable, &env_dir)).map_err(named)?;
         let python = env_dir.join("bin").join("python");
-        run(installer.install(&python, reqs))?;
-        let frozen = run(installer.freeze(&python))?;
+        run(installer.install(&python, reqs)).map_err(named)?;
+        let frozen = run(installer.freeze(&python)).map_err(named)?;
         let lock_text = String::from_utf8_lossy(&frozen.stdout).into_owned();
         let check = self::probe(&python, reqs).map_err(|why| ProvisionError::Command {
             command: format!("{} -c <probe>", python.display()),
