@@ -2112,6 +2112,57 @@ params = { N = 8 }
     }
 
     #[test]
+    fn python_requirements_from_the_key_or_requirements_txt() {
+        let tmp = scene_dir();
+        let dir = tmp.path().join("demo");
+        std::fs::write(dir.join("golden.py"), "").unwrap();
+        let py = GOOD.replace("golden = \"demo\"", "golden = { python = \"golden.py\" }");
+        let load_with = |text: &str| {
+            std::fs::write(dir.join("scene.toml"), text).unwrap();
+            Scene::load(&dir)
+        };
+        // None declared: the default (empty here).
+        assert!(load_with(&py).unwrap().python.requirements.is_empty());
+        let declared = py.replace(
+            "golden = {",
+            "requirements = [\"numpy>=1.26\", \"ml_dtypes\", \"ml_dtypes\"]\ngolden = {",
+        );
+        assert_eq!(
+            load_with(&declared).unwrap().python.requirements,
+            ["numpy>=1.26", "ml_dtypes"]
+        );
+        // requirements.txt beside the golden file: comments and blanks skipped.
+        std::fs::write(
+            dir.join("requirements.txt"),
+            "# for the golden\nnumpy==2.1.3  # pinned\n\nscipy\n",
+        )
+        .unwrap();
+        assert_eq!(
+            load_with(&py).unwrap().python.requirements,
+            ["numpy==2.1.3", "scipy"]
+        );
+        // Both: ambiguous, an error naming the key.
+        let e = load_with(&declared).unwrap_err().to_string();
+        assert!(e.contains("requirements") && e.contains("both"), "{e}");
+        // Pip options are not requirements.
+        std::fs::write(dir.join("requirements.txt"), "-r other.txt\n").unwrap();
+        let e = load_with(&py).unwrap_err().to_string();
+        assert!(
+            e.contains("-r other.txt") && e.contains("not a requirement"),
+            "{e}"
+        );
+        std::fs::remove_file(dir.join("requirements.txt")).unwrap();
+        // A scene without Python has nothing to require.
+        let e = load_with(&GOOD.replace(
+            "golden = \"demo\"",
+            "golden = \"demo\"\nrequirements = [\"numpy\"]",
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("no Python golden"), "{e}");
+    }
+
+    #[test]
     fn unknown_key_names_file_and_key() {
         let e = err_of(&GOOD.replace("golden = \"demo\"", "golden = \"demo\"\ncolour = 1"));
         assert!(e.contains("scene.toml"), "{e}");

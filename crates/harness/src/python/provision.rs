@@ -501,7 +501,7 @@ impl EnvCache {
             .map_err(at(&marker_path))?;
         std::fs::rename(&env_dir, &dest).map_err(at(&dest))?;
         drop(tmp);
-        read_env(&dest, &key).map_err(|why| ProvisionError::Incomplete(why))
+        read_env(&dest, &key).map_err(ProvisionError::Incomplete)
     }
 }
 
@@ -751,6 +751,45 @@ mod tests {
         let r = cache.prune(Duration::from_secs(86400)).unwrap();
         assert_eq!((r.removed, r.leftovers, r.kept), (0, 1, 0));
         assert!(cache.list().unwrap().is_empty());
+
+        // A complete environment: reused without a build, kept while
+        // used, pruned once unused for longer than the max age.
+        let dir = cache.root().join(&key);
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        std::os::unix::fs::symlink("/bin/true", dir.join("bin/python")).unwrap();
+        std::fs::write(dir.join(LOCK_FILE), "numpy==2.1.3\n").unwrap();
+        let marker = Marker {
+            schema: SCHEMA,
+            key: key.clone(),
+            base: p.executable.clone(),
+            version: p.version.clone(),
+            requirements: reqs.clone(),
+            installer: "pip".into(),
+            seconds: 1.0,
+        };
+        std::fs::write(dir.join(MARKER), serde_json::to_vec(&marker).unwrap()).unwrap();
+        let env = cache
+            .ensure(&p, &reqs, &Installer { uv: None }, |_| panic!("no build"))
+            .unwrap();
+        assert_eq!(env.python, dir.join("bin/python"));
+        assert_eq!(env.pinned(), "numpy==2.1.3");
+        let day = Duration::from_secs(86400);
+        let r = cache.prune(day).unwrap();
+        assert_eq!((r.removed, r.kept), (0, 1));
+        std::fs::File::options()
+            .write(true)
+            .open(dir.join(MARKER))
+            .unwrap()
+            .set_modified(SystemTime::now() - 2 * day)
+            .unwrap();
+        std::fs::File::open(&dir)
+            .unwrap()
+            .set_modified(SystemTime::now() - 2 * day)
+            .unwrap();
+        let r = cache.prune(day).unwrap();
+        assert_eq!((r.removed, r.kept), (1, 0), "{r:?}");
+        assert!(r.freed_bytes > 0);
+        assert!(!dir.exists());
         assert_eq!(cache.clear().unwrap(), 0);
         assert!(!cache.root().exists());
     }
