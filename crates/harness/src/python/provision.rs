@@ -183,15 +183,53 @@ pub struct Probe {
     pub missing: Vec<String>,
 }
 
+/// How long the probe may take: an interpreter that hangs at start must
+/// not hang the run (as generous as the worker's own start).
+const PROBE_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Starts `python` once to ask who it is and which of `reqs` it lacks.
 pub fn probe(python: &Path, reqs: &[String]) -> Result<Probe, String> {
     let arg = serde_json::to_string(reqs).map_err(|e| e.to_string())?;
-    let out = Command::new(python)
+    let mut child = Command::new(python)
         .args(["-c", PROBE, &arg])
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .stdin(Stdio::null())
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .map_err(|e| format!("cannot start `{}`: {e}", python.display()))?;
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::Read;
+        let err = std::thread::spawn(move || {
+            let mut e = Vec::new();
+            if let Some(mut s) = stderr {
+                let _ = s.read_to_end(&mut e);
+            }
+            e
+        });
+        let mut o = Vec::new();
+        if let Some(mut s) = stdout {
+            let _ = s.read_to_end(&mut o);
+        }
+        let _ = tx.send((o, err.join().unwrap_or_default()));
+    });
+    let Ok((stdout, stderr)) = rx.recv_timeout(PROBE_TIMEOUT) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(format!(
+            "`{}` did not answer within {} s",
+            python.display(),
+            PROBE_TIMEOUT.as_secs()
+        ));
+    };
+    let status = child.wait().map_err(|e| e.to_string())?;
+    let out = Output {
+        status,
+        stdout,
+        stderr,
+    };
     if !out.status.success() {
         return Err(format!(
             "`{}` failed ({}): {}",
