@@ -294,7 +294,6 @@ pub struct Interpreter {
 #[derive(Default)]
 struct Resolved {
     by_requirements: HashMap<Vec<String>, Result<Interpreter, String>>,
-    probes: HashMap<Vec<String>, Result<Probe, String>>,
 }
 
 /// The Python side of a run: starts a worker per interpreter on first use,
@@ -352,13 +351,7 @@ impl PythonRunner {
         if let Some(r) = resolved.by_requirements.get(&reqs) {
             return r.clone().map_err(PyError::Unavailable);
         }
-        let python = &self.config.python;
-        let probe = resolved
-            .probes
-            .entry(reqs.clone())
-            .or_insert_with(|| provision::probe(python, &reqs))
-            .clone();
-        let result = match probe {
+        let result = match provision::probe(&self.config.python, &reqs) {
             // No interpreter at all: the worker's start says so as before.
             Err(_) => Ok(given()),
             Ok(p) if p.missing.is_empty() => Ok(given()),
@@ -429,7 +422,7 @@ impl PythonRunner {
         })
     }
 
-    /// The managed environments this run used, in the order first used.
+    /// The managed environments this run used, by directory.
     pub fn environments(&self) -> Vec<ManagedEnv> {
         let resolved = self.resolved.lock().unwrap_or_else(|p| p.into_inner());
         let mut out: Vec<ManagedEnv> = Vec::new();
