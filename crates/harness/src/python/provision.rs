@@ -735,6 +735,44 @@ mod tests {
         assert!("sometimes".parse::<Provision>().is_err());
     }
 
+    /// The real probe on python3: pip is there (and new enough), a pip
+    /// older than 1 is not, an unknown distribution is not.
+    #[test]
+    fn probe_checks_versions_against_specifiers() {
+        let reqs: Vec<String> = [
+            "pip>=1",
+            "pip<1",
+            "no-such-dist-for-scenes",
+            "pip; python_version < '3'",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let p = match probe(Path::new("python3"), &reqs) {
+            Ok(p) => p,
+            Err(why) if why.starts_with("cannot start") => {
+                eprintln!("SKIP: no python3: {why}");
+                return;
+            }
+            Err(why) => panic!("{why}"),
+        };
+        assert!(!p.resolved.is_empty() && !p.version.is_empty(), "{p:?}");
+        assert!(!p.missing.iter().any(|m| m == "pip>=1"), "{p:?}");
+        assert!(
+            p.missing.iter().any(|m| m.starts_with("pip<1 (has ")),
+            "{p:?}"
+        );
+        assert!(
+            p.missing.iter().any(|m| m == "no-such-dist-for-scenes"),
+            "{p:?}"
+        );
+        // A marker that does not apply is no requirement.
+        assert!(
+            !p.missing.iter().any(|m| m.contains("python_version")),
+            "{p:?}"
+        );
+    }
+
     fn fake_probe() -> Probe {
         Probe {
             executable: "/nonexistent/python3".into(),
