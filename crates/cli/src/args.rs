@@ -187,7 +187,10 @@ pub(crate) struct RunArgs {
     /// Compute every golden; neither read nor write the golden cache [env: SCENE_NO_GOLDEN_CACHE].
     #[arg(long)]
     pub(crate) no_golden_cache: bool,
-    /// Say why each golden was computed rather than read from the golden cache.
+    /// Never make a managed Python environment for Python goldens; a python3 without numpy (or a scene's requirements) fails those cases [env: SCENE_PYTHON_PROVISION=never].
+    #[arg(long)]
+    pub(crate) no_provision: bool,
+    /// Say why each golden was computed rather than read from the golden cache, and which managed Python environments were used.
     #[arg(long)]
     pub(crate) explain: bool,
     /// Benchmark: run each case's device stage N times in one session on one card hold (compile, fixtures, goldens once), compare every round, report min/median/max device time [default: 1].
@@ -235,6 +238,7 @@ impl RunArgs {
             in_process: self.in_process,
             max_case_bytes: self.max_case_bytes,
             no_golden_cache: self.no_golden_cache,
+            no_provision: self.no_provision,
             uses_cards: true,
         }
     }
@@ -274,6 +278,9 @@ pub(crate) struct PrecompileArgs {
     /// Compute every golden; neither read nor write the golden cache [env: SCENE_NO_GOLDEN_CACHE].
     #[arg(long)]
     pub(crate) no_golden_cache: bool,
+    /// Never make a managed Python environment for Python goldens [env: SCENE_PYTHON_PROVISION=never].
+    #[arg(long)]
+    pub(crate) no_provision: bool,
 }
 
 /// Flags of the commands that never touch a card.

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use scene_harness::golden_cache::GoldenCache;
+use scene_harness::python::provision::EnvCache;
 use scene_kernels::cache::{self, PrunePolicy, RemoteConfig};
 
 use crate::args::{CacheArgs, CacheCommand};
@@ -49,6 +50,20 @@ pub(crate) fn run(dir: &Path, remote: Option<&RemoteConfig>, args: &CacheArgs) -
             if n.objects > 0 {
                 println!("removed {} support objects", n.objects);
             }
+            // So do the managed Python environments (`python/`).
+            let envs = python_envs(dir);
+            if envs.root().is_dir() {
+                match envs.clear() {
+                    Ok(n) => println!(
+                        "removed the Python environments {} ({n} environments)",
+                        envs.root().display()
+                    ),
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return false;
+                    }
+                }
+            }
             // The golden cache shares the directory (`goldens/`).
             let goldens = golden_cache(dir);
             if goldens.root().is_dir() {
@@ -74,6 +89,11 @@ pub(crate) fn run(dir: &Path, remote: Option<&RemoteConfig>, args: &CacheArgs) -
             ExitCode::from(1)
         }
     }
+}
+
+/// The managed Python environments of the cache in `dir`.
+fn python_envs(dir: &Path) -> EnvCache {
+    EnvCache::new(dir.join("python"))
 }
 
 /// The golden cache of the cache in `dir`.
@@ -121,6 +141,37 @@ fn stats(
             g.bytes,
             human(g.bytes)
         ),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(false);
+        }
+    }
+    match python_envs(dir).list() {
+        Ok(envs) => {
+            let bytes: u64 = envs.iter().map(|e| e.bytes).sum();
+            println!(
+                "python environments: {}, {} bytes ({})",
+                envs.len(),
+                bytes,
+                human(bytes)
+            );
+            for e in &envs {
+                match &e.env {
+                    Some(env) => println!(
+                        "  {} ({}): from {}: {}",
+                        e.dir.display(),
+                        human(e.bytes),
+                        env.base,
+                        env.pinned()
+                    ),
+                    None => println!(
+                        "  {} ({}): half-built (prune removes it)",
+                        e.dir.display(),
+                        human(e.bytes)
+                    ),
+                }
+            }
+        }
         Err(e) => {
             eprintln!("error: {e}");
             return Ok(false);
@@ -242,7 +293,22 @@ fn prune(dir: &Path, policy: &PrunePolicy) -> Result<bool, cache::CacheError> {
         prune_line("golden entries", &g.entries, policy),
         g.stale_records
     );
-    let busy = r.busy + o.busy + g.entries.busy;
+    let p = match python_envs(dir).prune(policy.max_age) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(false);
+        }
+    };
+    println!(
+        "removed {} Python environments (unused for over {:.1} days), freed {}; kept {}; removed {} half-built",
+        p.removed,
+        policy.max_age.as_secs_f64() / 86400.0,
+        human(p.freed_bytes),
+        p.kept,
+        p.leftovers
+    );
+    let busy = r.busy + o.busy + g.entries.busy + p.busy;
     if busy > 0 {
         println!("skipped {busy} entries in use by another process");
     }

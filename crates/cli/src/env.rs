@@ -15,6 +15,7 @@ use std::time::Duration;
 use scene_device::DeviceList;
 use scene_device::worker::WorkerCommand;
 use scene_harness::platform::{PlatformName, PlatformTable};
+use scene_harness::python::provision::Provision;
 use scene_harness::{Platform, RunConfig};
 use scene_kernels::cache::{RemoteConfig, S3Settings, check_remote_url};
 
@@ -55,6 +56,8 @@ pub const VARIABLES: &[&str] = &[
     // Python goldens and fixtures: the interpreter, the per-case deadline.
     "SCENE_PYTHON",
     "SCENE_GOLDEN_TIMEOUT",
+    // `auto` (default) or `never`: managed environments for Python goldens.
+    "SCENE_PYTHON_PROVISION",
     // Any non-empty value: no golden cache (`--no-golden-cache`).
     "SCENE_NO_GOLDEN_CACHE",
     // No colour unless `--color always` (https://no-color.org).
@@ -198,6 +201,8 @@ pub struct Flags {
     pub max_case_bytes: Option<u64>,
     /// `--no-golden-cache`.
     pub no_golden_cache: bool,
+    /// `--no-provision`: `SCENE_PYTHON_PROVISION=never`.
+    pub no_provision: bool,
     /// Whether the command uses cards at all (`run`): only then are the
     /// card variables read, so a bad `SCENE_DEVICES` cannot break
     /// `scene compile`.
@@ -429,6 +434,18 @@ pub fn size_default_pool(
     }
 }
 
+/// `name` in the directories of `path` (a `PATH` value): the first
+/// executable file of that name.
+fn find_on_path(path: Option<&OsString>, name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::split_paths(path?)
+        .filter(|d| !d.as_os_str().is_empty())
+        .map(|d| d.join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
 /// A positive number of seconds (`SCENE_COMM_TIMEOUT=2`, `0.5`).
 fn parse_seconds(s: &str) -> Result<Duration, String> {
     match s.trim().parse::<f64>() {
@@ -484,9 +501,18 @@ pub fn resolve(
         config.golden_threads = n.get();
     }
     config.max_case_bytes = max_case_bytes(env, flags.max_case_bytes)?;
+    // The flag wins over the variable (not even parsed then); a named
+    // interpreter is used as it is whatever either says.
+    let provision = match flags.no_provision {
+        true => Provision::Never,
+        false => parsed_var(env, "SCENE_PYTHON_PROVISION", str::parse)?.unwrap_or_default(),
+    };
+    config.python.provision = provision;
     if let Some(python) = env.path("SCENE_PYTHON") {
         config.python.python = python;
+        config.python.provision = Provision::Given;
     }
+    config.python.uv = find_on_path(env.os("PATH"), "uv");
     if let Some(t) = parsed_var(env, "SCENE_GOLDEN_TIMEOUT", parse_golden_timeout)? {
         config.python.timeout = t;
     }
@@ -576,6 +602,11 @@ mod tests {
                 .unwrap()
                 .golden_cache
         );
+        assert_eq!(
+            c.python.provision,
+            Provision::Given,
+            "SCENE_PYTHON: as it is"
+        );
         for bad in ["0", "-1", "nan", "soon", "1e10"] {
             let e = env(&[("SCENE_GOLDEN_TIMEOUT", bad)]);
             let err = resolve(&layout(), &e, None, &cards())
@@ -583,6 +614,58 @@ mod tests {
                 .to_string();
             assert!(err.contains("SCENE_GOLDEN_TIMEOUT"), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn python_provision_variable_and_flag() {
+        let c = resolve(&layout(), &env(&[]), None, &cards()).unwrap();
+        assert_eq!(c.python.provision, Provision::Auto);
+        for (value, want) in [("auto", Provision::Auto), ("never", Provision::Never)] {
+            let e = env(&[("SCENE_PYTHON_PROVISION", value)]);
+            let c = resolve(&layout(), &e, None, &cards()).unwrap();
+            assert_eq!(c.python.provision, want, "{value}");
+        }
+        let e = env(&[("SCENE_PYTHON_PROVISION", "sometimes")]);
+        let err = resolve(&layout(), &e, None, &cards())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("SCENE_PYTHON_PROVISION") && err.contains("sometimes"),
+            "{err}"
+        );
+        // The flag wins over the variable, a bad value included.
+        let flags = Flags {
+            no_provision: true,
+            ..cards()
+        };
+        let c = resolve(&layout(), &e, None, &flags).unwrap();
+        assert_eq!(c.python.provision, Provision::Never);
+        // SCENE_PYTHON wins over both: never provisioned.
+        let e = env(&[
+            ("SCENE_PYTHON", "/opt/py/bin/python3"),
+            ("SCENE_PYTHON_PROVISION", "auto"),
+        ]);
+        let c = resolve(&layout(), &e, None, &cards()).unwrap();
+        assert_eq!(c.python.provision, Provision::Given);
+    }
+
+    #[test]
+    fn uv_is_found_on_path() {
+        let tmp = tempfile::tempdir().unwrap();
+        let c = resolve(
+            &layout(),
+            &env(&[("PATH", tmp.path().to_str().unwrap())]),
+            None,
+            &cards(),
+        );
+        assert_eq!(c.unwrap().python.uv, None);
+        let uv = tmp.path().join("uv");
+        std::fs::write(&uv, "#!/bin/sh\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&uv, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = format!("/nonexistent:{}", tmp.path().display());
+        let c = resolve(&layout(), &env(&[("PATH", &path)]), None, &cards()).unwrap();
+        assert_eq!(c.python.uv, Some(uv));
     }
 
     #[test]

@@ -38,6 +38,7 @@ pub(crate) fn run(
     let flags = Flags {
         max_case_bytes: args.max_case_bytes,
         no_golden_cache: args.no_golden_cache,
+        no_provision: args.no_provision,
         ..cpu_flags(&args.selection, args.compile_workers)
     };
     let Prologue {

@@ -252,6 +252,14 @@ pub(crate) fn run(
         t.card_seconds_held, t.device_seconds, t.queueing_seconds
     ));
     if args.explain {
+        for env in session.cpu().python_environments() {
+            stream.line(&format!(
+                "python environment: {} -> {}: {}",
+                env.base,
+                env.dir.display(),
+                env.pinned()
+            ));
+        }
         stream.line(&format!("goldens computed: {}", t.goldens_computed));
     }
     stream.line(&report.summary_line());

@@ -47,8 +47,12 @@ impl GoldenStage {
             .as_ref()
             .filter(|_| config.golden_cache)
             .map(|d| GoldenCache::new(d.join("goldens")));
+        let mut python = config.python.clone();
+        if python.env_root.is_none() {
+            python.env_root = config.cache_dir.as_ref().map(|d| d.join("python"));
+        }
         Self {
-            python: PythonRunner::new(config.python.clone()),
+            python: PythonRunner::new(python),
             cache,
         }
     }
@@ -195,17 +199,23 @@ impl GoldenStage {
     }
 
     /// The Python code identity of `file` in `scene`: its file and local
-    /// imports, the driver and the interpreter's versions.
+    /// imports, the driver, the interpreter's versions and, for a managed
+    /// environment, every pinned version (`requirements.lock`).
     fn python_code(&self, scene: &Scene, file: &Path) -> Result<String, PyError> {
         let root = scene.dir.parent().unwrap_or(&scene.dir);
         let files = self.python.code_identity(file, root)?;
-        let v = self.python.versions()?;
+        let v = self.python.versions(scene)?;
         let mut h = scene_util::FieldHasher::new("scene-python-code");
         h.field("files", files.as_bytes())
             .field("driver", DRIVER.as_bytes())
             .field("python", v.python.as_bytes())
             .field("numpy", v.numpy.as_bytes())
             .field("torch", v.torch.as_deref().unwrap_or("").as_bytes());
+        // Only for managed environments: keys of interpreters used as they
+        // are stay what they were.
+        if let Some(env) = self.python.interpreter(scene)?.env {
+            h.field("lock", env.lock.as_bytes());
+        }
         Ok(h.finalize().to_hex().to_string())
     }
 

@@ -97,6 +97,11 @@ impl CpuStages {
         self
     }
 
+    /// The managed Python environments the run used so far (`--explain`).
+    pub fn python_environments(&self) -> Vec<crate::python::provision::ManagedEnv> {
+        self.goldens.python().environments()
+    }
+
     pub fn golden_pool(&self) -> &rayon::ThreadPool {
         &self.golden_pool
     }

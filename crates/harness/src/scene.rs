@@ -217,6 +217,9 @@ struct RawScene {
     golden: RawGolden,
     /// `fixtures = { python = "golden.py" }`: inputs from `generate_inputs`.
     fixtures: Option<RawPython>,
+    /// What the Python golden / fixtures need installed (pip requirement
+    /// specifiers); default `numpy`, or a `requirements.txt` beside the file.
+    requirements: Option<Vec<String>>,
     rtol: Option<RawNum>,
     atol: Option<RawNum>,
     #[serde(default)]
@@ -520,6 +523,10 @@ pub struct PythonFiles {
     pub golden: Option<PathBuf>,
     /// `fixtures = { python = "..." }`: defines `generate_inputs(params)`.
     pub fixtures: Option<PathBuf>,
+    /// What they need installed, as pip requirement specifiers
+    /// (`requirements = [...]`, else `requirements.txt` beside the golden
+    /// file); empty = the default, [`crate::python::provision::DEFAULT_REQUIREMENTS`].
+    pub requirements: Vec<String>,
 }
 
 impl PythonFiles {
@@ -929,7 +936,8 @@ impl Validator<'_> {
                 c.group = Some(self.case_group(i, g, c, &tensors)?);
             }
         }
-        let (golden, python) = self.python_files(raw.golden, raw.fixtures)?;
+        let (golden, mut python) = self.python_files(raw.golden, raw.fixtures)?;
+        python.requirements = self.requirements(raw.requirements, &python)?;
         Ok(Scene {
             name: raw.name,
             dir: self.dir.to_path_buf(),
@@ -1131,6 +1139,72 @@ impl Validator<'_> {
             python.fixtures = Some(file("fixtures", raw)?);
         }
         Ok((name, python))
+    }
+
+    /// `requirements = [...]`, else the lines of `requirements.txt` beside
+    /// the golden (or fixtures) file, else none (the default). Only
+    /// requirement specifiers: a pip option (`-r`, `--index-url`) would
+    /// make the set, and so the environment's key, depend on more than
+    /// the text.
+    fn requirements(
+        &self,
+        declared: Option<Vec<String>>,
+        python: &PythonFiles,
+    ) -> Result<Vec<String>, SceneError> {
+        let beside = python
+            .golden
+            .as_ref()
+            .or(python.fixtures.as_ref())
+            .and_then(|f| f.parent())
+            .map(|d| d.join("requirements.txt"));
+        let (field, lines) = match declared {
+            Some(list) => {
+                if !python.any() {
+                    return Err(self.err(
+                        "requirements",
+                        "the scene has no Python golden or fixtures to need them",
+                    ));
+                }
+                if beside.as_ref().is_some_and(|b| b.is_file()) {
+                    return Err(self.err(
+                        "requirements",
+                        "given both here and in requirements.txt beside the Python file; keep one",
+                    ));
+                }
+                ("requirements".to_string(), list)
+            }
+            None => match beside.filter(|b| b.is_file()) {
+                None => return Ok(Vec::new()),
+                Some(file) => {
+                    let text = std::fs::read_to_string(&file).map_err(|e| {
+                        self.err("requirements", format!("{}: {e}", file.display()))
+                    })?;
+                    let lines = text
+                        .lines()
+                        .map(|l| match l.find(" #").or(l.starts_with('#').then_some(0)) {
+                            Some(i) => l[..i].to_string(),
+                            None => l.to_string(),
+                        })
+                        .filter(|l| !l.trim().is_empty())
+                        .collect();
+                    (file.display().to_string(), lines)
+                }
+            },
+        };
+        let mut out = Vec::new();
+        for line in lines {
+            let r = line.trim().to_string();
+            if r.is_empty() || r.starts_with('-') || r.contains(['\n', '\r']) {
+                return Err(self.err(
+                    &field,
+                    format!("`{line}` is not a requirement specifier (like `numpy>=1.26`); pip options are not supported"),
+                ));
+            }
+            if !out.contains(&r) {
+                out.push(r);
+            }
+        }
+        Ok(out)
     }
 
     /// Name, level, devices, platforms and scene-wide tolerances.
@@ -2035,6 +2109,57 @@ params = { N = 8 }
         assert_eq!(s.cases[0].params["N"], Value::Int(8));
         assert_eq!(s.cases[0].tensors[1].shape, [32]);
         assert_eq!(s.cases[0].scalars, [Num::Int(8)]);
+    }
+
+    #[test]
+    fn python_requirements_from_the_key_or_requirements_txt() {
+        let tmp = scene_dir();
+        let dir = tmp.path().join("demo");
+        std::fs::write(dir.join("golden.py"), "").unwrap();
+        let py = GOOD.replace("golden = \"demo\"", "golden = { python = \"golden.py\" }");
+        let load_with = |text: &str| {
+            std::fs::write(dir.join("scene.toml"), text).unwrap();
+            Scene::load(&dir)
+        };
+        // None declared: the default (empty here).
+        assert!(load_with(&py).unwrap().python.requirements.is_empty());
+        let declared = py.replace(
+            "golden = {",
+            "requirements = [\"numpy>=1.26\", \"ml_dtypes\", \"ml_dtypes\"]\ngolden = {",
+        );
+        assert_eq!(
+            load_with(&declared).unwrap().python.requirements,
+            ["numpy>=1.26", "ml_dtypes"]
+        );
+        // requirements.txt beside the golden file: comments and blanks skipped.
+        std::fs::write(
+            dir.join("requirements.txt"),
+            "# for the golden\nnumpy==2.1.3  # pinned\n\nscipy\n",
+        )
+        .unwrap();
+        assert_eq!(
+            load_with(&py).unwrap().python.requirements,
+            ["numpy==2.1.3", "scipy"]
+        );
+        // Both: ambiguous, an error naming the key.
+        let e = load_with(&declared).unwrap_err().to_string();
+        assert!(e.contains("requirements") && e.contains("both"), "{e}");
+        // Pip options are not requirements.
+        std::fs::write(dir.join("requirements.txt"), "-r other.txt\n").unwrap();
+        let e = load_with(&py).unwrap_err().to_string();
+        assert!(
+            e.contains("-r other.txt") && e.contains("not a requirement"),
+            "{e}"
+        );
+        std::fs::remove_file(dir.join("requirements.txt")).unwrap();
+        // A scene without Python has nothing to require.
+        let e = load_with(&GOOD.replace(
+            "golden = \"demo\"",
+            "golden = \"demo\"\nrequirements = [\"numpy\"]",
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("no Python golden"), "{e}");
     }
 
     #[test]

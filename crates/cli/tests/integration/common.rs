@@ -107,6 +107,11 @@ impl TestEnv {
             Some(d) => cmd.env("SCENE_SCENES_DIR", d),
             None => cmd.env_remove("SCENE_SCENES_DIR"),
         };
+        // Python goldens run with numpy without a pip install per test
+        // (tests/python_provision_test.rs removes this to test provisioning).
+        if let Some(python) = test_python() {
+            cmd.env("SCENE_PYTHON", python);
+        }
         cmd
     }
 
@@ -387,4 +392,44 @@ pub fn build_machine_dirs() -> Vec<PathBuf> {
         dirs.push(target.to_path_buf());
     }
     dirs
+}
+
+/// An interpreter with numpy for the tests that need one but are not about
+/// provisioning: `None` when `python3` has numpy (use it as it is), else
+/// the `bin/python` of a managed environment made once for the whole test
+/// suite in `$CARGO_TARGET_TMPDIR/scene-test-python` (under the
+/// provisioning lock, so test binaries running at once install once).
+/// Memoised per test binary. When it cannot be made (no network), `None`:
+/// the Python cases then fail saying why.
+pub fn test_python() -> Option<PathBuf> {
+    use scene_harness::python::provision::{EnvCache, Installer, probe, requirement_set};
+    static PYTHON: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    PYTHON
+        .get_or_init(|| {
+            let reqs = requirement_set(&[]);
+            let found = match probe(Path::new("python3"), &reqs) {
+                Ok(p) => p,
+                Err(why) => {
+                    eprintln!("note: no python3 for the Python goldens: {why}");
+                    return None;
+                }
+            };
+            if found.missing.is_empty() {
+                return None;
+            }
+            let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("scene-test-python");
+            match EnvCache::new(root).ensure(&found, &reqs, &Installer { uv: None }, |dir| {
+                eprintln!(
+                    "note: python3 lacks numpy; provisioning a test environment in {}",
+                    dir.display()
+                )
+            }) {
+                Ok(env) => Some(env.python),
+                Err(e) => {
+                    eprintln!("note: cannot provision numpy for the tests: {e}");
+                    None
+                }
+            }
+        })
+        .clone()
 }

@@ -111,15 +111,9 @@ for case in cases:
 print(f"numpy checked {len(cases)} cases")
 "#;
 
-fn numpy_available() -> Result<(), String> {
-    match Command::new("python3")
-        .args(["-c", "import numpy"])
-        .output()
-    {
-        Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => Err(String::from_utf8_lossy(&o.stderr).trim().to_string()),
-        Err(e) => Err(format!("python3: {e}")),
-    }
+/// python3 when it has numpy, else the suite's managed environment.
+fn numpy_python() -> std::path::PathBuf {
+    common::test_python().unwrap_or_else(|| "python3".into())
 }
 
 #[test]
@@ -170,14 +164,7 @@ fn gemm_dump_is_numpy_readable_and_golden_matches_numpy_product() {
         "a passing run must not write failure dumps"
     );
 
-    if let Err(why) = numpy_available() {
-        eprintln!(
-            "SKIPPED numpy check of the gemm dump: numpy is not importable ({why}); \
-             `python3 -m pip install numpy` to run it"
-        );
-        return;
-    }
-    let out = Command::new("python3")
+    let out = Command::new(numpy_python())
         .args(["-c", NUMPY_GEMM_CHECK])
         .arg(&dump)
         .arg(GEMM_CASES.join(","))

@@ -6,8 +6,8 @@
 //! computes no golden, and a changed golden file, input or param
 //! recomputes exactly the cases it affects.
 //!
-//! Needs python3 with numpy (`.ci/run` installs numpy); without them the
-//! tests say so and pass without checking anything.
+//! Needs numpy: python3's, else a managed environment made once for the
+//! suite (`common::test_python`, which `TestEnv` passes as SCENE_PYTHON).
 
 use crate::common;
 
@@ -17,15 +17,9 @@ use std::process::Output;
 use common::{TestEnv, assert_success, copy_scene, report_case as case, show};
 use serde_json::Value;
 
-fn numpy_available() -> bool {
-    let ok = std::process::Command::new("python3")
-        .args(["-c", "import numpy"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("SKIP: python3 with numpy is not installed (`python3 -m pip install numpy`)");
-    }
-    ok
+/// The interpreter the tests' `scene` processes run Python goldens with.
+fn python() -> PathBuf {
+    common::test_python().unwrap_or_else(|| PathBuf::from("python3"))
 }
 
 const HELPER: &str = "def combine(a, b):\n    s = a + b\n    return (s + 1) * (s + 2) + s\n";
@@ -109,9 +103,6 @@ fn recomputed(report: &Value) -> Vec<String> {
 
 #[test]
 fn python_golden_failures_fail_only_their_case() {
-    if !numpy_available() {
-        return;
-    }
     let (env, _) = setup(&[
         ("ok1", "ok"),
         ("raise", "raise"),
@@ -161,9 +152,6 @@ fn python_golden_failures_fail_only_their_case() {
 
 #[test]
 fn missing_function_fails_that_scene_only() {
-    if !numpy_available() {
-        return;
-    }
     let (env, dir) = setup(&[("ok1", "ok")]);
     std::fs::write(dir.join("golden.py"), "X = 1\n").unwrap();
     let (out, report) = run(&env, &[], &[]);
@@ -175,9 +163,6 @@ fn missing_function_fails_that_scene_only() {
 
 #[test]
 fn no_python_or_no_numpy_fails_python_scenes_with_one_line() {
-    if !numpy_available() {
-        return;
-    }
     let (env, _) = setup(&[("ok1", "ok"), ("ok2", "ok")]);
     // No interpreter at all.
     let (out, report) = run(&env, &[], &[("SCENE_PYTHON", "/nonexistent/python3")]);
@@ -224,9 +209,6 @@ fn no_python_or_no_numpy_fails_python_scenes_with_one_line() {
 
 #[test]
 fn two_pass_run_needs_no_python() {
-    if !numpy_available() {
-        return;
-    }
     let (env, _) = setup(&[("ok1", "ok"), ("ok2", "ok")]);
     let bundle = env.dir.path().join("bundle");
     let out = env
@@ -250,9 +232,6 @@ fn two_pass_run_needs_no_python() {
 
 #[test]
 fn warm_run_computes_no_golden_and_changes_recompute_exactly_their_cases() {
-    if !numpy_available() {
-        return;
-    }
     let (env, dir) = setup(&[("a", "ok"), ("b", "ok"), ("c", "ok")]);
     let all = |r: &Value| r["cases"].as_array().unwrap().len();
     // Cold: every golden computed.
@@ -336,9 +315,6 @@ fn warm_run_computes_no_golden_and_changes_recompute_exactly_their_cases() {
 
 #[test]
 fn a_damaged_golden_entry_is_recomputed() {
-    if !numpy_available() {
-        return;
-    }
     let (env, _) = setup(&[("a", "ok")]);
     let (out, _) = run(&env, &["pyvec"], &[]);
     assert_success(&out);
@@ -395,9 +371,6 @@ def compute_golden(tensors, params):
 
 #[test]
 fn python_fixtures_are_seeded_and_nondeterministic_ones_are_not_cached() {
-    if !numpy_available() {
-        return;
-    }
     let (env, dir) = setup(&[("seeded", "ok"), ("unseeded", "unseeded")]);
     std::fs::write(dir.join("golden.py"), FIXTURES).unwrap();
     let toml_path = dir.join("scene.toml");
@@ -441,14 +414,16 @@ fn python_fixtures_are_seeded_and_nondeterministic_ones_are_not_cached() {
 /// paged-attention scenes, on the same (native) fixtures.
 #[test]
 fn numpy_paged_attention_golden_agrees_with_the_rust_golden() {
-    if !numpy_available() {
-        return;
-    }
     use scene_harness::prepare::{build_fixtures, compute_golden};
+    use scene_harness::python::provision::Provision;
     use scene_harness::python::{PythonConfig, PythonRunner};
     let scenes = common::package_scenes_dir();
     let file = scenes.join("common_pa/paged_attention_golden.py");
-    let runner = PythonRunner::new(PythonConfig::default());
+    let runner = PythonRunner::new(PythonConfig {
+        python: python(),
+        provision: Provision::Given,
+        ..PythonConfig::default()
+    });
     let registry = scenes::registry();
     let pool = scene_golden::reference::golden_pool(2);
     let mut checked = 0;
@@ -492,12 +467,9 @@ def compute_golden(tensors, params):
 /// run is skipped with a message.
 #[test]
 fn torch_goldens_run_where_torch_is_installed() {
-    if !numpy_available() {
-        return;
-    }
     let (env, dir) = setup(&[("ok1", "ok")]);
     std::fs::write(dir.join("golden.py"), TORCH_GOLDEN).unwrap();
-    let has_torch = std::process::Command::new("python3")
+    let has_torch = std::process::Command::new(python())
         .args(["-c", "import torch"])
         .output()
         .is_ok_and(|o| o.status.success());

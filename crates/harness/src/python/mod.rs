@@ -14,8 +14,15 @@
 //! worker and fails its case; the next request starts a new one, as does a
 //! worker that died. No python3, or no numpy, fails the Python scenes only,
 //! with one line saying what to install.
+//!
+//! Unless the interpreter was named (`SCENE_PYTHON`), the `python3` found
+//! is probed once per requirement set (a scene's `requirements`, default
+//! `numpy`); when it lacks something, the run uses a managed virtual
+//! environment instead ([`provision`]), made once and cached. There is a
+//! worker per interpreter in use.
 
 pub mod identity;
+pub mod provision;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -24,7 +31,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use scene_golden::{DType, Tensor, npy};
 use serde_json::{Value as Json, json};
@@ -32,6 +39,7 @@ use serde_json::{Value as Json, json};
 use crate::expr::Num;
 use crate::golden::GoldenOutputs;
 use crate::scene::{Case, Scene};
+use provision::{EnvCache, Installer, ManagedEnv, Probe, Provision, requirement_set, shell_words};
 
 /// The driver script the worker runs.
 pub const DRIVER: &str = include_str!("driver.py");
@@ -52,6 +60,15 @@ pub struct PythonConfig {
     /// Deadline of one request (`generate_inputs` or `compute_golden` of
     /// one case); past it the worker is killed and the case fails.
     pub timeout: Duration,
+    /// Whether a managed environment may replace `python` when it lacks
+    /// a scene's requirements (`SCENE_PYTHON_PROVISION`, `--no-provision`;
+    /// [`Provision::Given`] when `SCENE_PYTHON` named it).
+    pub provision: Provision,
+    /// `uv`, when it is on `PATH`: environments are built with it.
+    pub uv: Option<PathBuf>,
+    /// Where managed environments live; `None` = `<cache dir>/python`
+    /// (no cache directory: none are made).
+    pub env_root: Option<PathBuf>,
 }
 
 impl Default for PythonConfig {
@@ -59,6 +76,9 @@ impl Default for PythonConfig {
         Self {
             python: PathBuf::from("python3"),
             timeout: DEFAULT_GOLDEN_TIMEOUT,
+            provision: Provision::Auto,
+            uv: None,
+            env_root: None,
         }
     }
 }
@@ -130,16 +150,30 @@ impl Drop for Worker {
     }
 }
 
-fn install_hint(python: &Path) -> String {
-    format!(
+fn install_hint(config: &PythonConfig, python: &Path) -> String {
+    let mut hint = format!(
         "Python goldens need python3 with numpy: install them (`apt-get install python3-numpy`, or `{} -m pip install numpy`), or point SCENE_PYTHON at an interpreter that has them",
         python.display()
-    )
+    );
+    if config.provision == Provision::Never {
+        hint.push_str(
+            "; or let the harness provision a managed environment with them in the cache: \
+             unset SCENE_PYTHON_PROVISION=never / drop --no-provision",
+        );
+    }
+    hint
+}
+
+/// The configured interpreter, as it is.
+fn given_interpreter(config: &PythonConfig) -> Interpreter {
+    Interpreter {
+        python: config.python.clone(),
+        env: None,
+    }
 }
 
 impl Worker {
-    fn start(config: &PythonConfig) -> Result<Worker, PyError> {
-        let python = &config.python;
+    fn start(config: &PythonConfig, python: &Path) -> Result<Worker, PyError> {
         let mut child = Command::new(python)
             .args(["-u", "-c", DRIVER])
             .env("PYTHONDONTWRITEBYTECODE", "1")
@@ -151,7 +185,7 @@ impl Worker {
                 PyError::Unavailable(format!(
                     "cannot start `{}`: {e}. {}",
                     python.display(),
-                    install_hint(python)
+                    install_hint(config, python)
                 ))
             })?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
@@ -184,7 +218,7 @@ impl Worker {
                 return Err(PyError::Unavailable(format!(
                     "`{}` exited before answering ({why}). {}",
                     python.display(),
-                    install_hint(python)
+                    install_hint(config, python)
                 )));
             }
             Err(e) => return Err(e),
@@ -193,7 +227,7 @@ impl Worker {
             return Err(PyError::Unavailable(format!(
                 "`{}`: {err}. {}",
                 python.display(),
-                install_hint(python)
+                install_hint(config, python)
             )));
         }
         let text = |k: &str| hello.get(k).and_then(Json::as_str).map(str::to_owned);
@@ -246,12 +280,29 @@ enum State {
     Unavailable(String),
 }
 
-/// The Python side of a run: starts the worker on first use, restarts it
-/// after a timeout or a crash, and removes its exchange directory at the
-/// end.
+/// The interpreter a scene's Python runs in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Interpreter {
+    pub python: PathBuf,
+    /// The managed environment it belongs to, when one was provisioned.
+    pub env: Option<ManagedEnv>,
+}
+
+/// Which interpreter serves which requirement set, worked out once per
+/// run: probes and environments, failures included (a failed install is
+/// not retried for every case).
+#[derive(Default)]
+struct Resolved {
+    by_requirements: HashMap<Vec<String>, Result<Interpreter, String>>,
+}
+
+/// The Python side of a run: starts a worker per interpreter on first use,
+/// restarts it after a timeout or a crash, and removes the exchange
+/// directory at the end.
 pub struct PythonRunner {
     config: PythonConfig,
-    state: Mutex<State>,
+    resolved: Mutex<Resolved>,
+    states: Mutex<HashMap<PathBuf, State>>,
     dir: OnceLock<Result<tempfile::TempDir, String>>,
     next: AtomicU64,
     identities: Mutex<HashMap<PathBuf, String>>,
@@ -274,7 +325,8 @@ impl PythonRunner {
     pub fn new(config: PythonConfig) -> Self {
         Self {
             config,
-            state: Mutex::new(State::Idle),
+            resolved: Mutex::new(Resolved::default()),
+            states: Mutex::new(HashMap::new()),
             dir: OnceLock::new(),
             next: AtomicU64::new(0),
             identities: Mutex::new(HashMap::new()),
@@ -285,18 +337,124 @@ impl PythonRunner {
         &self.config
     }
 
-    /// Runs `f` on the worker, starting it if needed; a worker that timed
-    /// out or died is dropped (killed) so the next call starts a new one.
+    /// The interpreter for `scene`'s Python: `SCENE_PYTHON` as it is;
+    /// else the `python3` found when it has the scene's requirements; else
+    /// a managed environment (unless provisioning is off).
+    pub fn interpreter(&self, scene: &Scene) -> Result<Interpreter, PyError> {
+        let given = || given_interpreter(&self.config);
+        // Named, or provisioning off: today's behaviour, not even a probe.
+        if self.config.provision != Provision::Auto {
+            return Ok(given());
+        }
+        let reqs = requirement_set(&scene.python.requirements);
+        let mut resolved = self.resolved.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = resolved.by_requirements.get(&reqs) {
+            return r.clone().map_err(PyError::Unavailable);
+        }
+        let result = match provision::probe(&self.config.python, &reqs) {
+            // No interpreter at all: the worker's start says so as before.
+            Err(_) => Ok(given()),
+            Ok(p) if p.missing.is_empty() => Ok(given()),
+            Ok(p) => self.provisioned(scene, &p, &reqs),
+        };
+        resolved.by_requirements.insert(reqs, result.clone());
+        result.map_err(PyError::Unavailable)
+    }
+
+    /// A managed environment for `probe`'s interpreter and `reqs`, or the
+    /// one-line reason the scene's Python cannot run.
+    fn provisioned(
+        &self,
+        scene: &Scene,
+        probe: &Probe,
+        reqs: &[String],
+    ) -> Result<Interpreter, String> {
+        let python = self.config.python.display().to_string();
+        let named = if python == probe.executable {
+            python.clone()
+        } else {
+            format!("{python} ({})", probe.executable)
+        };
+        let fix = format!("{} -m pip install {}", probe.executable, shell_words(reqs));
+        let lacks = probe.missing.join(", ");
+        let root = match &self.config.env_root {
+            Some(root) => root,
+            None => {
+                return Err(format!(
+                    "`{named}` lacks {lacks}, and there is no cache directory to provision an environment in; \
+                     fix: `{fix}`, or point SCENE_PYTHON at an interpreter that has it"
+                ));
+            }
+        };
+        let installer = Installer {
+            uv: self.config.uv.clone(),
+        };
+        let cache = EnvCache::new(root.clone());
+        let started = Instant::now();
+        let mut built = false;
+        let env = cache
+            .ensure(probe, reqs, &installer, |dir| {
+                built = true;
+                eprintln!(
+                    "provisioning Python environment for {}: {} (once; cached in {})",
+                    scene.name,
+                    installer.describe(&python, reqs),
+                    dir.display()
+                );
+            })
+            .map_err(|e| {
+                format!(
+                    "`{named}` lacks {lacks} and a managed environment for it could not be made: {e}. \
+                     Fix: `{fix}` (or point SCENE_PYTHON at an interpreter that has it; \
+                     SCENE_PYTHON_PROVISION=never stops these attempts)"
+                )
+            })?;
+        if built {
+            eprintln!(
+                "provisioned Python environment in {:.1} s: {}",
+                started.elapsed().as_secs_f64(),
+                env.pinned()
+            );
+        }
+        Ok(Interpreter {
+            python: env.python.clone(),
+            env: Some(env),
+        })
+    }
+
+    /// The managed environments this run used, by directory.
+    pub fn environments(&self) -> Vec<ManagedEnv> {
+        let resolved = self.resolved.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out: Vec<ManagedEnv> = Vec::new();
+        for env in resolved
+            .by_requirements
+            .values()
+            .filter_map(|r| r.as_ref().ok()?.env.clone())
+        {
+            if !out.iter().any(|e| e.dir == env.dir) {
+                out.push(env);
+            }
+        }
+        out.sort_by(|a, b| a.dir.cmp(&b.dir));
+        out
+    }
+
+    /// Runs `f` on `scene`'s worker, starting it if needed; a worker that
+    /// timed out or died is dropped (killed) so the next call starts a new
+    /// one.
     fn with_worker<T>(
         &self,
+        scene: &Scene,
         f: impl FnOnce(&mut Worker) -> Result<T, PyError>,
     ) -> Result<T, PyError> {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let python = self.interpreter(scene)?.python;
+        let mut states = self.states.lock().unwrap_or_else(|p| p.into_inner());
+        let state = states.entry(python.clone()).or_insert(State::Idle);
         if let State::Unavailable(why) = &*state {
             return Err(PyError::Unavailable(why.clone()));
         }
         if matches!(*state, State::Idle) {
-            match Worker::start(&self.config) {
+            match Worker::start(&self.config, &python) {
                 Ok(w) => *state = State::Running(w),
                 Err(PyError::Unavailable(why)) => {
                     *state = State::Unavailable(why.clone());
@@ -305,7 +463,7 @@ impl PythonRunner {
                 Err(e) => return Err(e),
             }
         }
-        let State::Running(worker) = &mut *state else {
+        let State::Running(worker) = state else {
             return Err(PyError::Died("not running".into()));
         };
         let result = f(worker);
@@ -315,9 +473,9 @@ impl PythonRunner {
         result
     }
 
-    /// The interpreter's versions (starts the worker if needed).
-    pub fn versions(&self) -> Result<Versions, PyError> {
-        self.with_worker(|w| Ok(w.versions.clone()))
+    /// The versions of `scene`'s interpreter (starts its worker if needed).
+    pub fn versions(&self, scene: &Scene) -> Result<Versions, PyError> {
+        self.with_worker(scene, |w| Ok(w.versions.clone()))
     }
 
     /// The code identity of a Python file: its bytes and those of the local
@@ -409,7 +567,7 @@ impl PythonRunner {
             "tensors": specs,
         });
         let reply = self
-            .with_worker(|w| w.request(&req, self.config.timeout))
+            .with_worker(scene, |w| w.request(&req, self.config.timeout))
             .map_err(|e| e.naming(&who))?;
         let reply = Self::check_reply(reply, &who)?;
         let written: Vec<&str> = reply
@@ -496,7 +654,7 @@ impl PythonRunner {
             "outputs": out_specs,
         });
         let reply = self
-            .with_worker(|w| w.request(&req, self.config.timeout))
+            .with_worker(scene, |w| w.request(&req, self.config.timeout))
             .map_err(|e| e.naming(&who))?;
         Self::check_reply(reply, &who)?;
         let mut golden = GoldenOutputs::new();
@@ -511,13 +669,15 @@ impl PythonRunner {
 
 impl Drop for PythonRunner {
     fn drop(&mut self) {
-        let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
-        if let State::Running(w) = state {
-            let _ = w.stdin.write_all(b"{\"op\": \"quit\"}\n");
+        let states = self.states.get_mut().unwrap_or_else(|p| p.into_inner());
+        for state in states.values_mut() {
+            if let State::Running(w) = state {
+                let _ = w.stdin.write_all(b"{\"op\": \"quit\"}\n");
+            }
+            // Dropping the worker kills and reaps it; the TempDir removes
+            // the exchange directory.
+            *state = State::Idle;
         }
-        // Dropping the worker kills and reaps it; the TempDir removes the
-        // exchange directory.
-        *state = State::Idle;
     }
 }
 

@@ -1,0 +1,337 @@
+//! Python that provisions itself (issue 25 item 1), end to end with the
+//! real `scene` binary, real virtual environments and a real `pip install
+//! numpy` from PyPI: a plain venv whose `python3` lacks numpy is first on
+//! `PATH`, `SCENE_PYTHON` is unset, and the cache directory is a fresh temp
+//! dir.
+//!
+//! Real installs are slow (10-30 s each), so the suite makes few: one
+//! shared by every step of `provisions_once_and_reuses`, one more for `uv`
+//! (only where it can be installed), none for the failure paths.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::{TestEnv, assert_success, in_ci, report_case, show};
+use serde_json::Value;
+
+const PROGRESS: &str = "provisioning Python environment for paged_attention_py";
+
+/// `python3 -m venv <dir>`: a plain venv (pip, no numpy); its `bin` goes
+/// first on `PATH`.
+fn bare_venv(env: &TestEnv) -> PathBuf {
+    let dir = env.dir.path().join("bare");
+    let out = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&dir)
+        .output()
+        .expect("python3 runs");
+    assert!(out.status.success(), "python3 -m venv: {}", show(&out));
+    let lacks = Command::new(dir.join("bin/python3"))
+        .args(["-c", "import numpy"])
+        .output()
+        .unwrap();
+    assert!(!lacks.status.success(), "a fresh venv has no numpy");
+    dir.join("bin")
+}
+
+/// `PATH` with `first` in front.
+fn path_with(first: &Path) -> String {
+    let rest = std::env::var("PATH").unwrap_or_default();
+    format!("{}:{rest}", first.display())
+}
+
+/// `scene <args>` in `env`, interpreter left to the harness: `bin` first
+/// on `PATH`, no `SCENE_PYTHON` / `SCENE_PYTHON_PROVISION`.
+fn scene(env: &TestEnv, bin: &Path, args: &[&str]) -> Command {
+    let mut cmd = env.scene(args);
+    cmd.env("PATH", path_with(bin))
+        .env_remove("SCENE_PYTHON")
+        .env_remove("SCENE_PYTHON_PROVISION");
+    cmd
+}
+
+fn run_report(env: &TestEnv, mut cmd: Command) -> (Output, Value) {
+    common::output_with_report(&mut cmd, &env.report_path())
+}
+
+fn progress_lines(out: &Output) -> usize {
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| l.starts_with(PROGRESS))
+        .count()
+}
+
+/// The managed environments' directories under the cache.
+fn env_dirs(env: &TestEnv) -> Vec<PathBuf> {
+    let root = env.cache_dir.join("python");
+    let Ok(it) = std::fs::read_dir(&root) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<PathBuf> = it
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            !matches!(
+                p.file_name().and_then(|n| n.to_str()),
+                Some("locks" | "tmp")
+            )
+        })
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// Nothing half-built: no build directory left in `python/tmp/`.
+fn no_leftovers(env: &TestEnv) {
+    let tmp = env.cache_dir.join("python/tmp");
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .map(|it| it.filter_map(Result::ok).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "leftover build directories: {left:?}");
+}
+
+/// Two `scene <args>` processes started together; their outputs. Output
+/// goes to files, not pipes: a process waiting for the card must never
+/// block the other on a pipe nobody reads.
+fn race(env: &TestEnv, bin: &Path, args: &[&str]) -> Vec<Output> {
+    use std::process::Stdio;
+    let log = |i: usize, ext: &str| env.dir.path().join(format!("race-{i}.{ext}"));
+    let children: Vec<_> = (0..2)
+        .map(|i| {
+            let file = |ext| Stdio::from(std::fs::File::create(log(i, ext)).unwrap());
+            scene(env, bin, args)
+                .stdout(file("stdout"))
+                .stderr(file("stderr"))
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    children
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut c)| Output {
+            status: c.wait().unwrap(),
+            stdout: std::fs::read(log(i, "stdout")).unwrap(),
+            stderr: std::fs::read(log(i, "stderr")).unwrap(),
+        })
+        .collect()
+}
+
+#[test]
+fn provisions_once_and_reuses() {
+    let env = TestEnv::new();
+    let bin = bare_venv(&env);
+    // Two processes race on the fresh cache: one installs, the other waits
+    // for it and uses the result.
+    let outs = race(&env, &bin, &["run", "paged_attention_py"]);
+    let mut progress = 0;
+    for out in &outs {
+        assert_success(out);
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("3 passed, 0 failed"),
+            "{}",
+            show(out)
+        );
+        progress += progress_lines(out);
+    }
+    assert_eq!(
+        progress,
+        1,
+        "one install between the two:\n{}\n{}",
+        show(&outs[0]),
+        show(&outs[1])
+    );
+    let dirs = env_dirs(&env);
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let lock = std::fs::read_to_string(dirs[0].join("requirements.lock")).unwrap();
+    assert!(lock.contains("numpy=="), "{lock}");
+    no_leftovers(&env);
+
+    // Reused: no install, no progress line; --explain names it.
+    let (out, report) = run_report(
+        &env,
+        scene(&env, &bin, &["run", "paged_attention_py", "--explain"]),
+    );
+    assert_success(&out);
+    assert_eq!(progress_lines(&out), 0, "{}", show(&out));
+    assert_eq!(report["totals"]["goldens_computed"], 0, "{}", show(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("python environment: "))
+        .unwrap_or_else(|| panic!("no environment line:\n{stdout}"));
+    let numpy_pin = lock.lines().find(|l| l.starts_with("numpy==")).unwrap();
+    assert!(
+        line.contains(&dirs[0].display().to_string()) && line.contains(numpy_pin),
+        "{line}"
+    );
+
+    // The pinned versions are part of the golden key: another lock,
+    // recomputed goldens.
+    std::fs::write(
+        dirs[0].join("requirements.lock"),
+        format!("{lock}extra==1.0\n"),
+    )
+    .unwrap();
+    let (out, report) = run_report(&env, scene(&env, &bin, &["run", "paged_attention_py"]));
+    assert_success(&out);
+    assert_eq!(report["totals"]["goldens_computed"], 3, "{}", show(&out));
+    assert_eq!(
+        report_case(&report, "paged_attention_py::small1")["golden_miss"],
+        "golden code changed"
+    );
+
+    // `scene cache stats` lists it, prune keeps it (just used), clear
+    // removes it.
+    let out = scene(&env, &bin, &["cache", "stats"]).output().unwrap();
+    assert_success(&out);
+    let stats = String::from_utf8_lossy(&out.stdout);
+    assert!(stats.contains("python environments: 1,"), "{stats}");
+    assert!(stats.contains(&dirs[0].display().to_string()), "{stats}");
+    let out = scene(&env, &bin, &["cache", "prune"]).output().unwrap();
+    assert_success(&out);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("removed 0 Python environments"),
+        "{}",
+        show(&out)
+    );
+    assert!(dirs[0].is_dir());
+    let out = scene(&env, &bin, &["cache", "clear"]).output().unwrap();
+    assert_success(&out);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("(1 environments)"),
+        "{}",
+        show(&out)
+    );
+    assert!(!env.cache_dir.join("python").exists());
+}
+
+/// The Python cases fail with the old message plus how to provision; the
+/// other cases pass; nothing is provisioned.
+fn check_no_provision(env: &TestEnv, out: &Output, report: &Value) {
+    assert_eq!(out.status.code(), Some(1), "{}", show(out));
+    for case in ["small1", "small2", "small_batch4"] {
+        let c = report_case(report, &format!("paged_attention_py::{case}"));
+        assert_eq!(c["status"], "failed", "{case}");
+        let m = c["message"].as_str().unwrap();
+        assert_eq!(m.lines().count(), 1, "{m}");
+        for needle in [
+            "`python3`",
+            "numpy cannot be imported",
+            "python3 -m pip install numpy",
+            "SCENE_PYTHON_PROVISION",
+        ] {
+            assert!(m.contains(needle), "{needle}: {m}");
+        }
+    }
+    assert_eq!(
+        report_case(report, "paged_attention::small1")["status"],
+        "passed"
+    );
+    assert_eq!(
+        report["totals"]["passed"].as_u64().unwrap() + 3,
+        report["cases"].as_array().unwrap().len() as u64,
+        "every other case passes"
+    );
+    assert_eq!(progress_lines(out), 0);
+    assert!(env_dirs(env).is_empty());
+}
+
+#[test]
+fn provisioning_off_fails_python_cases_only() {
+    let env = TestEnv::new();
+    let bin = bare_venv(&env);
+    // `paged_attention` selects the Python scene and two Rust-golden ones.
+    let mut by_var = scene(&env, &bin, &["run", "paged_attention"]);
+    by_var.env("SCENE_PYTHON_PROVISION", "never");
+    let (out, report) = run_report(&env, by_var);
+    check_no_provision(&env, &out, &report);
+    let (out, report) = run_report(
+        &env,
+        scene(&env, &bin, &["run", "paged_attention", "--no-provision"]),
+    );
+    check_no_provision(&env, &out, &report);
+    // A value that is neither `auto` nor `never` is a usage error.
+    let mut bad = scene(&env, &bin, &["run", "paged_attention"]);
+    bad.env("SCENE_PYTHON_PROVISION", "sometimes");
+    let out = bad.output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("SCENE_PYTHON_PROVISION"),
+        "{}",
+        show(&out)
+    );
+}
+
+#[test]
+fn an_install_that_cannot_happen_fails_python_cases_with_one_message() {
+    let env = TestEnv::new();
+    let bin = bare_venv(&env);
+    // Nothing listens on port 9: pip finds no numpy, at once.
+    let mut cmd = scene(&env, &bin, &["run", "paged_attention"]);
+    cmd.env("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+        .env("PIP_RETRIES", "0")
+        .env_remove("PIP_FIND_LINKS")
+        .env_remove("PIP_EXTRA_INDEX_URL");
+    let (out, report) = run_report(&env, cmd);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    // Tried once for the run, not once per case.
+    assert_eq!(progress_lines(&out), 1, "{}", show(&out));
+    let fix = format!("{} -m pip install numpy", bin.join("python3").display());
+    for case in ["small1", "small2", "small_batch4"] {
+        let c = report_case(&report, &format!("paged_attention_py::{case}"));
+        assert_eq!(c["status"], "failed", "{case}");
+        let m = c["message"].as_str().unwrap();
+        assert_eq!(m.lines().count(), 1, "{m}");
+        for needle in ["could not be made", "pip install", "numpy", &fix] {
+            assert!(m.contains(needle), "{needle}: {m}");
+        }
+    }
+    assert_eq!(
+        report["totals"]["passed"].as_u64().unwrap() + 3,
+        report["cases"].as_array().unwrap().len() as u64,
+        "every other case passes: {}",
+        show(&out)
+    );
+    assert!(env_dirs(&env).is_empty(), "{:?}", env_dirs(&env));
+    no_leftovers(&env);
+}
+
+/// With `uv` on `PATH` the environment is made by `uv venv` + `uv pip
+/// install`. uv is installed into the bare venv with pip; where that cannot
+/// happen (offline) the test says so and skips, except under CI.
+#[test]
+fn uv_on_path_builds_the_environment() {
+    let env = TestEnv::new();
+    let bin = bare_venv(&env);
+    let out = Command::new(bin.join("python3"))
+        .args(["-m", "pip", "install", "--disable-pip-version-check", "uv"])
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        assert!(!in_ci(), "cannot install uv under CI: {}", show(&out));
+        eprintln!("SKIP: cannot install uv ({})", show(&out));
+        return;
+    }
+    assert!(bin.join("uv").is_file());
+    let (out, report) = run_report(
+        &env,
+        scene(&env, &bin, &["run", "paged_attention_py::small1"]),
+    );
+    assert_success(&out);
+    assert_eq!(report["totals"]["passed"], 1);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("uv venv + uv pip install numpy"),
+        "{stderr}"
+    );
+    let dirs = env_dirs(&env);
+    assert_eq!(dirs.len(), 1);
+    let marker = std::fs::read_to_string(dirs[0].join("scene-env.json")).unwrap();
+    assert!(marker.contains("\"installer\": \"uv\""), "{marker}");
+    let lock = std::fs::read_to_string(dirs[0].join("requirements.lock")).unwrap();
+    assert!(lock.contains("numpy=="), "{lock}");
+    no_leftovers(&env);
+}

@@ -1,0 +1,872 @@
+//! Python that provisions itself: managed virtual environments for Python
+//! goldens, under `<cache dir>/python/`.
+//!
+//! When no interpreter was named (`SCENE_PYTHON` unset) and the `python3`
+//! found lacks what a scene needs (its `requirements`, default `numpy`), the
+//! harness makes a virtual environment from that interpreter, installs the
+//! requirements once and uses its `bin/python`:
+//!
+//! - `<root>/<key>/` is one environment; the key is blake3 over the
+//!   interpreter's identity (its resolved executable, `sys.version`,
+//!   implementation) and the sorted requirement set.
+//! - It is built aside in `<root>/tmp/` (with `uv` when it is on `PATH`, else
+//!   `python3 -m venv` and `pip`), its exact versions written to
+//!   `requirements.lock` (`pip freeze`), its marker `scene-env.json` written
+//!   last, then renamed into place: a directory without the marker is a
+//!   half-built one, never used, removed by the next builder or by prune.
+//! - One process builds a key at a time (`<root>/locks/<key>.lock`, the
+//!   kernel cache's `lock_file`); the others wait and find it built.
+//! - A use touches the marker (its mtime is the environment's last use, for
+//!   `scene cache prune`).
+//!
+//! Environments are used through `bin/python` only (never their scripts,
+//! whose `#!` lines name the build directory), so the rename is harmless.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use scene_kernels::cache::{LEFTOVER_AGE, lock_file, try_lock_file};
+use serde::{Deserialize, Serialize};
+
+/// What a Python golden needs when its scene declares nothing.
+pub const DEFAULT_REQUIREMENTS: &[&str] = &["numpy"];
+
+/// The marker written last into a complete environment.
+pub const MARKER: &str = "scene-env.json";
+
+/// The exact versions installed (`pip freeze`).
+pub const LOCK_FILE: &str = "requirements.lock";
+
+/// Format of the marker and of keys; bump to orphan old environments.
+const SCHEMA: u32 = 1;
+
+/// Largest marker or lock file read.
+const MAX_SMALL_FILE: u64 = 1 << 20;
+
+/// Whether the harness may make an environment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Provision {
+    /// When the interpreter lacks the requirements (`SCENE_PYTHON_PROVISION=auto`).
+    #[default]
+    Auto,
+    /// Never (`SCENE_PYTHON_PROVISION=never`, `--no-provision`): a missing
+    /// requirement fails the Python cases, saying how to provision.
+    Never,
+    /// The interpreter was named (`SCENE_PYTHON`): used as it is, never
+    /// probed or replaced.
+    Given,
+}
+
+impl std::str::FromStr for Provision {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "auto" => Ok(Self::Auto),
+            "never" => Ok(Self::Never),
+            _ => Err(format!("`{s}` is not one of auto, never")),
+        }
+    }
+}
+
+/// A scene's requirements, or the default; sorted, without duplicates (the
+/// set is part of the environment's key).
+pub fn requirement_set(declared: &[String]) -> Vec<String> {
+    let mut set: Vec<String> = if declared.is_empty() {
+        DEFAULT_REQUIREMENTS.iter().map(|s| s.to_string()).collect()
+    } else {
+        declared.to_vec()
+    };
+    // The driver itself imports numpy.
+    if !set.iter().any(|r| requirement_name(r) == "numpy") {
+        set.push("numpy".into());
+    }
+    set.sort();
+    set.dedup();
+    set
+}
+
+/// The distribution name of a requirement specifier, normalised
+/// (`NumPy >= 2` -> `numpy`).
+fn requirement_name(spec: &str) -> String {
+    spec.trim()
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        .map(|c| match c {
+            '.' | '_' => '-',
+            c => c.to_ascii_lowercase(),
+        })
+        .collect()
+}
+
+/// `numpy 'ml_dtypes>=0.4'`: the requirements as shell words, for messages.
+pub fn shell_words(reqs: &[String]) -> String {
+    reqs.iter()
+        .map(|r| {
+            if r.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/'))
+            {
+                r.clone()
+            } else {
+                format!("'{}'", r.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Run by the interpreter: who it is, and which requirements it lacks.
+const PROBE: &str = r#"
+import json, os, re, sys
+reqs = json.loads(sys.argv[1])
+out = {"executable": sys.executable, "resolved": os.path.realpath(sys.executable),
+       "version": sys.version, "implementation": sys.implementation.name, "missing": []}
+try:
+    import importlib.metadata as md
+except Exception:
+    md = None
+Req = None
+def requirement(text):
+    global Req
+    if Req is None:
+        for mod in ("packaging.requirements", "pip._vendor.packaging.requirements"):
+            try:
+                Req = __import__(mod, fromlist=["Requirement"]).Requirement
+                break
+            except Exception:
+                pass
+    return Req(text) if Req else None
+for r in reqs:
+    name = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", r)
+    if md is None or name is None:
+        out["missing"].append(r)
+        continue
+    plain = r.strip() == name.group(1)
+    req = None
+    if not plain:
+        try:
+            req = requirement(r)
+        except Exception:
+            req = None
+        if req is None:
+            out["missing"].append(r)
+            continue
+        if req.marker is not None and not req.marker.evaluate():
+            continue
+    try:
+        have = md.version(req.name if req else name.group(1))
+    except Exception:
+        out["missing"].append(r)
+        continue
+    if req is not None and req.specifier and not req.specifier.contains(have, prereleases=True):
+        out["missing"].append("%s (has %s)" % (r, have))
+try:
+    import numpy
+except Exception as e:
+    if not any(m.split()[0].lower().startswith("numpy") for m in out["missing"]):
+        out["missing"].append("numpy (import fails: %s)" % e)
+print(json.dumps(out))
+"#;
+
+/// What [`probe`] found out about an interpreter.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct Probe {
+    /// `sys.executable`: what to make an environment from.
+    pub executable: String,
+    /// Its resolved path (symbolic links followed), for the key.
+    pub resolved: String,
+    pub version: String,
+    pub implementation: String,
+    /// Requirements it does not satisfy (empty: use it as it is).
+    pub missing: Vec<String>,
+}
+
+/// How long the probe may take: an interpreter that hangs at start must
+/// not hang the run (as generous as the worker's own start).
+const PROBE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Starts `python` once to ask who it is and which of `reqs` it lacks.
+pub fn probe(python: &Path, reqs: &[String]) -> Result<Probe, String> {
+    let arg = serde_json::to_string(reqs).map_err(|e| e.to_string())?;
+    let mut child = Command::new(python)
+        .args(["-c", PROBE, &arg])
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start `{}`: {e}", python.display()))?;
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::Read;
+        let err = std::thread::spawn(move || {
+            let mut e = Vec::new();
+            if let Some(mut s) = stderr {
+                let _ = s.read_to_end(&mut e);
+            }
+            e
+        });
+        let mut o = Vec::new();
+        if let Some(mut s) = stdout {
+            let _ = s.read_to_end(&mut o);
+        }
+        let _ = tx.send((o, err.join().unwrap_or_default()));
+    });
+    let Ok((stdout, stderr)) = rx.recv_timeout(PROBE_TIMEOUT) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(format!(
+            "`{}` did not answer within {} s",
+            python.display(),
+            PROBE_TIMEOUT.as_secs()
+        ));
+    };
+    let status = child.wait().map_err(|e| e.to_string())?;
+    let out = Output {
+        status,
+        stdout,
+        stderr,
+    };
+    if !out.status.success() {
+        return Err(format!(
+            "`{}` failed ({}): {}",
+            python.display(),
+            out.status,
+            last_lines(&out, 3)
+        ));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().last().unwrap_or("");
+    serde_json::from_str(line).map_err(|e| format!("`{}` answered `{line}`: {e}", python.display()))
+}
+
+/// The key of the environment for `probe`'s interpreter and `reqs`.
+pub fn env_key(probe: &Probe, reqs: &[String]) -> String {
+    let mut h = scene_util::FieldHasher::new("scene-python-env");
+    h.field("schema", &SCHEMA.to_le_bytes())
+        .field("resolved", probe.resolved.as_bytes())
+        .field("version", probe.version.as_bytes())
+        .field("implementation", probe.implementation.as_bytes());
+    for r in reqs {
+        h.field("requirement", r.as_bytes());
+    }
+    h.finalize().to_hex()[..32].to_string()
+}
+
+/// A complete environment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManagedEnv {
+    /// `<root>/<key>`.
+    pub dir: PathBuf,
+    /// `<dir>/bin/python`: the interpreter the worker runs.
+    pub python: PathBuf,
+    /// The interpreter it was made from.
+    pub base: String,
+    pub requirements: Vec<String>,
+    /// `requirements.lock`: the exact versions installed.
+    pub lock: String,
+}
+
+impl ManagedEnv {
+    /// The pinned versions, `numpy==2.1.3, ...`.
+    pub fn pinned(&self) -> String {
+        let pins: Vec<&str> = self
+            .lock
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .collect();
+        pins.join(", ")
+    }
+}
+
+/// The marker of a complete environment.
+#[derive(Debug, Serialize, Deserialize)]
+struct Marker {
+    schema: u32,
+    key: String,
+    base: String,
+    version: String,
+    requirements: Vec<String>,
+    installer: String,
+    seconds: f64,
+}
+
+/// Why an environment could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ProvisionError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// A command of the build failed or could not start.
+    #[error("`{command}` failed: {why}")]
+    Command { command: String, why: String },
+    /// Installed, yet the environment still lacks something.
+    #[error("the new environment still lacks {0}")]
+    Incomplete(String),
+}
+
+fn at(path: &Path) -> impl FnOnce(io::Error) -> ProvisionError + '_ {
+    move |source| ProvisionError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// How an environment is built: `uv` when given (found on `PATH`), else
+/// the interpreter's `venv` and `pip`.
+#[derive(Clone, Debug)]
+pub struct Installer {
+    pub uv: Option<PathBuf>,
+}
+
+impl Installer {
+    /// For the progress line: `python3 -m venv + pip install numpy`.
+    pub fn describe(&self, python: &str, reqs: &[String]) -> String {
+        match &self.uv {
+            Some(_) => format!("uv venv + uv pip install {}", shell_words(reqs)),
+            None => format!("{python} -m venv + pip install {}", shell_words(reqs)),
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        if self.uv.is_some() { "uv" } else { "pip" }
+    }
+
+    fn venv(&self, base: &str, dir: &Path) -> Command {
+        match &self.uv {
+            Some(uv) => {
+                let mut c = Command::new(uv);
+                c.args(["venv", "--quiet", "--python", base]).arg(dir);
+                c
+            }
+            None => {
+                let mut c = Command::new(base);
+                c.args(["-m", "venv"]).arg(dir);
+                c
+            }
+        }
+    }
+
+    fn install(&self, python: &Path, reqs: &[String]) -> Command {
+        match &self.uv {
+            Some(uv) => {
+                let mut c = Command::new(uv);
+                c.args(["pip", "install", "--python"])
+                    .arg(python)
+                    .args(reqs);
+                c
+            }
+            None => {
+                let mut c = Command::new(python);
+                c.args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--disable-pip-version-check",
+                    "--no-input",
+                ])
+                .args(reqs);
+                c
+            }
+        }
+    }
+
+    fn freeze(&self, python: &Path) -> Command {
+        match &self.uv {
+            Some(uv) => {
+                let mut c = Command::new(uv);
+                c.args(["pip", "freeze", "--python"]).arg(python);
+                c
+            }
+            None => {
+                let mut c = Command::new(python);
+                c.args(["-m", "pip", "freeze", "--disable-pip-version-check"]);
+                c
+            }
+        }
+    }
+}
+
+/// `prog arg ...`, for messages.
+fn command_line(cmd: &Command) -> String {
+    std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The last `n` non-empty lines of a command's stderr, else its stdout.
+fn last_lines(out: &Output, n: usize) -> String {
+    let pick = |b: &[u8]| {
+        let text = String::from_utf8_lossy(b);
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        lines[lines.len().saturating_sub(n)..].join(" | ")
+    };
+    let err = pick(&out.stderr);
+    if err.is_empty() {
+        pick(&out.stdout)
+    } else {
+        err
+    }
+}
+
+/// Runs `cmd` to completion (output captured); `Err` names it and says why.
+fn run(mut cmd: Command) -> Result<Output, ProvisionError> {
+    let command = command_line(&cmd);
+    let out = cmd
+        .stdin(Stdio::null())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .map_err(|e| ProvisionError::Command {
+            command: command.clone(),
+            why: e.to_string(),
+        })?;
+    if !out.status.success() {
+        return Err(ProvisionError::Command {
+            command,
+            why: format!("{}: {}", out.status, last_lines(&out, 4)),
+        });
+    }
+    Ok(out)
+}
+
+/// The environments under one root (`<cache dir>/python`).
+#[derive(Clone, Debug)]
+pub struct EnvCache {
+    root: PathBuf,
+}
+
+impl EnvCache {
+    pub fn new(root: PathBuf) -> Self {
+        Self { root }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn lock_path(&self, key: &str) -> PathBuf {
+        self.root.join("locks").join(format!("{key}.lock"))
+    }
+
+    /// The complete environment of `key`, if there is one (touched: used).
+    fn complete(&self, key: &str) -> Option<ManagedEnv> {
+        let dir = self.root.join(key);
+        let env = read_env(&dir, key).ok()?;
+        let _ = scene_util::touch_regular_file(&dir.join(MARKER));
+        Some(env)
+    }
+
+    /// The environment of `probe`'s interpreter with `reqs`: the one there
+    /// is, else one built now (once across processes: under the key's lock).
+    /// `progress` is called before a build starts, only by the builder.
+    pub fn ensure(
+        &self,
+        probe: &Probe,
+        reqs: &[String],
+        installer: &Installer,
+        progress: impl FnOnce(&Path),
+    ) -> Result<ManagedEnv, ProvisionError> {
+        let key = env_key(probe, reqs);
+        if let Some(env) = self.complete(&key) {
+            return Ok(env);
+        }
+        let lock = self.lock_path(&key);
+        if let Some(parent) = lock.parent() {
+            std::fs::create_dir_all(parent).map_err(at(parent))?;
+        }
+        let _held = lock_file(&lock).map_err(at(&lock))?;
+        if let Some(env) = self.complete(&key) {
+            return Ok(env);
+        }
+        let dest = self.root.join(&key);
+        // Half-built (no marker) or damaged: never used, replaced.
+        remove_any(&dest).map_err(at(&dest))?;
+        progress(&dest);
+        let started = Instant::now();
+        let tmp_root = self.root.join("tmp");
+        std::fs::create_dir_all(&tmp_root).map_err(at(&tmp_root))?;
+        // Removed on any failure below (dropped), kept only when renamed.
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!("{key}-"))
+            .tempdir_in(&tmp_root)
+            .map_err(at(&tmp_root))?;
+        let env_dir = tmp.path().join("env");
+        // Messages name the environment where it will live, not the build
+        // directory that is gone by then.
+        let named = |e: ProvisionError| match e {
+            ProvisionError::Command { command, why } => ProvisionError::Command {
+                command: command
+                    .replace(&env_dir.display().to_string(), &dest.display().to_string()),
+                why,
+            },
+            e => e,
+        };
+        run(installer.venv(&probe.executable, &env_dir)).map_err(named)?;
+        let python = env_dir.join("bin").join("python");
+        run(installer.install(&python, reqs)).map_err(named)?;
+        let frozen = run(installer.freeze(&python)).map_err(named)?;
+        let lock_text = String::from_utf8_lossy(&frozen.stdout).into_owned();
+        let check = self::probe(&python, reqs).map_err(|why| ProvisionError::Command {
+            command: format!("{} -c <probe>", python.display()),
+            why,
+        })?;
+        if !check.missing.is_empty() {
+            return Err(ProvisionError::Incomplete(check.missing.join(", ")));
+        }
+        let lock_path = env_dir.join(LOCK_FILE);
+        scene_util::write_atomically(&lock_path, lock_text.as_bytes()).map_err(at(&lock_path))?;
+        let marker = Marker {
+            schema: SCHEMA,
+            key: key.clone(),
+            base: probe.executable.clone(),
+            version: probe.version.clone(),
+            requirements: reqs.to_vec(),
+            installer: installer.name().into(),
+            seconds: started.elapsed().as_secs_f64(),
+        };
+        let json = serde_json::to_vec_pretty(&marker).map_err(io::Error::other);
+        let marker_path = env_dir.join(MARKER);
+        json.and_then(|j| scene_util::write_atomically(&marker_path, &j))
+            .map_err(at(&marker_path))?;
+        std::fs::rename(&env_dir, &dest).map_err(at(&dest))?;
+        drop(tmp);
+        read_env(&dest, &key).map_err(ProvisionError::Incomplete)
+    }
+}
+
+/// A complete environment read from `dir`: its marker (this schema, this
+/// key), its lock file, its `bin/python`.
+fn read_env(dir: &Path, key: &str) -> Result<ManagedEnv, String> {
+    let bytes = scene_util::read_regular_file(&dir.join(MARKER), None, MAX_SMALL_FILE)
+        .map_err(|e| format!("{MARKER}: {e}"))?;
+    let m: Marker = serde_json::from_slice(&bytes).map_err(|e| format!("{MARKER}: {e}"))?;
+    if m.schema != SCHEMA || m.key != key {
+        return Err(format!("{MARKER} names another schema or key"));
+    }
+    let lock = scene_util::read_regular_file(&dir.join(LOCK_FILE), None, MAX_SMALL_FILE)
+        .map_err(|e| format!("{LOCK_FILE}: {e}"))?;
+    let python = dir.join("bin").join("python");
+    if !python.exists() {
+        return Err("bin/python is missing".into());
+    }
+    Ok(ManagedEnv {
+        dir: dir.to_path_buf(),
+        python,
+        base: m.base,
+        requirements: m.requirements,
+        lock: String::from_utf8_lossy(&lock).into_owned(),
+    })
+}
+
+/// One environment as `scene cache stats` lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnvInfo {
+    pub key: String,
+    pub dir: PathBuf,
+    pub bytes: u64,
+    /// `None`: half-built (no marker); prune removes it.
+    pub env: Option<ManagedEnv>,
+    pub last_used: SystemTime,
+}
+
+/// What [`EnvCache::prune`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EnvPruneReport {
+    pub removed: usize,
+    pub freed_bytes: u64,
+    pub kept: usize,
+    /// Unused too long but locked by a process building or using it.
+    pub busy: usize,
+    /// Half-built environments and leftover build directories removed.
+    pub leftovers: usize,
+}
+
+/// Maintenance: `scene cache stats|prune|clear`.
+impl EnvCache {
+    /// Every environment directory (complete or not).
+    pub fn list(&self) -> Result<Vec<EnvInfo>, ProvisionError> {
+        let it = match std::fs::read_dir(&self.root) {
+            Ok(it) => it,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(at(&self.root)(e)),
+        };
+        let mut out = Vec::new();
+        for entry in it {
+            let entry = entry.map_err(at(&self.root))?;
+            let Some(key) = entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            if key == "locks" || key == "tmp" {
+                continue;
+            }
+            let dir = entry.path();
+            let env = read_env(&dir, &key).ok();
+            let last_used = mtime(&dir.join(MARKER)).max(mtime(&dir));
+            out.push(EnvInfo {
+                bytes: dir_size(&dir),
+                key,
+                dir,
+                env,
+                last_used,
+            });
+        }
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
+    }
+
+    /// Removes environments unused for longer than `max_age` (and any
+    /// half-built one), each under its key's lock so a build in progress
+    /// is kept; then build directories left by killed builders.
+    pub fn prune(&self, max_age: Duration) -> Result<EnvPruneReport, ProvisionError> {
+        let now = SystemTime::now();
+        let age = |t: SystemTime| now.duration_since(t).unwrap_or(Duration::ZERO);
+        let mut r = EnvPruneReport::default();
+        for e in self.list()? {
+            if e.env.is_some() && age(e.last_used) <= max_age {
+                r.kept += 1;
+                continue;
+            }
+            let lock = self.lock_path(&e.key);
+            let held = match try_lock_file(&lock) {
+                Ok(Some(h)) => Some(h),
+                Ok(None) => {
+                    r.busy += 1;
+                    continue;
+                }
+                Err(err) if err.kind() == io::ErrorKind::NotFound => None,
+                Err(err) => return Err(at(&lock)(err)),
+            };
+            remove_any(&e.dir).map_err(at(&e.dir))?;
+            if held.is_some() {
+                // Unlinked while held: a waiter finds it gone and relocks.
+                let _ = std::fs::remove_file(&lock);
+            }
+            if e.env.is_some() {
+                r.removed += 1;
+                r.freed_bytes += e.bytes;
+            } else {
+                r.leftovers += 1;
+            }
+        }
+        let tmp = self.root.join("tmp");
+        if let Ok(it) = std::fs::read_dir(&tmp) {
+            for t in it.filter_map(Result::ok) {
+                let path = t.path();
+                if age(mtime(&path)) > LEFTOVER_AGE && remove_any(&path).is_ok() {
+                    r.leftovers += 1;
+                }
+            }
+        }
+        Ok(r)
+    }
+
+    /// Removes every environment; returns how many there were.
+    pub fn clear(&self) -> Result<usize, ProvisionError> {
+        let n = self.list()?.len();
+        scene_util::remove_dir_if_exists(&self.root).map_err(at(&self.root))?;
+        Ok(n)
+    }
+}
+
+/// Bytes of the files under `dir`, links not followed.
+fn dir_size(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let Ok(it) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in it.filter_map(Result::ok) {
+            match e.path().symlink_metadata() {
+                Ok(m) if m.is_dir() => todo.push(e.path()),
+                Ok(m) => total += m.len(),
+                Err(_) => {}
+            }
+        }
+    }
+    total
+}
+
+fn mtime(path: &Path) -> SystemTime {
+    std::fs::symlink_metadata(path)
+        .and_then(|m| m.modified())
+        .unwrap_or(SystemTime::UNIX_EPOCH)
+}
+
+fn remove_any(path: &Path) -> io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requirement_sets_always_hold_numpy_and_are_sorted() {
+        assert_eq!(requirement_set(&[]), ["numpy"]);
+        let declared = vec!["ml_dtypes".to_string(), "numpy>=1.26".into()];
+        assert_eq!(requirement_set(&declared), ["ml_dtypes", "numpy>=1.26"]);
+        assert_eq!(requirement_set(&["scipy".to_string()]), ["numpy", "scipy"]);
+        assert_eq!(requirement_set(&["NumPy==2.0".to_string()]), ["NumPy==2.0"]);
+        assert_eq!(
+            shell_words(&["numpy".into(), "a>=1".into()]),
+            "numpy 'a>=1'"
+        );
+    }
+
+    #[test]
+    fn provision_values() {
+        assert_eq!("auto".parse::<Provision>(), Ok(Provision::Auto));
+        assert_eq!("never".parse::<Provision>(), Ok(Provision::Never));
+        assert!("sometimes".parse::<Provision>().is_err());
+    }
+
+    /// The real probe on python3: pip is there (and new enough), a pip
+    /// older than 1 is not, an unknown distribution is not.
+    #[test]
+    fn probe_checks_versions_against_specifiers() {
+        let reqs: Vec<String> = [
+            "pip>=1",
+            "pip<1",
+            "no-such-dist-for-scenes",
+            "pip; python_version < '3'",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let p = match probe(Path::new("python3"), &reqs) {
+            Ok(p) => p,
+            Err(why) if why.starts_with("cannot start") => {
+                eprintln!("SKIP: no python3: {why}");
+                return;
+            }
+            Err(why) => panic!("{why}"),
+        };
+        assert!(!p.resolved.is_empty() && !p.version.is_empty(), "{p:?}");
+        assert!(!p.missing.iter().any(|m| m == "pip>=1"), "{p:?}");
+        assert!(
+            p.missing.iter().any(|m| m.starts_with("pip<1 (has ")),
+            "{p:?}"
+        );
+        assert!(
+            p.missing.iter().any(|m| m == "no-such-dist-for-scenes"),
+            "{p:?}"
+        );
+        // A marker that does not apply is no requirement.
+        assert!(
+            !p.missing.iter().any(|m| m.contains("python_version")),
+            "{p:?}"
+        );
+    }
+
+    fn fake_probe() -> Probe {
+        Probe {
+            executable: "/nonexistent/python3".into(),
+            resolved: "/nonexistent/python3.11".into(),
+            version: "3.11.7".into(),
+            implementation: "cpython".into(),
+            missing: vec!["numpy".into()],
+        }
+    }
+
+    #[test]
+    fn keys_follow_interpreter_and_requirements() {
+        let p = fake_probe();
+        let reqs = requirement_set(&[]);
+        let k = env_key(&p, &reqs);
+        assert_eq!(k.len(), 32);
+        assert_eq!(k, env_key(&p, &reqs));
+        let mut other = p.clone();
+        other.version = "3.12.1".into();
+        assert_ne!(k, env_key(&other, &reqs));
+        assert_ne!(k, env_key(&p, &requirement_set(&["scipy".into()])));
+    }
+
+    #[test]
+    fn a_failed_build_leaves_nothing_and_prune_removes_half_built_envs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = EnvCache::new(tmp.path().join("python"));
+        let p = fake_probe();
+        let reqs = requirement_set(&[]);
+        let mut progressed = false;
+        let err = cache
+            .ensure(&p, &reqs, &Installer { uv: None }, |_| progressed = true)
+            .unwrap_err();
+        assert!(progressed);
+        assert!(
+            err.to_string().contains("/nonexistent/python3 -m venv"),
+            "{err}"
+        );
+        let left: Vec<_> = std::fs::read_dir(cache.root().join("tmp"))
+            .unwrap()
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+        assert!(cache.list().unwrap().is_empty());
+        // A directory without its marker is half-built: listed as such,
+        // never used, pruned.
+        let key = env_key(&p, &reqs);
+        std::fs::create_dir_all(cache.root().join(&key).join("bin")).unwrap();
+        let listed = cache.list().unwrap();
+        assert_eq!(listed.len(), 1);
+        assert!(listed[0].env.is_none());
+        assert!(cache.complete(&key).is_none());
+        let r = cache.prune(Duration::from_secs(86400)).unwrap();
+        assert_eq!((r.removed, r.leftovers, r.kept), (0, 1, 0));
+        assert!(cache.list().unwrap().is_empty());
+
+        // A complete environment: reused without a build, kept while
+        // used, pruned once unused for longer than the max age.
+        let dir = cache.root().join(&key);
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        std::os::unix::fs::symlink("/bin/true", dir.join("bin/python")).unwrap();
+        std::fs::write(dir.join(LOCK_FILE), "numpy==2.1.3\n").unwrap();
+        let marker = Marker {
+            schema: SCHEMA,
+            key: key.clone(),
+            base: p.executable.clone(),
+            version: p.version.clone(),
+            requirements: reqs.clone(),
+            installer: "pip".into(),
+            seconds: 1.0,
+        };
+        std::fs::write(dir.join(MARKER), serde_json::to_vec(&marker).unwrap()).unwrap();
+        let env = cache
+            .ensure(&p, &reqs, &Installer { uv: None }, |_| panic!("no build"))
+            .unwrap();
+        assert_eq!(env.python, dir.join("bin/python"));
+        assert_eq!(env.pinned(), "numpy==2.1.3");
+        let day = Duration::from_secs(86400);
+        let r = cache.prune(day).unwrap();
+        assert_eq!((r.removed, r.kept), (0, 1));
+        std::fs::File::options()
+            .write(true)
+            .open(dir.join(MARKER))
+            .unwrap()
+            .set_modified(SystemTime::now() - 2 * day)
+            .unwrap();
+        std::fs::File::open(&dir)
+            .unwrap()
+            .set_modified(SystemTime::now() - 2 * day)
+            .unwrap();
+        let r = cache.prune(day).unwrap();
+        assert_eq!((r.removed, r.kept), (1, 0), "{r:?}");
+        assert!(r.freed_bytes > 0);
+        assert!(!dir.exists());
+        assert_eq!(cache.clear().unwrap(), 0);
+        assert!(!cache.root().exists());
+    }
+}
