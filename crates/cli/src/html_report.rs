@@ -14,7 +14,7 @@
 //! and `console.error` in the root element's `data-page-errors` attribute,
 //! and the script at the end of `<body>` sets `data-rendered="1"` and puts
 //! the page coordinates of the timeline and the case table in
-//! `data-layout` (tests/html_report_test.rs reads both from Chromium's
+//! `data-layout` (crates/cli/tests/integration/html_report.rs reads both from Chromium's
 //! `--dump-dom` and checks a screenshot against them).
 
 use std::fmt::Write as _;

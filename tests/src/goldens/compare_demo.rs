@@ -1,6 +1,6 @@
 //! `compare_demo`: every output is a copy of `x` (`y = x`, and `z = x`
 //! when the scene declares `z`). The scenes that use it (built by
-//! `tests/compare_test.rs`) perturb the copy in their kernels to exercise
+//! `crates/cli/tests/integration/compare.rs`) perturb the copy in their kernels to exercise
 //! the comparisons.
 
 use scene_harness::{GoldenCtx, GoldenError, GoldenOutputs};

@@ -329,7 +329,7 @@ fn rust_files_in(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// A test reading the checkout through a compile-time path breaks as soon
 /// as its binary runs elsewhere: a `cargo nextest archive` extracted with
-/// `--workspace-remap` on another runner (tests/archive_test.rs). So every
+/// `--workspace-remap` on another runner (crates/cli/tests/integration/archive.rs). So every
 /// compile-time `CARGO_MANIFEST_DIR` / `CARGO_BIN_EXE_*` in test code is
 /// only a fallback after the run-time variable (`var_os(` in the same
 /// statement, a few lines up).

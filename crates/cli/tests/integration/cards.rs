@@ -24,7 +24,7 @@ fn running_as_root() -> bool {
 }
 
 /// Root of a user namespace that maps only itself (as in tests run with a
-/// hidden checkout, tests/archive_test.rs) cannot start other users.
+/// hidden checkout, crates/cli/tests/integration/archive.rs) cannot start other users.
 fn can_start_as(uid: u32) -> bool {
     std::process::Command::new("true")
         .uid(uid)

@@ -18,7 +18,7 @@ pub struct TestEnv {
 /// The `scenes` package directory (`tests/`), read at run time first: a
 /// nextest archive run with `--workspace-remap` points `CARGO_MANIFEST_DIR`
 /// at the checkout it runs in, while the compile-time value names the build
-/// machine's (see tests/archive_test.rs).
+/// machine's (see crates/cli/tests/integration/archive.rs).
 pub fn manifest_dir() -> PathBuf {
     std::env::var_os("CARGO_MANIFEST_DIR")
         .map(PathBuf::from)
@@ -108,7 +108,7 @@ impl TestEnv {
             None => cmd.env_remove("SCENE_SCENES_DIR"),
         };
         // Python goldens run with numpy without a pip install per test
-        // (tests/python_provision_test.rs removes this to test provisioning).
+        // (crates/cli/tests/integration/python_provision.rs removes this to test provisioning).
         if let Some(python) = test_python() {
             cmd.env("SCENE_PYTHON", python);
         }
