@@ -48,7 +48,7 @@ impl GoldenStage {
             .filter(|_| config.golden_cache)
             .map(|d| GoldenCache::new(d.join("goldens")));
         Self {
-            python: PythonRunner::new(config.python.clone()),
+            python: PythonRunner::new(config.python.clone()).with_cancel(config.cancel.clone()),
             cache,
         }
     }

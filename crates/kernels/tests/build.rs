@@ -19,6 +19,7 @@ fn options(workers: usize) -> BuildOptions {
         workers: NonZeroUsize::new(workers).expect("non-zero"),
         work_dir: None,
         cache: None,
+        ..BuildOptions::default()
     }
 }
 

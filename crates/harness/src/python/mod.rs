@@ -20,13 +20,14 @@ pub mod identity;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use scene_golden::{DType, Tensor, npy};
+use scene_util::{Cancel, cancel::CancelChild};
 use serde_json::{Value as Json, json};
 
 use crate::expr::Num;
@@ -113,7 +114,10 @@ pub struct PyInputs {
 
 /// One running worker process.
 struct Worker {
-    child: Child,
+    /// In its own process group, registered with the run's [`Cancel`]:
+    /// cancelling terminates it (a terminal's Ctrl-C never reaches it, so
+    /// numpy prints no `KeyboardInterrupt`).
+    child: CancelChild,
     stdin: ChildStdin,
     lines: Receiver<String>,
     versions: Versions,
@@ -126,7 +130,6 @@ impl Drop for Worker {
         // shim), the interpreter sees its parent go and exits by itself
         // (the driver's watchdog).
         let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -138,15 +141,20 @@ fn install_hint(python: &Path) -> String {
 }
 
 impl Worker {
-    fn start(config: &PythonConfig) -> Result<Worker, PyError> {
+    fn start(config: &PythonConfig, cancel: &Cancel) -> Result<Worker, PyError> {
         let python = &config.python;
-        let mut child = Command::new(python)
-            .args(["-u", "-c", DRIVER])
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
+        if cancel.is_cancelled() {
+            return Err(PyError::Died("the run was interrupted".into()));
+        }
+        let mut child = cancel
+            .spawn(
+                Command::new(python)
+                    .args(["-u", "-c", DRIVER])
+                    .env("PYTHONDONTWRITEBYTECODE", "1")
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::inherit()),
+            )
             .map_err(|e| {
                 PyError::Unavailable(format!(
                     "cannot start `{}`: {e}. {}",
@@ -154,9 +162,9 @@ impl Worker {
                     install_hint(python)
                 ))
             })?;
-        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        let pipes = child.child_mut();
+        let (Some(stdin), Some(stdout)) = (pipes.stdin.take(), pipes.stdout.take()) else {
             let _ = child.kill();
-            let _ = child.wait();
             return Err(PyError::Died("no pipes to the worker".into()));
         };
         let (tx, lines) = std::sync::mpsc::channel();
@@ -232,8 +240,7 @@ impl Worker {
             .write_all(line.as_bytes())
             .and_then(|()| self.stdin.flush())
         {
-            let _ = self.child.kill();
-            let status = self.child.wait().map(|s| s.to_string()).unwrap_or_default();
+            let status = self.child.kill().map(|s| s.to_string()).unwrap_or_default();
             return Err(PyError::Died(format!("writing to it: {e}; {status}")));
         }
         self.receive(timeout)
@@ -255,6 +262,7 @@ pub struct PythonRunner {
     dir: OnceLock<Result<tempfile::TempDir, String>>,
     next: AtomicU64,
     identities: Mutex<HashMap<PathBuf, String>>,
+    cancel: Cancel,
 }
 
 impl std::fmt::Debug for PythonRunner {
@@ -278,7 +286,15 @@ impl PythonRunner {
             dir: OnceLock::new(),
             next: AtomicU64::new(0),
             identities: Mutex::new(HashMap::new()),
+            cancel: Cancel::default(),
         }
+    }
+
+    /// Starts the worker registered with `cancel` (terminated, and never
+    /// restarted, once it is cancelled).
+    pub fn with_cancel(mut self, cancel: Cancel) -> Self {
+        self.cancel = cancel;
+        self
     }
 
     pub fn config(&self) -> &PythonConfig {
@@ -296,7 +312,7 @@ impl PythonRunner {
             return Err(PyError::Unavailable(why.clone()));
         }
         if matches!(*state, State::Idle) {
-            match Worker::start(&self.config) {
+            match Worker::start(&self.config, &self.cancel) {
                 Ok(w) => *state = State::Running(w),
                 Err(PyError::Unavailable(why)) => {
                     *state = State::Unavailable(why.clone());

@@ -1,0 +1,57 @@
+//! SIGINT and SIGTERM for `scene run`, `compile` and `precompile`.
+//!
+//! The handler is installed once, at the command's entry, through
+//! `signal-hook` (its self-pipe; no `unsafe` here). A thread waits for the
+//! signals and turns the first one into [`Cancel::cancel`]: the engine
+//! stops starting work, its child processes (compilers, device workers,
+//! the Python worker, each in a process group of its own) are terminated,
+//! and the command unwinds normally, so temp dirs go, card locks are
+//! released and a partial summary is printed; it then exits 128 + the
+//! signal (130, 143). A second signal, as in cargo, kills the children and
+//! exits at once: the kernel cache stays whole (entries are only ever
+//! published by rename), at worst leaving staging directories that the
+//! cache's leftover sweep removes.
+
+use scene_util::Cancel;
+use scene_util::cancel::{SIGINT, SIGTERM, exit_status_for, signal_name};
+
+/// Starts the signal thread for `cancel`. Without it (the handler could
+/// not be installed) the signals keep their default action, after one
+/// warning.
+pub(crate) fn install(cancel: &Cancel) {
+    let mut signals = match signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("warning: cannot handle SIGINT/SIGTERM ({e}); an interrupt stops at once");
+            return;
+        }
+    };
+    let cancel = cancel.clone();
+    let spawned = std::thread::Builder::new()
+        .name("scene-signals".into())
+        .spawn(move || {
+            for signal in signals.forever() {
+                if cancel.cancel(signal) {
+                    eprintln!(
+                        "interrupted ({}): stopping and cleaning up (again to exit at once)",
+                        signal_name(signal)
+                    );
+                } else {
+                    cancel.kill_all();
+                    signal_hook::low_level::exit(i32::from(exit_status_for(signal)));
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        eprintln!("warning: cannot handle SIGINT/SIGTERM ({e}); an interrupt stops at once");
+    }
+}
+
+/// `interrupted (SIGINT)`, when `cancel` was cancelled.
+pub(crate) fn interrupted(cancel: &Cancel) -> Option<(String, std::process::ExitCode)> {
+    let signal = cancel.signal()?;
+    Some((
+        format!("interrupted ({})", signal_name(signal)),
+        std::process::ExitCode::from(exit_status_for(signal)),
+    ))
+}
