@@ -41,6 +41,11 @@ struct Setup {
 }
 
 fn setup() -> Setup {
+    setup_with("")
+}
+
+/// [`setup`], the wrapper running `prelude` (shell) first.
+fn setup_with(prelude: &str) -> Setup {
     let env = TestEnv::with_scenes(&[]);
     copy_scene(&env, "decode_layer", "decode_layer");
     copy_scene(&env, "vector_example", "vector_example");
@@ -52,7 +57,7 @@ fn setup() -> Setup {
     std::fs::write(
         &cc,
         format!(
-            "#!/bin/sh\n\
+            "#!/bin/sh\n{prelude}\n\
              for a in \"$@\"; do\n\
                case \"$a\" in *silu_mul.c) echo $$ > '{}/'$$; sleep 60;; esac\n\
              done\n\
@@ -418,5 +423,65 @@ fn sigint_mid_precompile_keeps_the_previous_bundle() {
         "the previous bundle changed\n{logs}"
     );
     s.assert_no_leftovers("second");
+    s.assert_cache_verifies();
+}
+
+/// A second SIGINT while the first one's cleanup waits (here for a
+/// compiler that ignores SIGTERM) exits at once, 130, killing the
+/// compiler; the kernel cache still verifies (entries are only published
+/// by rename).
+#[test]
+fn a_second_sigint_exits_at_once_and_leaves_the_cache_whole() {
+    // SIGTERM ignored by the wrapper and, inherited, by its `sleep`.
+    let s = setup_with("trap '' TERM");
+    let mut child = s.spawn(&["compile", "--compile-workers", "2"], "twice", |_| {});
+    let slow = s.wait_for_slow_compiler(&mut child, "twice");
+    send(&child, rustix::process::Signal::INT);
+    let handled = wait_until(|| {
+        assert!(
+            child.0.try_wait().unwrap().is_none(),
+            "scene ended though its compiler ignores SIGTERM\n{}",
+            s.logs("twice")
+        );
+        s.log("twice", "err")
+            .contains("interrupted (SIGINT): stopping")
+            .then_some(())
+    });
+    assert!(handled.is_some(), "{}", s.logs("twice"));
+    send(&child, rustix::process::Signal::INT);
+    let started = Instant::now();
+    let status = wait_exit(&mut child);
+    let logs = s.logs("twice");
+    assert_eq!(status.code(), Some(130), "{status:?}\n{logs}");
+    assert!(
+        started.elapsed() < AT_ONCE,
+        "the second signal did not exit at once\n{logs}"
+    );
+    assert_group_ends(slow, &logs);
+    s.assert_cache_verifies();
+}
+
+/// Below the CLI's grace before it kills children that ignore SIGTERM
+/// (10 s), so the test sees the second signal's exit, not the grace's.
+const AT_ONCE: Duration = Duration::from_secs(8);
+
+/// One SIGINT and a compiler that ignores SIGTERM: after the grace the
+/// compiler is killed and the run still unwinds and cleans up.
+#[test]
+fn a_compiler_ignoring_sigterm_is_killed_after_the_grace() {
+    let s = setup_with("trap '' TERM");
+    let mut child = s.spawn(&["compile", "--compile-workers", "2"], "grace", |_| {});
+    let slow = s.wait_for_slow_compiler(&mut child, "grace");
+    send(&child, rustix::process::Signal::INT);
+    let status = wait_exit(&mut child);
+    let logs = s.logs("grace");
+    assert_eq!(status.code(), Some(130), "{status:?}\n{logs}");
+    assert!(
+        s.log("grace", "out")
+            .contains("interrupted (SIGINT): compiled"),
+        "{logs}"
+    );
+    assert_group_ends(slow, &logs);
+    s.assert_no_leftovers("grace");
     s.assert_cache_verifies();
 }

@@ -7,13 +7,21 @@
 //! the Python worker, each in a process group of its own) are terminated,
 //! and the command unwinds normally, so temp dirs go, card locks are
 //! released and a partial summary is printed; it then exits 128 + the
-//! signal (130, 143). A second signal, as in cargo, kills the children and
+//! signal (130, 143). Children still alive [`KILL_GRACE`] after the signal
+//! (one that ignores `SIGTERM`) get `SIGKILL`. A second signal, as in
+//! cargo, kills the children and
 //! exits at once: the kernel cache stays whole (entries are only ever
 //! published by rename), at worst leaving staging directories that the
 //! cache's leftover sweep removes.
 
+use std::time::Duration;
+
 use scene_util::Cancel;
 use scene_util::cancel::{SIGINT, SIGTERM, exit_status_for, signal_name};
+
+/// How long children may take to end after `SIGTERM` before they are
+/// killed.
+pub(crate) const KILL_GRACE: Duration = Duration::from_secs(10);
 
 /// Starts the signal thread for `cancel`. Without it (the handler could
 /// not be installed) the signals keep their default action, after one
@@ -36,6 +44,15 @@ pub(crate) fn install(cancel: &Cancel) {
                         "interrupted ({}): stopping and cleaning up (again to exit at once)",
                         signal_name(signal)
                     );
+                    let cancel = cancel.clone();
+                    // A timeout, not a synchronisation: whatever ignored
+                    // SIGTERM is killed so the run can unwind.
+                    let _ = std::thread::Builder::new()
+                        .name("scene-kill-grace".into())
+                        .spawn(move || {
+                            std::thread::sleep(KILL_GRACE);
+                            cancel.kill_all();
+                        });
                 } else {
                     cancel.kill_all();
                     signal_hook::low_level::exit(i32::from(exit_status_for(signal)));

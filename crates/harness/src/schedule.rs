@@ -219,6 +219,8 @@ impl Session {
         );
         let lease = match acquired {
             Ok(l) => l,
+            // Interrupted while waiting: nothing ran.
+            Err(_) if self.cancelled() => return self.run_report(Vec::new(), start),
             Err(e) => {
                 let reports = cases
                     .iter()
