@@ -238,8 +238,19 @@ fn proc_stats() -> Vec<Stat> {
     out
 }
 
+/// Whether `pid` runs (exists and is not a zombie: an orphan's parent
+/// is init, which reaps it in its own time).
 fn alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
+    proc_stats().iter().any(|s| s.pid == pid && s.state != "Z")
+}
+
+/// The process group of `pid`.
+fn pgid_of(pid: u32) -> u32 {
+    proc_stats()
+        .iter()
+        .find(|s| s.pid == pid)
+        .map(|s| s.pgrp)
+        .unwrap_or_else(|| panic!("no process {pid}"))
 }
 
 fn walk(dir: &Path, f: &mut dyn FnMut(&Path)) {
@@ -484,4 +495,82 @@ fn a_compiler_ignoring_sigterm_is_killed_after_the_grace() {
     assert_group_ends(slow, &logs);
     s.assert_no_leftovers("grace");
     s.assert_cache_verifies();
+}
+
+/// SIGINT while a Python golden runs: the Python worker is stopped (it
+/// never sees the signal itself: no `KeyboardInterrupt` traceback), the
+/// case counts as not run; exit 130.
+#[test]
+fn sigint_mid_python_golden_stops_the_python_worker() {
+    let numpy = std::process::Command::new("python3")
+        .args(["-c", "import numpy"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !numpy && !common::in_ci() {
+        eprintln!("SKIP: python3 with numpy is not installed (`python3 -m pip install numpy`)");
+        return;
+    }
+    let s = setup();
+    let dir = copy_scene(&s.env, "vector_example", "pyvec");
+    let mark = s.env.dir.path().join("python.pid");
+    std::fs::write(
+        dir.join("golden.py"),
+        "import os, time\n\n\
+         def compute_golden(tensors, params):\n    \
+             with open(os.environ['SIGNAL_TEST_MARK'] + '.tmp', 'w') as f:\n        \
+                 f.write(str(os.getpid()))\n    \
+             os.rename(os.environ['SIGNAL_TEST_MARK'] + '.tmp', os.environ['SIGNAL_TEST_MARK'])\n    \
+             time.sleep(600)\n",
+    )
+    .unwrap();
+    let toml = std::fs::read_to_string(dir.join("scene.toml")).unwrap();
+    std::fs::write(
+        dir.join("scene.toml"),
+        toml.replace(
+            "golden = \"vector_example\"",
+            "golden = { python = \"golden.py\" }",
+        ),
+    )
+    .unwrap();
+    let mut child = s.spawn(
+        &["run", "pyvec::small", "--no-golden-cache"],
+        "python",
+        |cmd| {
+            cmd.env("SIGNAL_TEST_MARK", &mark);
+        },
+    );
+    let python = wait_until(|| {
+        assert!(
+            child.0.try_wait().unwrap().is_none(),
+            "scene ended before the golden ran\n{}",
+            s.logs("python")
+        );
+        std::fs::read_to_string(&mark)
+            .ok()?
+            .trim()
+            .parse::<u32>()
+            .ok()
+    });
+    let python = python.unwrap_or_else(|| panic!("the golden never ran\n{}", s.logs("python")));
+    // Its own group (led by `python3` itself or by a wrapper such as a
+    // pyenv shim that runs the interpreter as its child).
+    let group = pgid_of(python);
+    assert_ne!(
+        group,
+        pgid_of(child.0.id()),
+        "the worker has a group of its own"
+    );
+    send(&child, rustix::process::Signal::INT);
+    let status = wait_exit(&mut child);
+    let logs = s.logs("python");
+    assert_eq!(status.code(), Some(130), "{status:?}\n{logs}");
+    assert!(
+        s.log("python", "out")
+            .contains("interrupted (SIGINT): 0 passed, 0 failed, 1 not run"),
+        "{logs}"
+    );
+    assert!(!logs.contains("KeyboardInterrupt"), "{logs}");
+    assert_group_ends(group, &logs);
+    assert!(!alive(python), "Python worker {python} still runs\n{logs}");
+    s.assert_no_leftovers("python");
 }
