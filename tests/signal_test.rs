@@ -386,6 +386,12 @@ fn sigint_mid_precompile_keeps_the_previous_bundle() {
     let s = setup();
     let out_dir = s.env.dir.path().join("bundle");
     let out = out_dir.to_str().unwrap();
+    // The staging dir of a precompile killed outright (a second signal),
+    // by a pid that is gone: swept by the next precompile.
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    gone.wait().unwrap();
+    let stale = s.env.dir.path().join(format!("bundle.tmp-{}", gone.id()));
+    std::fs::create_dir_all(stale.join("slot")).unwrap();
     // A previous bundle (vector_example has no slow unit).
     let mut first = s.spawn(
         &["precompile", "vector_example", "--out", out],
@@ -394,6 +400,7 @@ fn sigint_mid_precompile_keeps_the_previous_bundle() {
     );
     let status = wait_exit(&mut first);
     assert!(status.success(), "{status:?}\n{}", s.logs("first"));
+    assert!(!stale.exists(), "a dead precompile's staging dir was kept");
     let before = snapshot(&out_dir);
     assert!(!before.is_empty());
 

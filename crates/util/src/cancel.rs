@@ -231,6 +231,19 @@ impl Drop for CancelChild {
     }
 }
 
+/// Whether a process with id `pid` exists (it may be another user's). A
+/// recycled id reads as alive: use it to clean up after dead processes,
+/// never to decide that one is still working.
+pub fn process_alive(pid: u32) -> bool {
+    let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
+        return false;
+    };
+    !matches!(
+        rustix::process::test_kill_process(pid),
+        Err(rustix::io::Errno::SRCH)
+    )
+}
+
 /// The conventional exit status of a process ended by `signal`: 128 + its
 /// number (130 for `SIGINT`, 143 for `SIGTERM`).
 pub fn exit_status_for(signal: i32) -> u8 {
@@ -297,6 +310,16 @@ mod tests {
         assert_eq!(out.status.code(), Some(3));
         assert_eq!(out.stdout, b"out\n");
         assert_eq!(out.stderr, b"err\n");
+    }
+
+    #[test]
+    fn a_reaped_process_is_not_alive() {
+        assert!(process_alive(std::process::id()));
+        let mut child = Command::new("true").spawn().expect("true");
+        let pid = child.id();
+        child.wait().expect("wait");
+        assert!(!process_alive(pid));
+        assert!(!process_alive(0));
     }
 
     #[test]
