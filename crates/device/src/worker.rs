@@ -28,6 +28,12 @@
 //! or the orchestration, the faulting buffer) and the exit status. The
 //! worker watches its stdin: when the supervisor dies or gives up (deadline),
 //! the pipe closes and the worker aborts at once, hung kernels and all.
+//!
+//! The worker runs in a process group of its own, registered with the
+//! run's [`Cancel`] ([`Cancel::spawn`]): a terminal's Ctrl-C reaches the
+//! supervisor alone, and cancelling the run terminates the worker; the
+//! supervisor then releases the card as after any session
+//! ([`WorkerError::Cancelled`]).
 
 use std::ffi::OsString;
 use std::fs::File;
