@@ -14,6 +14,7 @@
 //! published by rename), at worst leaving staging directories that the
 //! cache's leftover sweep removes.
 
+use std::io::Write;
 use std::time::Duration;
 
 use scene_util::Cancel;
@@ -40,7 +41,10 @@ pub(crate) fn install(cancel: &Cancel) {
         .spawn(move || {
             for signal in signals.forever() {
                 if cancel.cancel(signal) {
-                    eprintln!(
+                    // Not `eprintln!`: a closed stderr must not end this
+                    // thread (the second signal would go unheard).
+                    let _ = writeln!(
+                        std::io::stderr(),
                         "interrupted ({}): stopping and cleaning up (again to exit at once)",
                         signal_name(signal)
                     );
@@ -61,6 +65,16 @@ pub(crate) fn install(cancel: &Cancel) {
         });
     if let Err(e) = spawned {
         eprintln!("warning: cannot handle SIGINT/SIGTERM ({e}); an interrupt stops at once");
+        // The handlers are in place but nobody listens: make a signal end
+        // the process at once, as without them.
+        for signal in [SIGINT, SIGTERM] {
+            let now = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+            let _ = signal_hook::flag::register_conditional_shutdown(
+                signal,
+                i32::from(exit_status_for(signal)),
+                now,
+            );
+        }
     }
 }
 
