@@ -63,6 +63,7 @@ fn bench(c: &mut Criterion) {
             workers: std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN),
             work_dir: None,
             cache: Some(config),
+            ..BuildOptions::default()
         },
     )
     .expect("builder");

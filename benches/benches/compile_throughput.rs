@@ -59,6 +59,7 @@ fn builder(workers: usize, scratch: &Path) -> Builder {
             workers: NonZeroUsize::new(workers).expect("workers > 0"),
             work_dir: Some(scratch.to_path_buf()),
             cache: None,
+            ..BuildOptions::default()
         },
     )
     .expect("builder")

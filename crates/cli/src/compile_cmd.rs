@@ -33,6 +33,9 @@ enum CallableOutcome {
     /// At least one unit was compiled, and all succeeded.
     Compiled,
     Failed,
+    /// The run was interrupted before every unit of it was built (and
+    /// none of them failed on its own).
+    NotStarted,
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +43,7 @@ struct Tally {
     cached: usize,
     compiled: usize,
     failed: usize,
+    not_started: usize,
 }
 
 impl Tally {
@@ -48,11 +52,25 @@ impl Tally {
             CallableOutcome::Cached => self.cached += 1,
             CallableOutcome::Compiled => self.compiled += 1,
             CallableOutcome::Failed => self.failed += 1,
+            CallableOutcome::NotStarted => self.not_started += 1,
         }
     }
 
     fn total(&self) -> usize {
-        self.cached + self.compiled + self.failed
+        self.cached + self.compiled + self.failed + self.not_started
+    }
+
+    /// `interrupted (SIGINT): compiled 6 callables: 2 cached, 1 compiled,
+    /// 0 failed, 3 not started in 1.23 s`.
+    fn interrupted_line(&self, what: &str, seconds: f64) -> String {
+        format!(
+            "{what}: compiled {} callables: {} cached, {} compiled, {} failed, {} not started in {seconds:.2} s",
+            self.total(),
+            self.cached,
+            self.compiled,
+            self.failed,
+            self.not_started
+        )
     }
 
     fn summary_line(&self, seconds: f64) -> String {
@@ -90,8 +108,16 @@ fn callable_outcomes(specs: &[CallableSpec], out: &BuildOutput) -> Vec<CallableO
         .iter()
         .enumerate()
         .map(|(i, result)| {
-            if result.is_err() {
-                return CallableOutcome::Failed;
+            if let Err(e) = result {
+                let cancelled = !e.failures.is_empty()
+                    && e.failures
+                        .iter()
+                        .all(|f| f.error().is_some_and(|e| e.is_cancelled()));
+                return if cancelled {
+                    CallableOutcome::NotStarted
+                } else {
+                    CallableOutcome::Failed
+                };
             }
             let units = outline
                 .callables
@@ -124,13 +150,14 @@ pub(crate) fn run(
     cache_dir: Option<&Path>,
     verbosity: Verbosity,
     args: &CompileArgs,
+    cancel: &scene_util::Cancel,
 ) -> ExitCode {
     let started = Instant::now();
     let flags = cpu_flags(&args.selection, args.compile_workers);
     let Prologue {
         cases,
         load_errors,
-        config,
+        mut config,
     } = match prologue(
         layout,
         env,
@@ -143,6 +170,7 @@ pub(crate) fn run(
         Ok(p) => p,
         Err(code) => return code,
     };
+    config.cancel = cancel.clone();
     let scenes = distinct_scenes(&cases);
     let builder = match compile_builder(&config) {
         Ok(b) => b,
@@ -177,6 +205,9 @@ pub(crate) fn run(
     let mut tally = Tally::default();
     for ((scene, result), outcome) in scenes.iter().zip(&out.callables).zip(&outcomes) {
         tally.add(*outcome);
+        if *outcome == CallableOutcome::NotStarted {
+            continue;
+        }
         match result {
             Ok(callable) => {
                 // A callable served whole from the cache is counted in the
@@ -212,7 +243,12 @@ pub(crate) fn run(
         }
         tally.add(CallableOutcome::Failed);
     }
-    println!("{}", tally.summary_line(started.elapsed().as_secs_f64()));
+    let seconds = started.elapsed().as_secs_f64();
+    if let Some((what, code)) = crate::signals::interrupted(cancel) {
+        println!("{}", tally.interrupted_line(&what, seconds));
+        return code;
+    }
+    println!("{}", tally.summary_line(seconds));
     ExitCode::from(if tally.failed == 0 { 0 } else { 1 })
 }
 
@@ -226,10 +262,19 @@ mod tests {
             cached: 2,
             compiled: 3,
             failed: 1,
+            not_started: 0,
         };
         assert_eq!(
             t.summary_line(1.234),
             "compiled 6 callables: 2 cached, 3 compiled, 1 failed in 1.23 s"
+        );
+        let cut = Tally {
+            not_started: 4,
+            ..t
+        };
+        assert_eq!(
+            cut.interrupted_line("interrupted (SIGINT)", 1.234),
+            "interrupted (SIGINT): compiled 10 callables: 2 cached, 3 compiled, 1 failed, 4 not started in 1.23 s"
         );
     }
 }

@@ -12,7 +12,9 @@
 //! Exit codes: 0 = everything selected passed, 1 = something failed,
 //! 2 = usage error (bad flag, bad value, bad environment variable),
 //! 4 = the selection matched no case (`--no-tests=fail`, the default; the
-//! same code as cargo-nextest's).
+//! same code as cargo-nextest's), 130 / 143 = `run`, `compile` or
+//! `precompile` interrupted by SIGINT / SIGTERM (see [`signals`]: children
+//! stopped, temp dirs removed, card locks released, a partial summary).
 
 mod args;
 mod cache_cmd;
@@ -29,6 +31,7 @@ mod prologue;
 mod replay_cmd;
 mod report_cmd;
 mod run_cmd;
+mod signals;
 pub mod testing;
 
 use std::path::PathBuf;
@@ -139,6 +142,15 @@ pub fn main(layout: Layout, registry: GoldenRegistry) -> ExitCode {
     };
     let cache_dir = cli.cache_dir.as_deref();
     let verbosity = Verbosity::new(&cli, &env);
+    // SIGINT/SIGTERM cancel the commands that start long work; the engine
+    // observes the token, so they unwind (and clean up) before exiting.
+    let cancel = scene_util::Cancel::new();
+    if matches!(
+        cli.command,
+        Command::Run(_) | Command::Compile(_) | Command::Precompile(_)
+    ) {
+        signals::install(&cancel);
+    }
     match cli.command {
         Command::Cache(args) => {
             let dir = env::cache_dir(&env, cache_dir, &layout.root);
@@ -156,11 +168,15 @@ pub fn main(layout: Layout, registry: GoldenRegistry) -> ExitCode {
             cache_cmd::run(&dir, remote.as_ref(), &args)
         }
         Command::List(args) => run_cmd::list(&layout, &env, &registry, &args),
-        Command::Run(args) => run_cmd::run(&layout, &env, cache_dir, registry, verbosity, &args),
-        Command::Compile(args) => compile_cmd::run(&layout, &env, cache_dir, verbosity, &args),
-        Command::Precompile(args) => {
-            precompile_cmd::run(&layout, &env, cache_dir, registry, verbosity, &args)
+        Command::Run(args) => run_cmd::run(
+            &layout, &env, cache_dir, registry, verbosity, &args, &cancel,
+        ),
+        Command::Compile(args) => {
+            compile_cmd::run(&layout, &env, cache_dir, verbosity, &args, &cancel)
         }
+        Command::Precompile(args) => precompile_cmd::run(
+            &layout, &env, cache_dir, registry, verbosity, &args, &cancel,
+        ),
         Command::Report(args) => report_cmd::run(&env, &args),
         Command::Replay(args) => replay_cmd::run(&layout, &env, cache_dir, &args),
     }

@@ -21,7 +21,8 @@ use crate::{Layout, Verbosity};
 
 /// Runs `scene precompile`. Exit 0 when every selected case was stored,
 /// 1 when any failed (the others are still stored), 2 when no bundle could
-/// be written at all.
+/// be written at all, 130/143 when interrupted (then no bundle is written:
+/// the staging directory is removed and `--out` keeps what it held).
 pub(crate) fn run(
     layout: &Layout,
     env: &Environment,
@@ -29,6 +30,7 @@ pub(crate) fn run(
     registry: GoldenRegistry,
     verbosity: Verbosity,
     args: &PrecompileArgs,
+    cancel: &scene_util::Cancel,
 ) -> ExitCode {
     let started = Instant::now();
     if let Err(e) = crate::paths::check_dir("--out", &args.out) {
@@ -44,7 +46,7 @@ pub(crate) fn run(
     let Prologue {
         cases,
         load_errors,
-        config,
+        mut config,
     } = match prologue(
         layout,
         env,
@@ -57,6 +59,7 @@ pub(crate) fn run(
         Ok(p) => p,
         Err(code) => return code,
     };
+    config.cancel = cancel.clone();
     // Checked before compiling: a bad `--out` should fail in a second.
     let mut writer = match BundleWriter::create(&args.out, config.platform.name()) {
         Ok(w) => w,
@@ -82,8 +85,18 @@ pub(crate) fn run(
             println!("    {line}");
         }
     }
+    let mut done = 0;
     for c in &cases {
-        let stored = match cpu.prepare(c, &compiled) {
+        if cancel.is_cancelled() {
+            break;
+        }
+        let prepared = cpu.prepare(c, &compiled);
+        // A failure while cancelling is the cancellation's.
+        if prepared.is_err() && cancel.is_cancelled() {
+            break;
+        }
+        done += 1;
+        let stored = match prepared {
             Ok(p) => writer
                 .add_slot(c, &p.callable, &p.inputs, &p.scalars, &p.golden)
                 .map_err(|e| format!("storing: {e}")),
@@ -105,6 +118,17 @@ pub(crate) fn run(
         }
     }
     let slots = writer.slots();
+    if let Some((what, code)) = crate::signals::interrupted(cancel) {
+        // Dropping the writer removes its staging directory.
+        drop(writer);
+        println!(
+            "{what}: precompiled {done} of {} cases ({slots} stored, {failed} failed, {} not run); no bundle written, {} left as it was",
+            cases.len(),
+            cases.len() - done,
+            args.out.display(),
+        );
+        return code;
+    }
     let path = match writer.commit() {
         Ok(p) => p,
         Err(e) => {

@@ -25,6 +25,8 @@ impl UnitLines {
     fn shows(self, outcome: UnitOutcome) -> bool {
         match self {
             UnitLines::None => false,
+            // Counted in the interrupted summary; a line each is noise.
+            UnitLines::Work | UnitLines::All if outcome == UnitOutcome::Cancelled => false,
             UnitLines::Work => !matches!(outcome, UnitOutcome::Cached | UnitOutcome::Reused),
             UnitLines::All | UnitLines::Explain => true,
         }
@@ -69,6 +71,7 @@ fn explanation(report: &UnitReport) -> String {
         UnitOutcome::Reused => "already built by this process".to_string(),
         UnitOutcome::Failed => "failed before reaching the compiler (see below)".to_string(),
         UnitOutcome::Compiled => "compiled (no reason recorded)".to_string(),
+        UnitOutcome::Cancelled => "not built: the run was interrupted".to_string(),
     }
 }
 

@@ -100,6 +100,7 @@ pub(crate) fn run(
     registry: GoldenRegistry,
     verbosity: Verbosity,
     args: &RunArgs,
+    cancel: &scene_util::Cancel,
 ) -> ExitCode {
     // Checked before any work: a report that cannot be written fails now.
     let to_stdout = |p: &Option<std::path::PathBuf>| p.as_deref().is_some_and(is_stdout);
@@ -142,6 +143,7 @@ pub(crate) fn run(
         Ok(p) => p,
         Err(code) => return code,
     };
+    config.cancel = cancel.clone();
     config.rounds = args.rounds.unwrap_or(1);
     config.warmup = args.warmup.unwrap_or(0);
     // Issue 19: relative to the working directory, like --dump.
@@ -231,6 +233,7 @@ pub(crate) fn run(
     for r in &load_reports {
         lines.print(r);
     }
+    let selected = cases.len() + load_reports.len();
     let report = session
         .run(&cases, &mut |r| {
             clear_bar();
@@ -243,6 +246,20 @@ pub(crate) fn run(
         })
         .with_cases_before(load_reports);
     clear_bar();
+    // Interrupted: the cases that finished and how many did not; no
+    // report file (it would pass for a whole run's).
+    if let Some((what, code)) = crate::signals::interrupted(cancel) {
+        let t = &report.totals;
+        let not_run = selected.saturating_sub(report.cases.len());
+        stream.line(&format!(
+            "{what}: {} passed, {} failed, {not_run} not run",
+            t.passed, t.failed
+        ));
+        if args.report_json.is_some() || args.junit.is_some() {
+            eprintln!("note: no --report-json/--junit report written: the run was interrupted");
+        }
+        return code;
+    }
     if let Err(code) = write_reports(&report, args) {
         return code;
     }

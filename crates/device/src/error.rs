@@ -39,6 +39,9 @@ pub enum DeviceError {
         holder: Option<HolderInfo>,
         waited: Duration,
     },
+    /// The run was cancelled (a signal) while waiting for a card.
+    #[error("interrupted while waiting for a card")]
+    Cancelled,
 }
 
 fn holder_suffix(h: &Option<HolderInfo>) -> String {

@@ -138,6 +138,8 @@ pub struct CardPool {
     devices: DeviceList,
     lock_dir: PathBuf,
     retired: Arc<Mutex<BTreeSet<u32>>>,
+    /// A cancelled run waits for no card ([`DeviceError::Cancelled`]).
+    cancel: scene_util::Cancel,
 }
 
 /// An exclusive hold on some cards; released on drop.
@@ -175,6 +177,7 @@ impl CardPool {
             devices,
             lock_dir,
             retired: Arc::default(),
+            cancel: scene_util::Cancel::default(),
         };
         for card in pool.devices.iter() {
             pool.open_lock(card).map_err(|e| match e {
@@ -185,6 +188,13 @@ impl CardPool {
             })?;
         }
         Ok(pool)
+    }
+
+    /// Stops [`CardPool::acquire`] waiting (and taking a card) once
+    /// `cancel` is cancelled: it returns [`DeviceError::Cancelled`].
+    pub fn with_cancel(mut self, cancel: scene_util::Cancel) -> Self {
+        self.cancel = cancel;
+        self
     }
 
     /// Takes `card` out of service for the rest of the process (its device
@@ -369,6 +379,9 @@ impl CardPool {
         let mut rng = jitter_seed();
         let mut last_report: Option<(u32, Option<u32>, usize, Instant)> = None;
         loop {
+            if self.cancel.is_cancelled() {
+                return Err(DeviceError::Cancelled);
+            }
             self.check_k(k)?;
             let wanted = self.healthy();
             let ahead = line.ahead_of(ticket.as_ref().map(|t| t.name.as_str()), &wanted);

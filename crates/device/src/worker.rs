@@ -28,6 +28,12 @@
 //! or the orchestration, the faulting buffer) and the exit status. The
 //! worker watches its stdin: when the supervisor dies or gives up (deadline),
 //! the pipe closes and the worker aborts at once, hung kernels and all.
+//!
+//! The worker runs in a process group of its own, registered with the
+//! run's [`Cancel`] ([`Cancel::spawn`]): a terminal's Ctrl-C reaches the
+//! supervisor alone, and cancelling the run terminates the worker; the
+//! supervisor then releases the card as after any session
+//! ([`WorkerError::Cancelled`]).
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -39,6 +45,8 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use scene_util::Cancel;
+use scene_util::cancel::CancelChild;
 use serde::{Deserialize, Serialize};
 
 use crate::held::{HeldCard, SupervisedCard};
@@ -92,6 +100,10 @@ pub enum WorkerError {
     /// The job could not be handed over (files, spawn).
     #[error("device worker: {0}")]
     Setup(String),
+    /// The run was cancelled: the worker was terminated (or never told
+    /// to start).
+    #[error("the device worker was stopped: the run was interrupted")]
+    Cancelled,
 }
 
 /// What the supervisor knows about a worker that ended without a result.
@@ -251,8 +263,10 @@ pub struct PreparedJob {
 /// unused (the card could not be had, say).
 #[derive(Debug)]
 pub struct StartedWorker {
-    child: Option<std::process::Child>,
+    /// In its own process group, registered with the run's [`Cancel`].
+    child: Option<CancelChild>,
     stdin: Option<std::process::ChildStdin>,
+    cancel: Cancel,
 }
 
 impl Drop for StartedWorker {
@@ -380,17 +394,31 @@ impl PreparedJob {
     /// held cards, on its stdin) before it loads the runtime. Starting it
     /// first keeps process start-up off the card, and the worker can never
     /// inherit a card's lock file (it was forked before the lock existed).
-    pub fn start(&self, worker: &WorkerCommand) -> Result<StartedWorker, WorkerError> {
-        let mut child = Command::new(&worker.program)
-            .args(&worker.args)
-            .env(WORKER_ENV, self.dir.path())
-            .stdin(Stdio::piped())
-            .spawn()
+    ///
+    /// The worker runs in a process group of its own, registered with
+    /// `cancel`: cancelling terminates it, and [`PreparedJob::run`] then
+    /// returns [`WorkerError::Cancelled`].
+    pub fn start(
+        &self,
+        worker: &WorkerCommand,
+        cancel: &Cancel,
+    ) -> Result<StartedWorker, WorkerError> {
+        if cancel.is_cancelled() {
+            return Err(WorkerError::Cancelled);
+        }
+        let mut child = cancel
+            .spawn(
+                Command::new(&worker.program)
+                    .args(&worker.args)
+                    .env(WORKER_ENV, self.dir.path())
+                    .stdin(Stdio::piped()),
+            )
             .map_err(setup("cannot start the device worker", &worker.program))?;
-        let stdin = child.stdin.take();
+        let stdin = child.child_mut().stdin.take();
         Ok(StartedWorker {
             child: Some(child),
             stdin,
+            cancel: cancel.clone(),
         })
     }
 
@@ -404,7 +432,12 @@ impl PreparedJob {
     ) -> WorkerRun {
         let started = Instant::now();
         let began_ns = crate::runtime::monotonic_ns();
-        let result = self.supervise(&mut worker, cards, deadline);
+        let result = match self.supervise(&mut worker, cards, deadline) {
+            // However the worker ended, a cancelled run's session did not
+            // finish for its own reasons.
+            Err(_) if worker.cancel.is_cancelled() => Err(WorkerError::Cancelled),
+            other => other,
+        };
         WorkerRun {
             result,
             elapsed: started.elapsed(),
@@ -433,9 +466,8 @@ impl PreparedJob {
             .map(|s| s.write_all(&go).and_then(|()| s.flush()));
         if let Some(Err(e)) = sent {
             // The worker died before its go: say how, from its status.
-            let _ = child.kill();
             let status = child
-                .wait()
+                .kill()
                 .map_err(|w| WorkerError::Setup(format!("device worker: {e}; {w}")))?;
             return self.verdict(status);
         }

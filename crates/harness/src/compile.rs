@@ -66,6 +66,7 @@ pub fn compile_builder(config: &RunConfig) -> Result<Builder, scene_kernels::Bui
                 .cache_dir
                 .clone()
                 .map(|dir| CacheConfig::new(dir).with_remote(config.cache_remote.clone())),
+            cancel: config.cancel.clone(),
         },
     )
 }

@@ -95,6 +95,12 @@ pub struct RunConfig {
     /// `--dump-args[=DIR]`: record every task's arguments of each case
     /// under `DIR/<scene>/<case>/` (see `args_dump`); `None` = off.
     pub args_dump: Option<PathBuf>,
+    /// Cancels the run (the CLI's signal handler does, on SIGINT/SIGTERM):
+    /// no compiler, case or card wait is started once it is cancelled,
+    /// running compilers and workers (device, Python) are terminated, and
+    /// the stages unwind normally, so temp dirs go and card locks are
+    /// released. Cases that did not finish are left out of the report.
+    pub cancel: scene_util::Cancel,
 }
 
 /// When a case's tensors are written as `.npy` files.
@@ -143,6 +149,7 @@ impl RunConfig {
             trace_dir: None,
             dep_graph_dir: None,
             args_dump: None,
+            cancel: scene_util::Cancel::default(),
             root,
         }
     }

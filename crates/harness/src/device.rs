@@ -58,6 +58,9 @@ pub struct DeviceOutcome {
     /// `--trace` / `--dep-graph`: the device phase and the runtime's
     /// records of the last attempt.
     pub trace: Option<crate::trace::DeviceTrace>,
+    /// The run was cancelled before the session finished: the case did
+    /// not run to the end (not a failure of its own).
+    pub cancelled: bool,
 }
 
 /// The card pool and how to drive a runtime on it.
@@ -85,11 +88,15 @@ pub struct DeviceStage {
     args_dump: Option<PathBuf>,
     /// The platform's name, for the args dump's manifest.
     platform: String,
+    /// The run's cancellation: no card is waited for and no worker
+    /// started once it is cancelled; running workers are terminated.
+    cancel: scene_util::Cancel,
 }
 
 impl DeviceStage {
     pub fn new(config: &RunConfig) -> Result<Self, scene_device::DeviceError> {
-        let pool = CardPool::new(config.devices.clone(), config.lock_dir.clone())?;
+        let pool = CardPool::new(config.devices.clone(), config.lock_dir.clone())?
+            .with_cancel(config.cancel.clone());
         Ok(Self {
             pool,
             runtime: RuntimeChoice::of(config),
@@ -108,6 +115,7 @@ impl DeviceStage {
             trace_flags: crate::trace::runtime_flags(config),
             args_dump: config.args_dump.clone(),
             platform: config.platform.name().to_string(),
+            cancel: config.cancel.clone(),
         })
     }
 
@@ -134,6 +142,10 @@ impl DeviceStage {
             match self.attempt(work, report, held, &mut outcome.trace) {
                 Ok(o) => {
                     outcome.outputs = Some(o);
+                    break;
+                }
+                Err(_) if self.cancel.is_cancelled() => {
+                    outcome.cancelled = true;
                     break;
                 }
                 Err(f) => {
@@ -185,7 +197,7 @@ impl DeviceStage {
                 let prepared = scene_device::worker::prepare(&job, &runtime_path)
                     .map_err(|e| DeviceFailure::plain(e.to_string()))?;
                 let started = prepared
-                    .start(worker)
+                    .start(worker, &self.cancel)
                     .map_err(|e| DeviceFailure::plain(e.to_string()))?;
                 Some((prepared, started))
             }
@@ -547,7 +559,9 @@ impl From<WorkerError> for SessionError {
             // User code crashed the worker: a failure of this case. The
             // card's state lived in the worker and went with it, so the
             // card is not retired, and a retry would crash again.
-            WorkerError::Crashed(_) | WorkerError::Setup(_) => SessionError::from(e.to_string()),
+            WorkerError::Crashed(_) | WorkerError::Setup(_) | WorkerError::Cancelled => {
+                SessionError::from(e.to_string())
+            }
         }
     }
 }

@@ -52,7 +52,7 @@ impl GoldenStage {
             python.env_root = config.cache_dir.as_ref().map(|d| d.join("python"));
         }
         Self {
-            python: PythonRunner::new(python),
+            python: PythonRunner::new(python).with_cancel(config.cancel.clone()),
             cache,
         }
     }

@@ -496,7 +496,8 @@ fn run(
     };
     let runtime = crate::device::RuntimeChoice::of(config).path()?;
     let pool = CardPool::new(config.devices.clone(), config.lock_dir.clone())
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())?
+        .with_cancel(config.cancel.clone());
     let acquire = || {
         pool.acquire(
             1,
@@ -512,7 +513,9 @@ fn run(
         Some(worker) => {
             let prepared =
                 scene_device::worker::prepare(&job, &runtime).map_err(|e| e.to_string())?;
-            let started = prepared.start(worker).map_err(|e| e.to_string())?;
+            let started = prepared
+                .start(worker, &config.cancel)
+                .map_err(|e| e.to_string())?;
             let lease = acquire()?;
             let deadline = crate::device::worker_deadline(config);
             let done = prepared.run(started, &lease, deadline);

@@ -75,13 +75,27 @@ impl Session {
     /// Runs one case whose scene is in `compiled`, stage after stage.
     pub fn run_case(&self, sel: &SelectedCase, compiled: &CompiledScenes) -> CaseReport {
         match self.cpu.prepare(sel, compiled) {
-            Ok(p) => self.finish(p, None),
+            Ok(p) => self.finish(p, None).unwrap_or_else(|| {
+                let mut r = CaseReport::new(&sel.scene.name, &sel.case().name);
+                r.fail(FailureStage::Device, "interrupted: the run was cancelled");
+                r
+            }),
             Err(r) => *r,
         }
     }
 
+    /// Whether the run was cancelled ([`RunConfig::cancel`]).
+    fn cancelled(&self) -> bool {
+        self.config().cancel.is_cancelled()
+    }
+
     /// Compiles then runs `cases`, calling `on_case` (on this thread) as each
     /// finishes. Returns the reports in selection order.
+    ///
+    /// Once [`RunConfig::cancel`] is cancelled, no further case is
+    /// prepared or sent to a card, the running ones are stopped, and the
+    /// report holds the cases that finished before (a case cut short is
+    /// neither passed nor failed: it is left out).
     pub fn run(&self, cases: &[SelectedCase], on_case: &mut dyn FnMut(&CaseReport)) -> RunReport {
         if self.config().hold_card {
             return self.run_holding_card(cases, on_case);
@@ -129,12 +143,18 @@ impl Session {
             let prep_done = done_tx.clone();
             s.spawn(move || {
                 for &i in runnable {
+                    if self.cancelled() {
+                        break;
+                    }
                     match self.prepare_one(&cases[i], slots.remove(&i), compiled) {
                         Ok(p) => {
                             if work_tx.send((i, p)).is_err() {
                                 break;
                             }
                         }
+                        // A failure while cancelling is the cancellation's
+                        // (a killed Python worker, an unbuilt callable).
+                        Err(_) if self.cancelled() => break,
                         Err(r) => {
                             let _ = prep_done.send((i, *r));
                         }
@@ -148,7 +168,15 @@ impl Session {
                     loop {
                         let next = work_rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
                         let Ok((i, p)) = next else { break };
-                        if done.send((i, self.finish(p, None))).is_err() {
+                        // Cancelled: prepared cases are dropped unrun (the
+                        // channel is drained so the preparer never blocks).
+                        if self.cancelled() {
+                            continue;
+                        }
+                        let Some(r) = self.finish(p, None) else {
+                            continue;
+                        };
+                        if done.send((i, r)).is_err() {
                             break;
                         }
                     }
@@ -191,6 +219,8 @@ impl Session {
         );
         let lease = match acquired {
             Ok(l) => l,
+            // Interrupted while waiting: nothing ran.
+            Err(_) if self.cancelled() => return self.run_report(Vec::new(), start),
             Err(e) => {
                 let reports = cases
                     .iter()
@@ -222,10 +252,15 @@ impl Session {
         let compiled = self.compile(&to_compile);
         let mut lease = Some(lease);
         for (n, &i) in runnable.iter().enumerate() {
-            let mut r = match self.prepare_one(&cases[i], slots.remove(&i), &compiled) {
+            if self.cancelled() {
+                break;
+            }
+            let r = match self.prepare_one(&cases[i], slots.remove(&i), &compiled) {
                 Ok(p) => self.finish(p, lease.as_ref()),
-                Err(r) => *r,
+                Err(_) if self.cancelled() => None,
+                Err(r) => Some(*r),
             };
+            let Some(mut r) = r else { break };
             // Released before the last share is charged, so the hold ends
             // where the last case does.
             if n + 1 == runnable.len()
@@ -325,8 +360,9 @@ impl Session {
     }
 
     /// The device stage, then (card released) the comparison, the verdict
-    /// and the dump sink.
-    fn finish(&self, p: Prepared, held: Option<&CardLease>) -> CaseReport {
+    /// and the dump sink. `None`: the run was cancelled before the device
+    /// stage finished (the case did not run to the end).
+    fn finish(&self, p: Prepared, held: Option<&CardLease>) -> Option<CaseReport> {
         let Prepared {
             sel,
             callable,
@@ -343,6 +379,9 @@ impl Session {
             scalars: &scalars,
         };
         let mut device = self.device.run(work, &mut report, held);
+        if device.cancelled {
+            return None;
+        }
         let Some(runs) = device.outputs.take() else {
             report.fail(FailureStage::Device, device.notes.join("\n"));
             report.wall_s = started.elapsed().as_secs_f64();
@@ -355,7 +394,7 @@ impl Session {
                 None,
                 &device,
             );
-            return report;
+            return Some(report);
         };
 
         // Every run's outputs are judged (`--warmup` runs, then `--rounds`),
@@ -395,7 +434,7 @@ impl Session {
         let Some((judged_outputs, at)) = judged else {
             report.fail(FailureStage::Device, "the device returned no run's outputs");
             report.wall_s = started.elapsed().as_secs_f64();
-            return report;
+            return Some(report);
         };
         report.outputs = judged_outputs;
         let outputs = &runs[at];
@@ -426,7 +465,7 @@ impl Session {
             Some(t),
             &device,
         );
-        report
+        Some(report)
     }
 
     /// `--trace` / `--dep-graph` (issue 19, `crate::trace`): writes the

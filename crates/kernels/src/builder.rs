@@ -10,6 +10,8 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
+use scene_util::Cancel;
+
 use crate::budget::Budget;
 use crate::cache::{Cache, CacheConfig, Lookup, MissReason, Tier};
 use crate::compile;
@@ -32,6 +34,11 @@ pub struct BuildOptions {
     /// artifacts live only as long as the builder). If its directory cannot
     /// be created or locked, the builder warns once and builds without it.
     pub cache: Option<CacheConfig>,
+    /// Cancels the build: no tool is started once it is cancelled, and
+    /// running ones are terminated (they run in process groups registered
+    /// with it); their units end [`UnitOutcome::Cancelled`]. Nothing
+    /// partial is published (entries only ever appear by rename).
+    pub cancel: Cancel,
 }
 
 impl Default for BuildOptions {
@@ -40,6 +47,7 @@ impl Default for BuildOptions {
             workers: std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN),
             work_dir: None,
             cache: None,
+            cancel: Cancel::default(),
         }
     }
 }
@@ -70,6 +78,7 @@ pub struct Builder {
     schema: u32,
     /// Something was published since the last prune check.
     published: AtomicBool,
+    cancel: Cancel,
 }
 
 impl fmt::Debug for Builder {
@@ -129,7 +138,8 @@ impl Builder {
         let budget = Arc::new(Budget::new(options.workers.get()));
         // `cc --version` probes are tool processes too: same budget.
         let keys = KeyContext::new(cache.as_ref().map(|c| c.dir().join("tools")))
-            .with_budget(Arc::clone(&budget));
+            .with_budget(Arc::clone(&budget))
+            .with_cancel(options.cancel.clone());
 
         Ok(Builder {
             root,
@@ -146,6 +156,7 @@ impl Builder {
             cache,
             schema,
             published: AtomicBool::new(false),
+            cancel: options.cancel,
         })
     }
 
@@ -219,6 +230,12 @@ impl Builder {
 
         for (idx, entry) in plan.entries.iter().enumerate() {
             let started = Instant::now();
+            if self.cancel.is_cancelled() {
+                let done = Done::new(UnitOutcome::Cancelled, Duration::ZERO, None);
+                self.finish(entry, &mut reports[idx], done);
+                results[idx] = Some(Err(Arc::new(CompileError::Cancelled)));
+                continue;
+            }
             let inputs = match self.inputs(&entry.job) {
                 Ok(inputs) => inputs,
                 Err(err) => {
@@ -273,7 +290,8 @@ impl Builder {
                     self.record_callable(cache, spec, spec_plan, &keys);
                 }
             }
-            if self.published.swap(false, Ordering::Relaxed) {
+            // A cancelled run ends quickly: the next run prunes.
+            if self.published.swap(false, Ordering::Relaxed) && !self.cancel.is_cancelled() {
                 cache.prune_after_publish();
             }
         }
@@ -304,7 +322,14 @@ impl Builder {
                 scope.spawn(move || {
                     while let Some(q) = queue.get(next.fetch_add(1, Ordering::Relaxed)) {
                         let slot = self.budget.take();
-                        let (result, done) = self.obtain(&entries[q.idx], q);
+                        // Cancelled: the rest of the queue is not started.
+                        let (result, done) = if self.cancel.is_cancelled() {
+                            let done =
+                                Done::new(UnitOutcome::Cancelled, Duration::ZERO, Some(q.key));
+                            (Err(Arc::new(CompileError::Cancelled)), done)
+                        } else {
+                            self.obtain(&entries[q.idx], q)
+                        };
                         drop(slot);
                         if tx.send((q.idx, q.key, result, done)).is_err() {
                             break;
@@ -355,6 +380,10 @@ impl Builder {
         let compile_started = Instant::now();
         let result = self.run_unit(entry, q.key);
         let compile_time = compile_started.elapsed();
+        if result.as_ref().is_err_and(CompileError::is_cancelled) {
+            drop(guard);
+            return compiled(result, started.elapsed(), q.key, miss);
+        }
         cache.count_compile(&q.key, compile_time.as_secs_f64());
         if let (Ok(bytes), Some(_)) = (&result, &guard)
             && cache.publish(
@@ -466,7 +495,7 @@ impl Builder {
     ) -> Result<Vec<u8>, CompileError> {
         let builtins = self.builtins(unit.core)?;
         let object = self.scratch_file(key, "o");
-        compile::compile_incore(&self.toolchain, &self.root, unit, &object)?;
+        compile::compile_incore(&self.toolchain, &self.root, unit, &object, &self.cancel)?;
         link::check_object(&object, display)?;
         let linked = object.with_extension("elf");
         let cwd = self.link_script.parent().unwrap_or(&self.root);
@@ -476,13 +505,14 @@ impl Builder {
             &[&object, &builtins],
             &linked,
             cwd,
+            &self.cancel,
         )?;
         link::read_image(&linked, display)
     }
 
     fn build_orch(&self, unit: &OrchUnit, key: UnitKey) -> Result<Vec<u8>, CompileError> {
         let out = self.scratch_file(key, "so");
-        compile::compile_orchestration(&self.toolchain, &self.root, unit, &out)
+        compile::compile_orchestration(&self.toolchain, &self.root, unit, &out, &self.cancel)
     }
 
     fn builtins(&self, core: CoreType) -> Result<PathBuf, CompileError> {
@@ -503,7 +533,7 @@ impl Builder {
     /// it. It is not a scene unit: not counted in hits, misses or compiles.
     fn cached_builtins(&self, core: CoreType, dir: &Path) -> Result<PathBuf, CompileError> {
         let Some(cache) = self.cache.as_ref().filter(|c| c.is_enabled()) else {
-            return compile::compile_builtins(&self.toolchain, core, dir);
+            return compile::compile_builtins(&self.toolchain, core, dir, &self.cancel);
         };
         let inputs = self
             .keys
@@ -528,7 +558,7 @@ impl Builder {
             }
         }
         let started = Instant::now();
-        let out = compile::compile_builtins(&self.toolchain, core, dir)?;
+        let out = compile::compile_builtins(&self.toolchain, core, dir, &self.cancel)?;
         let seconds = started.elapsed().as_secs_f64();
         if guard.is_some()
             && let Ok(bytes) = std::fs::read(&out)
@@ -592,10 +622,10 @@ fn compiled(
     key: UnitKey,
     miss: MissReason,
 ) -> (UnitResult, Done) {
-    let outcome = if result.is_ok() {
-        UnitOutcome::Compiled
-    } else {
-        UnitOutcome::Failed
+    let outcome = match &result {
+        Ok(_) => UnitOutcome::Compiled,
+        Err(e) if e.is_cancelled() => UnitOutcome::Cancelled,
+        Err(_) => UnitOutcome::Failed,
     };
     let done = Done {
         outcome,

@@ -8,6 +8,8 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use scene_util::Cancel;
+
 use crate::error::{CompileError, Stage};
 use crate::process::Invocation;
 use crate::toolchain::Toolchain;
@@ -68,6 +70,7 @@ pub(crate) fn compile_incore(
     root: &Path,
     unit: &IncoreUnit,
     out: &Path,
+    cancel: &Cancel,
 ) -> Result<(), CompileError> {
     require_source(root, &unit.source)?;
     let mut args = incore_args(tc, unit);
@@ -81,7 +84,7 @@ pub(crate) fn compile_incore(
         args,
         cwd: root,
     }
-    .run()
+    .run(cancel)
     .map_err(|e| explain_compile_failure(language, e))
 }
 
@@ -98,6 +101,7 @@ pub(crate) fn compile_builtins(
     tc: &Toolchain,
     core: CoreType,
     work_dir: &Path,
+    cancel: &Cancel,
 ) -> Result<PathBuf, CompileError> {
     let source = work_dir.join(BUILTINS_SOURCE_NAME);
     // Several core types may race to write it; identical content makes
@@ -114,7 +118,7 @@ pub(crate) fn compile_builtins(
         args: builtins_args(tc, core, &out),
         cwd: work_dir,
     }
-    .run()?;
+    .run(cancel)?;
     Ok(out)
 }
 
@@ -153,6 +157,7 @@ pub(crate) fn compile_orchestration(
     root: &Path,
     unit: &OrchUnit,
     out: &Path,
+    cancel: &Cancel,
 ) -> Result<Vec<u8>, CompileError> {
     require_source(root, &unit.source)?;
     let mut args = orch_args(tc, unit);
@@ -166,7 +171,7 @@ pub(crate) fn compile_orchestration(
         args,
         cwd: root,
     }
-    .run()
+    .run(cancel)
     .map_err(|e| explain_compile_failure(language, e))?;
     std::fs::read(out).map_err(|source| CompileError::Read {
         path: out.to_path_buf(),

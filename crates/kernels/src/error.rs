@@ -69,6 +69,9 @@ pub enum CompileError {
     },
     #[error("{0}")]
     Shared(Arc<CompileError>),
+    /// The run was cancelled (a signal) before or while the tool ran.
+    #[error("not built: the run was interrupted")]
+    Cancelled,
 }
 
 impl CompileError {
@@ -79,6 +82,16 @@ impl CompileError {
             CompileError::Shared(inner) => inner.stderr(),
             CompileError::Rule { cause, .. } => cause.stderr(),
             _ => None,
+        }
+    }
+
+    /// Whether the unit was not built because the run was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        match self {
+            CompileError::Cancelled => true,
+            CompileError::Shared(inner) => inner.is_cancelled(),
+            CompileError::Rule { cause, .. } => cause.is_cancelled(),
+            _ => false,
         }
     }
 }

@@ -194,6 +194,8 @@ pub struct KeyContext {
     tool_store: Option<PathBuf>,
     /// The builder's tool-process budget, taken while `--version` runs.
     budget: Option<Arc<Budget>>,
+    /// The builder's cancellation: probes run registered with it.
+    cancel: scene_util::Cancel,
 }
 
 /// A file modified this recently may be modified again within the same
@@ -214,6 +216,13 @@ impl KeyContext {
     /// thread, outside any worker).
     pub(crate) fn with_budget(mut self, budget: Arc<Budget>) -> Self {
         self.budget = Some(budget);
+        self
+    }
+
+    /// Runs `--version` probes registered with `cancel` (in their own
+    /// process group; terminated when it is cancelled).
+    pub(crate) fn with_cancel(mut self, cancel: scene_util::Cancel) -> Self {
+        self.cancel = cancel;
         self
     }
 
@@ -314,11 +323,20 @@ impl KeyContext {
             return text;
         }
         let slot = self.budget.as_ref().map(|b| b.take());
-        let probe = Command::new(resolved)
-            .arg("--version")
-            .stdin(Stdio::null())
-            .output();
+        let probe = self
+            .cancel
+            .spawn(
+                Command::new(resolved)
+                    .arg("--version")
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped()),
+            )
+            .and_then(|child| child.wait_with_output());
         drop(slot);
+        // A probe a cancellation cut short says nothing about the tool:
+        // never persisted.
+        let cut_short = self.cancel.is_cancelled();
         let version = match probe {
             Ok(out) => {
                 let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -330,7 +348,7 @@ impl KeyContext {
             }
             Err(e) => format!("could not run --version: {e}"),
         };
-        if let Some(path) = stored {
+        if let Some(path) = stored.filter(|_| !cut_short) {
             // Best effort: without it the next process just runs --version.
             let _ = scene_util::write_atomically(&path, version.as_bytes());
         }

@@ -3,6 +3,8 @@
 use std::ffi::OsString;
 use std::path::Path;
 
+use scene_util::Cancel;
+
 use crate::error::{CompileError, Stage};
 use crate::image::extract_text_image;
 use crate::process::Invocation;
@@ -18,6 +20,7 @@ pub(crate) fn link_incore(
     objects: &[&Path],
     out: &Path,
     cwd: &Path,
+    cancel: &Cancel,
 ) -> Result<(), CompileError> {
     Invocation {
         role: "linker",
@@ -26,7 +29,7 @@ pub(crate) fn link_incore(
         args: link_args(tc, script, objects, out),
         cwd,
     }
-    .run()
+    .run(cancel)
 }
 
 /// The linker arguments of [`link_incore`]; shared with

@@ -4,6 +4,8 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use scene_util::Cancel;
+
 use crate::error::{CompileError, Stage};
 
 /// A tool invocation: program, arguments and working directory.
@@ -19,13 +21,24 @@ pub(crate) struct Invocation<'a> {
 impl Invocation<'_> {
     /// Runs to completion. Stdout/stderr are captured so that a failure can
     /// be attributed to the unit that caused it rather than interleaved with
-    /// other workers' output.
-    pub fn run(&self) -> Result<(), CompileError> {
-        let output = Command::new(self.program)
-            .args(&self.args)
-            .current_dir(self.cwd)
-            .stdin(Stdio::null())
-            .output()
+    /// other workers' output. The tool runs in a process group of its own,
+    /// registered with `cancel`: cancelling terminates it (and whatever it
+    /// started), and a tool not yet started is not started
+    /// ([`CompileError::Cancelled`] either way).
+    pub fn run(&self, cancel: &Cancel) -> Result<(), CompileError> {
+        if cancel.is_cancelled() {
+            return Err(CompileError::Cancelled);
+        }
+        let output = cancel
+            .spawn(
+                Command::new(self.program)
+                    .args(&self.args)
+                    .current_dir(self.cwd)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped()),
+            )
+            .and_then(|child| child.wait_with_output())
             .map_err(|source| CompileError::Spawn {
                 role: self.role,
                 program: self.program.to_path_buf(),
@@ -33,6 +46,9 @@ impl Invocation<'_> {
             })?;
         if output.status.success() {
             return Ok(());
+        }
+        if cancel.is_cancelled() {
+            return Err(CompileError::Cancelled);
         }
         let mut stderr = String::from_utf8_lossy(&output.stderr)
             .trim_end()
@@ -92,7 +108,7 @@ mod tests {
             args: vec!["-c".into(), "echo 'boom here' >&2; exit 3".into()],
             cwd: dir.path(),
         };
-        let err = inv.run().expect_err("exit 3");
+        let err = inv.run(&Cancel::new()).expect_err("exit 3");
         assert_eq!(err.stderr(), Some("boom here"));
         let msg = err.to_string();
         assert!(msg.starts_with("failed to compile"), "{msg}");
@@ -112,7 +128,7 @@ mod tests {
             args: vec![],
             cwd: dir.path(),
         };
-        let msg = inv.run().expect_err("missing").to_string();
+        let msg = inv.run(&Cancel::new()).expect_err("missing").to_string();
         assert!(msg.contains("could not run linker `/no/such/ld`"), "{msg}");
     }
 }

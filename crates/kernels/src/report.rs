@@ -23,6 +23,9 @@ pub enum UnitOutcome {
     /// Taken from the persistent cache (verified before use).
     Cached,
     Failed,
+    /// Not built: the run was cancelled before or while its tools ran
+    /// ([`crate::BuildOptions::cancel`]).
+    Cancelled,
 }
 
 /// One compiled (or reused, or failed) unit. A unit shared by several

@@ -19,6 +19,7 @@ fn options(workers: usize) -> BuildOptions {
         workers: NonZeroUsize::new(workers).expect("non-zero"),
         work_dir: None,
         cache: None,
+        ..BuildOptions::default()
     }
 }
 
@@ -573,5 +574,37 @@ fn observer_runs_for_reused_units_too() {
     assert!(
         seen[4..].iter().all(|(_, o)| *o == UnitOutcome::Reused),
         "{seen:?}"
+    );
+}
+
+/// Cancelled after the first unit (one worker): no further tool starts,
+/// the other units end `Cancelled` (not failed), and the callable fails
+/// only with cancelled units.
+#[test]
+fn a_cancelled_build_starts_no_more_tools() {
+    let root = Root::new();
+    let spec = three_kernel_spec(&root, "vector_example");
+    let cancel = scene_util::Cancel::new();
+    let on_unit = cancel.clone();
+    let options = BuildOptions {
+        cancel: cancel.clone(),
+        ..options(1)
+    };
+    let builder = Builder::new(root.path(), toolchain(), options)
+        .expect("builder")
+        .with_observer(Arc::new(move |_report| {
+            on_unit.cancel(scene_util::cancel::SIGINT);
+        }));
+    let out = builder.build_all(std::slice::from_ref(&spec));
+    assert_eq!(cancel.signal(), Some(scene_util::cancel::SIGINT));
+    assert_eq!(out.count(UnitOutcome::Compiled), 1, "{:?}", out.units);
+    assert_eq!(out.count(UnitOutcome::Cancelled), 3, "{:?}", out.units);
+    assert_eq!(out.count(UnitOutcome::Failed), 0);
+    let err = out.callables[0].as_ref().expect_err("not built");
+    assert!(
+        err.failures
+            .iter()
+            .all(|f| f.error().is_some_and(|e| e.is_cancelled())),
+        "{err}"
     );
 }

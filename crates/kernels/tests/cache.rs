@@ -74,6 +74,7 @@ fn cached_builder(root: &Root, cc: &Path, config: CacheConfig) -> (Builder, Warn
         workers: NonZeroUsize::new(2).expect("non-zero"),
         work_dir: None,
         cache: Some(config),
+        ..BuildOptions::default()
     };
     let builder =
         Builder::new(root.path(), toolchain().with_compiler(cc), options).expect("builder");

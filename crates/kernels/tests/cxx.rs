@@ -16,6 +16,7 @@ fn builder(root: &Root) -> Builder {
         workers: NonZeroUsize::new(2).expect("non-zero"),
         work_dir: None,
         cache: None,
+        ..BuildOptions::default()
     };
     Builder::new(root.path(), toolchain(), options).expect("builder")
 }
@@ -340,6 +341,7 @@ fn a_missing_cxx_compiler_is_named_by_the_cxx_units() {
         workers: NonZeroUsize::new(1).expect("non-zero"),
         work_dir: None,
         cache: None,
+        ..BuildOptions::default()
     };
     let tc = toolchain().with_cxx("/no/such/c++");
     let builder = Builder::new(root.path(), tc, options).expect("C++ is not checked up front");

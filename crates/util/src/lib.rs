@@ -10,6 +10,9 @@
 use std::io::{self, Write};
 use std::path::{Component, Path};
 
+pub mod cancel;
+pub use cancel::Cancel;
+
 /// Writes `bytes` to `path` through a temp file in the same directory and a
 /// rename, creating the directory if needed: a reader sees the old file,
 /// or the whole new one, never a part.

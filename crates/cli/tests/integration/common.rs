@@ -418,12 +418,19 @@ pub fn test_python() -> Option<PathBuf> {
                 return None;
             }
             let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("scene-test-python");
-            match EnvCache::new(root).ensure(&found, &reqs, &Installer { uv: None }, |dir| {
-                eprintln!(
-                    "note: python3 lacks numpy; provisioning a test environment in {}",
-                    dir.display()
-                )
-            }) {
+            let cancel = scene_util::Cancel::default();
+            match EnvCache::new(root).ensure(
+                &found,
+                &reqs,
+                &Installer { uv: None },
+                &cancel,
+                |dir| {
+                    eprintln!(
+                        "note: python3 lacks numpy; provisioning a test environment in {}",
+                        dir.display()
+                    )
+                },
+            ) {
                 Ok(env) => Some(env.python),
                 Err(e) => {
                     eprintln!("note: cannot provision numpy for the tests: {e}");

@@ -36,5 +36,6 @@ mod remote_cache;
 mod replay;
 mod rounds;
 mod scale;
+mod signal;
 mod terminal;
 mod trace;

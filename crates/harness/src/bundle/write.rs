@@ -45,6 +45,7 @@ impl BundleWriter {
         let tmp = parent.join(tmp_name);
         // Left over from a crashed run of a process with our pid: ours by name.
         remove_if_exists(&tmp)?;
+        sweep_dead_staging(parent, name);
         std::fs::create_dir(&tmp).map_err(io_err(&tmp))?;
         Ok(BundleWriter {
             dest,
@@ -206,6 +207,32 @@ impl Drop for BundleWriter {
     fn drop(&mut self) {
         if !self.committed {
             let _ = std::fs::remove_dir_all(&self.tmp);
+        }
+    }
+}
+
+/// Removes `<name>.tmp-<pid>` staging directories beside the bundle whose
+/// process is gone (killed, e.g. by a second Ctrl-C, before it could
+/// remove its own). Best effort: a live (or recycled) pid's is kept.
+fn sweep_dead_staging(parent: &Path, name: &std::ffi::OsStr) {
+    let Some(prefix) = name.to_str().map(|n| format!("{n}.tmp-")) else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(pid) = file_name
+            .to_str()
+            .and_then(|n| n.strip_prefix(&prefix))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir && !scene_util::cancel::process_alive(pid) {
+            let _ = std::fs::remove_dir_all(entry.path());
         }
     }
 }

@@ -27,13 +27,14 @@ pub mod provision;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use scene_golden::{DType, Tensor, npy};
+use scene_util::{Cancel, cancel::CancelChild};
 use serde_json::{Value as Json, json};
 
 use crate::expr::Num;
@@ -133,7 +134,10 @@ pub struct PyInputs {
 
 /// One running worker process.
 struct Worker {
-    child: Child,
+    /// In its own process group, registered with the run's [`Cancel`]:
+    /// cancelling terminates it (a terminal's Ctrl-C never reaches it, so
+    /// numpy prints no `KeyboardInterrupt`).
+    child: CancelChild,
     stdin: ChildStdin,
     lines: Receiver<String>,
     versions: Versions,
@@ -146,7 +150,6 @@ impl Drop for Worker {
         // shim), the interpreter sees its parent go and exits by itself
         // (the driver's watchdog).
         let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -173,14 +176,19 @@ fn given_interpreter(config: &PythonConfig) -> Interpreter {
 }
 
 impl Worker {
-    fn start(config: &PythonConfig, python: &Path) -> Result<Worker, PyError> {
-        let mut child = Command::new(python)
-            .args(["-u", "-c", DRIVER])
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
+    fn start(config: &PythonConfig, python: &Path, cancel: &Cancel) -> Result<Worker, PyError> {
+        if cancel.is_cancelled() {
+            return Err(PyError::Died("the run was interrupted".into()));
+        }
+        let mut child = cancel
+            .spawn(
+                Command::new(python)
+                    .args(["-u", "-c", DRIVER])
+                    .env("PYTHONDONTWRITEBYTECODE", "1")
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::inherit()),
+            )
             .map_err(|e| {
                 PyError::Unavailable(format!(
                     "cannot start `{}`: {e}. {}",
@@ -188,9 +196,9 @@ impl Worker {
                     install_hint(config, python)
                 ))
             })?;
-        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        let pipes = child.child_mut();
+        let (Some(stdin), Some(stdout)) = (pipes.stdin.take(), pipes.stdout.take()) else {
             let _ = child.kill();
-            let _ = child.wait();
             return Err(PyError::Died("no pipes to the worker".into()));
         };
         let (tx, lines) = std::sync::mpsc::channel();
@@ -266,8 +274,7 @@ impl Worker {
             .write_all(line.as_bytes())
             .and_then(|()| self.stdin.flush())
         {
-            let _ = self.child.kill();
-            let status = self.child.wait().map(|s| s.to_string()).unwrap_or_default();
+            let status = self.child.kill().map(|s| s.to_string()).unwrap_or_default();
             return Err(PyError::Died(format!("writing to it: {e}; {status}")));
         }
         self.receive(timeout)
@@ -306,6 +313,7 @@ pub struct PythonRunner {
     dir: OnceLock<Result<tempfile::TempDir, String>>,
     next: AtomicU64,
     identities: Mutex<HashMap<PathBuf, String>>,
+    cancel: Cancel,
 }
 
 impl std::fmt::Debug for PythonRunner {
@@ -330,7 +338,15 @@ impl PythonRunner {
             dir: OnceLock::new(),
             next: AtomicU64::new(0),
             identities: Mutex::new(HashMap::new()),
+            cancel: Cancel::default(),
         }
+    }
+
+    /// Starts the worker registered with `cancel` (terminated, and never
+    /// restarted, once it is cancelled).
+    pub fn with_cancel(mut self, cancel: Cancel) -> Self {
+        self.cancel = cancel;
+        self
     }
 
     pub fn config(&self) -> &PythonConfig {
@@ -393,7 +409,7 @@ impl PythonRunner {
         let started = Instant::now();
         let mut built = false;
         let env = cache
-            .ensure(probe, reqs, &installer, |dir| {
+            .ensure(probe, reqs, &installer, &self.cancel, |dir| {
                 built = true;
                 eprintln!(
                     "provisioning Python environment for {}: {} (once; cached in {})",
@@ -454,7 +470,7 @@ impl PythonRunner {
             return Err(PyError::Unavailable(why.clone()));
         }
         if matches!(*state, State::Idle) {
-            match Worker::start(&self.config, &python) {
+            match Worker::start(&self.config, &python, &self.cancel) {
                 Ok(w) => *state = State::Running(w),
                 Err(PyError::Unavailable(why)) => {
                     *state = State::Unavailable(why.clone());

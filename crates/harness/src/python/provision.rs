@@ -28,6 +28,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use scene_kernels::cache::{LEFTOVER_AGE, lock_file, try_lock_file};
+use scene_util::Cancel;
 use serde::{Deserialize, Serialize};
 
 /// What a Python golden needs when its scene declares nothing.
@@ -419,16 +420,26 @@ fn last_lines(out: &Output, n: usize) -> String {
 }
 
 /// Runs `cmd` to completion (output captured); `Err` names it and says why.
-fn run(mut cmd: Command) -> Result<Output, ProvisionError> {
+/// Registered with `cancel`, so an interrupted run stops pip or uv too
+/// (the half-built environment is then removed with its build directory).
+fn run(mut cmd: Command, cancel: &Cancel) -> Result<Output, ProvisionError> {
     let command = command_line(&cmd);
-    let out = cmd
-        .stdin(Stdio::null())
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .output()
-        .map_err(|e| ProvisionError::Command {
-            command: command.clone(),
-            why: e.to_string(),
-        })?;
+    let failed = |why: String| ProvisionError::Command {
+        command: command.clone(),
+        why,
+    };
+    if cancel.is_cancelled() {
+        return Err(failed("the run was interrupted".into()));
+    }
+    let out = cancel
+        .spawn(
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .env("PYTHONDONTWRITEBYTECODE", "1"),
+        )
+        .and_then(|child| child.wait_with_output())
+        .map_err(|e| failed(e.to_string()))?;
     if !out.status.success() {
         return Err(ProvisionError::Command {
             command,
@@ -473,6 +484,7 @@ impl EnvCache {
         probe: &Probe,
         reqs: &[String],
         installer: &Installer,
+        cancel: &Cancel,
         progress: impl FnOnce(&Path),
     ) -> Result<ManagedEnv, ProvisionError> {
         let key = env_key(probe, reqs);
@@ -510,10 +522,10 @@ impl EnvCache {
             },
             e => e,
         };
-        run(installer.venv(&probe.executable, &env_dir)).map_err(named)?;
+        run(installer.venv(&probe.executable, &env_dir), cancel).map_err(named)?;
         let python = env_dir.join("bin").join("python");
-        run(installer.install(&python, reqs)).map_err(named)?;
-        let frozen = run(installer.freeze(&python)).map_err(named)?;
+        run(installer.install(&python, reqs), cancel).map_err(named)?;
+        let frozen = run(installer.freeze(&python), cancel).map_err(named)?;
         let lock_text = String::from_utf8_lossy(&frozen.stdout).into_owned();
         let check = self::probe(&python, reqs).map_err(|why| ProvisionError::Command {
             command: format!("{} -c <probe>", python.display()),
@@ -804,7 +816,13 @@ mod tests {
         let reqs = requirement_set(&[]);
         let mut progressed = false;
         let err = cache
-            .ensure(&p, &reqs, &Installer { uv: None }, |_| progressed = true)
+            .ensure(
+                &p,
+                &reqs,
+                &Installer { uv: None },
+                &Cancel::default(),
+                |_| progressed = true,
+            )
             .unwrap_err();
         assert!(progressed);
         assert!(
@@ -845,7 +863,13 @@ mod tests {
         };
         std::fs::write(dir.join(MARKER), serde_json::to_vec(&marker).unwrap()).unwrap();
         let env = cache
-            .ensure(&p, &reqs, &Installer { uv: None }, |_| panic!("no build"))
+            .ensure(
+                &p,
+                &reqs,
+                &Installer { uv: None },
+                &Cancel::default(),
+                |_| panic!("no build"),
+            )
             .unwrap();
         assert_eq!(env.python, dir.join("bin/python"));
         assert_eq!(env.pinned(), "numpy==2.1.3");
