@@ -44,12 +44,7 @@ pub(crate) fn list(
         eprintln!("error: {}", e.message);
     }
     let mut out = std::io::stdout().lock();
-    let cases = select_cases(
-        &scenes,
-        sel.filter.as_deref(),
-        platform.scenes(),
-        sel.include_manual,
-    );
+    let cases = select_cases(&scenes, &sel.filters, platform.scenes(), sel.include_manual);
     let all = cases.len();
     let load_failed = !errors.is_empty();
     // Split as `run` splits (cases and load failures together), so a
@@ -67,7 +62,7 @@ pub(crate) fn list(
     // hardware-only cases (which no simulator runs) are left out.
     let hardware: std::collections::BTreeMap<String, String> = match sel.partition {
         Some(_) => Default::default(),
-        None => scene_harness::select::hardware_only_cases(&scenes, sel.filter.as_deref())
+        None => scene_harness::select::hardware_only_cases(&scenes, &sel.filters)
             .iter()
             .map(|c| (c.id(), c.scene.case_platforms(c.case()).join(", ")))
             .collect(),

@@ -127,7 +127,7 @@ pub fn trials(layout: Layout, registry: GoldenRegistry, env: &Environment) -> Ve
     };
     let platform_name = config.platform.to_string();
     let platform = config.platform.scenes();
-    let selected = select_cases(&loaded, None, platform, true);
+    let selected = select_cases(&loaded, &[], platform, true);
     // Level-3 trials hold a group of cards: with no pool given, the pool
     // is sized for the largest group.
     crate::env::size_default_pool(&mut config, env, None, &selected);
