@@ -1,12 +1,12 @@
 //! Habits a newcomer expects of `scene` (issue 25, item 6): several
-//! filters, the case count up front, the failures listed again under the
-//! summary.
+//! filters, a setup-error exit status, the case count up front, the
+//! failures listed again under the summary.
 
 mod common;
 
-use std::process::Output;
+use std::process::{Command, Output};
 
-use common::{TestEnv, copy_scene, show};
+use common::{TestEnv, copy_scene, package_scenes_dir, scene_exe, show, workspace_root};
 
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -14,6 +14,33 @@ fn stdout(out: &Output) -> String {
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The `error:` lines of a run's stderr.
+fn error_lines(out: &Output) -> Vec<String> {
+    stderr(out)
+        .lines()
+        .filter(|l| l.starts_with("error:"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Asserts exit 3 with exactly one `error:` line containing every `want`.
+fn assert_setup_error(out: &Output, want: &[&str]) {
+    assert_eq!(out.status.code(), Some(3), "{}", show(out));
+    let errors = error_lines(out);
+    assert_eq!(errors.len(), 1, "{}", show(out));
+    for w in want {
+        assert!(errors[0].contains(w), "`{w}` missing: {}", show(out));
+    }
+    // Nothing ran: no case line, no summary.
+    let so = stdout(out);
+    assert!(
+        !so.contains("PASS ") && !so.contains("FAIL "),
+        "{}",
+        show(out)
+    );
+    assert_eq!(common::summary_line(&so), None, "{}", show(out));
 }
 
 /// A private scenes dir with a working and a broken copy of vector_example
@@ -127,4 +154,157 @@ fn failures_are_listed_again_under_the_summary() {
     let out = env.scene(&["run", "vec_ok"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     assert!(!stdout(&out).contains("failures:"), "{}", show(&out));
+}
+
+#[test]
+fn every_help_lists_the_exit_statuses() {
+    for args in [
+        &["--help"][..],
+        &["run", "--help"],
+        &["compile", "--help"],
+        &["precompile", "--help"],
+    ] {
+        let out = Command::new(scene_exe()).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", show(&out));
+        let text = stdout(&out).replace('\n', " ");
+        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            text.contains("Exit status: 0 all passed, 1 any failed, 2 usage error, 3 setup error")
+                && text.contains("4 nothing selected"),
+            "{args:?}: {text}"
+        );
+    }
+}
+
+/// A compiler that is not there is one setup error before anything runs,
+/// for `run`, `compile` and `precompile`: a path that does not exist, or
+/// a bare `cc` on a `PATH` without one.
+#[test]
+fn a_missing_compiler_is_a_setup_error() {
+    let env = TestEnv::new();
+    let bundle = env.dir.path().join("bundle");
+    for args in [
+        &["run", "vector_example::small"][..],
+        &["compile", "vector_example::small"],
+        &[
+            "precompile",
+            "vector_example::small",
+            "--out",
+            bundle.to_str().unwrap(),
+        ],
+    ] {
+        let out = env
+            .scene(args)
+            .env("SCENE_CC", "/nonexistent/bin/cc")
+            .output()
+            .unwrap();
+        assert_setup_error(
+            &out,
+            &[
+                "platform `a2a3sim`: compiler `/nonexistent/bin/cc` not found",
+                "SCENE_CC",
+            ],
+        );
+    }
+    assert!(!bundle.exists(), "precompile wrote a bundle");
+
+    let empty = env.dir.path().join("empty-bin");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = env
+        .scene(&["run", "vector_example::small"])
+        .env("PATH", &empty)
+        .output()
+        .unwrap();
+    assert_setup_error(&out, &["compiler `cc` not found", "SCENE_CC"]);
+}
+
+/// A relocated binary without `libscene_sim_runtime.so` beside it (see
+/// tests/relocate_test.rs) stops before any case, naming the library and
+/// how to point at one; so does a `--runtime` that is not there.
+#[test]
+fn a_missing_runtime_is_a_setup_error() {
+    let env = TestEnv::new();
+    let bin = env.dir.path().join("unpacked/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let exe = bin.join("scene");
+    std::fs::copy(scene_exe(), &exe).unwrap();
+    let relocated = |args: &[&str]| {
+        let mut cmd = env.scene(args);
+        cmd.env_remove("SCENE_RUNTIME_LIB");
+        // The same arguments and environment, the relocated binary.
+        let mut moved = Command::new(&exe);
+        moved.args(cmd.get_args());
+        for (k, v) in cmd.get_envs() {
+            match v {
+                Some(v) => moved.env(k, v),
+                None => moved.env_remove(k),
+            };
+        }
+        moved
+            .arg("--root")
+            .arg(workspace_root())
+            .arg("--scenes-dir")
+            .arg(package_scenes_dir());
+        moved.output().unwrap()
+    };
+    let out = relocated(&["run", "vector_example::small"]);
+    assert_setup_error(&out, &["libscene_sim_runtime.so", "SCENE_RUNTIME_LIB"]);
+
+    let missing = env.dir.path().join("no-such-runtime.so");
+    let out = env
+        .scene(&["run", "vector_example::small", "--runtime"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert_setup_error(
+        &out,
+        &[
+            &missing.display().to_string(),
+            "not found",
+            "SCENE_RUNTIME_LIB",
+        ],
+    );
+    // Pass 1 needs no runtime: precompile from the relocated binary works.
+    let bundle = env.dir.path().join("bundle");
+    let out = relocated(&[
+        "precompile",
+        "vector_example::small",
+        "--out",
+        bundle.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+}
+
+/// No Python interpreter when every selected case needs one (a Python
+/// golden): one setup error, before any case.
+#[test]
+fn a_missing_python_is_a_setup_error() {
+    let env = TestEnv::new();
+    let out = env
+        .scene(&["run", "paged_attention_py::small1"])
+        .env("SCENE_PYTHON", "/nonexistent/bin/python3")
+        .output()
+        .unwrap();
+    assert_setup_error(&out, &["/nonexistent/bin/python3"]);
+    // Scenes without Python do not need it.
+    let out = env
+        .scene(&["run", "vector_example::small"])
+        .env("SCENE_PYTHON", "/nonexistent/bin/python3")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    // With them selected too, they run; the Python case fails alone.
+    let out = env
+        .scene(&["run", "vector_example::small", "paged_attention_py::small1"])
+        .env("SCENE_PYTHON", "/nonexistent/bin/python3")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let so = stdout(&out);
+    assert!(so.contains("PASS vector_example::small"), "{}", show(&out));
+    assert!(
+        so.contains("FAIL paged_attention_py::small1"),
+        "{}",
+        show(&out)
+    );
 }

@@ -19,6 +19,7 @@ use crate::env::{Flags, NoTests, parse_bytes, parse_count, parse_threads};
     version,
     about = "Compile, run and check NPU scene tests (sim platforms: a2a3sim, a5sim)",
     long_about = None,
+    after_help = crate::EXIT_STATUS_HELP,
 )]
 pub(crate) struct Cli {
     /// Workspace root: scenes in DIR/tests/scenes, headers in DIR/crates/device/include [env: SCENE_ROOT] [default: the nearest directory holding tests/scenes, from the current directory up, else from this executable's directory up].
@@ -59,12 +60,15 @@ pub(crate) enum Command {
     /// List selected cases, one `scene::case` a line.
     List(ListArgs),
     /// Compile, build fixtures and goldens, run on a card and compare.
+    #[command(after_help = crate::EXIT_STATUS_HELP)]
     Run(Box<RunArgs>),
     /// Compile and cache every selected callable; never touches a card.
+    #[command(after_help = crate::EXIT_STATUS_HELP)]
     Compile(CompileArgs),
     /// Inspect and maintain the persistent kernel cache.
     Cache(CacheArgs),
     /// Compile, build fixtures and goldens into a bundle for `run --from`; never touches a card.
+    #[command(after_help = crate::EXIT_STATUS_HELP)]
     Precompile(PrecompileArgs),
     /// Summarise `run --report-json` files (e.g. one per partition): a Markdown table, a merged JUnit, an HTML page.
     Report(ReportArgs),

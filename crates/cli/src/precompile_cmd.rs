@@ -21,7 +21,7 @@ use crate::{Layout, Verbosity};
 
 /// Runs `scene precompile`. Exit 0 when every selected case was stored,
 /// 1 when any failed (the others are still stored), 2 when no bundle could
-/// be written at all.
+/// be written at all, 3 when a tool it needs is missing.
 pub(crate) fn run(
     layout: &Layout,
     env: &Environment,
@@ -66,11 +66,11 @@ pub(crate) fn run(
     };
     let cpu = match CpuStages::new(config, registry) {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(1);
-        }
+        Err(e) => return crate::setup::fail(&crate::setup::message(&e)),
     };
+    if let Err(e) = cpu.check_python(&cases) {
+        return crate::setup::fail(&e);
+    }
 
     // One plan for every scene, on one worker budget.
     let compiled = cpu.compile(&cases);

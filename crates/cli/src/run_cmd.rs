@@ -185,13 +185,17 @@ pub(crate) fn run(
         from: args.from.as_deref(),
         partition: args.selection.partition,
     });
+    // Setup errors (no compiler, no runtime library, an unusable lock
+    // directory, no usable Python) stop the run before any case.
     let session = match Session::new(config, registry) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(1);
-        }
+        Err(e) => return crate::setup::fail(&crate::setup::message(&e)),
     };
+    if bundle.is_none()
+        && let Err(e) = session.cpu().check_python(&cases)
+    {
+        return crate::setup::fail(&e);
+    }
     // Before the first case (and the compile bar): what this run will do.
     if !verbosity.quiet {
         stream.line(&start);

@@ -38,6 +38,7 @@ pub struct Session {
 impl Session {
     pub fn new(config: RunConfig, registry: GoldenRegistry) -> Result<Self, SetupError> {
         let device = DeviceStage::new(&config)?;
+        device.check_runtime().map_err(SetupError::Runtime)?;
         let cpu = CpuStages::new(config, registry)?;
         Ok(Self {
             cpu,
