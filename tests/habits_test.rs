@@ -1,6 +1,7 @@
 //! Habits a newcomer expects of `scene` (issue 25, item 6): several
 //! filters, a setup-error exit status, the case count up front, the
-//! failures listed again under the summary.
+//! failures listed again under the summary, and an out-of-memory message
+//! that names its knob.
 
 mod common;
 
@@ -307,4 +308,44 @@ fn a_missing_python_is_a_setup_error() {
         "{}",
         show(&out)
     );
+}
+
+/// A case whose tensors do not fit the simulated device's arena fails
+/// saying how much it asked, how much there is, and the option that
+/// raises it; raising it makes the case pass.
+#[test]
+fn out_of_memory_names_the_option_that_raises_it() {
+    let env = TestEnv::with_scenes(&[]);
+    let dir = copy_scene(&env, "vector_example", "vec_oom");
+    let toml = dir.join("scene.toml");
+    let mut text = std::fs::read_to_string(&toml).unwrap();
+    // 2 MiB per tensor.
+    text.push_str("\n[[cases]]\nname = \"big\"\nparams = { N = 524288 }\n");
+    std::fs::write(&toml, text).unwrap();
+    let out = env
+        .scene(&["run", "vec_oom::big"])
+        .env("SCENE_RUNTIME_OPTIONS", "arena_mb=1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let so = stdout(&out);
+    assert!(so.contains("FAIL vec_oom::big"), "{}", show(&out));
+    assert!(
+        so.contains("device memory exhausted: asked 2 MiB, more than the whole 1 MiB arena"),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        so.contains(
+            "raise it with the runtime option arena_mb=2 (SCENE_RUNTIME_OPTIONS=arena_mb=2"
+        ),
+        "{}",
+        show(&out)
+    );
+    let out = env
+        .scene(&["run", "vec_oom::big"])
+        .env("SCENE_RUNTIME_OPTIONS", "arena_mb=64")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
 }
