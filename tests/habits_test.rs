@@ -1,7 +1,7 @@
 //! Habits a newcomer expects of `scene` (issue 25, item 6): several
 //! filters, a setup-error exit status, the case count up front, the
-//! failures listed again under the summary, and an out-of-memory message
-//! that names its knob.
+//! failures listed again under the summary, an out-of-memory message that
+//! names its knob, and pass 2 saying why pass 1 left a case out.
 
 mod common;
 
@@ -348,4 +348,66 @@ fn out_of_memory_names_the_option_that_raises_it() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+}
+
+/// Pass 1 records why it could not store a case; pass 2 fails that case
+/// with the cause (the compiler's first errors), without rebuilding it.
+#[test]
+fn pass_two_says_why_pass_one_left_a_case_out() {
+    let env = ok_and_broken();
+    let bundle = env.dir.path().join("bundle");
+    let out = env
+        .scene(&["precompile", "--out", bundle.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(bundle.join("bundle.json")).unwrap()).unwrap();
+    let failed = &manifest["failed"]["vec_broken::small"];
+    assert_eq!(failed["stage"], "compile", "{manifest:#}");
+    assert!(
+        failed["message"].as_str().unwrap_or("").contains("mul.c"),
+        "{manifest:#}"
+    );
+
+    // Pass 2 with no compiler at all (`false` everywhere).
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "--from", bundle.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let mut cmd = env.scene(&args);
+        cmd.env("SCENE_CC", "false").env("SCENE_LD", "false");
+        common::output_with_report(&mut cmd, &env.report_path())
+    };
+    let (out, report) = run(&[]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let so = stdout(&out);
+    assert!(
+        so.starts_with(&format!(
+            "running 4 cases of 2 scenes on a2a3sim from bundle {}\n",
+            bundle.display()
+        )),
+        "{}",
+        show(&out)
+    );
+    assert!(so.contains("PASS vec_ok::small"), "{}", show(&out));
+    assert!(
+        so.contains("not in the bundle: pass 1 (scene precompile) failed compiling:"),
+        "{}",
+        show(&out)
+    );
+    assert!(so.contains("mul.c"), "the compiler's error: {}", show(&out));
+    assert!(!stderr(&out).contains("rebuilding"), "{}", show(&out));
+    let case = common::report_case(&report, "vec_broken::odd");
+    assert_eq!(case["failure_stage"], "compile", "{report:#}");
+    let message = case["message"].as_str().unwrap_or("");
+    assert!(
+        message.starts_with("not in the bundle: pass 1 (scene precompile) failed compiling:"),
+        "{message}"
+    );
+    assert_eq!(
+        common::summary_line(&so),
+        Some("2 passed, 2 failed"),
+        "{}",
+        show(&out)
+    );
 }

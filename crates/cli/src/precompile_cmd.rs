@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use scene_harness::bundle::BundleWriter;
+use scene_harness::report::FailureStage;
 use scene_harness::{CpuStages, GoldenRegistry};
 
 use crate::args::{PrecompileArgs, cpu_flags};
@@ -86,7 +87,14 @@ pub(crate) fn run(
             Ok(p) => writer
                 .add_slot(c, &p.callable, &p.inputs, &p.scalars, &p.golden)
                 .map_err(|e| format!("storing: {e}")),
-            Err(report) => Err(failure_text(&report)),
+            Err(report) => {
+                // Kept in the bundle: pass 2 fails the case with this
+                // cause rather than rebuilding it.
+                let stage = report.failure_stage.unwrap_or(FailureStage::Compile);
+                let message = report.message.as_deref().unwrap_or("failed");
+                writer.add_failure(c, stage, message);
+                Err(failure_text(&report))
+            }
         };
         match stored {
             Ok(()) => {
@@ -123,7 +131,6 @@ pub(crate) fn run(
 /// A failed preparation as precompile words it: `compile: ...`,
 /// `fixtures: ...`, or the golden's own message.
 fn failure_text(report: &scene_harness::CaseReport) -> String {
-    use scene_harness::report::FailureStage;
     let message = report.message.as_deref().unwrap_or("failed");
     match report.failure_stage {
         Some(stage @ (FailureStage::Compile | FailureStage::Fixtures)) => {

@@ -64,15 +64,7 @@ pub(crate) fn failure_sentence(
     stage: Option<FailureStage>,
     message: Option<&str>,
 ) -> String {
-    let doing = match stage {
-        Some(FailureStage::Load) => "loading its scene.toml",
-        Some(FailureStage::Compile) => "compiling",
-        Some(FailureStage::Fixtures) => "building input fixtures",
-        Some(FailureStage::Golden) => "computing the golden",
-        Some(FailureStage::Device) => "on the device",
-        Some(FailureStage::Compare) => "comparing outputs",
-        None => "",
-    };
+    let doing = stage.map_or("", |s| s.doing());
     let message = message.map(str::trim_end).unwrap_or("no message");
     let failed = if doing.is_empty() {
         format!("{name} failed")
