@@ -278,7 +278,7 @@ impl Session {
     ) -> (HashMap<usize, SlotData>, Vec<SelectedCase>) {
         let mut slots = HashMap::new();
         let mut to_compile = Vec::new();
-        let mut failed_in_pass1 = Vec::new();
+        let mut failed_in_pass1 = std::collections::HashSet::new();
         for &i in runnable.iter() {
             let sel = &cases[i];
             let Some(bundle) = &self.bundle else {
@@ -294,7 +294,7 @@ impl Session {
                     r.fail(stage, problem.to_string());
                     on_case(&r);
                     reports[i] = Some(r);
-                    failed_in_pass1.push(i);
+                    failed_in_pass1.insert(i);
                 }
                 Err(problem) => {
                     eprintln!(
@@ -305,7 +305,9 @@ impl Session {
                 }
             }
         }
-        runnable.retain(|i| !failed_in_pass1.contains(i));
+        if !failed_in_pass1.is_empty() {
+            runnable.retain(|i| !failed_in_pass1.contains(i));
+        }
         (slots, to_compile)
     }
 
