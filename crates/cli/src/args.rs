@@ -19,6 +19,7 @@ use crate::env::{Flags, NoTests, parse_bytes, parse_count, parse_threads};
     version,
     about = "Compile, run and check NPU scene tests (sim platforms: a2a3sim, a5sim)",
     long_about = None,
+    after_help = crate::EXIT_STATUS_HELP,
 )]
 pub(crate) struct Cli {
     /// Workspace root: scenes in DIR/tests/scenes, headers in DIR/crates/device/include [env: SCENE_ROOT] [default: the nearest directory holding tests/scenes, from the current directory up, else from this executable's directory up].
@@ -59,12 +60,15 @@ pub(crate) enum Command {
     /// List selected cases, one `scene::case` a line.
     List(ListArgs),
     /// Compile, build fixtures and goldens, run on a card and compare.
+    #[command(after_help = crate::EXIT_STATUS_HELP)]
     Run(Box<RunArgs>),
     /// Compile and cache every selected callable; never touches a card.
+    #[command(after_help = crate::EXIT_STATUS_HELP)]
     Compile(CompileArgs),
     /// Inspect and maintain the persistent kernel cache.
     Cache(CacheArgs),
     /// Compile, build fixtures and goldens into a bundle for `run --from`; never touches a card.
+    #[command(after_help = crate::EXIT_STATUS_HELP)]
     Precompile(PrecompileArgs),
     /// Summarise `run --report-json` files (e.g. one per partition): a Markdown table, a merged JUnit, an HTML page.
     Report(ReportArgs),
@@ -119,8 +123,9 @@ pub(crate) struct ReportArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct Selection {
-    /// Only cases whose `scene::case` contains this text.
-    pub(crate) filter: Option<String>,
+    /// Only cases whose `scene::case` contains one of these texts (any of them; none = every case).
+    #[arg(value_name = "FILTER")]
+    pub(crate) filters: Vec<String>,
     /// Platform to select and run for [env: SCENE_PLATFORM] [default: a2a3sim] [built in: a2a3sim, a5sim; more in scene-platforms.toml].
     #[arg(long, value_name = "PLATFORM")]
     pub(crate) platform: Option<PlatformName>,
@@ -373,7 +378,7 @@ mod tests {
     #[test]
     fn dump_args_takes_its_directory_only_after_an_equals_sign() {
         let run = |argv: &[&str]| match Cli::try_parse_from(argv).unwrap().command {
-            Command::Run(r) => (r.dump_args, r.selection.filter),
+            Command::Run(r) => (r.dump_args, r.selection.filters),
             other => panic!("{other:?}"),
         };
         let (dump, filter) = run(&["scene", "run", "--dump-args", "scalar_data"]);
@@ -382,11 +387,38 @@ mod tests {
             Some(std::ffi::OsStr::new("")),
             "bare: the default"
         );
-        assert_eq!(filter.as_deref(), Some("scalar_data"));
+        assert_eq!(filter, ["scalar_data"]);
         let (dump, filter) = run(&["scene", "run", "--dump-args=/tmp/a", "x"]);
         assert_eq!(dump.as_deref(), Some(std::ffi::OsStr::new("/tmp/a")));
-        assert_eq!(filter.as_deref(), Some("x"));
+        assert_eq!(filter, ["x"]);
         assert_eq!(run(&["scene", "run"]).0, None);
+    }
+
+    #[test]
+    fn the_filter_is_zero_or_more_words_on_every_selecting_command() {
+        let filters = |argv: &[&str]| match Cli::try_parse_from(argv).unwrap().command {
+            Command::Run(r) => r.selection.filters,
+            Command::List(l) => l.selection.filters,
+            Command::Compile(c) => c.selection.filters,
+            Command::Precompile(p) => p.selection.filters,
+            other => panic!("{other:?}"),
+        };
+        assert!(filters(&["scene", "run"]).is_empty());
+        assert_eq!(filters(&["scene", "run", "softmax"]), ["softmax"]);
+        assert_eq!(
+            filters(&["scene", "run", "softmax", "rmsnorm"]),
+            ["softmax", "rmsnorm"]
+        );
+        assert_eq!(
+            filters(&["scene", "run", "--from", "b", "softmax", "rmsnorm"]),
+            ["softmax", "rmsnorm"]
+        );
+        assert_eq!(filters(&["scene", "list", "a", "b", "c"]), ["a", "b", "c"]);
+        assert_eq!(filters(&["scene", "compile", "a", "b"]), ["a", "b"]);
+        assert_eq!(
+            filters(&["scene", "precompile", "a", "--out", "d", "b"]),
+            ["a", "b"]
+        );
     }
 
     #[test]

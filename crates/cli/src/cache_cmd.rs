@@ -84,10 +84,8 @@ pub(crate) fn run(dir: &Path, remote: Option<&RemoteConfig>, args: &CacheArgs) -
     match result {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(1)
-        }
+        // The cache directory could not be read or changed: a setup error.
+        Err(e) => crate::setup::fail(&e.to_string()),
     }
 }
 

@@ -174,10 +174,7 @@ pub(crate) fn run(
     let scenes = distinct_scenes(&cases);
     let builder = match compile_builder(&config) {
         Ok(b) => b,
-        Err(e) => {
-            eprintln!("error: toolchain: {e}");
-            return ExitCode::from(1);
-        }
+        Err(e) => return crate::setup::fail(&crate::setup::toolchain_message(&e)),
     };
     let specs = scene_specs(&config, &scenes);
 

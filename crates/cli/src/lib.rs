@@ -11,10 +11,12 @@
 //!
 //! Exit codes: 0 = everything selected passed, 1 = something failed,
 //! 2 = usage error (bad flag, bad value, bad environment variable),
-//! 4 = the selection matched no case (`--no-tests=fail`, the default; the
-//! same code as cargo-nextest's), 130 / 143 = `run`, `compile` or
-//! `precompile` interrupted by SIGINT / SIGTERM (see [`signals`]: children
-//! stopped, temp dirs removed, card locks released, a partial summary).
+//! 3 = setup error (a tool, library or directory the run needs is missing
+//! or unusable: [`EXIT_SETUP`]), 4 = the selection matched no case
+//! (`--no-tests=fail`, the default; the same code as cargo-nextest's),
+//! 130 / 143 = `run`, `compile` or `precompile` interrupted by SIGINT /
+//! SIGTERM (see [`signals`]: children stopped, temp dirs removed, card
+//! locks released, a partial summary).
 
 mod args;
 mod cache_cmd;
@@ -31,6 +33,7 @@ mod prologue;
 mod replay_cmd;
 mod report_cmd;
 mod run_cmd;
+mod setup;
 mod signals;
 pub mod testing;
 
@@ -46,6 +49,18 @@ use crate::env::Environment;
 /// Exit status when the selection matches no case and `--no-tests` (or
 /// `SCENE_NO_TESTS`) is `fail`, as in cargo-nextest.
 pub const EXIT_NO_TESTS: u8 = 4;
+
+/// Exit status of a setup error: something the run needs is missing or
+/// unusable before any case runs (the compiler or linker, the runtime
+/// library, the Python interpreter, the card lock directory, the cache
+/// directory). Distinct from a failed case (1), a usage error (2) and an
+/// empty selection ([`EXIT_NO_TESTS`]).
+pub const EXIT_SETUP: u8 = 3;
+
+/// The exit statuses, as every `--help` ends with them (and the README says).
+pub(crate) const EXIT_STATUS_HELP: &str = "Exit status: 0 all passed, 1 any failed, 2 usage error, \
+3 setup error (compiler, linker, runtime library or Python not found; lock or cache directory \
+unusable), 4 nothing selected, 130 interrupted by SIGINT (Ctrl-C), 143 interrupted by SIGTERM.";
 
 /// `-q`, `-v` and `--color` (with `NO_COLOR`), global to every subcommand.
 #[derive(Clone, Copy, Debug, Default)]

@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use scene_harness::bundle::BundleWriter;
+use scene_harness::report::FailureStage;
 use scene_harness::{CpuStages, GoldenRegistry};
 
 use crate::args::{PrecompileArgs, cpu_flags};
@@ -21,8 +22,9 @@ use crate::{Layout, Verbosity};
 
 /// Runs `scene precompile`. Exit 0 when every selected case was stored,
 /// 1 when any failed (the others are still stored), 2 when no bundle could
-/// be written at all, 130/143 when interrupted (then no bundle is written:
-/// the staging directory is removed and `--out` keeps what it held).
+/// be written at all, 3 when a tool it needs is missing, 130/143 when
+/// interrupted (then no bundle is written: the staging directory is
+/// removed and `--out` keeps what it held).
 pub(crate) fn run(
     layout: &Layout,
     env: &Environment,
@@ -70,11 +72,11 @@ pub(crate) fn run(
     };
     let cpu = match CpuStages::new(config, registry) {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(1);
-        }
+        Err(e) => return crate::setup::fail(&crate::setup::message(&e)),
     };
+    if let Err(e) = cpu.check_python(&cases) {
+        return crate::setup::fail(&e);
+    }
 
     // One plan for every scene, on one worker budget.
     let compiled = cpu.compile(&cases);
@@ -100,7 +102,14 @@ pub(crate) fn run(
             Ok(p) => writer
                 .add_slot(c, &p.callable, &p.inputs, &p.scalars, &p.golden)
                 .map_err(|e| format!("storing: {e}")),
-            Err(report) => Err(failure_text(&report)),
+            Err(report) => {
+                // Kept in the bundle: pass 2 fails the case with this
+                // cause rather than rebuilding it.
+                let stage = report.failure_stage.unwrap_or(FailureStage::Compile);
+                let message = report.message.as_deref().unwrap_or("failed");
+                writer.add_failure(c, stage, message);
+                Err(failure_text(&report))
+            }
         };
         match stored {
             Ok(()) => {
@@ -148,7 +157,6 @@ pub(crate) fn run(
 /// A failed preparation as precompile words it: `compile: ...`,
 /// `fixtures: ...`, or the golden's own message.
 fn failure_text(report: &scene_harness::CaseReport) -> String {
-    use scene_harness::report::FailureStage;
     let message = report.message.as_deref().unwrap_or("failed");
     match report.failure_stage {
         Some(stage @ (FailureStage::Compile | FailureStage::Fixtures)) => {

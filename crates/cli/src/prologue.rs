@@ -141,7 +141,7 @@ pub(crate) fn prologue(
     }
     let cases = select_cases(
         &scenes,
-        sel.filter.as_deref(),
+        &sel.filters,
         config.platform.scenes(),
         sel.include_manual,
     );
@@ -162,7 +162,7 @@ pub(crate) fn prologue(
     if selected == 0 && load_failures == 0 {
         let reasons = scene_harness::select::why_not_selected(
             &scenes,
-            sel.filter.as_deref(),
+            &sel.filters,
             config.platform.scenes(),
         );
         for r in &reasons {
@@ -175,7 +175,10 @@ pub(crate) fn prologue(
             _ => format!(
                 "no cases selected on {} (filter: {}{})",
                 config.platform,
-                sel.filter.as_deref().unwrap_or("none"),
+                match sel.filters.is_empty() {
+                    true => "none".to_string(),
+                    false => sel.filters.join(", "),
+                },
                 if sel.include_manual {
                     ""
                 } else {

@@ -44,12 +44,7 @@ pub(crate) fn list(
         eprintln!("error: {}", e.message);
     }
     let mut out = std::io::stdout().lock();
-    let cases = select_cases(
-        &scenes,
-        sel.filter.as_deref(),
-        platform.scenes(),
-        sel.include_manual,
-    );
+    let cases = select_cases(&scenes, &sel.filters, platform.scenes(), sel.include_manual);
     let all = cases.len();
     let load_failed = !errors.is_empty();
     // Split as `run` splits (cases and load failures together), so a
@@ -67,7 +62,7 @@ pub(crate) fn list(
     // hardware-only cases (which no simulator runs) are left out.
     let hardware: std::collections::BTreeMap<String, String> = match sel.partition {
         Some(_) => Default::default(),
-        None => scene_harness::select::hardware_only_cases(&scenes, sel.filter.as_deref())
+        None => scene_harness::select::hardware_only_cases(&scenes, &sel.filters)
             .iter()
             .map(|c| (c.id(), c.scene.case_platforms(c.case()).join(", ")))
             .collect(),
@@ -184,13 +179,29 @@ pub(crate) fn run(
             return ExitCode::from(2);
         }
     };
+    let start = start_line(&StartCounts {
+        cases: cases.len(),
+        scenes: distinct_scenes(&cases).len(),
+        load_failures: load_errors.len(),
+        platform: config.platform.name(),
+        from: args.from.as_deref(),
+        partition: args.selection.partition,
+    });
+    // Setup errors (no compiler, no runtime library, an unusable lock
+    // directory, no usable Python) stop the run before any case.
     let session = match Session::new(config, registry) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(1);
-        }
+        Err(e) => return crate::setup::fail(&crate::setup::message(&e)),
     };
+    if bundle.is_none()
+        && let Err(e) = session.cpu().check_python(&cases)
+    {
+        return crate::setup::fail(&e);
+    }
+    // Before the first case (and the compile bar): what this run will do.
+    if !verbosity.quiet {
+        stream.line(&start);
+    }
     // On a terminal, the compile phase shows the bar `scene compile`
     // shows (not with `--from`: pass 2 compiles only damaged slots).
     let bar = match bundle {
@@ -280,7 +291,69 @@ pub(crate) fn run(
         stream.line(&format!("goldens computed: {}", t.goldens_computed));
     }
     stream.line(&report.summary_line());
+    if let Some(block) = failures_block(&report) {
+        stream.line(&block);
+    }
     ExitCode::from(if report.all_passed() { 0 } else { 1 })
+}
+
+/// What `scene run` announces before its first case.
+pub(crate) struct StartCounts<'a> {
+    pub(crate) cases: usize,
+    pub(crate) scenes: usize,
+    pub(crate) load_failures: usize,
+    pub(crate) platform: &'a str,
+    pub(crate) from: Option<&'a Path>,
+    pub(crate) partition: Option<scene_harness::select::Partition>,
+}
+
+/// `running 56 cases of 24 scenes on a2a3sim`, plus the bundle, the
+/// partition and the scenes that did not load when there are any.
+pub(crate) fn start_line(c: &StartCounts<'_>) -> String {
+    let plural = |n: usize, one: &str, many: &str| match n {
+        1 => format!("1 {one}"),
+        n => format!("{n} {many}"),
+    };
+    let mut line = format!(
+        "running {} of {} on {}",
+        plural(c.cases, "case", "cases"),
+        plural(c.scenes, "scene", "scenes"),
+        c.platform
+    );
+    if let Some(dir) = c.from {
+        line.push_str(&format!(" from bundle {}", dir.display()));
+    }
+    if let Some(p) = c.partition {
+        line.push_str(&format!(" (partition {p})"));
+    }
+    if c.load_failures > 0 {
+        line.push_str(&format!(
+            "; {} not load",
+            plural(c.load_failures, "scene did", "scenes did")
+        ));
+    }
+    line
+}
+
+/// The failed entries again, under the summary line (as cargo-nextest
+/// lists them): `failures:` and one indented `scene::case` a line; `None`
+/// when nothing failed.
+pub(crate) fn failures_block(report: &RunReport) -> Option<String> {
+    let failed: Vec<&str> = report
+        .cases
+        .iter()
+        .filter(|c| c.status == scene_harness::report::CaseStatus::Failed)
+        .map(|c| c.name.as_str())
+        .collect();
+    if failed.is_empty() {
+        return None;
+    }
+    let mut block = String::from("failures:");
+    for name in failed {
+        block.push_str("\n    ");
+        block.push_str(name);
+    }
+    Some(block)
 }
 
 /// `--report-json` and `--junit`.
@@ -319,4 +392,50 @@ fn write_report(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         return out.flush();
     }
     scene_util::write_atomically_with_mode(path, bytes, 0o644)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scene_harness::report::{CaseReport, FailureStage};
+
+    #[test]
+    fn the_start_line_counts_cases_and_scenes() {
+        let mut c = StartCounts {
+            cases: 56,
+            scenes: 24,
+            load_failures: 0,
+            platform: "a2a3sim",
+            from: None,
+            partition: None,
+        };
+        assert_eq!(start_line(&c), "running 56 cases of 24 scenes on a2a3sim");
+        c.cases = 1;
+        c.scenes = 1;
+        assert_eq!(start_line(&c), "running 1 case of 1 scene on a2a3sim");
+        c.from = Some(Path::new("b"));
+        c.partition = Some("hash:1/3".parse().unwrap());
+        c.load_failures = 2;
+        assert_eq!(
+            start_line(&c),
+            "running 1 case of 1 scene on a2a3sim from bundle b (partition hash:1/3); \
+             2 scenes did not load"
+        );
+    }
+
+    #[test]
+    fn failures_are_listed_under_the_summary_only_when_there_are_some() {
+        let pass = CaseReport::new("s", "ok");
+        let mut bad = CaseReport::new("paged_attention_py", "small1");
+        bad.fail(FailureStage::Compare, "off");
+        let mut load = CaseReport::new("broken", "load");
+        load.fail(FailureStage::Load, "bad toml");
+        let report = RunReport::new("a2a3sim", vec![pass.clone()], 0.0);
+        assert_eq!(failures_block(&report), None);
+        let report = RunReport::new("a2a3sim", vec![load, pass, bad], 0.0);
+        assert_eq!(
+            failures_block(&report).as_deref(),
+            Some("failures:\n    broken::load\n    paged_attention_py::small1")
+        );
+    }
 }

@@ -64,15 +64,7 @@ pub(crate) fn failure_sentence(
     stage: Option<FailureStage>,
     message: Option<&str>,
 ) -> String {
-    let doing = match stage {
-        Some(FailureStage::Load) => "loading its scene.toml",
-        Some(FailureStage::Compile) => "compiling",
-        Some(FailureStage::Fixtures) => "building input fixtures",
-        Some(FailureStage::Golden) => "computing the golden",
-        Some(FailureStage::Device) => "on the device",
-        Some(FailureStage::Compare) => "comparing outputs",
-        None => "",
-    };
+    let doing = stage.map_or("", |s| s.doing());
     let message = message.map(str::trim_end).unwrap_or("no message");
     let failed = if doing.is_empty() {
         format!("{name} failed")
@@ -127,7 +119,7 @@ pub fn trials(layout: Layout, registry: GoldenRegistry, env: &Environment) -> Ve
     };
     let platform_name = config.platform.to_string();
     let platform = config.platform.scenes();
-    let selected = select_cases(&loaded, None, platform, true);
+    let selected = select_cases(&loaded, &[], platform, true);
     // Level-3 trials hold a group of cards: with no pool given, the pool
     // is sized for the largest group.
     crate::env::size_default_pool(&mut config, env, None, &selected);

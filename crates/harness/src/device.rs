@@ -435,6 +435,21 @@ impl DeviceStage {
         }
     }
 
+    /// Checks, before any case, that the runtime library a run would load
+    /// exists (loading it needs a card, so that waits for a device
+    /// worker): the message names the file and how to point at another.
+    pub fn check_runtime(&self) -> Result<(), String> {
+        let path = self.runtime_path()?;
+        if path.is_file() {
+            return Ok(());
+        }
+        Err(format!(
+            "runtime library {} not found; build it (cargo build -p scene-sim-runtime) or point \
+             --runtime / SCENE_RUNTIME_LIB (or the platform entry's `runtime`) at one",
+            path.display()
+        ))
+    }
+
     fn runtime_path(&self) -> Result<PathBuf, String> {
         let mut slot = self.runtime_path.lock().unwrap_or_else(|p| p.into_inner());
         slot.get_or_insert_with(|| self.runtime.path()).clone()

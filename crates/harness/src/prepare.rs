@@ -31,6 +31,11 @@ pub enum SetupError {
     GoldenPool(String),
     #[error("card pool: {0}")]
     CardPool(#[from] scene_device::DeviceError),
+    /// The runtime library the run would load is not there (checked
+    /// before any case; it is loaded only by a device worker holding a
+    /// card).
+    #[error("{0}")]
+    Runtime(String),
 }
 
 /// A case between its CPU stages and its device stage: everything the card
@@ -104,6 +109,30 @@ impl CpuStages {
 
     pub fn golden_pool(&self) -> &rayon::ThreadPool {
         &self.golden_pool
+    }
+
+    /// When every case of `cases` has Python goldens or fixtures, so none
+    /// can proceed without Python: starts the run's Python worker (which
+    /// each of them would start first) and returns its message when no
+    /// usable interpreter is there (none on `PATH`, no numpy). With other
+    /// cases selected too, those run and the Python ones fail with that
+    /// message; the errors of one case's Python code stay that case's.
+    pub fn check_python(&self, cases: &[SelectedCase]) -> Result<(), String> {
+        if cases.is_empty() || !cases.iter().all(|c| c.scene.python.any()) {
+            return Ok(());
+        }
+        // Each scene's interpreter (its requirement set may differ): the
+        // run cannot proceed only when none of them is usable.
+        let mut first_message = None;
+        for scene in distinct_scenes(cases) {
+            match self.goldens.python().versions(&scene) {
+                Err(crate::python::PyError::Unavailable(message)) => {
+                    first_message.get_or_insert(message);
+                }
+                _ => return Ok(()),
+            }
+        }
+        first_message.map_or(Ok(()), Err)
     }
 
     /// Compiles the callables of every scene used by `cases` as one plan.

@@ -47,6 +47,21 @@ impl std::fmt::Display for FailureStage {
     }
 }
 
+impl FailureStage {
+    /// What the case was doing, for a sentence: `failed compiling`,
+    /// `failed building input fixtures`, `failed computing the golden`.
+    pub fn doing(&self) -> &'static str {
+        match self {
+            FailureStage::Load => "loading its scene.toml",
+            FailureStage::Compile => "compiling",
+            FailureStage::Fixtures => "building input fixtures",
+            FailureStage::Golden => "computing the golden",
+            FailureStage::Device => "on the device",
+            FailureStage::Compare => "comparing outputs",
+        }
+    }
+}
+
 /// Why a case failed, typed. Reports carry its [`FailureStage`] and its
 /// text (`failure_stage`, `message`: the JSON contract); code that needs
 /// more than the text matches on this.

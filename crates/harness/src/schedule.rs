@@ -38,6 +38,7 @@ pub struct Session {
 impl Session {
     pub fn new(config: RunConfig, registry: GoldenRegistry) -> Result<Self, SetupError> {
         let device = DeviceStage::new(&config)?;
+        device.check_runtime().map_err(SetupError::Runtime)?;
         let cpu = CpuStages::new(config, registry)?;
         Ok(Self {
             cpu,
@@ -103,7 +104,7 @@ impl Session {
         let start = Instant::now();
         let mut reports: Vec<Option<CaseReport>> = vec![None; cases.len()];
         let pool_size = self.config().devices.len();
-        let runnable = fail_oversized(
+        let mut runnable = fail_oversized(
             cases,
             pool_size,
             &format!(
@@ -113,7 +114,8 @@ impl Session {
             &mut reports,
             on_case,
         );
-        let (slots, to_compile) = self.slots_from_bundle(cases, &runnable);
+        let (slots, to_compile) =
+            self.slots_from_bundle(cases, &mut runnable, &mut reports, on_case);
         let compiled = self.compile(&to_compile);
         self.pipelined(cases, &runnable, slots, &compiled, &mut reports, on_case);
         self.run_report(reports, start)
@@ -241,14 +243,15 @@ impl Session {
         let cards = lease.cards().to_vec();
         let mut hold = HoldShares::new(unix_seconds(lease.acquired_at()));
         let mut reports: Vec<Option<CaseReport>> = vec![None; cases.len()];
-        let runnable = fail_oversized(
+        let mut runnable = fail_oversized(
             cases,
             cards.len(),
             &format!("--hold-card holds {cards:?}"),
             &mut reports,
             on_case,
         );
-        let (mut slots, to_compile) = self.slots_from_bundle(cases, &runnable);
+        let (mut slots, to_compile) =
+            self.slots_from_bundle(cases, &mut runnable, &mut reports, on_case);
         let compiled = self.compile(&to_compile);
         let mut lease = Some(lease);
         for (n, &i) in runnable.iter().enumerate() {
@@ -299,14 +302,19 @@ impl Session {
     /// Splits `runnable` into cases a bundle slot serves and cases to
     /// compile. A slot that cannot be used is reported with the reason and
     /// its case alone is rebuilt; the others still run from the bundle.
+    /// A case pass 1 failed to store fails with pass 1's cause (its
+    /// recorded stage and message), and is dropped from `runnable`.
     fn slots_from_bundle(
         &self,
         cases: &[SelectedCase],
-        runnable: &[usize],
+        runnable: &mut Vec<usize>,
+        reports: &mut [Option<CaseReport>],
+        on_case: &mut dyn FnMut(&CaseReport),
     ) -> (HashMap<usize, SlotData>, Vec<SelectedCase>) {
         let mut slots = HashMap::new();
         let mut to_compile = Vec::new();
-        for &i in runnable {
+        let mut failed_in_pass1 = std::collections::HashSet::new();
+        for &i in runnable.iter() {
             let sel = &cases[i];
             let Some(bundle) = &self.bundle else {
                 to_compile.push(sel.clone());
@@ -316,6 +324,13 @@ impl Session {
                 Ok(slot) => {
                     slots.insert(i, slot);
                 }
+                Err(problem @ crate::bundle::SlotProblem::FailedInPass1 { stage, .. }) => {
+                    let mut r = CaseReport::new(&sel.scene.name, &sel.case().name);
+                    r.fail(stage, problem.to_string());
+                    on_case(&r);
+                    reports[i] = Some(r);
+                    failed_in_pass1.insert(i);
+                }
                 Err(problem) => {
                     eprintln!(
                         "warning: {}: bundle slot {problem}; rebuilding this case",
@@ -324,6 +339,9 @@ impl Session {
                     to_compile.push(sel.clone());
                 }
             }
+        }
+        if !failed_in_pass1.is_empty() {
+            runnable.retain(|i| !failed_in_pass1.contains(i));
         }
         (slots, to_compile)
     }

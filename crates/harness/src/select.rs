@@ -26,12 +26,19 @@ impl SelectedCase {
     }
 }
 
+/// Whether `id` (`scene::case`) matches the filters: it contains any of
+/// them, or there are none.
+pub fn matches_filters(id: &str, filters: &[String]) -> bool {
+    filters.is_empty() || filters.iter().any(|f| id.contains(f.as_str()))
+}
+
 /// Cases of `scenes` enabled on `platform` (a scene platform name, as
-/// scene.toml spells it) whose `scene::case` contains `filter`; `manual`
-/// cases only when asked or named exactly.
+/// scene.toml spells it) whose `scene::case` contains any of `filters`
+/// (every case when there are none); `manual` cases only when asked or
+/// named exactly by one of them.
 pub fn select_cases(
     scenes: &[Arc<Scene>],
-    filter: Option<&str>,
+    filters: &[String],
     platform: crate::platform::BuiltinPlatform,
     include_manual: bool,
 ) -> Vec<SelectedCase> {
@@ -43,15 +50,13 @@ pub fn select_cases(
                 case: i,
             };
             let id = sel.id();
-            if let Some(f) = filter
-                && !id.contains(f)
-            {
+            if !matches_filters(&id, filters) {
                 continue;
             }
             if !scene.case_enabled_on(case, platform.as_str()) {
                 continue;
             }
-            if case.manual.on(platform.as_str()) && !include_manual && filter != Some(id.as_str()) {
+            if case.manual.on(platform.as_str()) && !include_manual && !filters.contains(&id) {
                 continue;
             }
             out.push(sel);
@@ -60,10 +65,10 @@ pub fn select_cases(
     out
 }
 
-/// Cases of `scenes` whose `scene::case` contains `filter` and that run on
+/// Cases of `scenes` whose `scene::case` matches `filters` and that run on
 /// hardware only (their platforms are all hardware platforms such as
 /// `a2a3`): no simulator runs them, `scene list` shows them marked.
-pub fn hardware_only_cases(scenes: &[Arc<Scene>], filter: Option<&str>) -> Vec<SelectedCase> {
+pub fn hardware_only_cases(scenes: &[Arc<Scene>], filters: &[String]) -> Vec<SelectedCase> {
     let mut out = Vec::new();
     for scene in scenes {
         for (i, case) in scene.cases.iter().enumerate() {
@@ -71,7 +76,7 @@ pub fn hardware_only_cases(scenes: &[Arc<Scene>], filter: Option<&str>) -> Vec<S
                 scene: Arc::clone(scene),
                 case: i,
             };
-            if filter.is_none_or(|f| sel.id().contains(f)) && scene.case_hardware_only(case) {
+            if matches_filters(&sel.id(), filters) && scene.case_hardware_only(case) {
                 out.push(sel);
             }
         }
@@ -79,20 +84,20 @@ pub fn hardware_only_cases(scenes: &[Arc<Scene>], filter: Option<&str>) -> Vec<S
     out
 }
 
-/// Why a selection is empty, case by case: the cases `filter` matches
+/// Why a selection is empty, case by case: the cases `filters` match
 /// that are manual on `platform` (they need `--include-manual`) or run on
 /// hardware only. Empty when nothing matches at all.
 pub fn why_not_selected(
     scenes: &[Arc<Scene>],
-    filter: Option<&str>,
+    filters: &[String],
     platform: crate::platform::BuiltinPlatform,
 ) -> Vec<String> {
-    let mut out: Vec<String> = select_cases(scenes, filter, platform, true)
+    let mut out: Vec<String> = select_cases(scenes, filters, platform, true)
         .iter()
         .filter(|c| c.case().manual.on(platform.as_str()))
         .map(|c| format!("case {} is manual: add --include-manual", c.id()))
         .collect();
-    out.extend(hardware_only_cases(scenes, filter).iter().map(|c| {
+    out.extend(hardware_only_cases(scenes, filters).iter().map(|c| {
         format!(
             "case {} runs on hardware only ({}), not on {platform}",
             c.id(),
@@ -227,6 +232,20 @@ impl Partition {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn several_filters_match_any_of_them() {
+        let f = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(matches_filters("softmax::small", &[]));
+        assert!(matches_filters("softmax::small", &f(&["softmax"])));
+        assert!(!matches_filters("softmax::small", &f(&["rmsnorm"])));
+        assert!(matches_filters(
+            "softmax::small",
+            &f(&["rmsnorm", "max::sm"])
+        ));
+        assert!(matches_filters("rmsnorm::odd", &f(&["softmax", "rmsnorm"])));
+        assert!(!matches_filters("gemm::tall", &f(&["softmax", "rmsnorm"])));
+    }
 
     #[test]
     fn partitions_parse_and_refuse_clearly() {

@@ -44,7 +44,8 @@
 //!
 //! Options understood by `scene_rt_open` (`key=value;...`): `platform=a2a3sim|a5sim`
 //! (default a2a3sim), `aic=N`, `aiv=N` (core threads per type, default 2; 0 =
-//! the platform lacks the type), `arena_mb=N` (default 256), `timeout_ms=N`
+//! the platform lacks the type), `arena_mb=N` (device memory, default 256;
+//! an allocation that does not fit names this option), `timeout_ms=N`
 //! (run deadline, default 0 = none), `fault=hang|fatal_on_run:K|corrupt_on_run:K|none`
 //! (test-only fault injection, comma-separated). Unknown keys are errors.
 //!

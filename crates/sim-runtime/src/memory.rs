@@ -242,6 +242,48 @@ impl Block {
     }
 }
 
+/// The runtime option that sizes the arena (`scene_rt_open`'s options
+/// string; the harness passes `SCENE_RUNTIME_OPTIONS` through).
+pub const ARENA_OPTION: &str = "arena_mb";
+
+/// `12 MiB`, `1.5 KiB`, `100 bytes`: a size for a message.
+pub fn human_bytes(n: u64) -> String {
+    const KIB: u64 = 1 << 10;
+    const MIB: u64 = 1 << 20;
+    const GIB: u64 = 1 << 30;
+    let scaled = |unit: u64, name: &str| {
+        let v = n as f64 / unit as f64;
+        if n.is_multiple_of(unit) {
+            format!("{} {name}", n / unit)
+        } else {
+            format!("{v:.1} {name}")
+        }
+    };
+    match n {
+        n if n >= GIB => scaled(GIB, "GiB"),
+        n if n >= MIB => scaled(MIB, "MiB"),
+        n if n >= KIB => scaled(KIB, "KiB"),
+        1 => "1 byte".to_string(),
+        n => format!("{n} bytes"),
+    }
+}
+
+/// How to give the device more memory: the arena option with a size
+/// (a power of two of MiB) that holds `needed` bytes and more than the
+/// current `budget`.
+pub fn raise_hint(budget: u64, needed: u64) -> String {
+    let mib = |b: u64| b.div_ceil(1 << 20);
+    let suggest = mib(needed)
+        .max(mib(budget) + 1)
+        .checked_next_power_of_two()
+        .unwrap_or(u64::MAX);
+    format!(
+        "raise it with the runtime option {ARENA_OPTION}={suggest} \
+         (SCENE_RUNTIME_OPTIONS={ARENA_OPTION}={suggest}; the default is {} MiB)",
+        crate::options::DEFAULT_ARENA_MB
+    )
+}
+
 /// Where an arena offset lies relative to the allocations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Place {
@@ -302,8 +344,10 @@ impl Allocator {
     pub fn alloc(&mut self, size: u64) -> RtResult<Block> {
         let too_big = || {
             RtError::Oom(format!(
-                "device memory exhausted: an allocation of {size} bytes is larger than the whole device memory ({} bytes)",
-                self.budget
+                "device memory exhausted: asked {}, more than the whole {} arena; {}",
+                human_bytes(size),
+                human_bytes(self.budget),
+                raise_hint(self.budget, size)
             ))
         };
         let data_len = size
@@ -318,10 +362,14 @@ impl Allocator {
         }
         if self.in_use + pages_len > self.budget {
             return Err(RtError::Oom(format!(
-                "device memory exhausted: cannot allocate {size} bytes ({} of {} bytes in use by {} allocations)",
+                "device memory exhausted: asked {}, {} free of {} arena ({} of {} bytes in use by {} allocations); {}",
+                human_bytes(size),
+                human_bytes(self.budget - self.in_use),
+                human_bytes(self.budget),
                 self.in_use,
                 self.budget,
-                self.live.len()
+                self.live.len(),
+                raise_hint(self.budget, self.in_use + pages_len)
             )));
         }
         let guard = pages_len.clamp(self.page, MAX_GUARD.max(self.page));
@@ -333,10 +381,12 @@ impl Allocator {
             .map(|(&o, &l)| (o, l));
         let Some((region, len)) = hole else {
             return Err(RtError::Oom(format!(
-                "device memory exhausted: cannot allocate {size} bytes ({} of {} bytes in use; the address space is fragmented into {} holes)",
-                self.in_use,
-                self.budget,
-                self.free.len()
+                "device memory exhausted: asked {}, {} free of {} arena but the address space is fragmented into {} holes; {}",
+                human_bytes(size),
+                human_bytes(self.budget - self.in_use),
+                human_bytes(self.budget),
+                self.free.len(),
+                raise_hint(self.budget, self.in_use + pages_len)
             )));
         };
         self.free.remove(&region);
@@ -505,13 +555,39 @@ mod tests {
             err.contains("exhausted") && err.contains("8192 of 8192"),
             "{err}"
         );
+        assert!(
+            err.contains("asked 1 byte, 0 bytes free of 8 KiB arena"),
+            "{err}"
+        );
+        assert!(
+            err.contains(
+                "raise it with the runtime option arena_mb=2 (SCENE_RUNTIME_OPTIONS=arena_mb=2"
+            ),
+            "{err}"
+        );
         a.free(DEVICE_BASE + x.data).unwrap();
         a.alloc(1).unwrap();
         assert!(
             a.alloc(3 * PAGE)
                 .unwrap_err()
                 .to_string()
-                .contains("larger than")
+                .contains("more than the whole")
+        );
+    }
+
+    #[test]
+    fn sizes_and_hints_read_well() {
+        assert_eq!(human_bytes(100), "100 bytes");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(64 << 20), "64 MiB");
+        assert_eq!(human_bytes(3 << 30), "3 GiB");
+        let hint = raise_hint(256 << 20, (256 << 20) + 1);
+        assert!(hint.contains("arena_mb=512 "), "{hint}");
+        let hint = raise_hint(256 << 20, 1 << 30);
+        assert!(hint.contains("arena_mb=1024 "), "{hint}");
+        assert!(
+            hint.contains("SCENE_RUNTIME_OPTIONS=arena_mb=1024"),
+            "{hint}"
         );
     }
 

@@ -68,7 +68,7 @@ fn mutated_kernel_fails_with_mismatch_naming_the_tensor() {
     assert!(stdout.contains("FAIL vector_example::small"), "{stdout}");
     assert!(stdout.contains("tensor `f`"), "{stdout}");
     assert_eq!(
-        stdout.lines().last(),
+        common::summary_line(&stdout),
         Some("0 passed, 2 failed"),
         "{stdout}"
     );
@@ -96,7 +96,7 @@ fn syntax_error_names_kernel_and_other_scenes_still_run() {
     assert!(stdout.contains("PASS vector_ok::small"), "{stdout}");
     assert!(stdout.contains("PASS vector_ok::odd"), "{stdout}");
     assert_eq!(
-        stdout.lines().last(),
+        common::summary_line(&stdout),
         Some("2 passed, 2 failed"),
         "{stdout}"
     );

@@ -440,3 +440,16 @@ pub fn test_python() -> Option<PathBuf> {
         })
         .clone()
 }
+
+/// The `N passed, M failed` line of `scene run`'s output: the last line
+/// of that shape (the `failures:` block, when there is one, follows it).
+pub fn summary_line(stdout: &str) -> Option<&str> {
+    stdout.lines().rev().find(|l| {
+        let words: Vec<&str> = l.split(' ').collect();
+        matches!(
+            words.as_slice(),
+            [p, "passed,", f, "failed", ..]
+                if p.parse::<u64>().is_ok() && f.trim_end_matches(',').parse::<u64>().is_ok()
+        )
+    })
+}

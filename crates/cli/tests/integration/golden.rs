@@ -278,7 +278,7 @@ fn mutated_kernel_fails(scene_name: &str, kernel: &str, from: &str, to: &str, te
         let ctx = format!("{scene_name} on {platform}: {}", run.text());
         assert_eq!(run.code, Some(1), "{ctx}");
         assert_eq!(
-            run.stdout.lines().last(),
+            common::summary_line(&run.stdout),
             Some(format!("0 passed, {cases} failed").as_str()),
             "{ctx}"
         );
@@ -403,7 +403,7 @@ fn rmsnorm_dtype_cases_run_their_own_kernel() {
         run.text()
     );
     assert_eq!(
-        run.stdout.lines().last(),
+        common::summary_line(&run.stdout),
         Some("5 passed, 1 failed"),
         "{}",
         run.text()

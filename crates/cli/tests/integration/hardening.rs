@@ -130,7 +130,7 @@ fn a_malformed_scene_is_a_failed_report_entry() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("FAIL vector_bad::load"), "{}", show(&out));
     assert_eq!(
-        stdout.lines().last(),
+        common::summary_line(&stdout),
         Some("2 passed, 1 failed"),
         "{stdout}"
     );

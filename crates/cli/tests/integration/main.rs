@@ -17,6 +17,7 @@ mod compile;
 mod crash;
 mod device;
 mod golden;
+mod habits;
 mod hardening;
 mod html_report;
 mod install;

@@ -97,7 +97,8 @@ fn a_platform_whose_tool_is_missing_says_which() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    // A setup error (exit 3), not a failed case.
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
     let line: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
     assert_eq!(line.len(), 1, "{stderr}");
     assert!(

@@ -29,6 +29,9 @@ impl Run {
         for line in self.stdout.lines() {
             if line.starts_with("PASS ") || line.starts_with("FAIL ") {
                 inside = line[5..].split_whitespace().next() == Some(id);
+            } else if common::summary_line(line).is_some() {
+                // The summary and the `failures:` list under it.
+                inside = false;
             }
             if inside {
                 out.push_str(line);
@@ -204,7 +207,7 @@ fn mutated_orchestration_and_kernel_add_fail_naming_the_tensor() {
         assert_fails_as_expected(&r, m);
     }
     assert_eq!(
-        r.stdout.lines().last(),
+        common::summary_line(&r.stdout),
         Some(format!("1 passed, {} failed", MUTANTS.len()).as_str()),
         "{}",
         r.text()

@@ -50,6 +50,7 @@ use scene_kernels::ChipCallable;
 use serde::{Deserialize, Serialize};
 
 use crate::golden::GoldenOutputs;
+use crate::report::FailureStage;
 use crate::scene::{Case, Scene, TensorSpec};
 
 mod read;
@@ -152,6 +153,18 @@ pub enum SlotProblem {
     Stale { found: String, expected: String },
     #[error("does not match this case: {0}")]
     WrongCase(String),
+    /// Pass 1 could not build this case, and said why: the case fails
+    /// with that cause instead of being rebuilt (which would fail again,
+    /// or without a compiler fail for another reason).
+    #[error(
+        "not in the bundle: pass 1 (scene precompile) failed {}:{}",
+        stage.doing(),
+        first_lines(message)
+    )]
+    FailedInPass1 {
+        stage: FailureStage,
+        message: String,
+    },
     #[error(
         "holds records that were not written for this case (binding {found}, recomputed {expected})"
     )]
@@ -173,6 +186,51 @@ pub struct Manifest {
     pub compile_logic: String,
     /// By `scene::case`.
     pub slots: BTreeMap<String, SlotManifest>,
+    /// Cases pass 1 selected but could not store, by `scene::case`, with
+    /// why (absent in bundles written before it was recorded, and when
+    /// every case was stored).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub failed: BTreeMap<String, FailedCase>,
+}
+
+/// A case `scene precompile` could not store: the stage that failed and
+/// the start of its message (the compiler's first errors, say).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FailedCase {
+    pub stage: FailureStage,
+    pub message: String,
+}
+
+/// Lines of a pass-1 failure kept in the bundle and shown in pass 2.
+pub const FAILURE_LINES: usize = 20;
+
+/// The first [`FAILURE_LINES`] lines of `message`, and a line saying how
+/// many more there were.
+pub fn kept_lines(message: &str) -> String {
+    let lines: Vec<&str> = message.trim_end().lines().collect();
+    let mut text = lines
+        .iter()
+        .take(FAILURE_LINES)
+        .copied()
+        .collect::<Vec<_>>()
+        .join("\n");
+    if lines.len() > FAILURE_LINES {
+        text.push_str(&format!(
+            "\n... ({} more lines)",
+            lines.len() - FAILURE_LINES
+        ));
+    }
+    text
+}
+
+/// [`kept_lines`] after a colon: one line stays on the line it follows,
+/// several start on a line of their own.
+fn first_lines(message: &str) -> String {
+    let text = kept_lines(message);
+    match text.contains('\n') {
+        true => format!("\n{text}"),
+        false => format!(" {text}"),
+    }
 }
 
 /// One case of a bundle.
@@ -572,6 +630,51 @@ mod tests {
         let mut bound = a.clone();
         bound.binding = Some(base.clone());
         assert_eq!(base, slot_binding("s::a", &bound));
+    }
+
+    /// `failed` is additive within schema 1: a manifest without it (an
+    /// older bundle) reads as "nothing failed", one with it round-trips,
+    /// and the problem reads as pass 1's cause.
+    #[test]
+    fn pass_one_failures_are_recorded_and_read_back() {
+        let old = serde_json::json!({
+            "schema": 1, "platform": "a2a3sim", "runtime_abi": RUNTIME_ABI,
+            "created_at": 0.0, "producer": "scene 0", "compile_logic": "x", "slots": {},
+        });
+        let m: Manifest = serde_json::from_value(old).unwrap();
+        assert!(m.failed.is_empty());
+        let text = serde_json::to_string(&m).unwrap();
+        assert!(!text.contains("failed"), "{text}");
+        let mut m = m;
+        m.failed.insert(
+            "s::c".into(),
+            FailedCase {
+                stage: FailureStage::Golden,
+                message: "boom".into(),
+            },
+        );
+        let back: Manifest = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+        assert_eq!(back.failed, m.failed);
+        let one = SlotProblem::FailedInPass1 {
+            stage: FailureStage::Golden,
+            message: "boom".into(),
+        };
+        assert_eq!(
+            one.to_string(),
+            "not in the bundle: pass 1 (scene precompile) failed computing the golden: boom"
+        );
+        let many = SlotProblem::FailedInPass1 {
+            stage: FailureStage::Compile,
+            message: (1..=30).map(|i| format!("line {i}\n")).collect(),
+        };
+        let text = many.to_string();
+        assert!(
+            text.starts_with(
+                "not in the bundle: pass 1 (scene precompile) failed compiling:\nline 1\n"
+            ),
+            "{text}"
+        );
+        assert!(text.ends_with("line 20\n... (10 more lines)"), "{text}");
     }
 
     #[test]

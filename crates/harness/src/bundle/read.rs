@@ -104,11 +104,16 @@ impl Bundle {
     /// The slot of `sel`, checked (names, platform, ABI, digests, key) and
     /// loaded, or why it cannot be used.
     pub fn load_case(&self, sel: &SelectedCase, platform: &str) -> Result<SlotData, SlotProblem> {
-        let slot = self
-            .manifest
-            .slots
-            .get(&sel.id())
-            .ok_or(SlotProblem::Missing)?;
+        let id = sel.id();
+        let Some(slot) = self.manifest.slots.get(&id) else {
+            return Err(match self.manifest.failed.get(&id) {
+                Some(f) => SlotProblem::FailedInPass1 {
+                    stage: f.stage,
+                    message: f.message.clone(),
+                },
+                None => SlotProblem::Missing,
+            });
+        };
         check_target(slot, platform)?;
         // Every name is checked before any file is opened.
         let dir = check_names(slot)?;

@@ -12,6 +12,7 @@ use super::{
     SlotManifest, TensorEntry, safe_component, slot_binding, slot_key, tensor_file,
 };
 use crate::golden::GoldenOutputs;
+use crate::report::FailureStage;
 use crate::select::SelectedCase;
 
 /// Writes a bundle into a temp sibling of its destination, then renames it
@@ -58,6 +59,7 @@ impl BundleWriter {
                 producer: format!("scene {}", env!("CARGO_PKG_VERSION")),
                 compile_logic: scene_kernels::COMPILE_LOGIC_TOKEN.to_string(),
                 slots: BTreeMap::new(),
+                failed: BTreeMap::new(),
             },
             committed: false,
         })
@@ -172,6 +174,19 @@ impl BundleWriter {
         slot.binding = Some(slot_binding(&id, &slot));
         self.manifest.slots.insert(id, slot);
         Ok(())
+    }
+
+    /// Records that pass 1 could not store `sel` and why, so pass 2
+    /// fails the case with this cause ([`super::SlotProblem::FailedInPass1`]).
+    /// The message is kept to its first [`super::FAILURE_LINES`] lines.
+    pub fn add_failure(&mut self, sel: &SelectedCase, stage: FailureStage, message: &str) {
+        self.manifest.failed.insert(
+            sel.id(),
+            super::FailedCase {
+                stage,
+                message: super::kept_lines(message),
+            },
+        );
     }
 
     pub fn slots(&self) -> usize {
