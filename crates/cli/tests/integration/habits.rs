@@ -219,9 +219,9 @@ fn a_missing_compiler_is_a_setup_error() {
     assert_setup_error(&out, &["compiler `cc` not found", "SCENE_CC"]);
 }
 
-/// A relocated binary without `libscene_sim_runtime.so` beside it (see
-/// tests/relocate_test.rs) stops before any case, naming the library and
-/// how to point at one; so does a `--runtime` that is not there.
+/// A `--runtime` that is not there stops the run before any case, naming
+/// the library and how to point at one. A relocated binary with nothing
+/// beside it is no such case: it carries the simulator runtime.
 #[test]
 fn a_missing_runtime_is_a_setup_error() {
     let env = TestEnv::new();
@@ -249,7 +249,7 @@ fn a_missing_runtime_is_a_setup_error() {
         moved.output().unwrap()
     };
     let out = relocated(&["run", "vector_example::small"]);
-    assert_setup_error(&out, &["libscene_sim_runtime.so", "SCENE_RUNTIME_LIB"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
 
     let missing = env.dir.path().join("no-such-runtime.so");
     let out = env
