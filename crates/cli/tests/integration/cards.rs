@@ -25,8 +25,13 @@ fn running_as_root() -> bool {
 
 /// Root of a user namespace that maps only itself (as in tests run with a
 /// hidden checkout, crates/cli/tests/integration/archive.rs) cannot start other users.
+/// Nor can another user run a binary under a directory it cannot enter
+/// (a checkout in a 0700 temp dir): probed with the binary itself.
 fn can_start_as(uid: u32) -> bool {
-    std::process::Command::new("true")
+    std::process::Command::new(crate::common::scene_exe())
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
         .uid(uid)
         .gid(uid)
         .status()
@@ -53,8 +58,8 @@ fn a_card_held_by_another_user_cannot_be_taken() {
     if !running_as_root() || !can_start_as(OTHER_UID) {
         println!(
             "SKIPPED a_card_held_by_another_user_cannot_be_taken: not running as root (or as root \
-             of a user namespace that maps no other user), \
-             so no process can be started as uid {OTHER_UID}"
+             of a user namespace that maps no other user, or the checkout is not readable by \
+             others), so `scene` cannot be started as uid {OTHER_UID}"
         );
         return;
     }
