@@ -46,6 +46,7 @@ mod lock;
 mod manifest;
 mod prune;
 mod remote;
+mod resp;
 mod storage;
 mod tiered;
 

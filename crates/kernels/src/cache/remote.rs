@@ -27,6 +27,8 @@ use std::time::Duration;
 
 use opendal::Operator;
 
+use super::resp::{RedisClient, RedisTarget};
+
 use super::WarnSink;
 use super::storage::MAX_MANIFEST_BYTES;
 use crate::key::UnitKey;
@@ -101,7 +103,8 @@ pub enum RemoteError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Target {
     Redis {
-        endpoint: String,
+        /// `host:port`.
+        address: String,
         db: i64,
         user: Option<String>,
         password: Option<String>,
@@ -148,7 +151,7 @@ fn parse_url(url: &str) -> Result<Target, String> {
                 },
             };
             Ok(Target::Redis {
-                endpoint: format!("redis://{host}"),
+                address: host,
                 db,
                 user,
                 password,
@@ -240,10 +243,17 @@ pub(crate) struct RemoteCounters {
     pub written_bytes: AtomicU64,
 }
 
+/// How objects are stored: Redis through our own small client
+/// (`resp.rs`), S3 and folders through OpenDAL.
+enum Backend {
+    Redis(RedisClient),
+    Opendal(Operator),
+}
+
 /// An open remote store (no connection is made until the first request).
 pub struct Remote {
     display: String,
-    op: Operator,
+    backend: Backend,
     runtime: tokio::runtime::Runtime,
     timeout: Duration,
     read_only: bool,
@@ -264,9 +274,8 @@ impl fmt::Debug for Remote {
     }
 }
 
-/// Makes TLS work for `s3://` (reqwest) and `rediss://` (redis): rustls
-/// with the `ring` provider as the process default, and opendal's reqwest
-/// transport. Both installs are first-wins and idempotent; a provider some
+/// Makes TLS work for `s3://` (reqwest): rustls with the `ring` provider
+/// as the process default, and opendal's reqwest transport. Both installs are first-wins and idempotent; a provider some
 /// other part of the process installed first is kept.
 fn install_transport() {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -287,25 +296,21 @@ impl Remote {
         };
         let target = parse_url(&config.url).map_err(bad)?;
         install_transport();
-        let op = match target {
+        let backend = match target {
             Target::Redis {
-                endpoint,
+                address,
                 db,
                 user,
                 password,
-            } => {
-                let mut b = opendal::services::Redis::default()
-                    .endpoint(&endpoint)
-                    .db(db)
-                    .root("/");
-                if let Some(u) = &user {
-                    b = b.username(u);
-                }
-                if let Some(p) = &password {
-                    b = b.password(p);
-                }
-                Operator::new(b)
-            }
+            } => Backend::Redis(RedisClient::new(
+                RedisTarget {
+                    address,
+                    db,
+                    user,
+                    password,
+                },
+                config.timeout,
+            )),
             Target::S3 { bucket, prefix } => {
                 let s3 = &config.s3;
                 // Settings come from the caller only: no environment, no
@@ -329,18 +334,20 @@ impl Remote {
                     }
                     _ => b = b.skip_signature(),
                 }
-                Operator::new(b)
+                Backend::Opendal(Operator::new(b).map_err(|e| setup(Box::new(e)))?)
             }
             Target::Fs { root } => {
                 let tmp = format!("{}/.tmp", root.trim_end_matches('/'));
-                Operator::new(
-                    opendal::services::Fs::default()
-                        .root(&root)
-                        .atomic_write_dir(&tmp),
+                Backend::Opendal(
+                    Operator::new(
+                        opendal::services::Fs::default()
+                            .root(&root)
+                            .atomic_write_dir(&tmp),
+                    )
+                    .map_err(|e| setup(Box::new(e)))?,
                 )
             }
-        }
-        .map_err(|e| setup(Box::new(e)))?;
+        };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("scene-cache-remote")
@@ -349,7 +356,7 @@ impl Remote {
             .map_err(|e| setup(Box::new(e)))?;
         Ok(Remote {
             display,
-            op,
+            backend,
             runtime,
             timeout: config.timeout,
             read_only: config.read_only,
@@ -399,25 +406,30 @@ impl Remote {
             return None;
         }
         let path = self.object_path(tier, key);
-        let read = self
-            .runtime
-            .block_on(async { tokio::time::timeout(self.timeout, self.op.read(&path)).await });
+        let read: Result<Option<Vec<u8>>, String> = match &self.backend {
+            Backend::Redis(client) => client.get(&path).map_err(|e| e.to_string()),
+            Backend::Opendal(op) => {
+                match self
+                    .runtime
+                    .block_on(async { tokio::time::timeout(self.timeout, op.read(&path)).await })
+                {
+                    Ok(Ok(buffer)) => Ok(Some(buffer.to_vec())),
+                    Ok(Err(e)) if e.kind() == opendal::ErrorKind::NotFound => Ok(None),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(_) => Err(format!("no answer within {:?}", self.timeout)),
+                }
+            }
+        };
         match read {
-            Ok(Ok(buffer)) => {
-                let bytes = buffer.to_vec();
+            Ok(Some(bytes)) => {
                 self.counters
                     .read_bytes
                     .fetch_add(bytes.len() as u64, Ordering::Relaxed);
                 Some(bytes)
             }
-            Ok(Err(e)) if e.kind() == opendal::ErrorKind::NotFound => None,
-            Ok(Err(e)) => {
+            Ok(None) => None,
+            Err(e) => {
                 self.fail(&format!("reading {path}"), &e);
-                None
-            }
-            Err(_) => {
-                let after = format!("no answer within {:?}", self.timeout);
-                self.fail(&format!("reading {path}"), &after);
                 None
             }
         }
@@ -431,23 +443,25 @@ impl Remote {
         }
         let path = self.object_path(tier, key);
         let len = object.len() as u64;
-        let written = self.runtime.block_on(async {
-            tokio::time::timeout(self.timeout, self.op.write(&path, object)).await
-        });
+        let written: Result<(), String> = match &self.backend {
+            Backend::Redis(client) => client.set(&path, &object).map_err(|e| e.to_string()),
+            Backend::Opendal(op) => match self.runtime.block_on(async {
+                tokio::time::timeout(self.timeout, op.write(&path, object)).await
+            }) {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err(format!("no answer within {:?}", self.timeout)),
+            },
+        };
         match written {
-            Ok(Ok(_)) => {
+            Ok(()) => {
                 self.counters
                     .written_bytes
                     .fetch_add(len, Ordering::Relaxed);
                 true
             }
-            Ok(Err(e)) => {
+            Err(e) => {
                 self.fail(&format!("writing {path}"), &e);
-                false
-            }
-            Err(_) => {
-                let after = format!("no answer within {:?}", self.timeout);
-                self.fail(&format!("writing {path}"), &after);
                 false
             }
         }
@@ -463,7 +477,7 @@ mod tests {
         assert_eq!(
             parse_url("redis://127.0.0.1:7000/3"),
             Ok(Target::Redis {
-                endpoint: "redis://127.0.0.1:7000".into(),
+                address: "127.0.0.1:7000".into(),
                 db: 3,
                 user: None,
                 password: None,
@@ -472,7 +486,7 @@ mod tests {
         assert_eq!(
             parse_url("redis://:pw@cache"),
             Ok(Target::Redis {
-                endpoint: "redis://cache:6379".into(),
+                address: "cache:6379".into(),
                 db: 0,
                 user: None,
                 password: Some("pw".into()),
