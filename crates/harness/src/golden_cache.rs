@@ -210,7 +210,7 @@ impl GoldenCache {
                 Ok(g)
             }
             Err(why) => {
-                let _ = remove_any(&dir);
+                let _ = scene_util::remove_any(&dir);
                 Err(Miss::Damaged(why))
             }
         }
@@ -276,7 +276,7 @@ impl GoldenCache {
         if let Some(parent) = dest.parent() {
             std::fs::create_dir_all(parent)?;
         }
-        remove_any(&dest)?;
+        scene_util::remove_any(&dest)?;
         let tmp = tmp.keep();
         std::fs::rename(&tmp, &dest).inspect_err(|_| {
             let _ = std::fs::remove_dir_all(&tmp);
@@ -348,7 +348,7 @@ impl GoldenCache {
                     continue;
                 };
                 let mut bytes = 0;
-                let mut last_used = mtime(&dir);
+                let mut last_used = scene_util::mtime_or_epoch(&dir);
                 if let Ok(files) = std::fs::read_dir(&dir) {
                     for f in files.filter_map(Result::ok) {
                         if let Ok(m) = f.path().symlink_metadata() {
@@ -389,7 +389,7 @@ impl GoldenCache {
             Err(err) if err.kind() == io::ErrorKind::NotFound => None,
             Err(source) => return Err(GoldenCacheError { path, source }),
         };
-        remove_any(&e.dir).map_err(at(&e.dir))?;
+        scene_util::remove_any(&e.dir).map_err(at(&e.dir))?;
         if held.is_some() {
             // Unlinked while held: a waiter finds it gone and relocks.
             let _ = std::fs::remove_file(&path);
@@ -437,9 +437,9 @@ impl GoldenCache {
         // killed publishers past an hour (a publication takes milliseconds).
         for sub in ["last", "fixtures", "locks"] {
             let mut files = Vec::new();
-            files_under(&self.root.join(sub), &mut files);
+            scene_util::files_under(&self.root.join(sub), &mut files);
             for path in files {
-                if age(mtime(&path)) <= policy.max_age {
+                if age(scene_util::mtime_or_epoch(&path)) <= policy.max_age {
                     continue;
                 }
                 // A lock file goes only while held here (unlinked under the
@@ -459,7 +459,9 @@ impl GoldenCache {
         let tmp = self.root.join("tmp");
         for t in read_dir_or_empty(&tmp)?.filter_map(Result::ok) {
             let path = t.path();
-            if age(mtime(&path)) > policy.max_age.min(LEFTOVER_AGE) && remove_any(&path).is_ok() {
+            if age(scene_util::mtime_or_epoch(&path)) > policy.max_age.min(LEFTOVER_AGE)
+                && scene_util::remove_any(&path).is_ok()
+            {
                 report.entries.leftovers += 1;
             }
         }
@@ -479,7 +481,7 @@ impl GoldenCache {
             }
             let _held = self.lock(&e.key).map_err(at(&self.lock_path(&e.key)))?;
             if let Err(why) = verify_entry(&e.dir, &e.key) {
-                remove_any(&e.dir).map_err(at(&e.dir))?;
+                scene_util::remove_any(&e.dir).map_err(at(&e.dir))?;
                 report.damaged.push((e.key, e.dir, why));
             }
         }
@@ -555,35 +557,6 @@ fn read_dir_or_empty(
             path: dir.to_path_buf(),
             source,
         }),
-    }
-}
-
-fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(it) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in it.filter_map(Result::ok) {
-        match entry.file_type() {
-            Ok(t) if t.is_dir() => files_under(&entry.path(), out),
-            Ok(_) => out.push(entry.path()),
-            Err(_) => {}
-        }
-    }
-}
-
-fn mtime(path: &Path) -> SystemTime {
-    std::fs::symlink_metadata(path)
-        .and_then(|m| m.modified())
-        .unwrap_or(SystemTime::UNIX_EPOCH)
-}
-
-/// Removes a file, symlink or directory at `path`, if any.
-fn remove_any(path: &Path) -> io::Result<()> {
-    match std::fs::symlink_metadata(path) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
-        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
-        Ok(_) => std::fs::remove_file(path),
     }
 }
 
@@ -753,7 +726,7 @@ mod tests {
         // A hit is a use: it refreshes the entry's last use.
         let expected = [("out", DType::F32, &[4usize][..])];
         cache.get(&keys[1], &expected).unwrap();
-        assert!(mtime(&manifest(&keys[1])) > now - day);
+        assert!(scene_util::mtime_or_epoch(&manifest(&keys[1])) > now - day);
         set_mtime(&manifest(&keys[1]), now - 2 * day);
 
         // `a` is old, but its key is being computed right now: kept.

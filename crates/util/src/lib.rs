@@ -309,6 +309,40 @@ impl FieldHasher {
     }
 }
 
+/// Removes a file, symlink or directory at `path`, if any (a symlink is
+/// removed, never followed).
+pub fn remove_any(path: &Path) -> io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+    }
+}
+
+/// The mtime of `path` itself (a symlink's own), or the epoch when it
+/// cannot be read: for pruning by last use, where unreadable means old.
+pub fn mtime_or_epoch(path: &Path) -> std::time::SystemTime {
+    std::fs::symlink_metadata(path)
+        .and_then(|m| m.modified())
+        .unwrap_or(std::time::SystemTime::UNIX_EPOCH)
+}
+
+/// Appends every non-directory under `dir` to `out`, recursively, without
+/// following symlinks; unreadable directories are skipped.
+pub fn files_under(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(it) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in it.filter_map(Result::ok) {
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => files_under(&entry.path(), out),
+            Ok(_) => out.push(entry.path()),
+            Err(_) => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

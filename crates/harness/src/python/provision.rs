@@ -501,7 +501,7 @@ impl EnvCache {
         }
         let dest = self.root.join(&key);
         // Half-built (no marker) or damaged: never used, replaced.
-        remove_any(&dest).map_err(at(&dest))?;
+        scene_util::remove_any(&dest).map_err(at(&dest))?;
         progress(&dest);
         let started = Instant::now();
         let tmp_root = self.root.join("tmp");
@@ -622,7 +622,8 @@ impl EnvCache {
             }
             let dir = entry.path();
             let env = read_env(&dir, &key).ok();
-            let last_used = mtime(&dir.join(MARKER)).max(mtime(&dir));
+            let last_used =
+                scene_util::mtime_or_epoch(&dir.join(MARKER)).max(scene_util::mtime_or_epoch(&dir));
             out.push(EnvInfo {
                 bytes: dir_size(&dir),
                 key,
@@ -657,7 +658,7 @@ impl EnvCache {
                 Err(err) if err.kind() == io::ErrorKind::NotFound => None,
                 Err(err) => return Err(at(&lock)(err)),
             };
-            remove_any(&e.dir).map_err(at(&e.dir))?;
+            scene_util::remove_any(&e.dir).map_err(at(&e.dir))?;
             if held.is_some() {
                 // Unlinked while held: a waiter finds it gone and relocks.
                 let _ = std::fs::remove_file(&lock);
@@ -673,7 +674,9 @@ impl EnvCache {
         if let Ok(it) = std::fs::read_dir(&tmp) {
             for t in it.filter_map(Result::ok) {
                 let path = t.path();
-                if age(mtime(&path)) > LEFTOVER_AGE && remove_any(&path).is_ok() {
+                if age(scene_util::mtime_or_epoch(&path)) > LEFTOVER_AGE
+                    && scene_util::remove_any(&path).is_ok()
+                {
                     r.leftovers += 1;
                 }
             }
@@ -706,21 +709,6 @@ fn dir_size(dir: &Path) -> u64 {
         }
     }
     total
-}
-
-fn mtime(path: &Path) -> SystemTime {
-    std::fs::symlink_metadata(path)
-        .and_then(|m| m.modified())
-        .unwrap_or(SystemTime::UNIX_EPOCH)
-}
-
-fn remove_any(path: &Path) -> io::Result<()> {
-    match std::fs::symlink_metadata(path) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
-        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
-        Ok(_) => std::fs::remove_file(path),
-    }
 }
 
 #[cfg(test)]

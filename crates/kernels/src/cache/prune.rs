@@ -9,7 +9,7 @@
 
 use std::fs;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
@@ -91,24 +91,6 @@ fn age(now: SystemTime, then: SystemTime) -> Duration {
     now.duration_since(then).unwrap_or(Duration::ZERO)
 }
 
-fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(it) = fs::read_dir(dir) else { return };
-    for entry in it.filter_map(Result::ok) {
-        let path = entry.path();
-        match entry.file_type() {
-            Ok(t) if t.is_dir() => files_under(&path, out),
-            Ok(_) => out.push(path),
-            Err(_) => {}
-        }
-    }
-}
-
-fn mtime(path: &Path) -> SystemTime {
-    fs::symlink_metadata(path)
-        .and_then(|m| m.modified())
-        .unwrap_or(SystemTime::UNIX_EPOCH)
-}
-
 /// Removes the entries of one tier unused for longer than `max_age`, then
 /// the least recently used until its total is at most `max_size`, and
 /// leftovers of killed publishers. An entry whose lock (in `locks`) is held
@@ -173,9 +155,9 @@ pub fn prune(dir: &Path, policy: &PrunePolicy) -> Result<CachePruneReport, Cache
     };
 
     let mut lock_files = Vec::new();
-    files_under(&locks, &mut lock_files);
+    scene_util::files_under(&locks, &mut lock_files);
     for path in lock_files {
-        if age(now, mtime(&path)) > policy.max_age
+        if age(now, scene_util::mtime_or_epoch(&path)) > policy.max_age
             && let Ok(Some(_held)) = lock::try_lock(&path)
         {
             // Unlinked while held, so nobody can be handed this inode.
@@ -186,10 +168,10 @@ pub fn prune(dir: &Path, policy: &PrunePolicy) -> Result<CachePruneReport, Cache
     }
 
     let mut records = Vec::new();
-    files_under(&dir.join("units"), &mut records);
-    files_under(&dir.join("tools"), &mut records);
+    scene_util::files_under(&dir.join("units"), &mut records);
+    scene_util::files_under(&dir.join("tools"), &mut records);
     for path in records {
-        if age(now, mtime(&path)) > policy.max_age {
+        if age(now, scene_util::mtime_or_epoch(&path)) > policy.max_age {
             let _ = fs::remove_file(&path);
         }
     }
