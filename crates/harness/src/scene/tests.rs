@@ -1,0 +1,1100 @@
+//! The scene model's unit tests: loading, resolution per case, and the
+//! error matrices (the message-only cases live as data under
+//! `test_data/scene/`, see `validate_data.rs`).
+
+use std::path::PathBuf;
+
+use scene_golden::{DType, ListItem, Tolerance};
+
+use super::*;
+use crate::expr::{Num, Value};
+
+const GOOD: &str = r#"
+name = "demo"
+platforms = ["a2a3sim"]
+golden = "demo"
+
+[orchestration]
+source = "orch.c"
+function = "demo_orch"
+signature = ["in", "out", "scalar"]
+
+[[incores]]
+func_id = 0
+name = "k"
+core = "aiv"
+source = "k.c"
+
+[[tensors]]
+name = "x"
+dtype = "f32"
+shape = ["N", 4]
+init = { kind = "uniform", low = -1.0, high = 1.0 }
+
+[[tensors]]
+name = "y"
+dtype = "f32"
+shape = ["N*4"]
+
+[[scalars]]
+name = "n"
+dtype = "i64"
+value = "N"
+
+[[cases]]
+name = "small"
+params = { N = 8 }
+"#;
+
+fn scene_dir() -> tempfile::TempDir {
+    let tmp = tempfile::Builder::new().prefix("scene").tempdir().unwrap();
+    let dir = tmp.path().join("demo");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("orch.c"), "").unwrap();
+    std::fs::write(dir.join("k.c"), "").unwrap();
+    tmp
+}
+
+fn load(text: &str) -> Result<Scene, SceneError> {
+    let tmp = scene_dir();
+    let dir = tmp.path().join("demo");
+    std::fs::write(dir.join("scene.toml"), text).unwrap();
+    Scene::load(&dir)
+}
+
+fn err_of(text: &str) -> String {
+    load(text).unwrap_err().to_string()
+}
+
+#[test]
+fn good_scene_loads() {
+    let s = load(GOOD).unwrap();
+    assert_eq!(s.name, "demo");
+    assert_eq!(s.tensors.len(), 2);
+    assert_eq!(s.tensors[1].direction, ArgDirection::Out);
+    assert_eq!(s.scalars[0].value.param(), Some("N"));
+    assert_eq!(s.cases[0].params["N"], Value::Int(8));
+    assert_eq!(s.cases[0].tensors[1].shape, [32]);
+    assert_eq!(s.cases[0].scalars, [Num::Int(8)]);
+}
+
+#[test]
+fn python_requirements_from_the_key_or_requirements_txt() {
+    let tmp = scene_dir();
+    let dir = tmp.path().join("demo");
+    std::fs::write(dir.join("golden.py"), "").unwrap();
+    let py = GOOD.replace("golden = \"demo\"", "golden = { python = \"golden.py\" }");
+    let load_with = |text: &str| {
+        std::fs::write(dir.join("scene.toml"), text).unwrap();
+        Scene::load(&dir)
+    };
+    // None declared: the default (empty here).
+    assert!(load_with(&py).unwrap().python.requirements.is_empty());
+    let declared = py.replace(
+        "golden = {",
+        "requirements = [\"numpy>=1.26\", \"ml_dtypes\", \"ml_dtypes\"]\ngolden = {",
+    );
+    assert_eq!(
+        load_with(&declared).unwrap().python.requirements,
+        ["numpy>=1.26", "ml_dtypes"]
+    );
+    // requirements.txt beside the golden file: comments and blanks skipped.
+    std::fs::write(
+        dir.join("requirements.txt"),
+        "# for the golden\nnumpy==2.1.3  # pinned\n\nscipy\n",
+    )
+    .unwrap();
+    assert_eq!(
+        load_with(&py).unwrap().python.requirements,
+        ["numpy==2.1.3", "scipy"]
+    );
+    // Both: ambiguous, an error naming the key.
+    let e = load_with(&declared).unwrap_err().to_string();
+    assert!(e.contains("requirements") && e.contains("both"), "{e}");
+    // Pip options are not requirements.
+    std::fs::write(dir.join("requirements.txt"), "-r other.txt\n").unwrap();
+    let e = load_with(&py).unwrap_err().to_string();
+    assert!(
+        e.contains("-r other.txt") && e.contains("not a requirement"),
+        "{e}"
+    );
+    std::fs::remove_file(dir.join("requirements.txt")).unwrap();
+    // A scene without Python has nothing to require.
+    let e = load_with(&GOOD.replace(
+        "golden = \"demo\"",
+        "golden = \"demo\"\nrequirements = [\"numpy\"]",
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("no Python golden"), "{e}");
+}
+
+#[test]
+fn unknown_key_names_file_and_key() {
+    let e = err_of(&GOOD.replace("golden = \"demo\"", "golden = \"demo\"\ncolour = 1"));
+    assert!(e.contains("scene.toml"), "{e}");
+    assert!(e.contains("colour"), "{e}");
+}
+
+#[test]
+fn duplicate_func_id() {
+    let extra = "\n[[incores]]\nfunc_id = 0\nname = \"k2\"\ncore = \"aiv\"\nsource = \"k.c\"\n";
+    let text = GOOD.replace(
+        "[[tensors]]\nname = \"x\"",
+        &format!("{extra}\n[[tensors]]\nname = \"x\""),
+    );
+    let e = err_of(&text);
+    assert!(e.contains("incores[1].func_id"), "{e}");
+    assert!(e.contains("duplicate func_id 0"), "{e}");
+}
+
+#[test]
+fn duplicate_case_name() {
+    let e = err_of(&format!(
+        "{GOOD}\n[[cases]]\nname = \"small\"\nparams = {{ N = 2 }}\n"
+    ));
+    assert!(e.contains("cases[1].name"), "{e}");
+    assert!(e.contains("duplicate case name"), "{e}");
+}
+
+#[test]
+fn missing_source_file() {
+    let e = err_of(&GOOD.replace("source = \"k.c\"", "source = \"missing.c\""));
+    assert!(e.contains("incores[0].source"), "{e}");
+    assert!(e.contains("missing.c"), "{e}");
+}
+
+#[test]
+fn unbound_shape() {
+    let e = err_of(&GOOD.replace("params = { N = 8 }", "params = { M = 8 }"));
+    assert!(e.contains("tensors[0].shape[0]"), "{e}");
+    assert!(e.contains("case `small`"), "{e}");
+    assert!(e.contains("unknown param `N`"), "{e}");
+}
+
+#[test]
+fn signature_count_mismatch() {
+    let e = err_of(&GOOD.replace("[\"in\", \"out\", \"scalar\"]", "[\"in\", \"out\"]"));
+    assert!(e.contains("orchestration.signature"), "{e}");
+    assert!(e.contains("2 entries"), "{e}");
+}
+
+#[test]
+fn scalar_where_tensor_expected() {
+    let e = err_of(&GOOD.replace(
+        "[\"in\", \"out\", \"scalar\"]",
+        "[\"scalar\", \"out\", \"in\"]",
+    ));
+    assert!(e.contains("orchestration.signature"), "{e}");
+}
+
+#[test]
+fn bad_core_and_dtype_and_platform() {
+    assert!(err_of(&GOOD.replace("core = \"aiv\"", "core = \"gpu\"")).contains("incores[0].core"));
+    assert!(
+        err_of(&GOOD.replace("dtype = \"f32\"", "dtype = \"f99\"")).contains("tensors[0].dtype")
+    );
+    assert!(err_of(&GOOD.replace("[\"a2a3sim\"]", "[\"a9\"]")).contains("unknown platform"));
+}
+
+#[test]
+fn scalar_dtype_must_be_passable() {
+    let e = err_of(&GOOD.replace("dtype = \"i64\"", "dtype = \"bf16\""));
+    assert!(e.contains("scalars[0].dtype"), "{e}");
+}
+
+#[test]
+fn name_must_match_directory() {
+    let e = err_of(&GOOD.replace("name = \"demo\"", "name = \"other\""));
+    assert!(e.contains("`name`"), "{e}");
+}
+
+#[test]
+fn path_escape_rejected() {
+    let tmp = scene_dir();
+    let dir = tmp.path().join("demo");
+    // Outside the scenes root (the scene dir's parent): refused even though it exists.
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("k.c"), "").unwrap();
+    let escape = format!(
+        "../../{}/k.c",
+        outside.path().file_name().unwrap().to_string_lossy()
+    );
+    let text = GOOD.replace("source = \"k.c\"", &format!("source = \"{escape}\""));
+    std::fs::write(dir.join("scene.toml"), text).unwrap();
+    let e = Scene::load(&dir).unwrap_err().to_string();
+    assert!(
+        e.contains("must be inside the scenes directory") || e.contains("not found"),
+        "{e}"
+    );
+    let e = err_of(&GOOD.replace("source = \"k.c\"", "source = \"/etc/passwd\""));
+    assert!(e.contains("relative to the scene directory"), "{e}");
+}
+
+#[test]
+fn shared_sources_inside_the_scenes_root_are_allowed() {
+    let tmp = scene_dir();
+    let dir = tmp.path().join("demo");
+    std::fs::create_dir(tmp.path().join("common")).unwrap();
+    std::fs::write(tmp.path().join("common/add.c"), "").unwrap();
+    std::fs::write(
+        dir.join("scene.toml"),
+        GOOD.replace("source = \"k.c\"", "source = \"../common/add.c\""),
+    )
+    .unwrap();
+    let s = Scene::load(&dir).unwrap();
+    assert_eq!(s.incores[0].source, PathBuf::from("../common/add.c"));
+}
+
+#[test]
+fn tolerance_precedence() {
+    let s = load(&GOOD.replace("golden = \"demo\"", "golden = \"demo\"\nrtol = 0.5")).unwrap();
+    let t = s.tolerance_for(&s.cases[0], 1);
+    assert_eq!(t.rtol, 0.5);
+    assert_eq!(t.atol, Tolerance::default_for(DType::F32).atol);
+}
+
+#[test]
+fn per_tensor_tolerances_are_finite_and_non_negative() {
+    for bad in ["nan", "inf", "-1e-3"] {
+        let text = GOOD.replace(
+            "shape = [\"N*4\"]",
+            &format!("shape = [\"N*4\"]\natol = {bad}"),
+        );
+        let e = err_of(&text);
+        assert!(e.contains("tensors[1].atol"), "{bad}: {e}");
+        let text = GOOD.replace(
+            "shape = [\"N*4\"]",
+            &format!("shape = [\"N*4\"]\nrtol = {bad}"),
+        );
+        let e = err_of(&text);
+        assert!(e.contains("tensors[1].rtol"), "{bad}: {e}");
+    }
+    let ok = GOOD.replace("shape = [\"N*4\"]", "shape = [\"N*4\"]\natol = 0.0");
+    assert!(load(&ok).is_ok());
+}
+
+#[test]
+fn init_parameters_are_finite_and_ordered() {
+    let uniform = "init = { kind = \"uniform\", low = -1.0, high = 1.0 }";
+    for (init, needle) in [
+        (
+            "{ kind = \"uniform\", low = -inf, high = 1.0 }",
+            "uniform low must be finite",
+        ),
+        (
+            "{ kind = \"uniform\", low = 0.0, high = nan }",
+            "uniform high must be finite",
+        ),
+        (
+            "{ kind = \"uniform\", low = 2.0, high = 1.0 }",
+            "low < high",
+        ),
+        (
+            "{ kind = \"const\", value = nan }",
+            "const value must be finite",
+        ),
+        (
+            "{ kind = \"normal\", mean = inf }",
+            "normal mean must be finite",
+        ),
+        ("{ kind = \"normal\", std = -1.0 }", "finite std >= 0"),
+        (
+            "{ kind = \"arange\", step = inf }",
+            "arange step must be finite",
+        ),
+        ("{ kind = \"randint\", low = 3, high = 3 }", "low < high"),
+    ] {
+        let e = err_of(&GOOD.replace(uniform, &format!("init = {init}")));
+        assert!(e.contains("tensors[0].init"), "{init}: {e}");
+        assert!(e.contains(needle), "{init}: {e}");
+    }
+    // randint must fit an integer tensor's dtype.
+    let text = GOOD
+        .replacen("dtype = \"f32\"", "dtype = \"u8\"", 1)
+        .replace(
+            uniform,
+            "init = { kind = \"randint\", low = 0, high = 257 }",
+        );
+    let e = err_of(&text);
+    assert!(
+        e.contains("tensors[0].init") && e.contains("does not fit u8"),
+        "{e}"
+    );
+    let text = GOOD
+        .replacen("dtype = \"f32\"", "dtype = \"u8\"", 1)
+        .replace(
+            uniform,
+            "init = { kind = \"randint\", low = 0, high = 256 }",
+        );
+    assert!(load(&text).is_ok());
+}
+
+#[test]
+fn integer_inits_take_case_params() {
+    let uniform = "init = { kind = \"uniform\", low = -1.0, high = 1.0 }";
+    let int_x = |init: &str| {
+        GOOD.replacen("dtype = \"f32\"", "dtype = \"i32\"", 1)
+            .replace(uniform, &format!("init = {init}"))
+    };
+    // randint bounds from the case: 1..=N per element.
+    let s = load(&int_x("{ kind = \"randint\", low = 1, high = \"N+1\" }")).unwrap();
+    assert_eq!(
+        s.cases[0].tensors[0].init,
+        Init::Randint { low: 1, high: 9 }
+    );
+    // A permutation of 0..N*4 (the tensor is [N, 4]).
+    let s = load(&int_x("{ kind = \"permutation\", n = \"N*4\" }")).unwrap();
+    assert_eq!(s.cases[0].tensors[0].init, Init::Permutation { n: 32 });
+    let s = load(&int_x("{ kind = \"permutation\", n = \"ceil_div(N, 3)\" }")).unwrap();
+    assert_eq!(s.cases[0].tensors[0].init, Init::Permutation { n: 3 });
+    let s = load(&int_x("{ kind = \"permutation\", n = 5 }")).unwrap();
+    assert_eq!(
+        s.tensors[0].init,
+        InitSpec::Permutation { n: NumSpec::Int(5) }
+    );
+    assert_eq!(s.cases[0].tensors[0].init, Init::Permutation { n: 5 });
+    // Checked per case, naming the case: a bound the case leaves
+    // unbound, an empty range, a range that does not fit the dtype.
+    let e = err_of(&int_x("{ kind = \"randint\", low = 0, high = \"M\" }"));
+    assert!(
+        e.contains("tensors[0].init") && e.contains("case `small`") && e.contains("`M`"),
+        "{e}"
+    );
+    let e = err_of(&int_x("{ kind = \"randint\", low = 8, high = \"N\" }"));
+    assert!(
+        e.contains("tensors[0].init") && e.contains("case `small`") && e.contains("low < high"),
+        "{e}"
+    );
+    let e = err_of(
+        &int_x("{ kind = \"permutation\", n = \"N*100\" }").replacen(
+            "dtype = \"i32\"",
+            "dtype = \"i8\"",
+            1,
+        ),
+    );
+    assert!(
+        e.contains("case `small`") && e.contains("permutation 0..800 does not fit i8"),
+        "{e}"
+    );
+    let e = err_of(&int_x("{ kind = \"permutation\", n = 0 }"));
+    assert!(e.contains("tensors[0].init") && e.contains("n >= 1"), "{e}");
+    let e = err_of(&int_x("{ kind = \"permutation\", n = \"N-9\" }"));
+    assert!(
+        e.contains("tensors[0].init") && e.contains("n >= 1, got -1"),
+        "{e}"
+    );
+    let e = err_of(&int_x("{ kind = \"permutation\", n = \"N / 3.0\" }"));
+    assert!(
+        e.contains("tensors[0].init") && e.contains("permutation n must be an integer"),
+        "{e}"
+    );
+    let e = err_of(&int_x("{ kind = \"permutation\", n = 2.5 }"));
+    assert!(e.contains("permutation n must be an integer"), "{e}");
+    let e = err_of(&int_x("{ kind = \"permutation\" }"));
+    assert!(e.contains("missing field `n`"), "{e}");
+}
+
+#[test]
+fn scalar_literals_are_in_range_and_exact() {
+    let with = |dtype: &str, value: &str| {
+        GOOD.replace("dtype = \"i64\"", &format!("dtype = \"{dtype}\""))
+            .replace("value = \"N\"", &format!("value = {value}"))
+    };
+    for (dtype, value, needle) in [
+        ("i32", "2147483648", "out of range"),
+        ("u8", "-1", "out of range"),
+        ("i8", "128", "out of range"),
+        ("i64", "1.5", "is not an integer"),
+        ("i32", "2.0", "is not an integer"),
+        ("f64", "9007199254740993", "not exactly representable"),
+        ("f32", "16777217", "not exactly representable"),
+        ("f32", "1e39", "not a finite f32"),
+        ("f64", "nan", "not a finite f64"),
+    ] {
+        let e = err_of(&with(dtype, value));
+        assert!(e.contains("scalars[0].value"), "{dtype} {value}: {e}");
+        assert!(e.contains(needle), "{dtype} {value}: {e}");
+    }
+    // Exact beyond 2^53 for i64, as an integer all the way.
+    let s = load(&with("i64", "9007199254740993")).unwrap();
+    assert_eq!(s.scalars[0].value, NumSpec::Int(9_007_199_254_740_993));
+    assert!(load(&with("f64", "0.25")).is_ok());
+    assert!(load(&with("u8", "255")).is_ok());
+}
+
+#[test]
+fn scalar_params_are_in_range() {
+    let text = GOOD
+        .replace("dtype = \"i64\"", "dtype = \"i8\"")
+        .replace("params = { N = 8 }", "params = { N = 300 }");
+    let e = err_of(&text);
+    assert!(e.contains("cases[0].params.N"), "{e}");
+    assert!(e.contains("300 is out of range"), "{e}");
+}
+
+#[test]
+fn case_and_tensor_names_are_plain_file_names() {
+    let e = err_of(&GOOD.replace("name = \"small\"", "name = \"..\""));
+    assert!(e.contains("cases[0].name"), "{e}");
+    let e = err_of(&GOOD.replace("name = \"small\"", "name = \"a/b\""));
+    assert!(
+        e.contains("cases[0].name") && e.contains("path separator"),
+        "{e}"
+    );
+    let e = err_of(&GOOD.replace("name = \"x\"", "name = \"../x\""));
+    assert!(
+        e.contains("tensors[0].name") && e.contains("not a valid tensor name"),
+        "{e}"
+    );
+    let e = err_of(&GOOD.replace("name = \"y\"", "name = \"\""));
+    assert!(e.contains("tensors[1].name"), "{e}");
+}
+/// A scene with typed params for the error matrix: `x` takes its dtype
+/// from `DT`, its shape and init from expressions.
+const TYPED: &str = r#"
+name = "demo"
+platforms = ["a2a3sim", "a5sim"]
+golden = "demo"
+
+[orchestration]
+source = "orch.c"
+function = "demo_orch"
+signature = ["in", "in", "out", "scalar"]
+
+[[incores]]
+func_id = 0
+name = "k"
+core = "aiv"
+source = "k.c"
+
+[[tensors]]
+name = "x"
+dtype = "DT"
+shape = ["N", "ceil_div(N, 4)"]
+init = { kind = "uniform", low = "-X", high = "X * 2" }
+
+[[tensors]]
+name = "lens"
+dtype = "i32"
+shape = ["B"]
+init = { kind = "list", param = "L" }
+
+[[tensors]]
+name = "y"
+dtype = "DT"
+shape = ["N * ceil_div(N, 4)"]
+rtol = "X / 100"
+
+[[scalars]]
+name = "n"
+dtype = "i64"
+value = "N + 1"
+
+[[cases]]
+name = "small"
+params = { N = 8, DT = "f16", X = 0.5, B = 3, L = [1, 2, 3], S = "text", F = true }
+"#;
+
+#[test]
+fn typed_params_resolve_per_case() {
+    let two = format!(
+        "{TYPED}\n[[cases]]\nname = \"wide\"\nparams = {{ N = 13, DT = \"bf16\", X = 2, B = 1, L = [7] }}\nmanual = [\"a5sim\"]\n\n[[cases]]\nname = \"card\"\nparams = {{ N = 1, DT = \"f32\", X = 1, B = 1, L = [1] }}\nplatforms = [\"a2a3\"]\n"
+    );
+    let s = load(&two).unwrap();
+    let (small, wide, card) = (&s.cases[0], &s.cases[1], &s.cases[2]);
+    assert_eq!(small.tensors[0].dtype, DType::F16);
+    assert_eq!(small.tensors[0].shape, [8, 2]);
+    assert_eq!(
+        small.tensors[0].init,
+        Init::Uniform {
+            low: -0.5,
+            high: 1.0
+        }
+    );
+    assert_eq!(
+        small.tensors[1].init,
+        Init::List {
+            values: vec![ListItem::Int(1), ListItem::Int(2), ListItem::Int(3)]
+        }
+    );
+    assert_eq!(small.tensors[2].tolerance.rtol, 0.005);
+    assert_eq!(
+        small.tensors[0].tolerance.rtol,
+        Tolerance::default_for(DType::F16).rtol
+    );
+    assert_eq!(small.scalars, [Num::Int(9)]);
+    assert_eq!(wide.tensors[2].dtype, DType::BF16);
+    assert_eq!(wide.tensors[2].shape, [13 * 4]);
+    assert!(!small.manual.on("a5sim"));
+    assert!(wide.manual.on("a5sim") && !wide.manual.on("a2a3sim"));
+    assert!(s.case_hardware_only(card) && !s.case_hardware_only(small));
+    assert!(!s.case_enabled_on(card, "a2a3sim"));
+    assert_eq!(small.int_params()["N"], 8);
+    assert!(!small.int_params().contains_key("DT"));
+}
+
+/// Malformed expressions and new fields: each error names the file,
+/// the field and the case, and says what was wrong.
+#[test]
+fn error_matrix_names_file_field_and_case() {
+    let shape_x = "shape = [\"N\", \"ceil_div(N, 4)\"]";
+    let init_x = "init = { kind = \"uniform\", low = \"-X\", high = \"X * 2\" }";
+    let init_l = "init = { kind = \"list\", param = \"L\" }";
+    let params =
+        "params = { N = 8, DT = \"f16\", X = 0.5, B = 3, L = [1, 2, 3], S = \"text\", F = true }";
+    let x_shape = |new: &str| (shape_x, format!("shape = [\"N\", \"{new}\"]"));
+    let x_init = |new: &str| (init_x, format!("init = {new}"));
+    let matrix: Vec<((&str, String), &str, &str)> = vec![
+        (x_shape("M * 2"), "tensors[0].shape[1]", "unknown param `M`"),
+        (
+            x_shape("N / (N - 8)"),
+            "tensors[0].shape[1]",
+            "division by zero",
+        ),
+        (
+            x_shape("N % (N - 8)"),
+            "tensors[0].shape[1]",
+            "division by zero",
+        ),
+        (
+            x_shape("ceil_div(N, N - 8)"),
+            "tensors[0].shape[1]",
+            "division by zero",
+        ),
+        (
+            x_shape("N - 100"),
+            "tensors[0].shape[1]",
+            "-92, not a positive size",
+        ),
+        (
+            x_shape("N / 3.0"),
+            "tensors[0].shape[1]",
+            "not an integer size",
+        ),
+        (
+            x_shape("DT * 2"),
+            "tensors[0].shape[1]",
+            "param `DT` is a string",
+        ),
+        (
+            x_shape("F + 1"),
+            "tensors[0].shape[1]",
+            "param `F` is a boolean",
+        ),
+        (
+            x_shape("L + 1"),
+            "tensors[0].shape[1]",
+            "param `L` is a list",
+        ),
+        (
+            x_shape("L[3]"),
+            "tensors[0].shape[1]",
+            "index 3 is out of range",
+        ),
+        (
+            x_shape("N * 9223372036854775807"),
+            "tensors[0].shape[1]",
+            "overflow",
+        ),
+        (
+            x_shape("min(N, S)"),
+            "tensors[0].shape[1]",
+            "param `S` is a string",
+        ),
+        (
+            ("dtype = \"DT\"", "dtype = \"WHAT\"".into()),
+            "tensors[0].dtype",
+            "neither a dtype nor a param",
+        ),
+        (
+            ("DT = \"f16\"", "DT = \"f17\"".into()),
+            "tensors[0].dtype",
+            "\"f17\" is not a dtype",
+        ),
+        (
+            ("DT = \"f16\"", "DT = 16".into()),
+            "tensors[0].dtype",
+            "is an integer (16), not a dtype name",
+        ),
+        (
+            x_init("{ kind = \"const\", value = \"S\" }"),
+            "tensors[0].init",
+            "const value: param `S` is a string",
+        ),
+        (
+            x_init("{ kind = \"uniform\", low = \"X\", high = \"X / 2\" }"),
+            "tensors[0].init",
+            "uniform needs low < high",
+        ),
+        (
+            x_init("{ kind = \"normal\", std = \"0 - X\" }"),
+            "tensors[0].init",
+            "finite std >= 0",
+        ),
+        (
+            x_init("{ kind = \"randint\", low = 0, high = \"N / 3.0\" }"),
+            "tensors[0].init",
+            "randint high must be an integer",
+        ),
+        (
+            x_init("{ kind = \"arange\", step = \"1 / 0\" }"),
+            "tensors[0].init",
+            "division by zero",
+        ),
+        (
+            (init_l, "init = { kind = \"list\", param = \"Q\" }".into()),
+            "tensors[1].init",
+            "unknown param `Q`",
+        ),
+        (
+            (init_l, "init = { kind = \"list\", param = \"N\" }".into()),
+            "tensors[1].init",
+            "is an integer (8), not a list",
+        ),
+        (
+            ("L = [1, 2, 3]", "L = [1, 2]".into()),
+            "tensors[1].init",
+            "has 2 values, the tensor's shape [3] has 3 elements",
+        ),
+        (
+            ("rtol = \"X / 100\"", "rtol = \"0 - X\"".into()),
+            "tensors[2].rtol",
+            "must be a finite number >= 0, got -0.5",
+        ),
+        (
+            ("rtol = \"X / 100\"", "rtol = \"Y\"".into()),
+            "tensors[2].rtol",
+            "unknown param `Y`",
+        ),
+        (
+            (
+                "golden = \"demo\"",
+                "golden = \"demo\"\natol = \"X - 1\"".into(),
+            ),
+            "atol",
+            "must be a finite number >= 0",
+        ),
+        (
+            ("value = \"N + 1\"", "value = \"N / 2.5\"".into()),
+            "scalars[0].value",
+            "3.2 is not an integer",
+        ),
+        (
+            ("value = \"N + 1\"", "value = \"DT\"".into()),
+            "scalars[0].value",
+            "param `DT` is a string",
+        ),
+        (
+            (
+                "value = \"N + 1\"",
+                "value = \"N * 2000000000000000000\"".into(),
+            ),
+            "scalars[0].value",
+            "overflow",
+        ),
+        (
+            (
+                "dtype = \"i64\"\nvalue = \"N + 1\"",
+                "dtype = \"u8\"\nvalue = \"N * 40\"".into(),
+            ),
+            "scalars[0].value",
+            "scalar `n` (u8): 320 is out of range",
+        ),
+        (
+            (params, params.replace("N = 8", "N = 300")).clone(),
+            "cases[0].params.N",
+            "placeholder",
+        ),
+        (
+            ("L = [1, 2, 3]", "L = [1, \"two\", 3]".into()),
+            "cases[0].params.L",
+            "a list param holds numbers only",
+        ),
+        (
+            (
+                "name = \"small\"",
+                "name = \"small\"\nmanual = [\"a9sim\"]".into(),
+            ),
+            "cases[0].manual",
+            "unknown platform `a9sim`",
+        ),
+        (
+            (
+                "name = \"small\"",
+                "name = \"small\"\nplatforms = [\"a3\"]".into(),
+            ),
+            "cases[0].platforms",
+            "unknown platform `a3`",
+        ),
+    ];
+    assert!(matrix.len() >= 20);
+    for ((old, new), field, needle) in matrix {
+        assert!(TYPED.contains(old), "matrix entry does not apply: {old}");
+        let mut text = TYPED.replacen(old, &new, 1);
+        let mut needle = needle;
+        if field == "cases[0].params.N" {
+            // An i8 scalar bound to a param out of its range.
+            text = text
+                .replace("value = \"N + 1\"", "value = \"N\"")
+                .replace("dtype = \"i64\"", "dtype = \"i8\"")
+                .replace("shape = [\"N\", \"ceil_div(N, 4)\"]", "shape = [4]")
+                .replace("shape = [\"N * ceil_div(N, 4)\"]", "shape = [4]");
+            needle = "300 is out of range";
+        }
+        let e = err_of(&text);
+        assert!(e.contains("scene.toml"), "{new}: file missing: {e}");
+        assert!(
+            e.contains(&format!("`{field}`")),
+            "{new}: field `{field}` missing: {e}"
+        );
+        assert!(
+            e.contains("case `small`") || field.starts_with("cases[0]"),
+            "{new}: case missing: {e}"
+        );
+        assert!(e.contains(needle), "{new}: `{needle}` missing: {e}");
+    }
+}
+
+/// Expressions that do not parse fail at load, naming the file, the
+/// field and what is wrong (no case is involved).
+#[test]
+fn malformed_expressions_fail_at_load() {
+    for (old, new, field, needle) in [
+        (
+            "\"ceil_div(N, 4)\"",
+            "\"N +\"",
+            "tensors[0].shape",
+            "expression ends early",
+        ),
+        (
+            "\"ceil_div(N, 4)\"",
+            "\"N ** 2\"",
+            "tensors[0].shape",
+            "not an expression",
+        ),
+        (
+            "\"ceil_div(N, 4)\"",
+            "\"sqrt(N)\"",
+            "tensors[0].shape",
+            "unknown function `sqrt`",
+        ),
+        (
+            "\"ceil_div(N, 4)\"",
+            "\"min(N)\"",
+            "tensors[0].shape",
+            "takes 2 or more arguments",
+        ),
+        (
+            "\"ceil_div(N, 4)\"",
+            "\"ceil_div(N)\"",
+            "tensors[0].shape",
+            "takes 2 arguments",
+        ),
+        (
+            "\"X * 2\"",
+            "\"X *\"",
+            "tensors[0].init",
+            "not an expression",
+        ),
+        ("\"X / 100\"", "\"(X\"", "tensors[2].rtol", "missing `)`"),
+        (
+            "\"N + 1\"",
+            "\"N $ 1\"",
+            "scalars[0].value",
+            "unexpected character",
+        ),
+        (
+            "dtype = \"DT\"",
+            "dtype = \"f-16\"",
+            "tensors[0].dtype",
+            "unknown dtype",
+        ),
+    ] {
+        let e = err_of(&TYPED.replacen(old, new, 1));
+        assert!(e.contains("scene.toml"), "{new}: {e}");
+        assert!(e.contains(&format!("`{field}`")), "{new}: {e}");
+        assert!(e.contains(needle), "{new}: {e}");
+    }
+}
+
+/// A scene with `[derived]` params and an input whose fixture a case
+/// overrides: the paged-attention pattern in small.
+const DERIVED: &str = r#"
+name = "demo"
+platforms = ["a2a3sim"]
+golden = "demo"
+
+[orchestration]
+source = "orch.c"
+function = "demo_orch"
+signature = ["in", "in", "out", "scalar"]
+
+[[incores]]
+func_id = 0
+name = "k"
+core = "aiv"
+source = "k.c"
+
+[derived]
+max_blocks = "max_len / block"
+total = "batch * ceil_div(ctx, block)"
+half = "total / 2.0"
+
+[[tensors]]
+name = "table"
+dtype = "int32"
+shape = ["batch", "max_blocks"]
+init = { kind = "randint", low = 0, high = "max(total, 1)" }
+
+[[tensors]]
+name = "lens"
+dtype = "i32"
+shape = ["batch"]
+init = { kind = "const", value = "ctx" }
+
+[[tensors]]
+name = "out"
+dtype = "dt"
+shape = ["total", "block"]
+atol = "half / 1000"
+
+[[scalars]]
+name = "n"
+dtype = "i64"
+value = "total"
+
+[[cases]]
+name = "small"
+params = { batch = 2, block = 16, ctx = 40, max_len = 256, dt = "bfloat16" }
+
+[[cases]]
+name = "varied"
+params = { batch = 4, block = 16, ctx = 64, max_len = 128, dt = "float" }
+init = { lens = { kind = "randint", low = 1, high = "ctx+1" }, table = { kind = "permutation", n = "total" } }
+"#;
+
+#[test]
+fn derived_params_are_computed_per_case_in_order() {
+    let s = load(DERIVED).unwrap();
+    assert_eq!(
+        s.derived
+            .iter()
+            .map(|d| d.name.as_str())
+            .collect::<Vec<_>>(),
+        ["max_blocks", "total", "half"]
+    );
+    let (small, varied) = (&s.cases[0], &s.cases[1]);
+    // Written params stay as written; values add the derived ones.
+    assert!(!small.params.contains_key("total"));
+    assert_eq!(small.values["max_blocks"], Value::Int(16));
+    assert_eq!(small.values["total"], Value::Int(6));
+    assert_eq!(small.values["half"], Value::Float(3.0));
+    assert_eq!(small.int_params()["total"], 6);
+    assert_eq!(small.tensors[0].shape, [2, 16]);
+    assert_eq!(small.tensors[0].dtype, DType::I32);
+    assert_eq!(small.tensors[0].init, Init::Randint { low: 0, high: 6 });
+    assert_eq!(small.tensors[1].init, Init::Const { value: 40.0 });
+    assert_eq!(small.tensors[2].shape, [6, 16]);
+    assert_eq!(small.tensors[2].dtype, DType::BF16);
+    assert_eq!(small.tensors[2].tolerance.atol, 0.003);
+    assert_eq!(small.scalars, [Num::Int(6)]);
+    assert!(small.init.is_empty());
+    // The override replaces the fixture in its case only.
+    assert_eq!(varied.values["total"], Value::Int(16));
+    assert_eq!(varied.tensors[2].dtype, DType::F32);
+    assert_eq!(varied.tensors[0].init, Init::Permutation { n: 16 });
+    assert_eq!(varied.tensors[1].init, Init::Randint { low: 1, high: 65 });
+    assert_eq!(
+        varied.init.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["lens", "table"]
+    );
+}
+
+#[test]
+fn torch_and_numpy_dtype_names_are_aliases() {
+    for (alias, dtype) in [
+        ("bfloat16", DType::BF16),
+        ("float16", DType::F16),
+        ("half", DType::F16),
+        ("float32", DType::F32),
+        ("float", DType::F32),
+        ("float64", DType::F64),
+        ("double", DType::F64),
+        ("int8", DType::I8),
+        ("int16", DType::I16),
+        ("int32", DType::I32),
+        ("int64", DType::I64),
+        ("uint8", DType::U8),
+        ("bool", DType::Bool),
+        ("bf16", DType::BF16),
+    ] {
+        assert_eq!(dtype_from_name(alias), Some(dtype), "{alias}");
+    }
+    assert_eq!(dtype_from_name("Float32"), None);
+    assert_eq!(dtype_from_name("uint16"), None);
+    // A scalar's dtype reads aliases too.
+    let s = load(&GOOD.replace("dtype = \"i64\"", "dtype = \"int64\"")).unwrap();
+    assert_eq!(s.scalars[0].dtype, DType::I64);
+}
+
+/// `[derived]` and per-case `init`: each malformed input fails the
+/// load naming the file, the field and (when a case is involved) the
+/// case.
+#[test]
+fn derived_and_case_init_error_matrix() {
+    let derived = "half = \"total / 2.0\"";
+    let lens_init = "lens = { kind = \"randint\", low = 1, high = \"ctx+1\" }";
+    let matrix: Vec<(&str, String, &str, Option<&str>, &str)> = vec![
+        (
+            derived,
+            "half = \"total / nope\"".into(),
+            "derived.half",
+            Some("small"),
+            "unknown param `nope`",
+        ),
+        (
+            derived,
+            "half = \"total / (batch - 2)\"".into(),
+            "derived.half",
+            Some("small"),
+            "division by zero",
+        ),
+        (
+            "max_blocks = \"max_len / block\"",
+            "max_blocks = \"max_len / total\"".into(),
+            "derived.max_blocks",
+            None,
+            "refers to `derived.total`, which comes later",
+        ),
+        (
+            derived,
+            "half = \"half + 1\"".into(),
+            "derived.half",
+            None,
+            "refers to itself",
+        ),
+        (
+            derived,
+            "half = \"total +\"".into(),
+            "derived.half",
+            None,
+            "expression ends early",
+        ),
+        (
+            derived,
+            "half = \"dt * 2\"".into(),
+            "derived.half",
+            Some("small"),
+            "param `dt` is a string",
+        ),
+        (
+            derived,
+            "half = \"total * 9223372036854775807\"".into(),
+            "derived.half",
+            Some("small"),
+            "overflow",
+        ),
+        (
+            derived,
+            "\"bad-name\" = 1".into(),
+            "derived.bad-name",
+            None,
+            "is not a param name",
+        ),
+        (
+            "max_len = 256, dt",
+            "max_len = 256, total = 6, dt".into(),
+            "cases[0].params.total",
+            Some("small"),
+            "param `total` clashes with `derived.total`",
+        ),
+        (
+            "value = \"total\"",
+            "value = \"half\"".into(),
+            "derived.half",
+            Some("small"),
+            "3 is not an integer",
+        ),
+        (
+            lens_init,
+            "lengths = { kind = \"const\", value = 1 }".into(),
+            "cases[1].init.lengths",
+            Some("varied"),
+            "no tensor `lengths` in the scene (tensors: table, lens, out)",
+        ),
+        (
+            lens_init,
+            "out = { kind = \"const\", value = 1 }".into(),
+            "cases[1].init.out",
+            Some("varied"),
+            "tensor `out` is an output (`out`)",
+        ),
+        (
+            lens_init,
+            "lens = { kind = \"binomial\", n = 3 }".into(),
+            "cases[1].init.lens",
+            Some("varied"),
+            "unknown variant `binomial`",
+        ),
+        (
+            lens_init,
+            "lens = { kind = \"randint\", low = 1 }".into(),
+            "cases[1].init.lens",
+            Some("varied"),
+            "missing field `high`",
+        ),
+        (
+            lens_init,
+            "lens = { kind = \"randint\", low = 1, high = \"ctx +\" }".into(),
+            "cases[1].init.lens",
+            None,
+            "expression ends early",
+        ),
+        (
+            lens_init,
+            "lens = { kind = \"randint\", low = 1, high = \"width\" }".into(),
+            "cases[1].init.lens",
+            Some("varied"),
+            "unknown param `width`",
+        ),
+        (
+            lens_init,
+            "lens = { kind = \"randint\", low = 0, high = \"ctx * 100000000\" }".into(),
+            "cases[1].init.lens",
+            Some("varied"),
+            "does not fit i32",
+        ),
+        (
+            lens_init,
+            "lens = 7".into(),
+            "cases[1].init.lens",
+            Some("varied"),
+            "an init override is a table such as { kind = \"randint\", low = 0, high = 8 }, got integer `7`",
+        ),
+        (
+            "dt = \"float\"",
+            "dt = \"float8\"".into(),
+            "tensors[2].dtype",
+            Some("varied"),
+            "\"float8\" is not a dtype",
+        ),
+    ];
+    assert!(matrix.len() >= 15);
+    for (old, new, field, case, needle) in matrix {
+        assert!(DERIVED.contains(old), "matrix entry does not apply: {old}");
+        let e = err_of(&DERIVED.replacen(old, &new, 1));
+        assert!(e.contains("scene.toml"), "{new}: file missing: {e}");
+        assert!(
+            e.contains(&format!("`{field}`")),
+            "{new}: `{field}` missing: {e}"
+        );
+        if let Some(case) = case {
+            assert!(
+                e.contains(&format!("case `{case}`")),
+                "{new}: case missing: {e}"
+            );
+        }
+        assert!(e.contains(needle), "{new}: `{needle}` missing: {e}");
+    }
+}

@@ -1,0 +1,135 @@
+//! The scene's header: name, level, devices, platforms, the orchestration,
+//! the incore kernels and the signature's length.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use scene_kernels::CoreType;
+
+use super::{Validator, is_c_identifier};
+use crate::scene::raw::{RawIncore, RawOrchestration, RawScene};
+use crate::scene::{ArgDirection, Incore};
+
+impl Validator<'_> {
+    /// Name, level, devices and platforms, each checked on its own.
+    pub(super) fn check_header(&self, raw: &RawScene) {
+        let dir_name = self
+            .dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if raw.name != dir_name {
+            self.problem(
+                "name",
+                format!(
+                    "`{}` must equal the scene directory name `{dir_name}`",
+                    raw.name
+                ),
+            );
+        }
+        if raw.level != 2 && raw.level != 3 {
+            self.problem(
+                "level",
+                format!(
+                    "level {} is not supported (2 = one chip, 3 = a rank group of chips)",
+                    raw.level
+                ),
+            );
+        }
+        if raw.devices == 0 {
+            self.problem("devices", "must be at least 1");
+        }
+        self.report(self.platform_list("platforms", &raw.platforms));
+    }
+
+    pub(super) fn check_orchestration(&self, o: &RawOrchestration) {
+        self.report(self.existing_file("orchestration.source", &o.source));
+        self.existing_dirs("orchestration.include_dirs", &o.include_dirs);
+        if !is_c_identifier(&o.function) {
+            self.problem(
+                "orchestration.function",
+                format!("`{}` is not a C identifier", o.function),
+            );
+        }
+    }
+
+    /// Unique func_ids and names, known core types, existing sources.
+    pub(super) fn incores(&self, raw: Vec<RawIncore>) -> Option<Vec<Incore>> {
+        if raw.is_empty() {
+            self.problem("incores", "a scene needs at least one incore kernel");
+            return None;
+        }
+        let mut func_ids = BTreeMap::new();
+        let mut names = BTreeSet::new();
+        let mut incores = Some(Vec::with_capacity(raw.len()));
+        for (i, k) in raw.into_iter().enumerate() {
+            let field = |f: &str| format!("incores[{i}].{f}");
+            let func_id = if k.func_id >= scene_device::abi::SCENE_MAX_FUNC_IDS {
+                Err(self.err(
+                    field("func_id"),
+                    format!(
+                        "{} is out of range (0..{})",
+                        k.func_id,
+                        scene_device::abi::SCENE_MAX_FUNC_IDS
+                    ),
+                ))
+            } else if let Some(prev) = func_ids.insert(k.func_id, k.name.clone()) {
+                Err(self.err(
+                    field("func_id"),
+                    format!(
+                        "duplicate func_id {} (kernels `{prev}` and `{}`)",
+                        k.func_id, k.name
+                    ),
+                ))
+            } else {
+                Ok(())
+            };
+            let name = if names.insert(k.name.clone()) {
+                Ok(())
+            } else {
+                Err(self.err(field("name"), format!("duplicate kernel name `{}`", k.name)))
+            };
+            let ok = self.all([func_id, name]);
+            let core = self.report(k.core.parse::<CoreType>().map_err(|_| {
+                self.err(
+                    field("core"),
+                    format!("`{}` is not a core type (aic | aiv)", k.core),
+                )
+            }));
+            let source = self.report(self.existing_file(&field("source"), &k.source));
+            let dirs = self.existing_dirs(&field("include_dirs"), &k.include_dirs);
+            match (ok && dirs, core, source, incores.as_mut()) {
+                (true, Some(core), Some(()), Some(list)) => list.push(Incore {
+                    func_id: k.func_id,
+                    name: k.name,
+                    core,
+                    source: k.source,
+                    include_dirs: k.include_dirs,
+                    defines: k.defines.into_iter().collect(),
+                }),
+                _ => incores = None,
+            }
+        }
+        incores
+    }
+
+    /// Tensors then scalars map positionally onto the signature.
+    pub(super) fn check_argument_count(
+        &self,
+        signature: &[ArgDirection],
+        n_tensors: usize,
+        n_scalars: usize,
+    ) {
+        let n_args = n_tensors + n_scalars;
+        if n_args != signature.len() {
+            self.problem(
+                "orchestration.signature",
+                format!(
+                    "has {} entries but the scene declares {} tensors and {} scalars",
+                    signature.len(),
+                    n_tensors,
+                    n_scalars
+                ),
+            );
+        }
+    }
+}

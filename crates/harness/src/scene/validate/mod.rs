@@ -1,0 +1,347 @@
+//! Raw `scene.toml` -> [`Scene`]: every field checked, every case resolved.
+//!
+//! Validation collects: each check that fails adds a [`Problem`] and the
+//! checks that do not depend on it still run, so one load reports every
+//! independent mistake in the file. A part that failed is left out of the
+//! model being built, and the checks that need it (resolving the cases
+//! needs valid tensors, scalars and `[derived]`; a level-3 group needs
+//! resolved cases) are skipped rather than reporting follow-on noise.
+//!
+//! One file per part of the scene: [`header`] (name, level, platforms,
+//! tolerances, orchestration, incores), [`tensors`] (tensor and scalar
+//! arguments), [`cases`] (case names, params, `[derived]`, per-case
+//! resolution), [`init`] (fixtures), [`group`] (level 3), [`compare`]
+//! (`compare`, `skip_golden`), [`python`] (Python golden, fixtures and
+//! their requirements).
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use scene_golden::DType;
+
+use super::raw::{RawNum, RawScene};
+use super::{HARDWARE_PLATFORMS, NumSpec, Orchestration, Scene, SceneError, dtype_from_name};
+use super::{Problem, ToleranceSpec};
+use crate::expr::{Expr, Params};
+
+mod cases;
+mod compare;
+mod group;
+mod header;
+mod init;
+mod python;
+mod tensors;
+
+/// A check's outcome: the value, or the problem that stops it.
+type Checked<T> = Result<T, Problem>;
+
+pub(super) struct Validator<'a> {
+    dir: &'a Path,
+    manifest: &'a Path,
+    problems: RefCell<Vec<Problem>>,
+}
+
+impl<'a> Validator<'a> {
+    pub(super) fn new(dir: &'a Path, manifest: &'a Path) -> Self {
+        Validator {
+            dir,
+            manifest,
+            problems: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// The raw scene as a [`Scene`], or every problem found in it.
+    pub(super) fn validate(self, raw: RawScene) -> Result<Scene, SceneError> {
+        let scene = self.scene(raw);
+        let problems = self.problems.into_inner();
+        match scene {
+            Some(scene) if problems.is_empty() => Ok(scene),
+            _ => Err(SceneError::Invalid {
+                path: self.manifest.to_path_buf(),
+                problems: if problems.is_empty() {
+                    // Every part that is left out reports why; reaching
+                    // here would be a validator bug, still not a silent pass.
+                    vec![Problem::new("", "invalid scene (no problem recorded)")]
+                } else {
+                    problems
+                },
+            }),
+        }
+    }
+
+    fn scene(&self, raw: RawScene) -> Option<Scene> {
+        self.check_header(&raw);
+        let tolerance = self.scene_tolerance(raw.rtol, raw.atol, raw.equal_nan);
+        let o = raw.orchestration;
+        self.check_orchestration(&o);
+        let incores = self.incores(raw.incores);
+        self.check_argument_count(&o.signature, raw.tensors.len(), raw.scalars.len());
+        let tensor_names: Vec<String> = raw.tensors.iter().map(|t| t.name.clone()).collect();
+        let mut arg_names = BTreeSet::new();
+        let tensors = self.tensors(raw.tensors, &o.signature, &mut arg_names);
+        let scalars = self.scalars(
+            raw.scalars,
+            &o.signature,
+            tensor_names.len(),
+            &mut arg_names,
+        );
+        let derived = self.derived(raw.derived);
+        let group = self.group(
+            raw.level,
+            raw.ranks,
+            raw.comm,
+            tensors.as_deref().unwrap_or(&[]),
+        );
+        let declared = match (&tensors, &scalars, &tolerance, &derived) {
+            (Some(tensors), Some(scalars), Some(tolerance), Some(derived)) => {
+                Some(cases::Declared {
+                    tensors,
+                    scalars,
+                    tolerance,
+                    derived,
+                })
+            }
+            _ => None,
+        };
+        let mut cases = self.cases(raw.cases, declared.as_ref());
+        if let (Some(Some(g)), Some(cases), Some(tensors)) = (&group, &mut cases, &tensors) {
+            for (i, c) in cases.iter_mut().enumerate() {
+                c.group = self.report(self.case_group(i, g, c, tensors));
+            }
+        }
+        let python = self
+            .python_files(raw.golden, raw.fixtures)
+            .map(|(golden, mut python)| {
+                python.requirements = self
+                    .report(self.requirements(raw.requirements, &python))
+                    .unwrap_or_default();
+                (golden, python)
+            });
+        let (golden, python) = python?;
+        Some(Scene {
+            name: raw.name,
+            dir: self.dir.to_path_buf(),
+            manifest: self.manifest.to_path_buf(),
+            level: raw.level,
+            platforms: raw.platforms,
+            golden,
+            python,
+            tolerance: tolerance?,
+            devices: raw.devices,
+            group: group?,
+            orchestration: Orchestration {
+                source: o.source,
+                function: o.function,
+                signature: o.signature,
+                include_dirs: o.include_dirs,
+                defines: o.defines.into_iter().collect(),
+            },
+            incores: incores?,
+            tensors: tensors?,
+            scalars: scalars?,
+            derived: derived?,
+            cases: cases?,
+        })
+    }
+
+    fn err(&self, field: impl Into<String>, message: impl Into<String>) -> Problem {
+        Problem::new(field, message)
+    }
+
+    /// Records a problem found outside a [`Checked`] check.
+    fn problem(&self, field: impl Into<String>, message: impl Into<String>) {
+        self.problems
+            .borrow_mut()
+            .push(Problem::new(field, message));
+    }
+
+    /// Records a failed check; `Some` when it passed.
+    fn report<T>(&self, checked: Checked<T>) -> Option<T> {
+        match checked {
+            Ok(v) => Some(v),
+            Err(p) => {
+                self.problems.borrow_mut().push(p);
+                None
+            }
+        }
+    }
+
+    /// Records every failure of `checks`; whether all passed.
+    fn all(&self, checks: impl IntoIterator<Item = Checked<()>>) -> bool {
+        checks
+            .into_iter()
+            .fold(true, |ok, c| self.report(c).is_some() && ok)
+    }
+
+    fn platform_list(&self, field: &str, list: &[String]) -> Checked<()> {
+        if list.is_empty() {
+            return Err(self.err(field, "must name at least one platform"));
+        }
+        for p in list {
+            if p.parse::<crate::platform::BuiltinPlatform>().is_err()
+                && !HARDWARE_PLATFORMS.contains(&p.as_str())
+            {
+                return Err(self.err(
+                    field,
+                    format!(
+                        "unknown platform `{p}` (known: {}; hardware: {})",
+                        crate::platform::BuiltinPlatform::known(),
+                        HARDWARE_PLATFORMS.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Resolves `path` (relative to the scene directory) and checks it stays
+    /// inside the scenes root, the scene directory's parent: scenes may share
+    /// kernels and headers (`../common/add.c`), never reach outside.
+    fn resolve_inside(&self, field: &str, path: &Path, what: &str) -> Checked<PathBuf> {
+        if path.is_absolute() {
+            return Err(self.err(
+                field,
+                format!(
+                    "{what} `{}` must be relative to the scene directory",
+                    path.display()
+                ),
+            ));
+        }
+        let joined = self.dir.join(path);
+        let resolved = joined.canonicalize().map_err(|_| {
+            self.err(
+                field,
+                format!(
+                    "{what} `{}` not found in {}",
+                    path.display(),
+                    self.dir.display()
+                ),
+            )
+        })?;
+        let root = self.dir.parent().unwrap_or(self.dir);
+        if !resolved.starts_with(root) {
+            return Err(self.err(
+                field,
+                format!(
+                    "{what} `{}` must be inside the scenes directory {}",
+                    path.display(),
+                    root.display()
+                ),
+            ));
+        }
+        Ok(resolved)
+    }
+
+    fn existing_file(&self, field: &str, path: &Path) -> Checked<()> {
+        if !self.resolve_inside(field, path, "source file")?.is_file() {
+            return Err(self.err(
+                field,
+                format!("source file `{}` is not a file", path.display()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Each include dir exists inside the scenes root; every bad one is
+    /// reported.
+    fn existing_dirs(&self, field: &str, dirs: &[PathBuf]) -> bool {
+        self.all(dirs.iter().map(|d| {
+            if !self.resolve_inside(field, d, "include dir")?.is_dir() {
+                return Err(self.err(
+                    field,
+                    format!("include dir `{}` is not a directory", d.display()),
+                ));
+            }
+            Ok(())
+        }))
+    }
+
+    /// A tolerance, when given, is a finite number >= 0: `nan` or `inf`
+    /// would let any output pass.
+    fn tolerance(
+        &self,
+        field: &str,
+        prefix: &str,
+        v: Option<&NumSpec>,
+        params: &Params,
+    ) -> Checked<Option<f64>> {
+        let Some(spec) = v else { return Ok(None) };
+        let v = spec
+            .eval(params)
+            .map_err(|e| self.err(field, format!("{prefix}{e}")))?
+            .as_f64();
+        if !(v >= 0.0 && v.is_finite()) {
+            return Err(self.err(
+                field,
+                format!("{prefix}must be a finite number >= 0, got {v}"),
+            ));
+        }
+        Ok(Some(v))
+    }
+
+    /// A literal `rtol` / `atol` checked now (an expression in every case).
+    fn literal_tolerance(&self, field: &str, v: &Option<NumSpec>) -> Checked<()> {
+        if let Some(NumSpec::Int(_) | NumSpec::Float(_)) = v {
+            self.tolerance(field, "", v.as_ref(), &Params::new())?;
+        }
+        Ok(())
+    }
+
+    /// Scene-wide `rtol`, `atol`, `equal_nan`.
+    fn scene_tolerance(
+        &self,
+        rtol: Option<RawNum>,
+        atol: Option<RawNum>,
+        equal_nan: bool,
+    ) -> Option<ToleranceSpec> {
+        let rtol = self.report(self.opt_num("rtol", rtol).and_then(|v| {
+            self.literal_tolerance("rtol", &v)?;
+            Ok(v)
+        }));
+        let atol = self.report(self.opt_num("atol", atol).and_then(|v| {
+            self.literal_tolerance("atol", &v)?;
+            Ok(v)
+        }));
+        Some(ToleranceSpec {
+            rtol: rtol?,
+            atol: atol?,
+            equal_nan,
+        })
+    }
+
+    /// A name that becomes a file name (dumps, bundles): one plain path
+    /// component.
+    fn file_name(&self, field: &str, what: &str, name: &str) -> Checked<()> {
+        scene_util::check_file_name(name)
+            .map(|_| ())
+            .map_err(|e| self.err(field, format!("`{name}` is not a valid {what} name: {e}")))
+    }
+
+    /// A number or an expression; a malformed expression is an error
+    /// naming `field`.
+    fn num(&self, field: &str, raw: RawNum) -> Checked<NumSpec> {
+        Ok(match raw {
+            RawNum::Int(i) => NumSpec::Int(i),
+            RawNum::Float(f) => NumSpec::Float(f),
+            RawNum::Expr(text) => {
+                let expr = Expr::parse(&text).map_err(|e| self.err(field, e.to_string()))?;
+                NumSpec::Expr { text, expr }
+            }
+        })
+    }
+
+    fn opt_num(&self, field: &str, raw: Option<RawNum>) -> Checked<Option<NumSpec>> {
+        raw.map(|r| self.num(field, r)).transpose()
+    }
+
+    fn dtype(&self, field: &str, name: &str) -> Checked<DType> {
+        dtype_from_name(name).ok_or_else(|| self.err(field, format!("unknown dtype `{name}`")))
+    }
+}
+
+fn is_c_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
