@@ -169,9 +169,12 @@ impl<'a> Validator<'a> {
 
     /// Records every failure of `checks`; whether all passed.
     fn all(&self, checks: impl IntoIterator<Item = Checked<()>>) -> bool {
-        checks
-            .into_iter()
-            .fold(true, |ok, c| self.report(c).is_some() && ok)
+        // Not `Iterator::all`: that stops at the first failure.
+        let mut ok = true;
+        for c in checks {
+            ok &= self.report(c).is_some();
+        }
+        ok
     }
 
     fn platform_list(&self, field: &str, list: &[String]) -> Checked<()> {
