@@ -4,7 +4,7 @@
 //! `max_abs`, `mean_abs`) need no registration.
 
 use scene_harness::tensors::compare::fmt_num;
-use scene_harness::{ComparisonCtx, GoldenRegistry};
+use scene_harness::{ComparisonCtx, ComparisonFailure, GoldenRegistry};
 
 /// Registers the package's comparisons.
 pub fn register(r: GoldenRegistry) -> GoldenRegistry {
@@ -13,16 +13,16 @@ pub fn register(r: GoldenRegistry) -> GoldenRegistry {
 
 /// `rel_l2(max)`: the relative L2 error `||a - e|| / ||e||` (in `f64`) is
 /// at most `max`; with `e` all zero, `||a||` itself must be.
-fn rel_l2(ctx: &ComparisonCtx<'_>) -> Result<String, String> {
+fn rel_l2(ctx: &ComparisonCtx<'_>) -> Result<String, ComparisonFailure> {
     let max = ctx.arg("max")?;
     if ctx.actual.shape() != ctx.expected.shape() || ctx.actual.dtype() != ctx.expected.dtype() {
-        return Err(format!(
+        return Err(ComparisonFailure(format!(
             "layout mismatch: actual {} {:?}, expected {} {:?}",
             ctx.actual.dtype(),
             ctx.actual.shape(),
             ctx.expected.dtype(),
             ctx.expected.shape()
-        ));
+        )));
     }
     let (a, e) = (ctx.actual.to_f64_vec(), ctx.expected.to_f64_vec());
     let (mut diff, mut norm) = (0.0f64, 0.0f64);
@@ -42,5 +42,9 @@ fn rel_l2(ctx: &ComparisonCtx<'_>) -> Result<String, String> {
         if ok { "<=" } else { ">" },
         fmt_num(max, false)
     );
-    if ok { Ok(text) } else { Err(text) }
+    if ok {
+        Ok(text)
+    } else {
+        Err(ComparisonFailure(text))
+    }
 }

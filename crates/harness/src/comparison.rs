@@ -102,30 +102,43 @@ pub struct ComparisonCtx<'a> {
 
 impl ComparisonCtx<'_> {
     /// Argument `name` (declared at registration, so present).
-    pub fn arg(&self, name: &str) -> Result<f64, String> {
+    pub fn arg(&self, name: &str) -> Result<f64, ComparisonFailure> {
         self.args
             .get(name)
             .copied()
-            .ok_or_else(|| format!("comparison argument `{name}` is missing"))
+            .ok_or_else(|| ComparisonFailure(format!("comparison argument `{name}` is missing")))
     }
 
     /// Argument `name` as a non-negative integer.
-    pub fn arg_usize(&self, name: &str) -> Result<usize, String> {
+    pub fn arg_usize(&self, name: &str) -> Result<usize, ComparisonFailure> {
         let v = self.arg(name)?;
         if v >= 0.0 && v.fract() == 0.0 && v <= usize::MAX as f64 {
             Ok(v as usize)
         } else {
-            Err(format!(
+            Err(ComparisonFailure(format!(
                 "comparison argument `{name}` = {} is not a non-negative integer",
                 fmt_num(v, false)
-            ))
+            )))
         }
     }
 }
 
-/// A custom comparison: `Ok(detail)` passes the output, `Err(detail)`
-/// fails it; the detail says what was measured (it goes to the report).
-pub type ComparisonFn = fn(&ComparisonCtx<'_>) -> Result<String, String>;
+/// Why a custom comparison failed an output: what was measured against
+/// what was allowed (or why nothing could be measured). The report shows
+/// it after the comparison's name.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ComparisonFailure(pub String);
+
+impl From<String> for ComparisonFailure {
+    fn from(detail: String) -> Self {
+        ComparisonFailure(detail)
+    }
+}
+
+/// A custom comparison: `Ok(detail)` passes the output, `Err(failure)`
+/// fails it; either says what was measured (it goes to the report).
+pub type ComparisonFn = fn(&ComparisonCtx<'_>) -> Result<String, ComparisonFailure>;
 
 /// A registered custom comparison: its function and the arguments it
 /// takes (each required; any other is refused before the device stage).
@@ -169,7 +182,7 @@ pub const BUILTIN_COMPARISONS: [(&str, CustomComparison); 4] = [
 
 /// `cosine(min)`: the cosine similarity of output and golden (in `f64`,
 /// over all elements) is at least `min`. NaN or inf anywhere fails.
-fn cosine(ctx: &ComparisonCtx<'_>) -> Result<String, String> {
+fn cosine(ctx: &ComparisonCtx<'_>) -> Result<String, ComparisonFailure> {
     let min = ctx.arg("min")?;
     let c = cosine_similarity(ctx.tensor, ctx.actual, ctx.expected).map_err(|e| e.to_string())?;
     let text = format!(
@@ -178,29 +191,29 @@ fn cosine(ctx: &ComparisonCtx<'_>) -> Result<String, String> {
         if c >= min { ">=" } else { "<" },
         fmt_num(min, false)
     );
-    if c >= min { Ok(text) } else { Err(text) }
+    if c >= min { Ok(text) } else { Err(text.into()) }
 }
 
 /// `first_rows(rows)`: allclose (the tensor's tolerance) on the first
 /// `rows` rows of the leading dimension; the other rows are ignored.
-fn first_rows(ctx: &ComparisonCtx<'_>) -> Result<String, String> {
+fn first_rows(ctx: &ComparisonCtx<'_>) -> Result<String, ComparisonFailure> {
     let rows = ctx.arg_usize("rows")?;
     let lead = ctx.expected.shape().first().copied().unwrap_or(0);
     if ctx.actual.shape() != ctx.expected.shape() {
-        return Err(format!(
+        return Err(ComparisonFailure(format!(
             "shape mismatch: actual {:?}, expected {:?}",
             ctx.actual.shape(),
             ctx.expected.shape()
-        ));
+        )));
     }
     let (Some(a), Some(e)) = (
         leading_rows(ctx.actual, rows),
         leading_rows(ctx.expected, rows),
     ) else {
-        return Err(format!(
+        return Err(ComparisonFailure(format!(
             "rows = {rows}, but the leading dimension of {:?} has {lead} rows",
             ctx.expected.shape()
-        ));
+        )));
     };
     let tol = ctx.tolerance;
     let within = Comparison::AllClose.describe(&tol);
@@ -208,12 +221,12 @@ fn first_rows(ctx: &ComparisonCtx<'_>) -> Result<String, String> {
         Ok(()) => Ok(format!(
             "rows 0..{rows} of {lead} within {within}; rows {rows}..{lead} ignored"
         )),
-        Err(m) => Err(format!("in rows 0..{rows} of {lead}: {m}")),
+        Err(m) => Err(format!("in rows 0..{rows} of {lead}: {m}").into()),
     }
 }
 
 /// `max_abs(max)`: the greatest `|a - e|` is at most `max`.
-fn max_abs(ctx: &ComparisonCtx<'_>) -> Result<String, String> {
+fn max_abs(ctx: &ComparisonCtx<'_>) -> Result<String, ComparisonFailure> {
     let max = ctx.arg("max")?;
     let s = abs_error(ctx.tensor, ctx.actual, ctx.expected).map_err(|e| e.to_string())?;
     let at = s
@@ -227,11 +240,11 @@ fn max_abs(ctx: &ComparisonCtx<'_>) -> Result<String, String> {
         if ok { "<=" } else { ">" },
         fmt_num(max, false)
     );
-    if ok { Ok(text) } else { Err(text) }
+    if ok { Ok(text) } else { Err(text.into()) }
 }
 
 /// `mean_abs(max)`: the mean `|a - e|` is at most `max`.
-fn mean_abs(ctx: &ComparisonCtx<'_>) -> Result<String, String> {
+fn mean_abs(ctx: &ComparisonCtx<'_>) -> Result<String, ComparisonFailure> {
     let max = ctx.arg("max")?;
     let s = abs_error(ctx.tensor, ctx.actual, ctx.expected).map_err(|e| e.to_string())?;
     let ok = s.mean <= max;
@@ -241,7 +254,7 @@ fn mean_abs(ctx: &ComparisonCtx<'_>) -> Result<String, String> {
         if ok { "<=" } else { ">" },
         fmt_num(max, false)
     );
-    if ok { Ok(text) } else { Err(text) }
+    if ok { Ok(text) } else { Err(text.into()) }
 }
 
 // ---------------------------------------------------------------------------
@@ -550,13 +563,13 @@ skip_golden = true
 
     #[test]
     fn a_registered_comparison_is_called_with_its_args() {
-        fn at_least(ctx: &ComparisonCtx<'_>) -> Result<String, String> {
+        fn at_least(ctx: &ComparisonCtx<'_>) -> Result<String, ComparisonFailure> {
             let min = ctx.arg("min")?;
             let all = ctx.actual.to_f32_vec().iter().all(|&v| f64::from(v) >= min);
             if all {
                 Ok(format!("all >= {min}"))
             } else {
-                Err(format!("some < {min}"))
+                Err(format!("some < {min}").into())
             }
         }
         let registry = GoldenRegistry::new().register_comparison("at_least", &["min"], at_least);

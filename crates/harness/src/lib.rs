@@ -44,7 +44,9 @@ pub mod select;
 pub mod shape;
 pub mod trace;
 
-pub use comparison::{Comparison, ComparisonCtx, ComparisonFn, OutputReport, Verdict};
+pub use comparison::{
+    Comparison, ComparisonCtx, ComparisonFailure, ComparisonFn, OutputReport, Verdict,
+};
 pub use config::{DEFAULT_CASE_TIMEOUT, DumpPolicy, RunConfig};
 pub use golden::{GoldenCtx, GoldenError, GoldenFn, GoldenOutputs, GoldenRegistry};
 pub use platform::Platform;
