@@ -11,8 +11,13 @@ use std::path::{Path, PathBuf};
 
 use scene_harness::scene::{Scene, SceneError};
 
+/// Read at run time first (a nextest archive run with `--workspace-remap`
+/// sets it to the checkout it runs in).
 fn data_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("test_data/scene")
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    manifest.join("test_data/scene")
 }
 
 fn cases() -> Vec<PathBuf> {
