@@ -151,9 +151,7 @@ impl<'a> Validator<'a> {
 
     /// Records a problem found outside a [`Checked`] check.
     fn problem(&self, field: impl Into<String>, message: impl Into<String>) {
-        self.problems
-            .borrow_mut()
-            .push(Problem::new(field, message));
+        self.push(Problem::new(field, message));
     }
 
     /// Records a failed check; `Some` when it passed.
@@ -161,9 +159,18 @@ impl<'a> Validator<'a> {
         match checked {
             Ok(v) => Some(v),
             Err(p) => {
-                self.problems.borrow_mut().push(p);
+                self.push(p);
                 None
             }
+        }
+    }
+
+    /// A scene-wide value checked in a case fails once per tensor that
+    /// reads it: one line says it.
+    fn push(&self, p: Problem) {
+        let mut problems = self.problems.borrow_mut();
+        if !problems.contains(&p) {
+            problems.push(p);
         }
     }
 
