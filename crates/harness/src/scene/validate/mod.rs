@@ -70,6 +70,7 @@ impl<'a> Validator<'a> {
         }
     }
 
+    /// Every part checked, each on its own; `None` when any failed.
     fn scene(&self, raw: RawScene) -> Option<Scene> {
         self.check_header(&raw);
         let tolerance = self.scene_tolerance(raw.rtol, raw.atol, raw.equal_nan);
@@ -77,15 +78,10 @@ impl<'a> Validator<'a> {
         self.check_orchestration(&o);
         let incores = self.incores(raw.incores);
         self.check_argument_count(&o.signature, raw.tensors.len(), raw.scalars.len());
-        let tensor_names: Vec<String> = raw.tensors.iter().map(|t| t.name.clone()).collect();
+        let n_tensors = raw.tensors.len();
         let mut arg_names = BTreeSet::new();
         let tensors = self.tensors(raw.tensors, &o.signature, &mut arg_names);
-        let scalars = self.scalars(
-            raw.scalars,
-            &o.signature,
-            tensor_names.len(),
-            &mut arg_names,
-        );
+        let scalars = self.scalars(raw.scalars, &o.signature, n_tensors, &mut arg_names);
         let derived = self.derived(raw.derived);
         let group = self.group(
             raw.level,
