@@ -78,9 +78,9 @@ pub use manifest::{
     Checked, Damage, Manifest, read_verified, verify, verify_artifact, verify_manifest,
 };
 pub use prune::{
-    CachePruneReport, CacheStats, CacheVerifyReport, ClearReport, LEFTOVER_AGE, PrunePolicy,
-    PruneReport, RunStats, StatKind, TierStats, VerifyReport, clear, prune, prune_in, prune_locks,
-    stats, stats_in, verify_all, verify_in, verify_in_with,
+    CachePruneReport, CacheStats, CacheVerifyReport, ClearReport, ContentCheck, LEFTOVER_AGE,
+    PrunePolicy, PruneReport, RunStats, StatKind, TierStats, VerifyReport, clear, prune, prune_in,
+    prune_locks, stats, stats_in, verify_all, verify_in, verify_in_with,
 };
 pub use remote::{
     DEFAULT_REMOTE_TIMEOUT, Remote, RemoteConfig, RemoteError, S3Settings, UrlProblem,

@@ -219,13 +219,17 @@ pub fn verify_in(storage: &dyn Storage, locks: &Path) -> Result<VerifyReport, Ca
     verify_in_with(storage, locks, &|_, _| Ok(()))
 }
 
+/// A judge of an entry's verified bytes (manifest, artifact) for
+/// [`verify_in_with`].
+pub type ContentCheck = dyn Fn(&Manifest, &[u8]) -> Result<(), Damage>;
+
 /// [`verify_in`] with a check of the verified bytes by whoever knows what
 /// they are (the golden cache decodes its outputs): an entry it rejects is
 /// damaged like one whose digest does not match.
 pub fn verify_in_with(
     storage: &dyn Storage,
     locks: &Path,
-    content: &dyn Fn(&Manifest, &[u8]) -> Result<(), Damage>,
+    content: &ContentCheck,
 ) -> Result<VerifyReport, CacheError> {
     let mut report = VerifyReport::default();
     let check = |key: &UnitKey| -> Result<Option<Damage>, CacheError> {
