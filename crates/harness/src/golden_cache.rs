@@ -346,9 +346,8 @@ impl GoldenCache {
             }
         }
         for legacy in LEGACY_DIRS {
-            let path = self.root.join(legacy);
-            scene_util::remove_any(&path)
-                .map_err(|source| GoldenCacheError::Io { path, source })?;
+            // Best effort: nothing reads them, so one that stays harms nothing.
+            let _ = scene_util::remove_any(&self.root.join(legacy));
         }
         Ok(report)
     }
