@@ -96,7 +96,7 @@ fn python_envs(dir: &Path) -> EnvCache {
 
 /// The golden cache of the cache in `dir`.
 fn golden_cache(dir: &Path) -> GoldenCache {
-    GoldenCache::new(dir.join("goldens"))
+    GoldenCache::in_dir(dir)
 }
 
 /// `N (n kind, ...), B bytes (human)` for one tier.

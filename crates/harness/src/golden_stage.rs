@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use scene_golden::{DType, FixtureSeed, Tensor, make_fixture};
+use scene_kernels::cache::Cache;
 use serde_json::Value as Json;
 
 use crate::config::RunConfig;
@@ -41,12 +42,17 @@ pub struct Fixtures {
 }
 
 impl GoldenStage {
-    pub fn new(config: &RunConfig) -> Self {
+    /// `kernel_cache`: the run's kernel cache, whose golden tier (and
+    /// remote) the golden cache uses when it is the same directory.
+    pub fn new(config: &RunConfig, kernel_cache: Option<&Cache>) -> Self {
         let cache = config
             .cache_dir
             .as_ref()
             .filter(|_| config.golden_cache)
-            .map(|d| GoldenCache::new(d.join("goldens")));
+            .map(|d| match kernel_cache.filter(|k| k.dir() == d.as_path()) {
+                Some(k) => GoldenCache::of_kernel_cache(k),
+                None => GoldenCache::in_dir(d),
+            });
         let mut python = config.python.clone();
         if python.env_root.is_none() {
             python.env_root = config.cache_dir.as_ref().map(|d| d.join("python"));
@@ -54,6 +60,17 @@ impl GoldenStage {
         Self {
             python: PythonRunner::new(python).with_cancel(config.cancel.clone()),
             cache,
+        }
+    }
+
+    /// Stores goldens through `kernel_cache`'s golden tier from now on (a
+    /// replaced builder's cache: one remote per run), if it is the
+    /// directory the golden cache is in.
+    pub fn use_kernel_cache(&mut self, kernel_cache: &Cache) {
+        if let Some(cache) = &mut self.cache
+            && cache.dir() == kernel_cache.dir()
+        {
+            *cache = GoldenCache::of_kernel_cache(kernel_cache);
         }
     }
 

@@ -78,7 +78,7 @@ impl CpuStages {
         let builder = compile_builder(&config)?;
         let golden_pool = scene_golden::reference::try_golden_pool(config.golden_threads)
             .map_err(|e| SetupError::GoldenPool(e.to_string()))?;
-        let goldens = GoldenStage::new(&config);
+        let goldens = GoldenStage::new(&config, builder.cache());
         Ok(Self {
             config,
             builder,
@@ -98,6 +98,9 @@ impl CpuStages {
 
     /// Replaces the builder (e.g. one with a progress observer).
     pub fn with_builder(mut self, builder: Builder) -> Self {
+        if let Some(cache) = builder.cache() {
+            self.goldens.use_kernel_cache(cache);
+        }
         self.builder = builder;
         self
     }

@@ -96,6 +96,8 @@ pub enum EntryKind {
     Builtins,
     /// The list of unit keys one callable is assembled from.
     Callable,
+    /// A case's computed golden outputs (the harness's golden cache).
+    Golden,
     /// An incore unit's text image.
     Incore,
     /// An orchestration's shared object.
@@ -103,9 +105,10 @@ pub enum EntryKind {
 }
 
 impl EntryKind {
-    pub const ALL: [EntryKind; 4] = [
+    pub const ALL: [EntryKind; 5] = [
         EntryKind::Builtins,
         EntryKind::Callable,
+        EntryKind::Golden,
         EntryKind::Incore,
         EntryKind::Orchestration,
     ];
@@ -114,6 +117,7 @@ impl EntryKind {
         match self {
             EntryKind::Builtins => "builtins",
             EntryKind::Callable => "callable",
+            EntryKind::Golden => "golden",
             EntryKind::Incore => "incore",
             EntryKind::Orchestration => "orchestration",
         }

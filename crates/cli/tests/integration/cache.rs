@@ -719,10 +719,11 @@ fn manifest_linked_to_a_valid_manifest_is_damage() {
     });
 }
 
-/// The golden entries (`<cache>/goldens/entries/<xx>/<key>/`), as dirs.
+/// The golden entries (`<cache>/goldens/store/<xx>/<key>/`, the kernel
+/// cache's golden tier), as dirs.
 fn golden_entries(cache: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    let Ok(shards) = std::fs::read_dir(cache.join("goldens").join("entries")) else {
+    let Ok(shards) = std::fs::read_dir(cache.join("goldens").join("store")) else {
         return out;
     };
     for shard in shards {
@@ -759,19 +760,21 @@ fn cache_commands_cover_the_golden_cache() {
 
     // Corrupt one golden's data: verify names it, removes it, exits 1.
     let damaged = &goldens[0];
-    let npy = damaged.join("0.npy");
-    let mut data = std::fs::read(&npy).unwrap();
+    let artifact = damaged.join("artifact");
+    let mut data = std::fs::read(&artifact).unwrap();
     let last = data.len() - 1;
     data[last] ^= 0x40;
-    std::fs::write(&npy, data).unwrap();
+    std::fs::write(&artifact, data).unwrap();
     let key = damaged.file_name().unwrap().to_str().unwrap();
     let out = f.scene(&["cache", "verify"]).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(
-        stdout.contains(&format!(
-            "damaged golden {key}: 0.npy: blake3 mismatch (removed "
-        )),
+        stdout.contains(&format!("damaged golden {key}: artifact blake3 ")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("(removed {})", damaged.display())),
         "{stdout}"
     );
     assert!(
@@ -809,4 +812,71 @@ fn cache_commands_cover_the_golden_cache() {
     assert!(out.status.success(), "{stdout}");
     assert!(stdout.contains("(1 entries)"), "{stdout}");
     assert!(!f.env.cache_dir.join("goldens").exists());
+}
+
+/// Goldens go through the kernel cache's remote tier too (a shared folder
+/// here, the cheapest remote): a second runner with an empty local cache
+/// computes none of them, and a damaged remote golden is recomputed and
+/// republished, never used.
+#[test]
+fn goldens_share_the_remote_tier() {
+    let f = Fixture::new();
+    let remote = f.env.dir.path().join("remote");
+    std::fs::create_dir_all(&remote).unwrap();
+    let url = format!("file://{}", remote.display());
+    let runner = |name: &str| {
+        let mut cmd = f.scene(&["run", "--report-json"]);
+        let report = f.env.dir.path().join(format!("{name}.json"));
+        cmd.arg(&report)
+            .env(
+                "SCENE_CACHE_DIR",
+                f.env.dir.path().join(format!("cache-{name}")),
+            )
+            .env("SCENE_CACHE_REMOTE", &url)
+            .env_remove("SCENE_CACHE_REMOTE_READONLY");
+        let out = cmd.output().unwrap();
+        assert_passed(&out);
+        assert!(
+            !String::from_utf8_lossy(&out.stderr).contains("remote kernel cache"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+        json
+    };
+    let goldens_computed = |r: &serde_json::Value| r["totals"]["goldens_computed"].as_u64();
+    let a = runner("a");
+    assert_eq!(goldens_computed(&a), Some(2), "{a:#}");
+    let objects: Vec<PathBuf> = std::fs::read_dir(remote.join("scene-cache"))
+        .unwrap()
+        .flat_map(|v| std::fs::read_dir(v.unwrap().path().join("goldens")).unwrap())
+        .flat_map(|shard| std::fs::read_dir(shard.unwrap().path()).unwrap())
+        .map(|o| o.unwrap().path())
+        .collect();
+    assert_eq!(
+        objects.len(),
+        2,
+        "one remote object per golden: {objects:?}"
+    );
+
+    let b = runner("b");
+    assert_eq!(goldens_computed(&b), Some(0), "{b:#}");
+    assert_eq!(
+        golden_entries(&f.env.dir.path().join("cache-b")).len(),
+        2,
+        "copied into B's local cache"
+    );
+
+    // Flip a byte of one remote golden: C recomputes exactly that one and
+    // repairs the object, so D computes none.
+    let mut bytes = std::fs::read(&objects[0]).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x40;
+    std::fs::write(&objects[0], &bytes).unwrap();
+    let c = runner("c");
+    assert_eq!(goldens_computed(&c), Some(1), "{c:#}");
+    assert_ne!(std::fs::read(&objects[0]).unwrap(), bytes, "repaired");
+    let d = runner("d");
+    assert_eq!(goldens_computed(&d), Some(0), "{d:#}");
 }

@@ -320,13 +320,13 @@ fn a_damaged_golden_entry_is_recomputed() {
     assert_success(&out);
     // Flip the last byte of every stored golden.
     let mut flipped = 0;
-    let mut stack = vec![env.cache_dir.join("goldens/entries")];
+    let mut stack = vec![env.cache_dir.join("goldens/store")];
     while let Some(d) = stack.pop() {
         for e in std::fs::read_dir(&d).unwrap().flatten() {
             let p = e.path();
             if p.is_dir() {
                 stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "npy") {
+            } else if p.file_name().is_some_and(|x| x == "artifact") {
                 let mut bytes = std::fs::read(&p).unwrap();
                 let last = bytes.len() - 1;
                 bytes[last] ^= 0x40;

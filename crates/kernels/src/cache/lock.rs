@@ -55,6 +55,12 @@ fn still_linked(file: &File, path: &Path) -> io::Result<bool> {
     })
 }
 
+/// Blocks until this process holds the lock of `key` in the cache
+/// directory `dir` (`<dir>/locks/`, shared by every tier).
+pub fn lock_key(dir: &Path, key: &UnitKey) -> io::Result<KeyLock> {
+    lock(&lock_path(dir, key))
+}
+
 /// Blocks until this process holds the lock of `path`.
 pub fn lock(path: &Path) -> io::Result<KeyLock> {
     loop {

@@ -86,8 +86,19 @@ pub enum Damage {
     WrongKey { found: String },
     #[error("artifact is {found} bytes, manifest says {expected}")]
     SizeMismatch { expected: u64, found: u64 },
-    #[error("artifact digest {found} does not match the manifest's {expected}")]
+    #[error("artifact blake3 {found} does not match the manifest's {expected}")]
     DigestMismatch { expected: String, found: String },
+    /// A manifest of another kind in a tier that holds one kind (a golden
+    /// tier entry that says `incore`).
+    #[error("entry is {found}, expected {expected}")]
+    WrongKind {
+        found: EntryKind,
+        expected: EntryKind,
+    },
+    /// Verified bytes that do not decode as what their kind says they are
+    /// (judged by the owner of the kind, e.g. the golden cache).
+    #[error("artifact content: {0}")]
+    Content(String),
 }
 
 /// Checks an entry read under `key` and returns its manifest if the
@@ -251,6 +262,7 @@ mod tests {
             (EntryKind::Orchestration, "orchestration"),
             (EntryKind::Callable, "callable"),
             (EntryKind::Builtins, "builtins"),
+            (EntryKind::Golden, "golden"),
         ] {
             let (key, m) = entry(b"x");
             let mut json: serde_json::Value = serde_json::from_slice(&m).expect("json");

@@ -25,17 +25,26 @@
 //! [`verify_all`], [`stats`], [`clear`]) cover both tiers, each through the
 //! [`Storage`] trait.
 //!
-//! With a remote configured ([`CacheConfig::remote`]), both tiers are a
+//! A third tier (`goldens/store/`, [`Tier::Goldens`]) holds the harness's
+//! computed goldens ([`EntryKind::Golden`]): same entries, same checks, same
+//! locks, same remote; this crate only stores them (the harness's golden
+//! cache decides their keys and contents, and runs prune, verify, stats and
+//! clear on that tier with the functions above: [`prune_in`], ...).
+//!
+//! With a remote configured ([`CacheConfig::remote`]), every tier is a
 //! [`TieredStorage`]: the local directory first, a remote store (Redis, S3,
 //! a shared folder) read through on a local miss and written after a local
-//! publish, every remote entry verified before use (see `tiered.rs`).
+//! publish, every remote entry verified before use (see `tiered.rs`). The
+//! tiers share one [`Remote`], so its first failure disables it for all.
 //!
 //! Layout (`<dir>` = `target/scene-cache/` of the workspace by default):
 //!
 //! ```text
 //! <dir>/entries/<aa>/<key>/{artifact,manifest.json}   entries, sharded by key prefix
 //! <dir>/objects/<aa>/<key>/{artifact,manifest.json}   support objects (builtins), same shape
-//! <dir>/locks/<aa>/<key>.lock                         per-key flock files
+//! <dir>/goldens/store/<aa>/<key>/{artifact,...}       computed goldens, same shape
+//! <dir>/goldens/{last,fixtures}/                      the golden cache's own records
+//! <dir>/locks/<aa>/<key>.lock                         per-key flock files, every tier
 //! <dir>/units/<unit id>.json                          last inputs per unit (explain)
 //! <dir>/tools/<id>.txt                                memoised `--version` outputs
 //! <dir>/stats.jsonl                                   one line per process run
@@ -61,23 +70,25 @@ use serde::{Deserialize, Serialize};
 
 pub use explain::{InputChange, MissReason, diff};
 /// Per-key lock files with the cache's protocol (re-checked after locking,
-/// so a file pruned while a waiter blocked on it is relocked), for other
-/// caches of the same directory layout (the harness's golden cache).
-pub use lock::{KeyLock, lock as lock_file, try_lock as try_lock_file};
+/// so a file pruned while a waiter blocked on it is relocked): `lock_key`
+/// for a key of any tier (the harness's golden cache), `lock_file` /
+/// `try_lock_file` for other per-directory locks (Python environments).
+pub use lock::{KeyLock, lock as lock_file, lock_key, try_lock as try_lock_file};
 pub use manifest::{
     Checked, Damage, Manifest, read_verified, verify, verify_artifact, verify_manifest,
 };
 pub use prune::{
-    CachePruneReport, CacheStats, CacheVerifyReport, ClearReport, LEFTOVER_AGE, PrunePolicy,
-    PruneReport, RunStats, StatKind, TierStats, VerifyReport, clear, prune, prune_in, stats,
-    stats_in, verify_all, verify_in,
+    CachePruneReport, CacheStats, CacheVerifyReport, ClearReport, ContentCheck, LEFTOVER_AGE,
+    PrunePolicy, PruneReport, RunStats, StatKind, TierStats, VerifyReport, clear, prune, prune_in,
+    prune_locks, stats, stats_in, verify_all, verify_in, verify_in_with,
 };
 pub use remote::{
-    DEFAULT_REMOTE_TIMEOUT, Remote, RemoteConfig, RemoteError, S3Settings, check_remote_url,
-    redact_url,
+    DEFAULT_REMOTE_TIMEOUT, Remote, RemoteConfig, RemoteError, S3Settings, UrlProblem,
+    check_remote_url, redact_url,
 };
 pub use storage::{
-    EntryInfo, LocalDisk, MAX_MANIFEST_BYTES, Part, RawEntry, Storage, StorageError,
+    EntryInfo, GOLDEN_STORE, GOLDENS_DIR, LocalDisk, MAX_MANIFEST_BYTES, Part, RawEntry, Storage,
+    StorageError,
 };
 pub use tiered::TieredStorage;
 
@@ -155,21 +166,52 @@ impl fmt::Debug for CacheConfig {
     }
 }
 
-/// Which of a cache's two stores an entry lives in.
+/// Which of a cache's stores an entry lives in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Tier {
     /// Scene units and callables (`entries/`).
     Entries,
     /// Support objects such as the builtins (`objects/`).
     Objects,
+    /// Computed goldens (`goldens/store/`).
+    Goldens,
 }
 
 impl Tier {
+    pub const ALL: [Tier; 3] = [Tier::Entries, Tier::Objects, Tier::Goldens];
+
     /// The tier entries of `kind` are published to.
     pub fn of(kind: EntryKind) -> Tier {
         match kind {
             EntryKind::Builtins => Tier::Objects,
+            EntryKind::Golden => Tier::Goldens,
             EntryKind::Incore | EntryKind::Orchestration | EntryKind::Callable => Tier::Entries,
+        }
+    }
+
+    /// The tier's name in remote object paths.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Entries => "entries",
+            Tier::Objects => "objects",
+            Tier::Goldens => "goldens",
+        }
+    }
+
+    /// The tier's local store in the cache directory `dir`.
+    pub fn local(self, dir: &Path) -> LocalDisk {
+        match self {
+            Tier::Entries => LocalDisk::new(dir),
+            Tier::Objects => LocalDisk::objects(dir),
+            Tier::Goldens => LocalDisk::goldens(dir),
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Tier::Entries => 0,
+            Tier::Objects => 1,
+            Tier::Goldens => 2,
         }
     }
 }
@@ -207,10 +249,10 @@ struct Counters {
 /// An open cache directory.
 pub struct Cache {
     config: CacheConfig,
-    storage: Arc<dyn Storage>,
-    objects: Arc<dyn Storage>,
-    /// The same two tiers when a remote is configured (for its counters).
-    tiered: Option<[Arc<TieredStorage>; 2]>,
+    /// Indexed by [`Tier::index`].
+    tiers: [Arc<dyn Storage>; 3],
+    /// The same tiers when a remote is configured (for its counters).
+    tiered: Option<[Arc<TieredStorage>; 3]>,
     remote: Option<Arc<Remote>>,
     /// Set after a failure to lock or publish: the rest of the process
     /// compiles without caching instead of failing or warning per unit.
@@ -266,31 +308,21 @@ impl Cache {
                 .map(Arc::new)
         });
         let tiered = remote.as_ref().map(|r| {
-            [
+            Tier::ALL.map(|tier| {
                 Arc::new(TieredStorage::new(
-                    LocalDisk::new(dir),
+                    tier.local(dir),
                     Arc::clone(r),
-                    "entries",
+                    tier.name(),
                     config.schema,
-                )),
-                Arc::new(TieredStorage::new(
-                    LocalDisk::objects(dir),
-                    Arc::clone(r),
-                    "objects",
-                    config.schema,
-                )),
-            ]
+                ))
+            })
         });
-        let (storage, objects): (Arc<dyn Storage>, Arc<dyn Storage>) = match &tiered {
-            Some([e, o]) => (e.clone(), o.clone()),
-            None => (
-                Arc::new(LocalDisk::new(dir)),
-                Arc::new(LocalDisk::objects(dir)),
-            ),
+        let tiers: [Arc<dyn Storage>; 3] = match &tiered {
+            Some(t) => t.clone().map(|t| t as Arc<dyn Storage>),
+            None => Tier::ALL.map(|tier| Arc::new(tier.local(dir)) as Arc<dyn Storage>),
         };
         Ok(Cache {
-            storage,
-            objects,
+            tiers,
             tiered,
             remote,
             config,
@@ -312,15 +344,20 @@ impl Cache {
 
     /// The store of scene units and callables.
     pub fn storage(&self) -> &dyn Storage {
-        self.storage.as_ref()
+        self.tier(Tier::Entries)
     }
 
     /// The store of `tier`.
     pub fn tier(&self, tier: Tier) -> &dyn Storage {
-        match tier {
-            Tier::Entries => self.storage.as_ref(),
-            Tier::Objects => self.objects.as_ref(),
-        }
+        self.tiers[tier.index()].as_ref()
+    }
+
+    /// The store of `tier`, to keep beyond this cache's lifetime: the
+    /// harness's golden cache publishes through [`Tier::Goldens`] of the
+    /// run's kernel cache, so both use the one remote (one warning, one
+    /// set of counters).
+    pub fn tier_handle(&self, tier: Tier) -> Arc<dyn Storage> {
+        Arc::clone(&self.tiers[tier.index()])
     }
 
     pub fn is_enabled(&self) -> bool {
@@ -367,11 +404,7 @@ impl Cache {
     }
 
     fn tiered(&self, tier: Tier) -> Option<&TieredStorage> {
-        let [entries, objects] = self.tiered.as_ref()?;
-        Some(match tier {
-            Tier::Entries => entries,
-            Tier::Objects => objects,
-        })
+        Some(self.tiered.as_ref()?[tier.index()].as_ref())
     }
 
     /// Records a hit: refreshes the entry's mtime and counts the time
@@ -394,14 +427,14 @@ impl Cache {
         remote
     }
 
-    /// The key's exclusive lock (one lock directory for both tiers; keys
+    /// The key's exclusive lock (one lock directory for every tier; keys
     /// of different kinds never collide), or `None` (after one warning) if locking
     /// is impossible, in which case the caller compiles without caching.
     pub fn lock(&self, key: &UnitKey) -> Option<KeyLock> {
         if !self.is_enabled() {
             return None;
         }
-        match lock::lock(&lock::lock_path(&self.config.dir, key)) {
+        match lock::lock_key(&self.config.dir, key) {
             Ok(l) => Some(l),
             Err(e) => {
                 self.degrade(&format!("cannot lock: {e}"));

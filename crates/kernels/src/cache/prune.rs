@@ -3,9 +3,10 @@
 //! Each works on one tier through the [`Storage`] trait (`prune_in`,
 //! `verify_in`, `stats_in`, [`Storage::clear`]), with the per-key lock
 //! files of a local lock directory; [`prune`], [`verify_all`], [`stats`]
-//! and [`clear`] apply them to both tiers of a cache directory (`entries/`,
-//! `objects/`) plus its local-only parts (lock files, `units/` records,
-//! `tools/` memos, the run history).
+//! and [`clear`] apply them to the kernel tiers of a cache directory
+//! (`entries/`, `objects/`) plus its local-only parts (lock files, `units/`
+//! records, `tools/` memos, the run history). The golden tier gets the same
+//! functions from the harness's golden cache, which reports it separately.
 
 use std::fs;
 use std::io;
@@ -16,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::CacheError;
 use super::lock::{self, LOCKS_DIR};
-use super::manifest::{Damage, read_verified};
+use super::manifest::{Damage, Manifest, read_verified};
 use super::storage::{LocalDisk, Part, Storage};
 use crate::key::{EntryKind, UnitKey};
 
@@ -137,7 +138,27 @@ pub fn prune_in(
     Ok(report)
 }
 
-/// Both tiers of the cache in `dir`: scene entries, support objects.
+/// Removes the lock files under `locks` unused for longer than `max_age`
+/// that nobody holds; returns how many. A file goes only while held here
+/// (unlinked under the lock), so nobody can be handed its inode: a waiter
+/// on it relocks the new file.
+pub fn prune_locks(locks: &Path, max_age: Duration) -> usize {
+    let now = SystemTime::now();
+    let mut lock_files = Vec::new();
+    scene_util::files_under(locks, &mut lock_files);
+    let mut removed = 0;
+    for path in lock_files {
+        if age(now, scene_util::mtime_or_epoch(&path)) > max_age
+            && let Ok(Some(_held)) = lock::try_lock(&path)
+            && fs::remove_file(&path).is_ok()
+        {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// Both kernel tiers of the cache in `dir`: scene entries, support objects.
 fn tiers(dir: &Path) -> (LocalDisk, LocalDisk) {
     (LocalDisk::new(dir), LocalDisk::objects(dir))
 }
@@ -154,18 +175,7 @@ pub fn prune(dir: &Path, policy: &PrunePolicy) -> Result<CachePruneReport, Cache
         stale_locks: 0,
     };
 
-    let mut lock_files = Vec::new();
-    scene_util::files_under(&locks, &mut lock_files);
-    for path in lock_files {
-        if age(now, scene_util::mtime_or_epoch(&path)) > policy.max_age
-            && let Ok(Some(_held)) = lock::try_lock(&path)
-        {
-            // Unlinked while held, so nobody can be handed this inode.
-            if fs::remove_file(&path).is_ok() {
-                report.stale_locks += 1;
-            }
-        }
-    }
+    report.stale_locks = prune_locks(&locks, policy.max_age);
 
     let mut records = Vec::new();
     scene_util::files_under(&dir.join("units"), &mut records);
@@ -206,9 +216,28 @@ impl CacheVerifyReport {
 /// states, so entries of an older schema are not called damaged (they are
 /// unreachable and age out through prune).
 pub fn verify_in(storage: &dyn Storage, locks: &Path) -> Result<VerifyReport, CacheError> {
+    verify_in_with(storage, locks, &|_, _| Ok(()))
+}
+
+/// A judge of an entry's verified bytes (manifest, artifact) for
+/// [`verify_in_with`].
+pub type ContentCheck = dyn Fn(&Manifest, &[u8]) -> Result<(), Damage>;
+
+/// [`verify_in`] with a check of the verified bytes by whoever knows what
+/// they are (the golden cache decodes its outputs): an entry it rejects is
+/// damaged like one whose digest does not match.
+pub fn verify_in_with(
+    storage: &dyn Storage,
+    locks: &Path,
+    content: &ContentCheck,
+) -> Result<VerifyReport, CacheError> {
     let mut report = VerifyReport::default();
     let check = |key: &UnitKey| -> Result<Option<Damage>, CacheError> {
-        Ok(read_verified(storage, key, None)?.and_then(Result::err))
+        Ok(match read_verified(storage, key, None)? {
+            None => None,
+            Some(Ok((manifest, artifact))) => content(&manifest, &artifact).err(),
+            Some(Err(damage)) => Some(damage),
+        })
     };
     for e in storage.list()? {
         report.checked += 1;
@@ -344,7 +373,7 @@ pub fn stats_in(storage: &dyn Storage) -> Result<TierStats, CacheError> {
         out.entries += 1;
         out.bytes += e.bytes;
         let kind = match storage.get_manifest(&e.key)? {
-            Some(Part::Bytes(b)) => serde_json::from_slice::<super::Manifest>(&b)
+            Some(Part::Bytes(b)) => serde_json::from_slice::<Manifest>(&b)
                 .map_or(StatKind::Unreadable, |m| StatKind::Kind(m.kind)),
             _ => StatKind::Unreadable,
         };
@@ -374,7 +403,7 @@ pub fn stats(dir: &Path, last_runs: usize) -> Result<CacheStats, CacheError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::{EntryInfo, Manifest, RawEntry, StorageError};
+    use crate::cache::{EntryInfo, RawEntry, StorageError};
     use crate::key::{CACHE_SCHEMA, KeyInputs};
 
     fn put(dir: &Path, n: u8, size: usize, used: SystemTime) -> UnitKey {
@@ -536,6 +565,7 @@ mod tests {
         let good = memory.put_entry(2, EntryKind::Callable, 10, now);
         let bad = memory.put_entry(3, EntryKind::Builtins, 10, now);
         let short = memory.put_entry(4, EntryKind::Orchestration, 10, now);
+        let golden = memory.put_entry(5, EntryKind::Golden, 10, now);
         // Damage two: a flipped byte, and an artifact of the wrong length.
         if let Some((raw, _)) = memory.map().get_mut(&bad) {
             raw.artifact = Part::Bytes(vec![9; 10]);
@@ -545,14 +575,14 @@ mod tests {
         }
 
         let tier = stats_in(&memory).expect("stats");
-        assert_eq!(tier.entries, 4);
+        assert_eq!(tier.entries, 5);
         for kind in EntryKind::ALL {
             assert_eq!(tier.by_kind.get(&StatKind::Kind(kind)), Some(&1), "{kind}");
         }
-        assert!(tier.bytes > 30);
+        assert!(tier.bytes > 40);
 
         let report = verify_in(&memory, locks.path()).expect("verify");
-        assert_eq!(report.checked, 4);
+        assert_eq!(report.checked, 5);
         let mut damaged: Vec<_> = report
             .damaged
             .iter()
@@ -583,6 +613,29 @@ mod tests {
             "default describe"
         );
         assert!(memory.get(&bad).expect("get").is_none(), "damage removed");
+
+        // A content check rejects what verifies byte for byte: damage too.
+        let report = verify_in_with(&memory, locks.path(), &|m, bytes| {
+            assert_eq!(bytes.len() as u64, m.size, "only verified bytes reach it");
+            match m.kind {
+                EntryKind::Golden => Err(Damage::Content("not outputs".into())),
+                _ => Ok(()),
+            }
+        })
+        .expect("verify");
+        assert_eq!(report.checked, 3);
+        assert_eq!(
+            report
+                .damaged
+                .iter()
+                .map(|(k, _, d)| (*k, d.to_string()))
+                .collect::<Vec<_>>(),
+            vec![(golden, "artifact content: not outputs".to_string())]
+        );
+        assert!(
+            memory.get(&golden).expect("get").is_none(),
+            "damage removed"
+        );
 
         let report = prune_in(&memory, locks.path(), &PrunePolicy::default()).expect("prune");
         assert_eq!(report.removed_old, 1);

@@ -3,7 +3,7 @@
 //! folder), with short timeouts and one warning per process when it fails.
 //!
 //! Object layout (`<schema>` is the cache schema, so two harness versions
-//! never share an object; `<tier>` is `entries` or `objects`):
+//! never share an object; `<tier>` is `entries`, `objects` or `goldens`):
 //!
 //! ```text
 //! scene-cache/v<schema>/<tier>/<first 2 hex digits>/<key hex>
@@ -90,13 +90,41 @@ pub enum RemoteError {
     #[error(
         "remote cache URL `{url}`: {reason} (expected redis://host:port/db, s3://bucket/prefix or file:///path)"
     )]
-    BadUrl { url: String, reason: String },
+    BadUrl { url: String, reason: UrlProblem },
     #[error("remote cache `{url}`: {source}")]
     Setup {
         url: String,
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+}
+
+/// What is wrong with a remote URL.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UrlProblem {
+    #[error("no scheme")]
+    NoScheme,
+    #[error("unsupported scheme `{0}`")]
+    UnsupportedScheme(String),
+    #[error("no host")]
+    NoHost,
+    #[error("database `{0}` is not a number")]
+    BadDatabase(String),
+    #[error("no bucket")]
+    NoBucket,
+    #[error("the path must be absolute (file:///path)")]
+    RelativePath,
+}
+
+/// Why one request to the remote failed.
+#[derive(Debug, thiserror::Error)]
+enum RequestError {
+    #[error(transparent)]
+    Redis(#[from] std::io::Error),
+    #[error(transparent)]
+    Store(#[from] opendal::Error),
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
 }
 
 /// The parsed kinds of [`RemoteConfig::url`].
@@ -118,10 +146,8 @@ enum Target {
     },
 }
 
-fn parse_url(url: &str) -> Result<Target, String> {
-    let (scheme, rest) = url
-        .split_once("://")
-        .ok_or_else(|| "no scheme".to_string())?;
+fn parse_url(url: &str) -> Result<Target, UrlProblem> {
+    let (scheme, rest) = url.split_once("://").ok_or(UrlProblem::NoScheme)?;
     match scheme {
         "redis" => {
             let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
@@ -130,7 +156,7 @@ fn parse_url(url: &str) -> Result<Target, String> {
                 None => (None, authority),
             };
             if host.is_empty() {
-                return Err("no host".into());
+                return Err(UrlProblem::NoHost);
             }
             let host = if host.contains(':') {
                 host.to_owned()
@@ -141,7 +167,7 @@ fn parse_url(url: &str) -> Result<Target, String> {
                 "" => 0,
                 d => d
                     .parse()
-                    .map_err(|_| format!("database `{d}` is not a number"))?,
+                    .map_err(|_| UrlProblem::BadDatabase(d.to_owned()))?,
             };
             let (user, password) = match credentials {
                 None => (None, None),
@@ -160,7 +186,7 @@ fn parse_url(url: &str) -> Result<Target, String> {
         "s3" => {
             let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
             if bucket.is_empty() {
-                return Err("no bucket".into());
+                return Err(UrlProblem::NoBucket);
             }
             Ok(Target::S3 {
                 bucket: bucket.to_owned(),
@@ -169,13 +195,13 @@ fn parse_url(url: &str) -> Result<Target, String> {
         }
         "file" => {
             if !rest.starts_with('/') || rest.len() < 2 {
-                return Err("the path must be absolute (file:///path)".into());
+                return Err(UrlProblem::RelativePath);
             }
             Ok(Target::Fs {
                 root: rest.to_owned(),
             })
         }
-        other => Err(format!("unsupported scheme `{other}`")),
+        other => Err(UrlProblem::UnsupportedScheme(other.to_owned())),
     }
 }
 
@@ -286,7 +312,7 @@ impl Remote {
     /// Parses the URL and prepares the client; makes no request.
     pub fn open(config: &RemoteConfig, schema: u32, warn: WarnSink) -> Result<Remote, RemoteError> {
         let display = redact(&config.url);
-        let bad = |reason: String| RemoteError::BadUrl {
+        let bad = |reason: UrlProblem| RemoteError::BadUrl {
             url: display.clone(),
             reason,
         };
@@ -406,8 +432,8 @@ impl Remote {
             return None;
         }
         let path = self.object_path(tier, key);
-        let read: Result<Option<Vec<u8>>, String> = match &self.backend {
-            Backend::Redis(client) => client.get(&path).map_err(|e| e.to_string()),
+        let read = match &self.backend {
+            Backend::Redis(client) => client.get(&path).map_err(RequestError::from),
             Backend::Opendal(op) => {
                 match self
                     .runtime
@@ -415,8 +441,8 @@ impl Remote {
                 {
                     Ok(Ok(buffer)) => Ok(Some(buffer.to_vec())),
                     Ok(Err(e)) if e.kind() == opendal::ErrorKind::NotFound => Ok(None),
-                    Ok(Err(e)) => Err(e.to_string()),
-                    Err(_) => Err(format!("no answer within {:?}", self.timeout)),
+                    Ok(Err(e)) => Err(RequestError::from(e)),
+                    Err(_) => Err(RequestError::Timeout(self.timeout)),
                 }
             }
         };
@@ -443,14 +469,14 @@ impl Remote {
         }
         let path = self.object_path(tier, key);
         let len = object.len() as u64;
-        let written: Result<(), String> = match &self.backend {
-            Backend::Redis(client) => client.set(&path, &object).map_err(|e| e.to_string()),
+        let written = match &self.backend {
+            Backend::Redis(client) => client.set(&path, &object).map_err(RequestError::from),
             Backend::Opendal(op) => match self.runtime.block_on(async {
                 tokio::time::timeout(self.timeout, op.write(&path, object)).await
             }) {
                 Ok(Ok(_)) => Ok(()),
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(_) => Err(format!("no answer within {:?}", self.timeout)),
+                Ok(Err(e)) => Err(RequestError::from(e)),
+                Err(_) => Err(RequestError::Timeout(self.timeout)),
             },
         };
         match written {

@@ -144,7 +144,8 @@ pub(crate) const MANIFEST: &str = "manifest.json";
 ///
 /// with `<root>` = `<cache dir>/entries` ([`LocalDisk::new`]) for scene
 /// units and callables, `<cache dir>/objects` ([`LocalDisk::objects`]) for
-/// support objects (the builtins).
+/// support objects (the builtins) and `<cache dir>/goldens/store`
+/// ([`LocalDisk::goldens`]) for the harness's computed goldens.
 ///
 /// An entry is a directory so that publication is one `rename` of a fully
 /// written (and synced) temp directory next to it: a process killed at any
@@ -157,6 +158,14 @@ pub struct LocalDisk {
 
 pub(crate) const ENTRIES_DIR: &str = "entries";
 pub(crate) const OBJECTS_DIR: &str = "objects";
+/// The golden cache's directory in a cache directory: its tier in
+/// [`GOLDEN_STORE`], its own records (last inputs per case, fixture digests)
+/// beside it.
+pub const GOLDENS_DIR: &str = "goldens";
+/// The golden tier under [`GOLDENS_DIR`]. Not `entries`: that name held the
+/// golden cache's earlier, per-output layout, whose entries would otherwise
+/// be listed (and called damaged) here.
+pub const GOLDEN_STORE: &str = "store";
 
 impl LocalDisk {
     /// The scene units and callables of the cache in `dir`.
@@ -167,6 +176,11 @@ impl LocalDisk {
     /// The support objects (builtins) of the cache in `dir`.
     pub fn objects(dir: &Path) -> Self {
         LocalDisk::at(dir.join(OBJECTS_DIR))
+    }
+
+    /// The computed goldens of the cache in `dir`.
+    pub fn goldens(dir: &Path) -> Self {
+        LocalDisk::at(dir.join(GOLDENS_DIR).join(GOLDEN_STORE))
     }
 
     /// Entries sharded directly under `root`.
@@ -194,16 +208,19 @@ impl LocalDisk {
         self.entry_dir(key).join(MANIFEST)
     }
 
-    /// Leftovers of interrupted publications and removals, with their age.
+    /// Leftovers of interrupted publications and removals, with their age:
+    /// temp and trash directories, and anything else in a shard that is
+    /// not named by a key (no lookup or listing ever sees it, so without
+    /// this it would stay forever).
     fn leftovers(&self) -> Vec<(PathBuf, SystemTime)> {
         let mut out = Vec::new();
         for shard in read_dir_paths(&self.entries) {
             for path in read_dir_paths(&shard) {
-                let is_temp = path
+                let is_entry = path
                     .file_name()
                     .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with('.'));
-                if is_temp {
+                    .is_some_and(|n| key_named(n).is_some());
+                if !is_entry {
                     let mtime = fs::symlink_metadata(&path)
                         .and_then(|m| m.modified())
                         .unwrap_or(SystemTime::UNIX_EPOCH);
@@ -213,6 +230,12 @@ impl LocalDisk {
         }
         out
     }
+}
+
+/// The key an entry directory named `name` holds: only the exact form
+/// [`UnitKey::to_hex`] writes, so that the entry's path is its name.
+fn key_named(name: &str) -> Option<UnitKey> {
+    UnitKey::from_hex(name).filter(|k| k.to_hex() == name)
 }
 
 fn read_dir_paths(dir: &Path) -> Vec<PathBuf> {
@@ -378,7 +401,7 @@ impl Storage for LocalDisk {
                 let Some(key) = path
                     .file_name()
                     .and_then(|n| n.to_str())
-                    .and_then(UnitKey::from_hex)
+                    .and_then(key_named)
                 else {
                     continue;
                 };
@@ -408,7 +431,7 @@ impl Storage for LocalDisk {
         for (path, when) in self.leftovers() {
             let age = now.duration_since(when).unwrap_or(Duration::ZERO);
             // Best effort: another sweeper may be removing it too.
-            if age > older_than && fs::remove_dir_all(&path).is_ok() {
+            if age > older_than && scene_util::remove_any(&path).is_ok() {
                 removed += 1;
             }
         }
@@ -514,6 +537,39 @@ mod tests {
         );
         assert!(disk.touch(&key).is_err(), "touch does not follow links");
         assert_eq!(fs::read(&elsewhere).expect("read"), b"{}");
+    }
+
+    #[test]
+    fn names_that_are_not_keys_are_never_entries_and_are_swept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let disk = LocalDisk::goldens(dir.path());
+        assert!(disk.root().ends_with("goldens/store"));
+        let key = UnitKey([0xab; 32]);
+        disk.put(&key, b"a", b"{}").expect("put");
+        let shard = disk.root().join("ab");
+        let upper = shard.join(key.to_hex().to_uppercase());
+        let strays = [shard.join("a\u{e9}"), upper.clone(), shard.join("junk")];
+        fs::create_dir_all(&strays[0]).expect("mkdir");
+        fs::create_dir_all(&upper).expect("mkdir");
+        fs::write(upper.join(MANIFEST), b"{}").expect("write");
+        fs::write(&strays[2], b"x").expect("write");
+        let listed = disk.list().expect("list");
+        assert_eq!(listed.iter().map(|e| e.key).collect::<Vec<_>>(), [key]);
+        let old = SystemTime::now() - Duration::from_secs(7200);
+        for stray in &strays {
+            File::open(stray)
+                .expect("open")
+                .set_modified(old)
+                .expect("age it");
+        }
+        assert_eq!(
+            disk.sweep_leftovers(Duration::from_secs(3600))
+                .expect("sweep"),
+            3
+        );
+        assert!(strays.iter().all(|s| !s.exists()));
+        assert_eq!(disk.list().expect("list").len(), 1);
+        assert!(disk.get(&key).expect("get").is_some(), "the entry stays");
     }
 
     #[test]
