@@ -1,22 +1,26 @@
-//! What every command that works on a selection starts with.
+//! What every command that works on a selection starts with (the scenes
+//! loaded, the cases selected, the empty selection judged), and how the
+//! commands that start long work end (interrupted, failed or passed):
+//! written once for `run`, `compile` and `precompile`.
 
 use std::path::Path;
-use std::process::ExitCode;
 use std::sync::Arc;
 
 use scene_harness::prepare::check_registered;
 use scene_harness::report::CaseReport;
 use scene_harness::scene::discover;
 use scene_harness::select::Partition;
-use scene_harness::{GoldenRegistry, RunConfig, Scene, SelectedCase, select_cases};
+use scene_harness::{GoldenRegistry, RunConfig, Scene, SceneError, SelectedCase, select_cases};
+use scene_util::Cancel;
 
 use crate::Layout;
-use crate::args::Selection;
-use crate::env::{Environment, Flags, NoTests, no_tests, resolve};
+use crate::error::CliError;
+use crate::hiargs::Engine;
+use crate::parse::NoTests;
 
 /// The scenes loaded (malformed ones reported on stderr and kept as
 /// failures), the cases selected for the platform, and the run
-/// configuration for it.
+/// configuration for them.
 pub(crate) struct Prologue {
     pub(crate) cases: Vec<SelectedCase>,
     /// Scenes whose `scene.toml` did not load; each counts as a failure.
@@ -52,8 +56,8 @@ impl LoadFailure {
 pub(crate) fn load_scenes(
     dir: &Path,
     registry: Option<&GoldenRegistry>,
-) -> Result<(Vec<Arc<Scene>>, Vec<LoadFailure>), String> {
-    let all = discover(dir).map_err(|e| e.to_string())?;
+) -> Result<(Vec<Arc<Scene>>, Vec<LoadFailure>), SceneError> {
+    let all = discover(dir)?;
     let mut scenes = Vec::new();
     let mut errors = Vec::new();
     for s in all {
@@ -64,9 +68,9 @@ pub(crate) fn load_scenes(
         let checked = s.and_then(|s| match registry {
             Some(r) => match s.cases.iter().try_for_each(|c| check_registered(r, &s, c)) {
                 Ok(()) => Ok(s),
-                Err(message) => Err(LoadFailure {
+                Err(e) => Err(LoadFailure {
                     scene: s.name.clone(),
-                    message,
+                    message: e.to_string(),
                 }),
             },
             None => Ok(s),
@@ -112,39 +116,20 @@ pub(crate) fn partitioned(
     (cases, load_errors)
 }
 
-/// Builds the [`Prologue`]; `Err` is the exit code to return (already
-/// reported). `registry`: see [`load_scenes`].
+/// Builds the [`Prologue`] of `engine`'s selection. `registry`: see
+/// [`load_scenes`].
 pub(crate) fn prologue(
     layout: &Layout,
-    env: &Environment,
-    cache_dir: Option<&Path>,
+    engine: &Engine,
     registry: Option<&GoldenRegistry>,
-    sel: &Selection,
-    flags: &Flags,
-    no_tests_flag: Option<NoTests>,
-) -> Result<Prologue, ExitCode> {
-    // The configuration first: a bad flag or variable is a usage error
-    // before any scene is read.
-    let usage = |e: crate::env::ConfigError| {
-        eprintln!("error: {e}");
-        ExitCode::from(2)
-    };
-    let mut config = resolve(layout, env, cache_dir, flags).map_err(usage)?;
-    crate::paths::check_config_dirs(&mut config, flags.uses_cards).map_err(usage)?;
-    let no_tests = no_tests(env, no_tests_flag).map_err(usage)?;
-    let (scenes, load_errors) = load_scenes(&layout.scenes_dir, registry).map_err(|e| {
-        eprintln!("error: {e}");
-        ExitCode::from(1)
-    })?;
+) -> Result<Prologue, CliError> {
+    let sel = &engine.selection;
+    let platform = engine.config.platform();
+    let (scenes, load_errors) = load_scenes(&layout.scenes_dir, registry)?;
     for e in &load_errors {
         eprintln!("error: {}", e.message);
     }
-    let cases = select_cases(
-        &scenes,
-        &sel.filters,
-        config.platform.scenes(),
-        sel.include_manual,
-    );
+    let cases = select_cases(&scenes, &sel.filters, platform.scenes(), sel.include_manual);
     let selected = cases.len();
     let load_failures = load_errors.len();
     let (cases, load_errors) = partitioned(sel.partition, cases, load_errors);
@@ -160,21 +145,17 @@ pub(crate) fn prologue(
     // A scene that did not load already fails the run; an empty selection
     // with nothing else wrong would otherwise pass having run nothing.
     if selected == 0 && load_failures == 0 {
-        let reasons = scene_harness::select::why_not_selected(
-            &scenes,
-            &sel.filters,
-            config.platform.scenes(),
-        );
+        let reasons =
+            scene_harness::select::why_not_selected(&scenes, &sel.filters, platform.scenes());
         for r in &reasons {
             eprintln!("note: {r}");
         }
         let what = match reasons.first() {
             Some(first) if reasons.len() == 1 => {
-                format!("no cases selected on {}: {first}", config.platform)
+                format!("no cases selected on {platform}: {first}")
             }
             _ => format!(
-                "no cases selected on {} (filter: {}{})",
-                config.platform,
+                "no cases selected on {platform} (filter: {}{})",
                 match sel.filters.is_empty() {
                     true => "none".to_string(),
                     false => sel.filters.join(", "),
@@ -186,18 +167,33 @@ pub(crate) fn prologue(
                 }
             ),
         };
-        match no_tests {
-            NoTests::Fail => {
-                eprintln!("error: {what}; --no-tests=warn or =pass allows this");
-                return Err(ExitCode::from(crate::EXIT_NO_TESTS));
-            }
+        match engine.no_tests {
+            NoTests::Fail => return Err(CliError::NoTests { what }),
             NoTests::Warn => eprintln!("warning: {what}"),
             NoTests::Pass => {}
         }
     }
+    let config = engine.config.for_cases(&cases);
     Ok(Prologue {
         cases,
         load_errors,
         config,
     })
+}
+
+/// How a command that starts long work ends when SIGINT / SIGTERM
+/// cancelled it: `partial` prints its partial summary with the words for
+/// the signal (`interrupted (SIGINT)`), and the error exits 130 / 143.
+/// `Ok` when not interrupted.
+pub(crate) fn unless_interrupted(
+    cancel: &Cancel,
+    partial: impl FnOnce(&str),
+) -> Result<(), CliError> {
+    match crate::signals::interrupted(cancel) {
+        Some((what, e)) => {
+            partial(&what);
+            Err(e)
+        }
+        None => Ok(()),
+    }
 }
