@@ -111,11 +111,7 @@ fn tier_line(t: &cache::TierStats) -> String {
     )
 }
 
-fn stats(
-    dir: &Path,
-    remote: Option<&RemoteConfig>,
-    runs: usize,
-) -> Result<(), CliError> {
+fn stats(dir: &Path, remote: Option<&RemoteConfig>, runs: usize) -> Result<(), CliError> {
     let s = cache::stats(dir, runs)?;
     println!("cache: {}", dir.display());
     match remote {

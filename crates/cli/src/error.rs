@@ -61,7 +61,9 @@ pub enum UsageError {
     TwoReportsOnStdout,
     #[error("{0}: only one output can go to stdout")]
     OutputsOnStdout(String),
-    #[error("--github-summary: GITHUB_STEP_SUMMARY is not set (GitHub Actions sets it in every step)")]
+    #[error(
+        "--github-summary: GITHUB_STEP_SUMMARY is not set (GitHub Actions sets it in every step)"
+    )]
     NoStepSummary,
     #[error("--from: {0}")]
     From(BundleError),

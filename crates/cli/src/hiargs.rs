@@ -916,4 +916,139 @@ mod tests {
         assert_eq!(p.toolchain().cxx, PathBuf::from("/opt/c++"));
         assert_eq!(p.toolchain().linker, PathBuf::from("/opt/ld"));
     }
+
+    fn hi(argv: &[&str], pairs: &[(&str, &str)]) -> Result<HiArgs, CliError> {
+        use clap::Parser;
+        let cli = crate::args::Cli::try_parse_from(argv)?;
+        let low = LowArgs::new(cli, env(pairs), None, None);
+        HiArgs::resolve(low, layout(), &Cancel::default())
+    }
+
+    /// What `scene run` used to patch into its configuration after
+    /// resolving it (rounds, warmup, trace, dep-graph, args dump, the
+    /// pool) is in the resolved configuration itself.
+    #[test]
+    fn run_flags_are_resolved_into_the_configuration() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_str().unwrap();
+        let argv = [
+            "scene",
+            "--root",
+            root,
+            "run",
+            "--rounds",
+            "3",
+            "--warmup",
+            "1",
+            "--trace",
+            "traces",
+            "--dep-graph",
+            "/abs/graphs",
+            "--dump-args",
+            "--in-process",
+        ];
+        let resolved = hi(&argv, &[]).unwrap();
+        assert_eq!(resolved.layout.root, tmp.path());
+        assert_eq!(resolved.layout.scenes_dir, tmp.path().join("tests/scenes"));
+        let HiCommand::Run(run) = resolved.command else {
+            panic!("not run")
+        };
+        let c = run.engine.config.for_cases(&[]);
+        assert_eq!((c.rounds, c.warmup), (3, 1));
+        assert_eq!(c.trace_dir, Some(absolute(Path::new("traces"))));
+        assert!(c.trace_dir.as_deref().is_some_and(Path::is_absolute));
+        assert_eq!(c.dep_graph_dir, Some(PathBuf::from("/abs/graphs")));
+        assert_eq!(c.args_dump, Some(tmp.path().join("target/scene-args")));
+        assert_eq!(c.devices.ids(), [0]);
+        assert!(run.engine.config.size_pool, "no pool given: sized per case");
+        assert_eq!(run.stream, Stream::Stdout);
+
+        let argv = [
+            "scene",
+            "--root",
+            root,
+            "run",
+            "--dump-args=/d",
+            "--junit",
+            "-",
+        ];
+        let resolved = hi(&argv, &[("SCENE_DEVICES", "1-2")]).unwrap();
+        let HiCommand::Run(run) = resolved.command else {
+            panic!("not run")
+        };
+        let c = run.engine.config.for_cases(&[]);
+        assert_eq!((c.rounds, c.warmup), (1, 0));
+        assert_eq!(c.args_dump, Some(PathBuf::from("/d")));
+        assert_eq!(c.devices.ids(), [1, 2]);
+        assert!(!run.engine.config.size_pool, "SCENE_DEVICES gives the pool");
+        assert_eq!(run.stream, Stream::Stderr, "stdout carries the JUnit");
+    }
+
+    #[test]
+    fn root_and_scenes_dir_flags_win_over_variables() {
+        let e = env(&[
+            ("SCENE_ROOT", "/env-root"),
+            ("SCENE_SCENES_DIR", "/env-scenes"),
+        ]);
+        let l = super::layout(layout(), None, None, &e, None, None);
+        assert_eq!(l.root, PathBuf::from("/env-root"));
+        assert_eq!(l.scenes_dir, PathBuf::from("/env-scenes"));
+        let l = super::layout(
+            layout(),
+            Some("/flag-root".into()),
+            Some("/flag-scenes".into()),
+            &e,
+            None,
+            None,
+        );
+        assert_eq!(l.root, PathBuf::from("/flag-root"));
+        assert_eq!(l.scenes_dir, PathBuf::from("/flag-scenes"));
+        // Empty flags are unset.
+        let l = super::layout(layout(), Some("".into()), Some("".into()), &e, None, None);
+        assert_eq!(l.root, PathBuf::from("/env-root"));
+        let l = super::layout(layout(), None, None, &env(&[]), None, None);
+        assert_eq!(l.root, PathBuf::from("/ws"), "the built layout");
+    }
+
+    #[test]
+    fn usage_errors_exit_2_before_any_work() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_str().unwrap();
+        let code = |argv: &[&str], pairs: &[(&str, &str)]| match hi(argv, pairs) {
+            Ok(_) => 0,
+            Err(e) => e.exit_code(),
+        };
+        assert_eq!(code(&["scene", "--root", root, "compile"], &[]), 0);
+        assert_eq!(
+            code(&["scene", "run", "--report-json", "-", "--junit", "-"], &[]),
+            2
+        );
+        assert_eq!(
+            code(
+                &["scene", "--root", root, "compile"],
+                &[("SCENE_COMPILE_WORKERS", "0")]
+            ),
+            2
+        );
+        assert_eq!(
+            code(
+                &["scene", "--root", root, "run", "--in-process"],
+                &[("SCENE_COMM_TIMEOUT", "0")]
+            ),
+            2
+        );
+        assert_eq!(
+            code(
+                &["scene", "--root", root, "list"],
+                &[("SCENE_PLATFORM", "a9")]
+            ),
+            2
+        );
+        assert_eq!(code(&["scene", "run", "--rounds", "0"], &[]), 2);
+        assert_eq!(code(&["scene", "--help"], &[]), 0);
+        assert_eq!(
+            code(&["scene", "report", "--github-summary", "r.json"], &[]),
+            2
+        );
+    }
 }

@@ -112,10 +112,7 @@ pub(crate) fn check_dir(what: &str, path: &Path) -> Result<(), PathError> {
 /// cases on cards. An unusable cache directory is not an error: the run
 /// compiles without a cache after one worded warning (the cache's own
 /// warning would be a raw `os error`).
-pub(crate) fn check_config_dirs(
-    config: &mut RunConfig,
-    uses_cards: bool,
-) -> Result<(), PathError> {
+pub(crate) fn check_config_dirs(config: &mut RunConfig, uses_cards: bool) -> Result<(), PathError> {
     if let Some(d) = &config.cache_dir
         && let Err(e) = check_dir("cache dir (--cache-dir, SCENE_CACHE_DIR)", d)
     {
