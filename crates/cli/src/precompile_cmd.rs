@@ -17,7 +17,7 @@ use crate::Layout;
 use crate::error::{CliError, UsageError};
 use crate::hiargs::PrecompileSetup;
 use crate::output::Verbosity;
-use crate::prologue::{Prologue, prologue, unless_interrupted};
+use crate::prologue::{Prologue, prologue};
 
 /// Runs `scene precompile`. Exit 0 when every selected case was stored,
 /// 1 when any failed (the others are still stored), 2 when no bundle could
@@ -93,17 +93,18 @@ pub(crate) fn run(
         }
     }
     let slots = writer.slots();
-    let out = &setup.out;
-    // Interrupted: the writer, dropped on return, removes its staging
-    // directory.
-    unless_interrupted(&cancel, |what| {
+    if let Some((what, interrupted)) = crate::signals::interrupted(&cancel) {
+        // Dropping the writer removes its staging directory (before the
+        // line that says so).
+        drop(writer);
         println!(
             "{what}: precompiled {done} of {} cases ({slots} stored, {failed} failed, {} not run); no bundle written, {} left as it was",
             cases.len(),
             cases.len() - done,
-            out.display(),
+            setup.out.display(),
         );
-    })?;
+        return Err(interrupted);
+    }
     let path = writer.commit().map_err(CliError::WriteBundle)?;
     println!(
         "precompiled {} cases into {}: {slots} stored, {failed} failed in {:.2} s",

@@ -10,10 +10,13 @@ use scene_harness::prepare::check_registered;
 use scene_harness::report::CaseReport;
 use scene_harness::scene::discover;
 use scene_harness::select::Partition;
-use scene_harness::{GoldenRegistry, RunConfig, Scene, SceneError, SelectedCase, select_cases};
+use scene_harness::{
+    GoldenRegistry, Platform, RunConfig, Scene, SceneError, SelectedCase, select_cases,
+};
 use scene_util::Cancel;
 
 use crate::Layout;
+use crate::args::Selection;
 use crate::error::CliError;
 use crate::hiargs::Engine;
 use crate::parse::NoTests;
@@ -49,7 +52,8 @@ impl LoadFailure {
     }
 }
 
-/// Loads every scene; malformed ones are returned as [`LoadFailure`]s.
+/// Loads every scene; malformed ones are returned as [`LoadFailure`]s
+/// (and reported on stderr, one `error:` each).
 /// With `registry`, a scene with a case whose custom comparison is not
 /// registered there (or gets arguments it does not take) is a load failure
 /// too, naming the file, field, case, tensor and the registered ones.
@@ -79,6 +83,9 @@ pub(crate) fn load_scenes(
             Ok(s) => scenes.push(Arc::new(s)),
             Err(e) => errors.push(e),
         }
+    }
+    for e in &errors {
+        eprintln!("error: {}", e.message);
     }
     Ok((scenes, errors))
 }
@@ -116,6 +123,30 @@ pub(crate) fn partitioned(
     (cases, load_errors)
 }
 
+/// The cases `sel` selects on `platform` and the load failures, both
+/// split by `--partition` together; with how many cases were selected
+/// before the split. A partition that took none of them is noted (not an
+/// error, as in cargo-nextest: with more runners than cases some
+/// partitions are empty, and the union still covers all).
+pub(crate) fn select(
+    scenes: &[Arc<Scene>],
+    load_errors: Vec<LoadFailure>,
+    sel: &Selection,
+    platform: &Platform,
+) -> (Vec<SelectedCase>, Vec<LoadFailure>, usize) {
+    let cases = select_cases(scenes, &sel.filters, platform.scenes(), sel.include_manual);
+    let selected = cases.len();
+    let (cases, load_errors) = partitioned(sel.partition, cases, load_errors);
+    if let Some(p) = sel.partition
+        && cases.is_empty()
+        && load_errors.is_empty()
+        && selected > 0
+    {
+        eprintln!("note: partition {p} selected none of the {selected} selected cases");
+    }
+    (cases, load_errors, selected)
+}
+
 /// Builds the [`Prologue`] of `engine`'s selection. `registry`: see
 /// [`load_scenes`].
 pub(crate) fn prologue(
@@ -126,22 +157,8 @@ pub(crate) fn prologue(
     let sel = &engine.selection;
     let platform = engine.config.platform();
     let (scenes, load_errors) = load_scenes(&layout.scenes_dir, registry)?;
-    for e in &load_errors {
-        eprintln!("error: {}", e.message);
-    }
-    let cases = select_cases(&scenes, &sel.filters, platform.scenes(), sel.include_manual);
-    let selected = cases.len();
     let load_failures = load_errors.len();
-    let (cases, load_errors) = partitioned(sel.partition, cases, load_errors);
-    if let Some(p) = sel.partition
-        && cases.is_empty()
-        && load_errors.is_empty()
-        && selected > 0
-    {
-        // Not an error (as in cargo-nextest): with more runners than
-        // cases some partitions are empty, and the union still covers all.
-        eprintln!("note: partition {p} selected none of the {selected} selected cases");
-    }
+    let (cases, load_errors, selected) = select(&scenes, load_errors, sel, platform);
     // A scene that did not load already fails the run; an empty selection
     // with nothing else wrong would otherwise pass having run nothing.
     if selected == 0 && load_failures == 0 {

@@ -6,7 +6,7 @@ use std::path::Path;
 use scene_harness::bundle::Bundle;
 use scene_harness::compile::{compile_builder, scene_specs};
 use scene_harness::report::RunReport;
-use scene_harness::{GoldenRegistry, Session, distinct_scenes, select_cases};
+use scene_harness::{GoldenRegistry, Session, distinct_scenes};
 use scene_kernels::plan_outline;
 
 use crate::Layout;
@@ -15,7 +15,7 @@ use crate::hiargs::{ListSetup, RunSetup};
 use crate::output::{CaseLines, Verbosity};
 use crate::paths::is_stdout;
 use crate::progress::{self, UnitLines};
-use crate::prologue::{LoadFailure, Prologue, load_scenes, prologue, unless_interrupted};
+use crate::prologue::{LoadFailure, Prologue, load_scenes, prologue, select, unless_interrupted};
 
 /// `scene list`: one `scene::case` a line; exit 1 if a scene did not load
 /// (a custom comparison not in `registry` is a load failure).
@@ -26,28 +26,11 @@ pub(crate) fn list(
 ) -> Result<(), CliError> {
     let sel = &setup.selection;
     let (scenes, errors) = load_scenes(&layout.scenes_dir, Some(registry))?;
-    for e in &errors {
-        eprintln!("error: {}", e.message);
-    }
-    let mut out = std::io::stdout().lock();
-    let cases = select_cases(
-        &scenes,
-        &sel.filters,
-        setup.platform.scenes(),
-        sel.include_manual,
-    );
-    let all = cases.len();
     let load_failed = !errors.is_empty();
     // Split as `run` splits (cases and load failures together), so a
     // partition lists exactly what it runs even when a scene failed to load.
-    let (cases, load_errors) = crate::prologue::partitioned(sel.partition, cases, errors);
-    if let Some(p) = sel.partition
-        && cases.is_empty()
-        && load_errors.is_empty()
-        && all > 0
-    {
-        eprintln!("note: partition {p} selected none of the {all} selected cases");
-    }
+    let (cases, _, _) = select(&scenes, errors, sel, &setup.platform);
+    let mut out = std::io::stdout().lock();
     let selected: std::collections::BTreeSet<String> = cases.iter().map(|c| c.id()).collect();
     // With a partition the list is exactly what that partition runs: the
     // hardware-only cases (which no simulator runs) are left out.
