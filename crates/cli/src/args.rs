@@ -1,6 +1,7 @@
-//! The command line, as clap types: the low-level half of the
-//! configuration. [`crate::env::resolve`] turns these plus the environment
-//! into one `RunConfig`.
+//! The command line, as clap types. With the environment they are the
+//! low-level half of the configuration ([`crate::lowargs`]);
+//! [`crate::hiargs`] resolves both into the one configuration a command
+//! runs with.
 
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
@@ -9,9 +10,11 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use scene_device::DeviceList;
 use scene_harness::platform::PlatformName;
-use scene_harness::select::Partition;
+use scene_harness::select::{Partition, PartitionError};
 
-use crate::env::{Flags, NoTests, parse_bytes, parse_count, parse_threads};
+use crate::parse::{
+    NoTests, parse_bytes, parse_count, parse_days, parse_rounds, parse_seconds, parse_threads,
+};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -217,38 +220,6 @@ pub(crate) struct RunArgs {
     pub(crate) dump_args: Option<std::ffi::OsString>,
 }
 
-/// `--rounds`: a count from 1.
-fn parse_rounds(s: &str) -> Result<u32, String> {
-    match s.trim().parse::<u32>() {
-        Ok(0) => Err("--rounds counts runs from 1".into()),
-        Ok(n) => Ok(n),
-        Err(e) => Err(format!("`{s}` is not a round count: {e}")),
-    }
-}
-
-impl RunArgs {
-    /// `verbose`: `-v`, which narrates card acquisition and release.
-    pub(crate) fn flags(&self, verbose: bool) -> Flags {
-        Flags {
-            platform: self.selection.platform.clone(),
-            compile_workers: self.compile_workers,
-            devices: self.device.clone(),
-            golden_threads: self.golden_threads,
-            lock_timeout: self.lock_timeout,
-            runtime: self.runtime.clone(),
-            case_timeout: self.case_timeout,
-            dump: self.dump.clone(),
-            verbose,
-            hold_card: self.hold_card,
-            in_process: self.in_process,
-            max_case_bytes: self.max_case_bytes,
-            no_golden_cache: self.no_golden_cache,
-            no_provision: self.no_provision,
-            uses_cards: true,
-        }
-    }
-}
-
 #[derive(Debug, Args)]
 pub(crate) struct CompileArgs {
     #[command(flatten)]
@@ -288,15 +259,6 @@ pub(crate) struct PrecompileArgs {
     pub(crate) no_provision: bool,
 }
 
-/// Flags of the commands that never touch a card.
-pub(crate) fn cpu_flags(selection: &Selection, compile_workers: Option<NonZeroUsize>) -> Flags {
-    Flags {
-        platform: selection.platform.clone(),
-        compile_workers,
-        ..Flags::default()
-    }
-}
-
 #[derive(Debug, Args)]
 pub(crate) struct CacheArgs {
     #[command(subcommand)]
@@ -328,47 +290,16 @@ pub(crate) enum CacheCommand {
     Clear,
 }
 
-fn parse_partition(s: &str) -> Result<Partition, String> {
-    s.parse::<Partition>().map_err(|e| e.to_string())
-}
-
-fn parse_no_tests(s: &str) -> Result<NoTests, String> {
+fn parse_partition(s: &str) -> Result<Partition, PartitionError> {
     s.parse()
 }
 
-fn parse_device_list(s: &str) -> Result<DeviceList, String> {
-    s.parse::<DeviceList>().map_err(|e| e.to_string())
+fn parse_no_tests(s: &str) -> Result<NoTests, crate::parse::ValueError> {
+    s.parse()
 }
 
-/// The longest duration a flag accepts, in seconds (about 31 years): far
-/// beyond any useful timeout, and safe to add to any clock reading.
-pub(crate) const MAX_SECONDS: f64 = 1e9;
-
-/// A non-negative, finite number of `unit`s no longer than [`MAX_SECONDS`].
-fn parse_duration(s: &str, unit: &str, unit_seconds: f64) -> Result<Duration, String> {
-    let v: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}` is not a number of {unit}"))?;
-    if !(v >= 0.0 && v.is_finite()) {
-        return Err(format!("`{s}` is not a non-negative number of {unit}"));
-    }
-    let seconds = v * unit_seconds;
-    if seconds > MAX_SECONDS {
-        return Err(format!(
-            "`{s}` {unit} is out of range (at most {} {unit})",
-            MAX_SECONDS / unit_seconds
-        ));
-    }
-    Duration::try_from_secs_f64(seconds).map_err(|e| format!("`{s}` {unit}: {e}"))
-}
-
-pub(crate) fn parse_seconds(s: &str) -> Result<Duration, String> {
-    parse_duration(s, "seconds", 1.0)
-}
-
-fn parse_days(s: &str) -> Result<Duration, String> {
-    parse_duration(s, "days", 86400.0)
+fn parse_device_list(s: &str) -> Result<DeviceList, scene_device::DeviceError> {
+    s.parse()
 }
 
 #[cfg(test)]
@@ -419,41 +350,5 @@ mod tests {
             filters(&["scene", "precompile", "a", "--out", "d", "b"]),
             ["a", "b"]
         );
-    }
-
-    #[test]
-    fn sizes_and_days_parse() {
-        assert_eq!(parse_bytes("1024"), Ok(1024));
-        assert_eq!(parse_bytes("5G"), Ok(5 << 30));
-        assert_eq!(parse_bytes("2k"), Ok(2048));
-        assert!(parse_bytes("5X").is_err());
-        assert!(parse_bytes("-1").is_err());
-        assert!(parse_bytes("99999999999T").is_err());
-        assert_eq!(parse_days("1"), Ok(Duration::from_secs(86400)));
-        assert!(parse_days("-2").is_err());
-        assert!(parse_days("soon").is_err());
-    }
-
-    #[test]
-    fn durations_out_of_range_are_errors_not_panics() {
-        for bad in [
-            "1e20",
-            "-1",
-            "nan",
-            "NaN",
-            "inf",
-            "-inf",
-            "1e9000",
-            "1000000001",
-        ] {
-            let e = parse_seconds(bad).unwrap_err();
-            assert!(e.contains(bad), "{bad}: {e}");
-        }
-        assert!(parse_seconds("1e20").unwrap_err().contains("out of range"));
-        assert_eq!(parse_seconds("1e9"), Ok(Duration::from_secs(1_000_000_000)));
-        assert_eq!(parse_seconds("0"), Ok(Duration::ZERO));
-        assert_eq!(parse_seconds("0.5"), Ok(Duration::from_millis(500)));
-        assert!(parse_days("1e15").unwrap_err().contains("out of range"));
-        assert!(parse_days("11574").is_ok());
     }
 }

@@ -6,13 +6,14 @@
 //! only their command line.
 
 use std::path::Path;
-use std::process::ExitCode;
 
 use scene_harness::golden_cache::GoldenCache;
 use scene_harness::python::provision::EnvCache;
 use scene_kernels::cache::{self, PrunePolicy, RemoteConfig};
 
-use crate::args::{CacheArgs, CacheCommand};
+use crate::args::CacheCommand;
+use crate::error::CliError;
+use crate::hiargs::CacheSetup;
 
 fn human(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -29,13 +30,16 @@ fn human(bytes: u64) -> String {
     }
 }
 
-/// Runs `scene cache <command>` against `dir`. `remote` is the configured
+/// Runs `scene cache <command>` against its directory. The configured
 /// remote tier, if any: `stats` names it; every operation works on the
 /// local directory only (the remote's own counters come from the run
-/// history).
-pub(crate) fn run(dir: &Path, remote: Option<&RemoteConfig>, args: &CacheArgs) -> ExitCode {
-    let result = match &args.command {
-        CacheCommand::Stats { runs } => stats(dir, remote, *runs),
+/// history). An unreadable kernel cache directory is a setup error (3); a
+/// damaged entry or an unreadable golden cache or Python environment
+/// directory fails the command (1).
+pub(crate) fn run(setup: &CacheSetup) -> Result<(), CliError> {
+    let dir = setup.dir.as_path();
+    match &setup.command {
+        CacheCommand::Stats { runs } => stats(dir, setup.remote.as_ref(), *runs),
         CacheCommand::Verify => verify(dir),
         CacheCommand::Prune { max_age, max_size } => {
             let defaults = PrunePolicy::default();
@@ -45,48 +49,40 @@ pub(crate) fn run(dir: &Path, remote: Option<&RemoteConfig>, args: &CacheArgs) -
             };
             prune(dir, &policy)
         }
-        CacheCommand::Clear => cache::clear(dir).map(|n| {
-            println!("removed {} entries from {}", n.entries, dir.display());
-            if n.objects > 0 {
-                println!("removed {} support objects", n.objects);
-            }
-            // So do the managed Python environments (`python/`).
-            let envs = python_envs(dir);
-            if envs.root().is_dir() {
-                match envs.clear() {
-                    Ok(n) => println!(
-                        "removed the Python environments {} ({n} environments)",
-                        envs.root().display()
-                    ),
-                    Err(e) => {
-                        eprintln!("error: {e}");
-                        return false;
-                    }
-                }
-            }
-            // The golden cache shares the directory (`goldens/`).
-            let goldens = golden_cache(dir);
-            if goldens.root().is_dir() {
-                match goldens.clear() {
-                    Ok(n) => println!(
-                        "removed the golden cache {} ({n} entries)",
-                        goldens.root().display()
-                    ),
-                    Err(e) => {
-                        eprintln!("error: {e}");
-                        return false;
-                    }
-                }
-            }
-            true
-        }),
-    };
-    match result {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(1),
-        // The cache directory could not be read or changed: a setup error.
-        Err(e) => crate::setup::fail(&e.to_string()),
+        CacheCommand::Clear => clear(dir),
     }
+}
+
+/// A tier beside the kernel cache that could not be read or changed.
+fn tier(e: impl std::error::Error + Send + Sync + 'static) -> CliError {
+    CliError::CacheTier(Box::new(e))
+}
+
+fn clear(dir: &Path) -> Result<(), CliError> {
+    let n = cache::clear(dir)?;
+    println!("removed {} entries from {}", n.entries, dir.display());
+    if n.objects > 0 {
+        println!("removed {} support objects", n.objects);
+    }
+    // So do the managed Python environments (`python/`).
+    let envs = python_envs(dir);
+    if envs.root().is_dir() {
+        let n = envs.clear().map_err(tier)?;
+        println!(
+            "removed the Python environments {} ({n} environments)",
+            envs.root().display()
+        );
+    }
+    // The golden cache shares the directory (`goldens/`).
+    let goldens = golden_cache(dir);
+    if goldens.root().is_dir() {
+        let n = goldens.clear().map_err(tier)?;
+        println!(
+            "removed the golden cache {} ({n} entries)",
+            goldens.root().display()
+        );
+    }
+    Ok(())
 }
 
 /// The managed Python environments of the cache in `dir`.
@@ -115,11 +111,7 @@ fn tier_line(t: &cache::TierStats) -> String {
     )
 }
 
-fn stats(
-    dir: &Path,
-    remote: Option<&RemoteConfig>,
-    runs: usize,
-) -> Result<bool, cache::CacheError> {
+fn stats(dir: &Path, remote: Option<&RemoteConfig>, runs: usize) -> Result<(), CliError> {
     let s = cache::stats(dir, runs)?;
     println!("cache: {}", dir.display());
     match remote {
@@ -132,52 +124,40 @@ fn stats(
     }
     println!("entries: {}", tier_line(&s.entries));
     println!("support objects: {}", tier_line(&s.objects));
-    match golden_cache(dir).stats() {
-        Ok(g) => println!(
-            "goldens: {}, {} bytes ({})",
-            g.entries,
-            g.bytes,
-            human(g.bytes)
-        ),
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(false);
-        }
-    }
-    match python_envs(dir).list() {
-        Ok(envs) => {
-            let bytes: u64 = envs.iter().map(|e| e.bytes).sum();
-            println!(
-                "python environments: {}, {} bytes ({})",
-                envs.len(),
-                bytes,
-                human(bytes)
-            );
-            for e in &envs {
-                match &e.env {
-                    Some(env) => println!(
-                        "  {} ({}): from {}: {}",
-                        e.dir.display(),
-                        human(e.bytes),
-                        env.base,
-                        env.pinned()
-                    ),
-                    None => println!(
-                        "  {} ({}): half-built (prune removes it)",
-                        e.dir.display(),
-                        human(e.bytes)
-                    ),
-                }
-            }
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(false);
+    let g = golden_cache(dir).stats().map_err(tier)?;
+    println!(
+        "goldens: {}, {} bytes ({})",
+        g.entries,
+        g.bytes,
+        human(g.bytes)
+    );
+    let envs = python_envs(dir).list().map_err(tier)?;
+    let bytes: u64 = envs.iter().map(|e| e.bytes).sum();
+    println!(
+        "python environments: {}, {} bytes ({})",
+        envs.len(),
+        bytes,
+        human(bytes)
+    );
+    for e in &envs {
+        match &e.env {
+            Some(env) => println!(
+                "  {} ({}): from {}: {}",
+                e.dir.display(),
+                human(e.bytes),
+                env.base,
+                env.pinned()
+            ),
+            None => println!(
+                "  {} ({}): half-built (prune removes it)",
+                e.dir.display(),
+                human(e.bytes)
+            ),
         }
     }
     if s.runs.is_empty() {
         println!("no runs recorded");
-        return Ok(true);
+        return Ok(());
     }
     println!("last {} runs:", s.runs.len());
     for r in &s.runs {
@@ -209,10 +189,10 @@ fn stats(
         human(read),
         human(written)
     );
-    Ok(true)
+    Ok(())
 }
 
-fn verify(dir: &Path) -> Result<bool, cache::CacheError> {
+fn verify(dir: &Path) -> Result<(), CliError> {
     let report = cache::verify_all(dir)?;
     for (key, place, damage) in report.entries.damaged.iter().chain(&report.objects.damaged) {
         println!("damaged {key}: {damage} (removed {place})");
@@ -227,13 +207,7 @@ fn verify(dir: &Path) -> Result<bool, cache::CacheError> {
         report.objects.checked,
         report.objects.damaged.len()
     );
-    let goldens = match golden_cache(dir).verify() {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(false);
-        }
-    };
+    let goldens = golden_cache(dir).verify().map_err(tier)?;
     for (key, place, why) in &goldens.damaged {
         println!("damaged golden {key}: {why} (removed {})", place.display());
     }
@@ -242,7 +216,7 @@ fn verify(dir: &Path) -> Result<bool, cache::CacheError> {
         goldens.checked,
         goldens.damaged.len()
     );
-    Ok(report.is_clean() && goldens.damaged.is_empty())
+    CliError::unless(!(report.is_clean() && goldens.damaged.is_empty()))
 }
 
 /// `removed N <what> (...), freed ...; kept N <what> (...)` for one tier.
@@ -261,7 +235,7 @@ fn prune_line(what: &str, r: &cache::PruneReport, policy: &PrunePolicy) -> Strin
     )
 }
 
-fn prune(dir: &Path, policy: &PrunePolicy) -> Result<bool, cache::CacheError> {
+fn prune(dir: &Path, policy: &PrunePolicy) -> Result<(), CliError> {
     let report = cache::prune(dir, policy)?;
     let r = &report.entries;
     println!(
@@ -279,25 +253,13 @@ fn prune(dir: &Path, policy: &PrunePolicy) -> Result<bool, cache::CacheError> {
             human(o.kept_bytes)
         );
     }
-    let g = match golden_cache(dir).prune(policy) {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(false);
-        }
-    };
+    let g = golden_cache(dir).prune(policy).map_err(tier)?;
     println!(
         "{}; removed {} stale golden records",
         prune_line("golden entries", &g.entries, policy),
         g.stale_records
     );
-    let p = match python_envs(dir).prune(policy.max_age) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(false);
-        }
-    };
+    let p = python_envs(dir).prune(policy.max_age).map_err(tier)?;
     println!(
         "removed {} Python environments (unused for over {:.1} days), freed {}; kept {}; removed {} half-built",
         p.removed,
@@ -310,5 +272,5 @@ fn prune(dir: &Path, policy: &PrunePolicy) -> Result<bool, cache::CacheError> {
     if busy > 0 {
         println!("skipped {busy} entries in use by another process");
     }
-    Ok(true)
+    Ok(())
 }

@@ -11,19 +11,18 @@
 //! load the runtime library (it can run while every card is busy).
 
 use std::collections::HashMap;
-use std::path::Path;
-use std::process::ExitCode;
 use std::time::Instant;
 
 use scene_harness::compile::{compile_builder, scene_specs};
 use scene_harness::distinct_scenes;
 use scene_kernels::{BuildOutput, CallableSpec, UnitOutcome, plan_outline};
 
-use crate::args::{CompileArgs, cpu_flags};
-use crate::env::Environment;
+use crate::Layout;
+use crate::error::CliError;
+use crate::hiargs::CompileSetup;
+use crate::output::Verbosity;
 use crate::progress::{self, UnitLines};
-use crate::prologue::{Prologue, prologue};
-use crate::{Layout, Verbosity};
+use crate::prologue::{Prologue, prologue, unless_interrupted};
 
 /// How a finished callable counts in the summary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,36 +145,17 @@ fn is_cached(outcome: Option<UnitOutcome>) -> bool {
 /// Runs `scene compile`. Exit 0 when every selected callable built.
 pub(crate) fn run(
     layout: &Layout,
-    env: &Environment,
-    cache_dir: Option<&Path>,
     verbosity: Verbosity,
-    args: &CompileArgs,
-    cancel: &scene_util::Cancel,
-) -> ExitCode {
+    setup: &CompileSetup,
+) -> Result<(), CliError> {
     let started = Instant::now();
-    let flags = cpu_flags(&args.selection, args.compile_workers);
     let Prologue {
         cases,
         load_errors,
-        mut config,
-    } = match prologue(
-        layout,
-        env,
-        cache_dir,
-        None,
-        &args.selection,
-        &flags,
-        args.no_tests,
-    ) {
-        Ok(p) => p,
-        Err(code) => return code,
-    };
-    config.cancel = cancel.clone();
+        config,
+    } = prologue(layout, &setup.engine, None)?;
     let scenes = distinct_scenes(&cases);
-    let builder = match compile_builder(&config) {
-        Ok(b) => b,
-        Err(e) => return crate::setup::fail(&crate::setup::toolchain_message(&e)),
-    };
+    let builder = compile_builder(&config)?;
     let specs = scene_specs(&config, &scenes);
 
     let total_units = plan_outline(&specs).units.len();
@@ -183,7 +163,7 @@ pub(crate) fn run(
     // unit; else a bar on a terminal or, without one, a line per unit the
     // compiler ran for (every unit with `-v`): a warm build prints its
     // summary line alone.
-    let (bar, lines) = if args.explain {
+    let (bar, lines) = if setup.explain {
         (None, UnitLines::Explain)
     } else if verbosity.quiet {
         (None, UnitLines::None)
@@ -210,7 +190,7 @@ pub(crate) fn run(
                 // A callable served whole from the cache is counted in the
                 // summary; its line only with `-v` (or `--explain`).
                 let show = match outcome {
-                    CallableOutcome::Cached => verbosity.verbose || args.explain,
+                    CallableOutcome::Cached => verbosity.verbose || setup.explain,
                     _ => !verbosity.quiet,
                 };
                 if show {
@@ -241,12 +221,11 @@ pub(crate) fn run(
         tally.add(CallableOutcome::Failed);
     }
     let seconds = started.elapsed().as_secs_f64();
-    if let Some((what, code)) = crate::signals::interrupted(cancel) {
-        println!("{}", tally.interrupted_line(&what, seconds));
-        return code;
-    }
+    unless_interrupted(&config.cancel, |what| {
+        println!("{}", tally.interrupted_line(what, seconds));
+    })?;
     println!("{}", tally.summary_line(seconds));
-    ExitCode::from(if tally.failed == 0 { 0 } else { 1 })
+    CliError::unless(tally.failed > 0)
 }
 
 #[cfg(test)]

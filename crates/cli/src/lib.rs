@@ -2,10 +2,13 @@
 //! entry points of the harness.
 //!
 //! This crate is the front end of `scene-harness`, as `cargo-nextest` is of
-//! `nextest-runner`: it parses flags (clap), reads the environment once
-//! ([`env`]), resolves both into one `RunConfig`, calls the engine, and
-//! prints (progress bars, case lines, summaries). No stage logic lives
-//! here. The `scene` binary (`src/main.rs`) and the scenes package's test
+//! `nextest-runner`: it parses flags (clap, `args`), reads the environment
+//! once ([`env`]), resolves both (`lowargs` -> `hiargs`, as ripgrep does)
+//! into one immutable configuration that produces the engine's
+//! `RunConfig`, calls the engine, and prints (progress bars, case lines,
+//! summaries). Every error ends as one `CliError` (`error`), printed and
+//! turned into the exit status in one place ([`main`]). No stage logic
+//! lives here. The `scene` binary (`src/main.rs`) and the scenes package's test
 //! target are three-line `main`s that pass the scenes' [`Layout`] and
 //! golden registry to [`main`] and [`testing::main`].
 //!
@@ -23,9 +26,13 @@ mod cache_cmd;
 mod compile_cmd;
 pub mod embedded_runtime;
 pub mod env;
+pub mod error;
+mod hiargs;
 mod html_report;
 pub mod locate;
+mod lowargs;
 mod output;
+mod parse;
 mod paths;
 mod precompile_cmd;
 mod progress;
@@ -43,49 +50,16 @@ use std::process::ExitCode;
 use clap::Parser;
 use scene_harness::GoldenRegistry;
 
-use crate::args::{Cli, ColorChoice, Command};
+use crate::args::Cli;
 use crate::env::Environment;
-
-/// Exit status when the selection matches no case and `--no-tests` (or
-/// `SCENE_NO_TESTS`) is `fail`, as in cargo-nextest.
-pub const EXIT_NO_TESTS: u8 = 4;
-
-/// Exit status of a setup error: something the run needs is missing or
-/// unusable before any case runs (the compiler or linker, the runtime
-/// library, the Python interpreter, the card lock directory, the cache
-/// directory). Distinct from a failed case (1), a usage error (2) and an
-/// empty selection ([`EXIT_NO_TESTS`]).
-pub const EXIT_SETUP: u8 = 3;
+pub use crate::error::{CliError, EXIT_NO_TESTS, EXIT_SETUP};
+use crate::hiargs::{HiArgs, HiCommand};
+use crate::lowargs::LowArgs;
 
 /// The exit statuses, as every `--help` ends with them (and the README says).
 pub(crate) const EXIT_STATUS_HELP: &str = "Exit status: 0 all passed, 1 any failed, 2 usage error, \
 3 setup error (compiler, linker, runtime library or Python not found; lock or cache directory \
 unusable), 4 nothing selected, 130 interrupted by SIGINT (Ctrl-C), 143 interrupted by SIGTERM.";
-
-/// `-q`, `-v` and `--color` (with `NO_COLOR`), global to every subcommand.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Verbosity {
-    pub(crate) quiet: bool,
-    pub(crate) verbose: bool,
-    /// `Some(on)` when decided (`--color always|never`, `NO_COLOR`);
-    /// `None` = colour when the stream written to is a terminal.
-    pub(crate) color: Option<bool>,
-}
-
-impl Verbosity {
-    fn new(cli: &Cli, env: &Environment) -> Self {
-        let color = match cli.color {
-            Some(ColorChoice::Always) => Some(true),
-            Some(ColorChoice::Never) => Some(false),
-            Some(ColorChoice::Auto) | None => env::no_color(env).then_some(false),
-        };
-        Self {
-            quiet: cli.quiet,
-            verbose: cli.verbose,
-            color,
-        }
-    }
-}
 
 /// Where the workspace and its scenes are. The binary passes the checkout
 /// it was built in; [`locate`] finds the one to use at run time.
@@ -121,78 +95,52 @@ pub fn serve_device_worker() -> Option<ExitCode> {
     Some(ExitCode::from(u8::try_from(code).unwrap_or(1)))
 }
 
+/// The `scene` binary: runs the command line with the process arguments
+/// and environment, and is the one place that prints a [`CliError`] and
+/// turns it into the exit status.
 pub fn main(layout: Layout, registry: GoldenRegistry) -> ExitCode {
     if let Some(code) = serve_device_worker() {
         return code;
     }
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    match run(layout, registry) {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+            e.print();
+            ExitCode::from(e.exit_code())
         }
-    };
-    // `--cache-remote` wins over `SCENE_CACHE_REMOTE` by standing in for it.
-    let env = Environment::capture().with_value("SCENE_CACHE_REMOTE", cli.cache_remote.as_deref());
-    let explicit_root = cli
-        .root
-        .clone()
-        .filter(|d| !d.as_os_str().is_empty())
-        .or_else(|| env.path("SCENE_ROOT"));
-    let cwd = std::env::current_dir().ok();
-    let layout = locate::locate(
-        layout,
-        explicit_root,
-        cwd.as_deref(),
-        locate::exe_dir().as_deref(),
-    );
-    let layout = Layout {
-        scenes_dir: cli
-            .scenes_dir
-            .clone()
-            .filter(|d| !d.as_os_str().is_empty())
-            .or_else(|| env.path("SCENE_SCENES_DIR"))
-            .unwrap_or(layout.scenes_dir),
-        ..layout
-    };
-    let cache_dir = cli.cache_dir.as_deref();
-    let verbosity = Verbosity::new(&cli, &env);
+    }
+}
+
+/// Parses, resolves and runs the command.
+fn run(built: Layout, registry: GoldenRegistry) -> Result<(), CliError> {
+    let cli = Cli::try_parse()?;
     // SIGINT/SIGTERM cancel the commands that start long work; the engine
     // observes the token, so they unwind (and clean up) before exiting.
     let cancel = scene_util::Cancel::new();
     if matches!(
         cli.command,
-        Command::Run(_) | Command::Compile(_) | Command::Precompile(_)
+        args::Command::Run(_) | args::Command::Compile(_) | args::Command::Precompile(_)
     ) {
         signals::install(&cancel);
     }
-    match cli.command {
-        Command::Cache(args) => {
-            let dir = env::cache_dir(&env, cache_dir, &layout.root);
-            if let Err(e) = paths::check_dir("cache dir (--cache-dir, SCENE_CACHE_DIR)", &dir) {
-                eprintln!("error: {e}");
-                return ExitCode::from(2);
-            }
-            let remote = match env::cache_remote(&env) {
-                Ok(r) => r,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return ExitCode::from(2);
-                }
-            };
-            cache_cmd::run(&dir, remote.as_ref(), &args)
-        }
-        Command::List(args) => run_cmd::list(&layout, &env, &registry, &args),
-        Command::Run(args) => run_cmd::run(
-            &layout, &env, cache_dir, registry, verbosity, &args, &cancel,
-        ),
-        Command::Compile(args) => {
-            compile_cmd::run(&layout, &env, cache_dir, verbosity, &args, &cancel)
-        }
-        Command::Precompile(args) => precompile_cmd::run(
-            &layout, &env, cache_dir, registry, verbosity, &args, &cancel,
-        ),
-        Command::Report(args) => report_cmd::run(&env, &args),
-        Command::Replay(args) => replay_cmd::run(&layout, &env, cache_dir, &args),
+    let low = LowArgs::new(
+        cli,
+        Environment::capture(),
+        std::env::current_dir().ok(),
+        locate::exe_dir(),
+    );
+    let HiArgs {
+        layout,
+        verbosity,
+        command,
+    } = HiArgs::resolve(low, built, &cancel)?;
+    match command {
+        HiCommand::Cache(setup) => cache_cmd::run(&setup),
+        HiCommand::List(setup) => run_cmd::list(&layout, &registry, &setup),
+        HiCommand::Run(setup) => run_cmd::run(&layout, registry, verbosity, &setup),
+        HiCommand::Compile(setup) => compile_cmd::run(&layout, verbosity, &setup),
+        HiCommand::Precompile(setup) => precompile_cmd::run(&layout, registry, verbosity, &setup),
+        HiCommand::Report(setup) => report_cmd::run(&setup),
+        HiCommand::Replay(setup) => replay_cmd::run(&setup),
     }
 }

@@ -4,7 +4,16 @@ use std::io::{IsTerminal, Write};
 
 use scene_harness::report::{CaseReport, CaseStatus};
 
-use crate::Verbosity;
+/// `-q`, `-v` and `--color` (with `NO_COLOR`), global to every subcommand
+/// (resolved by [`crate::hiargs`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Verbosity {
+    pub(crate) quiet: bool,
+    pub(crate) verbose: bool,
+    /// `Some(on)` when decided (`--color always|never`, `NO_COLOR`);
+    /// `None` = colour when the stream written to is a terminal.
+    pub(crate) color: Option<bool>,
+}
 
 /// `PASS`, `FAIL`: the word a case line starts with.
 pub(crate) fn status_word(status: CaseStatus) -> &'static str {

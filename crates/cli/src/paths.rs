@@ -7,7 +7,37 @@ use std::path::{Path, PathBuf};
 
 use scene_harness::RunConfig;
 
-use crate::env::ConfigError;
+/// A path the run would write to or create that cannot be used: a usage
+/// error (exit 2) naming the flag or variable it came from.
+#[derive(Debug, thiserror::Error)]
+pub enum PathError {
+    #[error("{what}: the path is empty")]
+    Empty { what: String },
+    #[error("{what} {}: {problem}", path.display())]
+    Unusable {
+        what: String,
+        path: PathBuf,
+        problem: PathProblem,
+    },
+}
+
+/// What is wrong with a path.
+#[derive(Debug, thiserror::Error)]
+pub enum PathProblem {
+    #[error("is a directory")]
+    IsADirectory,
+    #[error("is not a directory")]
+    IsAFile,
+    #[error("{} is not a directory", .0.display())]
+    AncestorIsAFile(PathBuf),
+    #[error("directory {} does not exist", .0.display())]
+    Missing(PathBuf),
+}
+
+/// `-` as an output path: the output goes to stdout.
+pub(crate) fn is_stdout(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
 
 /// The nearest ancestor of `path` (itself included) that exists; `None`
 /// when even the root does not (a relative path's `.` always does).
@@ -25,13 +55,21 @@ fn nearest_existing(path: &Path) -> Option<&Path> {
 
 /// A file the run will write (`--report-json`, `--junit`): its directory
 /// exists and is a directory, and the path itself is not a directory.
-pub(crate) fn check_output_file(what: &str, path: &Path) -> Result<(), ConfigError> {
-    let err = |m: String| Err(ConfigError(format!("{what} {}: {m}", path.display())));
+pub(crate) fn check_output_file(what: &str, path: &Path) -> Result<(), PathError> {
+    let err = |problem| {
+        Err(PathError::Unusable {
+            what: what.to_owned(),
+            path: path.to_path_buf(),
+            problem,
+        })
+    };
     if path.as_os_str().is_empty() {
-        return Err(ConfigError(format!("{what}: the path is empty")));
+        return Err(PathError::Empty {
+            what: what.to_owned(),
+        });
     }
     if path.is_dir() {
-        return err("is a directory".into());
+        return err(PathProblem::IsADirectory);
     }
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -41,27 +79,30 @@ pub(crate) fn check_output_file(what: &str, path: &Path) -> Result<(), ConfigErr
         return Ok(());
     }
     match nearest_existing(parent) {
-        Some(a) if !a.is_dir() => err(format!("{} is not a directory", a.display())),
-        _ => err(format!("directory {} does not exist", parent.display())),
+        Some(a) if !a.is_dir() => err(PathProblem::AncestorIsAFile(a.to_path_buf())),
+        _ => err(PathProblem::Missing(parent.to_path_buf())),
     }
 }
 
 /// A directory the run will create if missing (`--dump`, the cache, the
 /// failure dumps, the card locks): neither it nor an existing ancestor is
 /// something other than a directory.
-pub(crate) fn check_dir(what: &str, path: &Path) -> Result<(), ConfigError> {
+pub(crate) fn check_dir(what: &str, path: &Path) -> Result<(), PathError> {
     if path.as_os_str().is_empty() {
-        return Err(ConfigError(format!("{what}: the path is empty")));
+        return Err(PathError::Empty {
+            what: what.to_owned(),
+        });
     }
     match nearest_existing(path) {
-        Some(a) if !a.is_dir() => {
-            let m = if a == path {
-                "is not a directory".to_string()
+        Some(a) if !a.is_dir() => Err(PathError::Unusable {
+            what: what.to_owned(),
+            path: path.to_path_buf(),
+            problem: if a == path {
+                PathProblem::IsAFile
             } else {
-                format!("{} is not a directory", a.display())
-            };
-            Err(ConfigError(format!("{what} {}: {m}", path.display())))
-        }
+                PathProblem::AncestorIsAFile(a.to_path_buf())
+            },
+        }),
         _ => Ok(()),
     }
 }
@@ -71,10 +112,7 @@ pub(crate) fn check_dir(what: &str, path: &Path) -> Result<(), ConfigError> {
 /// cases on cards. An unusable cache directory is not an error: the run
 /// compiles without a cache after one worded warning (the cache's own
 /// warning would be a raw `os error`).
-pub(crate) fn check_config_dirs(
-    config: &mut RunConfig,
-    uses_cards: bool,
-) -> Result<(), ConfigError> {
+pub(crate) fn check_config_dirs(config: &mut RunConfig, uses_cards: bool) -> Result<(), PathError> {
     if let Some(d) = &config.cache_dir
         && let Err(e) = check_dir("cache dir (--cache-dir, SCENE_CACHE_DIR)", d)
     {

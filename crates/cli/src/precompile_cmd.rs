@@ -7,18 +7,17 @@
 //! run on machines with no card, never touch a card lock and never load the
 //! runtime library.
 
-use std::path::Path;
-use std::process::ExitCode;
 use std::time::Instant;
 
 use scene_harness::bundle::BundleWriter;
 use scene_harness::report::FailureStage;
 use scene_harness::{CpuStages, GoldenRegistry};
 
-use crate::args::{PrecompileArgs, cpu_flags};
-use crate::env::{Environment, Flags};
+use crate::Layout;
+use crate::error::{CliError, UsageError};
+use crate::hiargs::PrecompileSetup;
+use crate::output::Verbosity;
 use crate::prologue::{Prologue, prologue};
-use crate::{Layout, Verbosity};
 
 /// Runs `scene precompile`. Exit 0 when every selected case was stored,
 /// 1 when any failed (the others are still stored), 2 when no bundle could
@@ -27,56 +26,23 @@ use crate::{Layout, Verbosity};
 /// removed and `--out` keeps what it held).
 pub(crate) fn run(
     layout: &Layout,
-    env: &Environment,
-    cache_dir: Option<&Path>,
     registry: GoldenRegistry,
     verbosity: Verbosity,
-    args: &PrecompileArgs,
-    cancel: &scene_util::Cancel,
-) -> ExitCode {
+    setup: &PrecompileSetup,
+) -> Result<(), CliError> {
     let started = Instant::now();
-    if let Err(e) = crate::paths::check_dir("--out", &args.out) {
-        eprintln!("error: {e}");
-        return ExitCode::from(2);
-    }
-    let flags = Flags {
-        max_case_bytes: args.max_case_bytes,
-        no_golden_cache: args.no_golden_cache,
-        no_provision: args.no_provision,
-        ..cpu_flags(&args.selection, args.compile_workers)
-    };
     let Prologue {
         cases,
         load_errors,
-        mut config,
-    } = match prologue(
-        layout,
-        env,
-        cache_dir,
-        Some(&registry),
-        &args.selection,
-        &flags,
-        args.no_tests,
-    ) {
-        Ok(p) => p,
-        Err(code) => return code,
-    };
-    config.cancel = cancel.clone();
+        config,
+    } = prologue(layout, &setup.engine, Some(&registry))?;
+    let cancel = config.cancel.clone();
     // Checked before compiling: a bad `--out` should fail in a second.
-    let mut writer = match BundleWriter::create(&args.out, config.platform.name()) {
-        Ok(w) => w,
-        Err(e) => {
-            eprintln!("error: --out: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let cpu = match CpuStages::new(config, registry) {
-        Ok(c) => c,
-        Err(e) => return crate::setup::fail(&crate::setup::message(&e)),
-    };
-    if let Err(e) = cpu.check_python(&cases) {
-        return crate::setup::fail(&e);
-    }
+    let mut writer =
+        BundleWriter::create(&setup.out, config.platform.name()).map_err(UsageError::Out)?;
+    let cpu = CpuStages::new(config, registry)?;
+    cpu.check_python(&cases)
+        .map_err(|e| CliError::Python(e.into()))?;
 
     // One plan for every scene, on one worker budget.
     let compiled = cpu.compile(&cases);
@@ -127,31 +93,26 @@ pub(crate) fn run(
         }
     }
     let slots = writer.slots();
-    if let Some((what, code)) = crate::signals::interrupted(cancel) {
-        // Dropping the writer removes its staging directory.
+    if let Some((what, interrupted)) = crate::signals::interrupted(&cancel) {
+        // Dropping the writer removes its staging directory (before the
+        // line that says so).
         drop(writer);
         println!(
             "{what}: precompiled {done} of {} cases ({slots} stored, {failed} failed, {} not run); no bundle written, {} left as it was",
             cases.len(),
             cases.len() - done,
-            args.out.display(),
+            setup.out.display(),
         );
-        return code;
+        return Err(interrupted);
     }
-    let path = match writer.commit() {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: writing the bundle: {e}");
-            return ExitCode::from(2);
-        }
-    };
+    let path = writer.commit().map_err(CliError::WriteBundle)?;
     println!(
         "precompiled {} cases into {}: {slots} stored, {failed} failed in {:.2} s",
         cases.len(),
         path.display(),
         started.elapsed().as_secs_f64()
     );
-    ExitCode::from(if failed == 0 { 0 } else { 1 })
+    CliError::unless(failed > 0)
 }
 
 /// A failed preparation as precompile words it: `compile: ...`,

@@ -1,22 +1,29 @@
-//! What every command that works on a selection starts with.
+//! What every command that works on a selection starts with (the scenes
+//! loaded, the cases selected, the empty selection judged), and how the
+//! commands that start long work end (interrupted, failed or passed):
+//! written once for `run`, `compile` and `precompile`.
 
 use std::path::Path;
-use std::process::ExitCode;
 use std::sync::Arc;
 
 use scene_harness::prepare::check_registered;
 use scene_harness::report::CaseReport;
 use scene_harness::scene::discover;
 use scene_harness::select::Partition;
-use scene_harness::{GoldenRegistry, RunConfig, Scene, SelectedCase, select_cases};
+use scene_harness::{
+    GoldenRegistry, Platform, RunConfig, Scene, SceneError, SelectedCase, select_cases,
+};
+use scene_util::Cancel;
 
 use crate::Layout;
 use crate::args::Selection;
-use crate::env::{Environment, Flags, NoTests, no_tests, resolve};
+use crate::error::CliError;
+use crate::hiargs::Engine;
+use crate::parse::NoTests;
 
 /// The scenes loaded (malformed ones reported on stderr and kept as
 /// failures), the cases selected for the platform, and the run
-/// configuration for it.
+/// configuration for them.
 pub(crate) struct Prologue {
     pub(crate) cases: Vec<SelectedCase>,
     /// Scenes whose `scene.toml` did not load; each counts as a failure.
@@ -45,15 +52,16 @@ impl LoadFailure {
     }
 }
 
-/// Loads every scene; malformed ones are returned as [`LoadFailure`]s.
+/// Loads every scene; malformed ones are returned as [`LoadFailure`]s
+/// (and reported on stderr, one `error:` each).
 /// With `registry`, a scene with a case whose custom comparison is not
 /// registered there (or gets arguments it does not take) is a load failure
 /// too, naming the file, field, case, tensor and the registered ones.
 pub(crate) fn load_scenes(
     dir: &Path,
     registry: Option<&GoldenRegistry>,
-) -> Result<(Vec<Arc<Scene>>, Vec<LoadFailure>), String> {
-    let all = discover(dir).map_err(|e| e.to_string())?;
+) -> Result<(Vec<Arc<Scene>>, Vec<LoadFailure>), SceneError> {
+    let all = discover(dir)?;
     let mut scenes = Vec::new();
     let mut errors = Vec::new();
     for s in all {
@@ -64,9 +72,9 @@ pub(crate) fn load_scenes(
         let checked = s.and_then(|s| match registry {
             Some(r) => match s.cases.iter().try_for_each(|c| check_registered(r, &s, c)) {
                 Ok(()) => Ok(s),
-                Err(message) => Err(LoadFailure {
+                Err(e) => Err(LoadFailure {
                     scene: s.name.clone(),
-                    message,
+                    message: e.to_string(),
                 }),
             },
             None => Ok(s),
@@ -75,6 +83,9 @@ pub(crate) fn load_scenes(
             Ok(s) => scenes.push(Arc::new(s)),
             Err(e) => errors.push(e),
         }
+    }
+    for e in &errors {
+        eprintln!("error: {}", e.message);
     }
     Ok((scenes, errors))
 }
@@ -112,69 +123,56 @@ pub(crate) fn partitioned(
     (cases, load_errors)
 }
 
-/// Builds the [`Prologue`]; `Err` is the exit code to return (already
-/// reported). `registry`: see [`load_scenes`].
-pub(crate) fn prologue(
-    layout: &Layout,
-    env: &Environment,
-    cache_dir: Option<&Path>,
-    registry: Option<&GoldenRegistry>,
+/// The cases `sel` selects on `platform` and the load failures, both
+/// split by `--partition` together; with how many cases were selected
+/// before the split. A partition that took none of them is noted (not an
+/// error, as in cargo-nextest: with more runners than cases some
+/// partitions are empty, and the union still covers all).
+pub(crate) fn select(
+    scenes: &[Arc<Scene>],
+    load_errors: Vec<LoadFailure>,
     sel: &Selection,
-    flags: &Flags,
-    no_tests_flag: Option<NoTests>,
-) -> Result<Prologue, ExitCode> {
-    // The configuration first: a bad flag or variable is a usage error
-    // before any scene is read.
-    let usage = |e: crate::env::ConfigError| {
-        eprintln!("error: {e}");
-        ExitCode::from(2)
-    };
-    let mut config = resolve(layout, env, cache_dir, flags).map_err(usage)?;
-    crate::paths::check_config_dirs(&mut config, flags.uses_cards).map_err(usage)?;
-    let no_tests = no_tests(env, no_tests_flag).map_err(usage)?;
-    let (scenes, load_errors) = load_scenes(&layout.scenes_dir, registry).map_err(|e| {
-        eprintln!("error: {e}");
-        ExitCode::from(1)
-    })?;
-    for e in &load_errors {
-        eprintln!("error: {}", e.message);
-    }
-    let cases = select_cases(
-        &scenes,
-        &sel.filters,
-        config.platform.scenes(),
-        sel.include_manual,
-    );
+    platform: &Platform,
+) -> (Vec<SelectedCase>, Vec<LoadFailure>, usize) {
+    let cases = select_cases(scenes, &sel.filters, platform.scenes(), sel.include_manual);
     let selected = cases.len();
-    let load_failures = load_errors.len();
     let (cases, load_errors) = partitioned(sel.partition, cases, load_errors);
     if let Some(p) = sel.partition
         && cases.is_empty()
         && load_errors.is_empty()
         && selected > 0
     {
-        // Not an error (as in cargo-nextest): with more runners than
-        // cases some partitions are empty, and the union still covers all.
         eprintln!("note: partition {p} selected none of the {selected} selected cases");
     }
+    (cases, load_errors, selected)
+}
+
+/// Builds the [`Prologue`] of `engine`'s selection. `registry`: see
+/// [`load_scenes`].
+pub(crate) fn prologue(
+    layout: &Layout,
+    engine: &Engine,
+    registry: Option<&GoldenRegistry>,
+) -> Result<Prologue, CliError> {
+    let sel = &engine.selection;
+    let platform = engine.config.platform();
+    let (scenes, load_errors) = load_scenes(&layout.scenes_dir, registry)?;
+    let load_failures = load_errors.len();
+    let (cases, load_errors, selected) = select(&scenes, load_errors, sel, platform);
     // A scene that did not load already fails the run; an empty selection
     // with nothing else wrong would otherwise pass having run nothing.
     if selected == 0 && load_failures == 0 {
-        let reasons = scene_harness::select::why_not_selected(
-            &scenes,
-            &sel.filters,
-            config.platform.scenes(),
-        );
+        let reasons =
+            scene_harness::select::why_not_selected(&scenes, &sel.filters, platform.scenes());
         for r in &reasons {
             eprintln!("note: {r}");
         }
         let what = match reasons.first() {
             Some(first) if reasons.len() == 1 => {
-                format!("no cases selected on {}: {first}", config.platform)
+                format!("no cases selected on {platform}: {first}")
             }
             _ => format!(
-                "no cases selected on {} (filter: {}{})",
-                config.platform,
+                "no cases selected on {platform} (filter: {}{})",
                 match sel.filters.is_empty() {
                     true => "none".to_string(),
                     false => sel.filters.join(", "),
@@ -186,18 +184,33 @@ pub(crate) fn prologue(
                 }
             ),
         };
-        match no_tests {
-            NoTests::Fail => {
-                eprintln!("error: {what}; --no-tests=warn or =pass allows this");
-                return Err(ExitCode::from(crate::EXIT_NO_TESTS));
-            }
+        match engine.no_tests {
+            NoTests::Fail => return Err(CliError::NoTests { what }),
             NoTests::Warn => eprintln!("warning: {what}"),
             NoTests::Pass => {}
         }
     }
+    let config = engine.config.for_cases(&cases);
     Ok(Prologue {
         cases,
         load_errors,
         config,
     })
+}
+
+/// How a command that starts long work ends when SIGINT / SIGTERM
+/// cancelled it: `partial` prints its partial summary with the words for
+/// the signal (`interrupted (SIGINT)`), and the error exits 130 / 143.
+/// `Ok` when not interrupted.
+pub(crate) fn unless_interrupted(
+    cancel: &Cancel,
+    partial: impl FnOnce(&str),
+) -> Result<(), CliError> {
+    match crate::signals::interrupted(cancel) {
+        Some((what, e)) => {
+            partial(&what);
+            Err(e)
+        }
+        None => Ok(()),
+    }
 }

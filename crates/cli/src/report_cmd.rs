@@ -6,69 +6,20 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 use scene_harness::report::{CaseStatus, RunReport, junit_of};
 
-use crate::args::ReportArgs;
-use crate::env::Environment;
+use crate::error::CliError;
+use crate::hiargs::ReportSetup;
 
 /// Runs `scene report`. Exit 0 when every case of every report passed, 1
 /// when any failed (the summary and JUnit are written either way), 2 when
 /// a report cannot be read or an output cannot be written.
-pub(crate) fn run(env: &Environment, args: &ReportArgs) -> ExitCode {
-    let is_stdout = |p: &Option<PathBuf>| p.as_deref().is_some_and(|p| p.as_os_str() == "-");
-    let to_stdout: Vec<&str> = [
-        ("--markdown -", &args.markdown),
-        ("--junit -", &args.junit),
-        ("--html -", &args.html),
-    ]
-    .into_iter()
-    .filter(|(_, p)| is_stdout(p))
-    .map(|(f, _)| f)
-    .collect();
-    if to_stdout.len() > 1 {
-        eprintln!(
-            "error: {}: only one output can go to stdout",
-            to_stdout.join(" and ")
-        );
-        return ExitCode::from(2);
-    }
-    for (flag, path) in [
-        ("--markdown", &args.markdown),
-        ("--junit", &args.junit),
-        ("--html", &args.html),
-    ] {
-        if let Some(path) = path
-            && path.as_os_str() != "-"
-            && let Err(e) = crate::paths::check_output_file(flag, path)
-        {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    }
-    let summary_file = if args.github_summary {
-        match env.path("GITHUB_STEP_SUMMARY") {
-            Some(p) => Some(p),
-            None => {
-                eprintln!(
-                    "error: --github-summary: GITHUB_STEP_SUMMARY is not set (GitHub Actions sets it in every step)"
-                );
-                return ExitCode::from(2);
-            }
-        }
-    } else {
-        None
-    };
+pub(crate) fn run(setup: &ReportSetup) -> Result<(), CliError> {
+    let args = &setup.args;
     let mut reports = Vec::new();
     for file in &args.files {
-        match read_report(file) {
-            Ok(r) => reports.push(r),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(2);
-            }
-        }
+        reports.push(read_report(file)?);
     }
     warn_duplicates(&args.files, &reports);
     let merged = RunReport::merge(&reports);
@@ -77,7 +28,7 @@ pub(crate) fn run(env: &Environment, args: &ReportArgs) -> ExitCode {
     // the JUnit or the HTML.
     let markdown_to = match &args.markdown {
         Some(p) => Some(p.clone()),
-        None if !to_stdout.is_empty() => None,
+        None if setup.stdout_taken => None,
         None => Some(PathBuf::from("-")),
     };
     let html = args
@@ -94,22 +45,19 @@ pub(crate) fn run(env: &Environment, args: &ReportArgs) -> ExitCode {
         )
         .chain(html.map(|(p, h)| (p, h.into_bytes())));
     for (path, bytes) in outputs {
-        if let Err(e) = write_output(path, &bytes) {
-            eprintln!("error: writing {}: {e}", path.display());
-            return ExitCode::from(2);
-        }
+        write_output(path, &bytes).map_err(|source| CliError::WriteOutput {
+            path: path.clone(),
+            source,
+        })?;
     }
-    if let Some(path) = summary_file
-        && let Err(e) = append(&path, markdown.as_bytes())
-    {
-        eprintln!(
-            "error: --github-summary: appending to {} (GITHUB_STEP_SUMMARY): {e}",
-            path.display()
-        );
-        return ExitCode::from(2);
+    if let Some(path) = &setup.step_summary {
+        append(path, markdown.as_bytes()).map_err(|source| CliError::AppendSummary {
+            path: path.clone(),
+            source,
+        })?;
     }
     let failed: usize = merged.iter().map(|r| r.totals.failed).sum();
-    ExitCode::from(if failed == 0 { 0 } else { 1 })
+    CliError::unless(failed > 0)
 }
 
 /// The HTML page of `reports` (read from `files`) to be written to `path`:
@@ -143,9 +91,13 @@ fn html_page(path: &Path, files: &[PathBuf], reports: &[RunReport]) -> String {
 }
 
 /// One report file, or an error naming it.
-fn read_report(path: &Path) -> Result<RunReport, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("report {}: {e}", path.display()))?;
-    RunReport::from_json(&bytes).map_err(|e| format!("report {}: {e}", path.display()))
+fn read_report(path: &Path) -> Result<RunReport, CliError> {
+    let failed = |source: crate::error::Source| CliError::ReadReport {
+        path: path.to_path_buf(),
+        source,
+    };
+    let bytes = std::fs::read(path).map_err(|e| failed(e.into()))?;
+    RunReport::from_json(&bytes).map_err(|e| failed(e.into()))
 }
 
 /// A case in two reports (overlapping partitions, a file given twice) is

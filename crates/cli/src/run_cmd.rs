@@ -1,62 +1,36 @@
 //! `scene list` and `scene run`.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use std::path::Path;
 
 use scene_harness::bundle::Bundle;
 use scene_harness::compile::{compile_builder, scene_specs};
 use scene_harness::report::RunReport;
-use scene_harness::{GoldenRegistry, Session, distinct_scenes, select_cases};
+use scene_harness::{GoldenRegistry, Session, distinct_scenes};
 use scene_kernels::plan_outline;
 
-use crate::args::{ListArgs, RunArgs};
-use crate::env::{Environment, resolve_platform};
-use crate::output::{CaseLines, Stream};
+use crate::Layout;
+use crate::error::{CliError, UsageError};
+use crate::hiargs::{ListSetup, RunSetup};
+use crate::output::{CaseLines, Verbosity};
+use crate::paths::is_stdout;
 use crate::progress::{self, UnitLines};
-use crate::prologue::{LoadFailure, Prologue, load_scenes, prologue};
-use crate::{Layout, Verbosity};
+use crate::prologue::{LoadFailure, Prologue, load_scenes, prologue, select, unless_interrupted};
 
 /// `scene list`: one `scene::case` a line; exit 1 if a scene did not load
 /// (a custom comparison not in `registry` is a load failure).
 pub(crate) fn list(
     layout: &Layout,
-    env: &Environment,
     registry: &GoldenRegistry,
-    args: &ListArgs,
-) -> ExitCode {
-    let sel = &args.selection;
-    let platform = match resolve_platform(env, &layout.root, sel.platform.as_deref()) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let (scenes, errors) = match load_scenes(&layout.scenes_dir, Some(registry)) {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    for e in &errors {
-        eprintln!("error: {}", e.message);
-    }
-    let mut out = std::io::stdout().lock();
-    let cases = select_cases(&scenes, &sel.filters, platform.scenes(), sel.include_manual);
-    let all = cases.len();
+    setup: &ListSetup,
+) -> Result<(), CliError> {
+    let sel = &setup.selection;
+    let (scenes, errors) = load_scenes(&layout.scenes_dir, Some(registry))?;
     let load_failed = !errors.is_empty();
     // Split as `run` splits (cases and load failures together), so a
     // partition lists exactly what it runs even when a scene failed to load.
-    let (cases, load_errors) = crate::prologue::partitioned(sel.partition, cases, errors);
-    if let Some(p) = sel.partition
-        && cases.is_empty()
-        && load_errors.is_empty()
-        && all > 0
-    {
-        eprintln!("note: partition {p} selected none of the {all} selected cases");
-    }
+    let (cases, _, _) = select(&scenes, errors, sel, &setup.platform);
+    let mut out = std::io::stdout().lock();
     let selected: std::collections::BTreeSet<String> = cases.iter().map(|c| c.id()).collect();
     // With a partition the list is exactly what that partition runs: the
     // hardware-only cases (which no simulator runs) are left out.
@@ -69,7 +43,7 @@ pub(crate) fn list(
     };
     // In scene order: the selected cases, and the hardware-only ones marked
     // (listed for completeness; no simulator runs them).
-    for scene in &scenes {
+    'scenes: for scene in &scenes {
         for case in &scene.cases {
             let id = format!("{}::{}", scene.name, case.name);
             let line = if selected.contains(&id) {
@@ -80,123 +54,55 @@ pub(crate) fn list(
                 continue;
             };
             if writeln!(out, "{line}").is_err() {
-                return ExitCode::from(if load_failed { 1 } else { 0 });
+                break 'scenes;
             }
         }
     }
-    ExitCode::from(if load_failed { 1 } else { 0 })
+    CliError::unless(load_failed)
 }
 
 /// `scene run`: exit 0 when every selected case passed.
 pub(crate) fn run(
     layout: &Layout,
-    env: &Environment,
-    cache_dir: Option<&Path>,
     registry: GoldenRegistry,
     verbosity: Verbosity,
-    args: &RunArgs,
-    cancel: &scene_util::Cancel,
-) -> ExitCode {
-    // Checked before any work: a report that cannot be written fails now.
-    let to_stdout = |p: &Option<std::path::PathBuf>| p.as_deref().is_some_and(is_stdout);
-    if to_stdout(&args.report_json) && to_stdout(&args.junit) {
-        eprintln!("error: --report-json - and --junit -: only one report can go to stdout");
-        return ExitCode::from(2);
-    }
-    // A report on stdout keeps stdout for the report: every human line
-    // (case lines, summary) goes to stderr.
-    let stream = if to_stdout(&args.report_json) || to_stdout(&args.junit) {
-        Stream::Stderr
-    } else {
-        Stream::Stdout
-    };
-    for (flag, path) in [
-        ("--report-json", &args.report_json),
-        ("--junit", &args.junit),
-    ] {
-        if let Some(path) = path
-            && !is_stdout(path)
-            && let Err(e) = crate::paths::check_output_file(flag, path)
-        {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    }
+    setup: &RunSetup,
+) -> Result<(), CliError> {
+    let stream = setup.stream;
     let Prologue {
         cases,
         load_errors,
-        mut config,
-    } = match prologue(
-        layout,
-        env,
-        cache_dir,
-        Some(&registry),
-        &args.selection,
-        &args.flags(verbosity.verbose),
-        args.no_tests,
-    ) {
-        Ok(p) => p,
-        Err(code) => return code,
-    };
-    config.cancel = cancel.clone();
-    config.rounds = args.rounds.unwrap_or(1);
-    config.warmup = args.warmup.unwrap_or(0);
-    // Issue 19: relative to the working directory, like --dump.
-    let absolute = |d: &PathBuf| std::path::absolute(d).unwrap_or_else(|_| d.clone());
-    config.trace_dir = args.trace.as_ref().map(absolute);
-    config.dep_graph_dir = args.dep_graph.as_ref().map(absolute);
-    // --- args dump (issue 19) ---
-    config.args_dump = args.dump_args.as_ref().map(|d| {
-        let d = match d.is_empty() {
-            true => layout.root.join("target").join("scene-args"),
-            false => std::path::PathBuf::from(d),
-        };
-        std::path::absolute(&d).unwrap_or(d)
-    });
-    if let Some(d) = &config.args_dump
-        && let Err(e) = crate::paths::check_dir("--dump-args", d)
-    {
-        eprintln!("error: {e}");
-        return ExitCode::from(2);
+        config,
+    } = prologue(layout, &setup.engine, Some(&registry))?;
+    if let Some(d) = &config.args_dump {
+        crate::paths::check_dir("--dump-args", d).map_err(UsageError::from)?;
     }
-    // No pool given: one large enough for the largest rank group.
-    crate::env::size_default_pool(
-        &mut config,
-        env,
-        args.flags(verbosity.verbose).devices.as_ref(),
-        &cases,
-    );
+    let cancel = config.cancel.clone();
     // Opened before anything runs: an unusable bundle (not one, a newer
     // schema, another platform) is a bad `--from` value, not a reason to
     // rebuild everything.
     let platform = config.platform.name().to_string();
     let open = |dir: &Path| Bundle::open(dir).and_then(|b| b.check_platform(&platform).map(|()| b));
-    let bundle = match args.from.as_deref().map(open) {
-        None => None,
-        Some(Ok(b)) => Some(b),
-        Some(Err(e)) => {
-            eprintln!("error: --from: {e}");
-            return ExitCode::from(2);
-        }
+    let bundle = match setup.from.as_deref().map(open).transpose() {
+        Ok(b) => b,
+        Err(e) => return Err(UsageError::From(e).into()),
     };
     let start = start_line(&StartCounts {
         cases: cases.len(),
         scenes: distinct_scenes(&cases).len(),
         load_failures: load_errors.len(),
         platform: config.platform.name(),
-        from: args.from.as_deref(),
-        partition: args.selection.partition,
+        from: setup.from.as_deref(),
+        partition: setup.engine.selection.partition,
     });
     // Setup errors (no compiler, no runtime library, an unusable lock
     // directory, no usable Python) stop the run before any case.
-    let session = match Session::new(config, registry) {
-        Ok(s) => s,
-        Err(e) => return crate::setup::fail(&crate::setup::message(&e)),
-    };
-    if bundle.is_none()
-        && let Err(e) = session.cpu().check_python(&cases)
-    {
-        return crate::setup::fail(&e);
+    let session = Session::new(config, registry)?;
+    if bundle.is_none() {
+        session
+            .cpu()
+            .check_python(&cases)
+            .map_err(|e| CliError::Python(e.into()))?;
     }
     // Before the first case (and the compile bar): what this run will do.
     if !verbosity.quiet {
@@ -249,7 +155,7 @@ pub(crate) fn run(
         .run(&cases, &mut |r| {
             clear_bar();
             lines.print(r);
-            if args.explain
+            if setup.explain
                 && let Some(why) = &r.golden_miss
             {
                 stream.line(&format!("    golden computed: {why}"));
@@ -259,27 +165,24 @@ pub(crate) fn run(
     clear_bar();
     // Interrupted: the cases that finished and how many did not; no
     // report file (it would pass for a whole run's).
-    if let Some((what, code)) = crate::signals::interrupted(cancel) {
+    unless_interrupted(&cancel, |what| {
         let t = &report.totals;
         let not_run = selected.saturating_sub(report.cases.len());
         stream.line(&format!(
             "{what}: {} passed, {} failed, {not_run} not run",
             t.passed, t.failed
         ));
-        if args.report_json.is_some() || args.junit.is_some() {
+        if setup.report_json.is_some() || setup.junit.is_some() {
             eprintln!("note: no --report-json/--junit report written: the run was interrupted");
         }
-        return code;
-    }
-    if let Err(code) = write_reports(&report, args) {
-        return code;
-    }
+    })?;
+    write_reports(&report, setup)?;
     let t = &report.totals;
     stream.line(&format!(
         "cards: {:.3} card-s held for {:.3} s of device work; {:.3} s queued",
         t.card_seconds_held, t.device_seconds, t.queueing_seconds
     ));
-    if args.explain {
+    if setup.explain {
         for env in session.cpu().python_environments() {
             stream.line(&format!(
                 "python environment: {} -> {}: {}",
@@ -294,7 +197,7 @@ pub(crate) fn run(
     if let Some(block) = failures_block(&report) {
         stream.line(&block);
     }
-    ExitCode::from(if report.all_passed() { 0 } else { 1 })
+    CliError::unless(!report.all_passed())
 }
 
 /// What `scene run` announces before its first case.
@@ -357,27 +260,19 @@ pub(crate) fn failures_block(report: &RunReport) -> Option<String> {
 }
 
 /// `--report-json` and `--junit`.
-fn write_reports(report: &RunReport, args: &RunArgs) -> Result<(), ExitCode> {
-    let json = args.report_json.as_ref().map(|path| {
-        let bytes = serde_json::to_vec_pretty(report).map_err(|e| e.to_string());
-        (path, bytes)
-    });
-    let junit = args
-        .junit
-        .as_ref()
-        .map(|path| (path, Ok(report.to_junit().into_bytes())));
-    for (path, bytes) in json.into_iter().chain(junit) {
-        if let Err(e) = bytes.and_then(|b| write_report(path, &b).map_err(|e| e.to_string())) {
-            eprintln!("error: writing {}: {e}", path.display());
-            return Err(ExitCode::from(1));
-        }
+fn write_reports(report: &RunReport, setup: &RunSetup) -> Result<(), CliError> {
+    let failed = |path: &Path, e: crate::error::Source| CliError::RunReport {
+        path: path.to_path_buf(),
+        source: e,
+    };
+    if let Some(path) = &setup.report_json {
+        let bytes = serde_json::to_vec_pretty(report).map_err(|e| failed(path, e.into()))?;
+        write_report(path, &bytes).map_err(|e| failed(path, e.into()))?;
+    }
+    if let Some(path) = &setup.junit {
+        write_report(path, report.to_junit().as_bytes()).map_err(|e| failed(path, e.into()))?;
     }
     Ok(())
-}
-
-/// `-` as a report path: the report goes to stdout.
-fn is_stdout(path: &Path) -> bool {
-    path.as_os_str() == "-"
 }
 
 /// A report file, readable by everyone (0644: CI uploaders often run as

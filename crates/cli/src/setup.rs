@@ -2,10 +2,8 @@
 //! or unusable (the compiler or linker, the runtime library, the Python
 //! interpreter, the card lock directory, the cache directory). Each is one
 //! `error:` line naming the tool or file and how to fix it, and exit
-//! [`crate::EXIT_SETUP`], so CI can tell a broken machine from a failing
+//! [`crate::EXIT_SETUP`] (see [`crate::error::CliError`]), so CI can tell a broken machine from a failing
 //! test (1) or a bad command line (2).
-
-use std::process::ExitCode;
 
 use scene_harness::SetupError;
 use scene_kernels::{BuildSetupError, ToolchainError};
@@ -41,12 +39,6 @@ pub(crate) fn message(e: &SetupError) -> String {
         SetupError::Toolchain(t) => toolchain_message(t),
         other => other.to_string(),
     }
-}
-
-/// Prints `error: <message>` and returns the setup exit status.
-pub(crate) fn fail(message: &str) -> ExitCode {
-    eprintln!("error: {message}");
-    ExitCode::from(crate::EXIT_SETUP)
 }
 
 #[cfg(test)]

@@ -20,6 +20,8 @@ use std::time::Duration;
 use scene_util::Cancel;
 use scene_util::cancel::{SIGINT, SIGTERM, exit_status_for, signal_name};
 
+use crate::error::CliError;
+
 /// How long children may take to end after `SIGTERM` before they are
 /// killed.
 pub(crate) const KILL_GRACE: Duration = Duration::from_secs(10);
@@ -78,11 +80,12 @@ pub(crate) fn install(cancel: &Cancel) {
     }
 }
 
-/// `interrupted (SIGINT)`, when `cancel` was cancelled.
-pub(crate) fn interrupted(cancel: &Cancel) -> Option<(String, std::process::ExitCode)> {
+/// `interrupted (SIGINT)` and the error that exits 130 / 143, when
+/// `cancel` was cancelled.
+pub(crate) fn interrupted(cancel: &Cancel) -> Option<(String, CliError)> {
     let signal = cancel.signal()?;
     Some((
         format!("interrupted ({})", signal_name(signal)),
-        std::process::ExitCode::from(exit_status_for(signal)),
+        CliError::Interrupted(signal),
     ))
 }

@@ -15,26 +15,30 @@ use libtest_mimic::{Arguments, Failed, Trial};
 use scene_harness::compile::CompiledScenes;
 use scene_harness::report::{CaseStatus, FailureStage};
 use scene_harness::scene::discover;
-use scene_harness::{GoldenRegistry, RunConfig, Scene, SelectedCase, Session, select_cases};
+use scene_harness::{
+    GoldenRegistry, RunConfig, Scene, SelectedCase, Session, SetupError, select_cases,
+};
+use scene_util::Cancel;
 
 use crate::Layout;
-use crate::env::{Environment, Flags, NoTests, no_tests, resolve};
+use crate::env::Environment;
+use crate::hiargs::{EngineConfig, no_tests, with_scenes_dir};
+use crate::lowargs::Flags;
+use crate::parse::NoTests;
 
 struct Shared {
     config: RunConfig,
     registry: GoldenRegistry,
-    session: OnceLock<Result<Session, String>>,
+    session: OnceLock<Result<Session, SetupError>>,
     compiled: Mutex<BTreeMap<String, Arc<OnceLock<CompiledScenes>>>>,
 }
 
 impl Shared {
     fn session(&self) -> Result<&Session, Failed> {
         self.session
-            .get_or_init(|| {
-                Session::new(self.config.clone(), self.registry.clone()).map_err(|e| e.to_string())
-            })
+            .get_or_init(|| Session::new(self.config.clone(), self.registry.clone()))
             .as_ref()
-            .map_err(|e| Failed::from(e.as_str()))
+            .map_err(|e| Failed::from(e.to_string()))
     }
 
     fn run(&self, sel: &SelectedCase) -> Result<(), Failed> {
@@ -87,17 +91,14 @@ fn failing(name: String, message: String) -> Trial {
 /// Builds the trials for every scene under `layout.scenes_dir` (or
 /// `SCENE_SCENES_DIR`).
 pub fn trials(layout: Layout, registry: GoldenRegistry, env: &Environment) -> Vec<Trial> {
-    let layout = Layout {
-        scenes_dir: env.path("SCENE_SCENES_DIR").unwrap_or(layout.scenes_dir),
-        ..layout
-    };
-    let flags = Flags {
-        uses_cards: true,
-        ..Flags::default()
-    };
-    let mut config = match resolve(&layout, env, None, &flags)
-        .and_then(|mut c| crate::paths::check_config_dirs(&mut c, true).map(|()| c))
-    {
+    let layout = with_scenes_dir(layout, None, env);
+    let engine = match EngineConfig::resolve(
+        &layout,
+        env,
+        None,
+        &Flags::test_target(),
+        &Cancel::default(),
+    ) {
         Ok(c) => c,
         Err(e) => return vec![failing("scenes::config".into(), e.to_string())],
     };
@@ -117,12 +118,12 @@ pub fn trials(layout: Layout, registry: GoldenRegistry, env: &Environment) -> Ve
         Ok(n) => n,
         Err(e) => return vec![failing("scenes::config".into(), e.to_string())],
     };
-    let platform_name = config.platform.to_string();
-    let platform = config.platform.scenes();
+    let platform_name = engine.platform().to_string();
+    let platform = engine.platform().scenes();
     let selected = select_cases(&loaded, &[], platform, true);
     // Level-3 trials hold a group of cards: with no pool given, the pool
     // is sized for the largest group.
-    crate::env::size_default_pool(&mut config, env, None, &selected);
+    let config = engine.for_cases(&selected);
     let shared = Arc::new(Shared {
         config,
         registry,
@@ -170,9 +171,11 @@ pub fn main(layout: Layout, registry: GoldenRegistry) -> ExitCode {
     // another checkout (`cargo nextest run --archive-file ...
     // --workspace-remap DIR`) uses that checkout's scenes.
     let cwd = std::env::current_dir().ok();
-    let layout = crate::locate::locate(
+    let layout = crate::hiargs::layout(
         layout,
-        env.path("SCENE_ROOT"),
+        None,
+        None,
+        &env,
         cwd.as_deref(),
         crate::locate::exe_dir().as_deref(),
     );
