@@ -75,7 +75,7 @@ pub(crate) fn run(
         Err(e) => return crate::setup::fail(&crate::setup::message(&e)),
     };
     if let Err(e) = cpu.check_python(&cases) {
-        return crate::setup::fail(&e);
+        return crate::setup::fail(&e.to_string());
     }
 
     // One plan for every scene, on one worker budget.

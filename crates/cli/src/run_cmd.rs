@@ -196,7 +196,7 @@ pub(crate) fn run(
     if bundle.is_none()
         && let Err(e) = session.cpu().check_python(&cases)
     {
-        return crate::setup::fail(&e);
+        return crate::setup::fail(&e.to_string());
     }
     // Before the first case (and the compile bar): what this run will do.
     if !verbosity.quiet {

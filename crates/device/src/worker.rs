@@ -50,7 +50,7 @@ use scene_util::cancel::CancelChild;
 use serde::{Deserialize, Serialize};
 
 use crate::held::{HeldCard, SupervisedCard};
-use crate::job::{self, DeviceJob, GroupJob, JobArg, SessionError, SessionOutput, TensorArg};
+use crate::job::{self, DeviceJob, GroupJob, JobArg, SessionOutput, SessionStepError, TensorArg};
 use crate::runtime::{CallableImage, Direction, IncoreImageRef, Runtime};
 
 /// The environment variable that turns an executable into a device worker:
@@ -87,7 +87,7 @@ impl WorkerCommand {
 pub enum WorkerError {
     /// A runtime call failed; the worker reported it and exited normally.
     #[error(transparent)]
-    Session(#[from] SessionError),
+    Session(#[from] SessionStepError),
     /// The worker died by a signal or exited without a result.
     #[error("{0}")]
     Crashed(CrashReport),
@@ -208,7 +208,7 @@ struct JobFile {
 struct ResultFile {
     /// Seconds from opening the card to closing it.
     session_s: f64,
-    error: Option<SessionError>,
+    error: Option<SessionStepError>,
     /// A group's per-rank run seconds.
     #[serde(default)]
     ranks_s: Vec<f64>,
@@ -638,29 +638,78 @@ pub fn serve(dir: &Path) -> i32 {
     }
 }
 
-fn serve_job(dir: &Path) -> Result<(), String> {
+/// Why a worker could not run its job or hand back a result (the
+/// session's own failures go into the result file instead).
+#[derive(Debug, thiserror::Error)]
+enum ServeError {
+    #[error("cannot read `{}`: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("malformed job file: {0}")]
+    MalformedJob(#[source] serde_json::Error),
+    #[error("job version {found} but this worker speaks {JOB_VERSION}")]
+    JobVersion { found: u32 },
+    #[error("cannot open `{}`: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot read the job data: {0}")]
+    ReadData(#[source] std::io::Error),
+    #[error("unknown direction `{0}`")]
+    Direction(String),
+    #[error("reading the go from the supervisor: {0}")]
+    ReadGo(#[source] std::io::Error),
+    #[error("malformed card list `{line}`: {source}")]
+    CardList {
+        line: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("the supervisor holds no card")]
+    NoCard,
+    #[error("the session returned {returned} output buffers, the job has room for {room}")]
+    OutputCount { returned: usize, room: usize },
+    #[error("cannot write outputs: {0}")]
+    WriteOutputs(#[source] std::io::Error),
+    #[error("{0}")]
+    EncodeResult(#[source] serde_json::Error),
+    #[error("cannot write `{}`: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn serve_job(dir: &Path) -> Result<(), ServeError> {
     let read = |name: &str| {
-        let p = dir.join(name);
-        std::fs::read(&p).map_err(|e| format!("cannot read `{}`: {e}", p.display()))
+        let path = dir.join(name);
+        std::fs::read(&path).map_err(|source| ServeError::Read { path, source })
     };
-    let spec: JobFile =
-        serde_json::from_slice(&read(JOB)?).map_err(|e| format!("malformed job file: {e}"))?;
+    let spec: JobFile = serde_json::from_slice(&read(JOB)?).map_err(ServeError::MalformedJob)?;
     if spec.version != JOB_VERSION {
-        return Err(format!(
-            "job version {} but this worker speaks {JOB_VERSION}",
-            spec.version
-        ));
+        return Err(ServeError::JobVersion {
+            found: spec.version,
+        });
     }
     let data_path = dir.join(DATA);
     let data = File::options()
         .read(true)
         .write(true)
         .open(&data_path)
-        .map_err(|e| format!("cannot open `{}`: {e}", data_path.display()))?;
-    let load = |s: Span| -> Result<Vec<u8>, String> {
+        .map_err(|source| ServeError::Open {
+            path: data_path.clone(),
+            source,
+        })?;
+    let load = |s: Span| -> Result<Vec<u8>, ServeError> {
         let mut buf = vec![0; s.len as usize];
         data.read_exact_at(&mut buf, s.off)
-            .map_err(|e| format!("cannot read the job data: {e}"))?;
+            .map_err(ServeError::ReadData)?;
         Ok(buf)
     };
     let orch = load(spec.orch)?;
@@ -691,7 +740,7 @@ fn serve_job(dir: &Path) -> Result<(), String> {
             } => JobArg::Tensor(TensorArg {
                 name,
                 direction: parse_direction(direction)
-                    .ok_or_else(|| format!("unknown direction `{direction}`"))?,
+                    .ok_or_else(|| ServeError::Direction(direction.clone()))?,
                 size: *size,
                 input: input.as_deref(),
                 dtype: *dtype,
@@ -723,7 +772,7 @@ fn serve_job(dir: &Path) -> Result<(), String> {
         args_dump: spec.args_dump.as_deref(),
     };
     let cards = wait_for_go()?;
-    let card = *cards.first().ok_or("the supervisor holds no card")?;
+    let card = *cards.first().ok_or(ServeError::NoCard)?;
     let group = job.group.clone().map(|g| GroupJob {
         cards: cards.iter().copied().take(g.ranks as usize).collect(),
         ..g
@@ -731,7 +780,7 @@ fn serve_job(dir: &Path) -> Result<(), String> {
     let job = DeviceJob { card, group, ..job };
     let held = SupervisedCard::new(cards);
     let outcome = Runtime::load(&held, &spec.runtime)
-        .map_err(|e| SessionError {
+        .map_err(|e| SessionStepError {
             what: "loading the device runtime".into(),
             status: None,
             message: e.to_string(),
@@ -760,19 +809,20 @@ fn serve_job(dir: &Path) -> Result<(), String> {
             // supervisor with `PreparedJob::traces`.
             for (rank, text) in traces.iter().enumerate() {
                 let path = dir.join(format!("{TRACE_PREFIX}{rank}.json"));
-                std::fs::write(&path, text)
-                    .map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
+                std::fs::write(&path, text).map_err(|source| ServeError::Write {
+                    path: path.clone(),
+                    source,
+                })?;
             }
             if outputs.len() != spec.round_outputs.len() {
-                return Err(format!(
-                    "the session returned {} output buffers, the job has room for {}",
-                    outputs.len(),
-                    spec.round_outputs.len()
-                ));
+                return Err(ServeError::OutputCount {
+                    returned: outputs.len(),
+                    room: spec.round_outputs.len(),
+                });
             }
             for (bytes, span) in outputs.iter().zip(&spec.round_outputs) {
                 data.write_all_at(bytes, span.off)
-                    .map_err(|e| format!("cannot write outputs: {e}"))?;
+                    .map_err(ServeError::WriteOutputs)?;
             }
             ResultFile {
                 session_s: session.as_secs_f64(),
@@ -788,21 +838,20 @@ fn serve_job(dir: &Path) -> Result<(), String> {
             run_s: Vec::new(),
         },
     };
-    let text = serde_json::to_vec(&result).map_err(|e| e.to_string())?;
+    let text = serde_json::to_vec(&result).map_err(ServeError::EncodeResult)?;
     // Written aside and renamed in: the supervisor never reads half a result.
     let path = dir.join(RESULT);
-    scene_util::write_atomically(&path, &text)
-        .map_err(|e| format!("cannot write `{}`: {e}", path.display()))
+    scene_util::write_atomically(&path, &text).map_err(|source| ServeError::Write { path, source })
 }
 
 /// Blocks until the supervisor holds the card and says so: one line on
 /// stdin, the held card ids as JSON. From then on, stdin closing (the
 /// supervisor died or gave up) ends this process at once.
-fn wait_for_go() -> Result<Vec<u32>, String> {
+fn wait_for_go() -> Result<Vec<u32>, ServeError> {
     let mut line = String::new();
     let n = std::io::stdin()
         .read_line(&mut line)
-        .map_err(|e| format!("reading the go from the supervisor: {e}"))?;
+        .map_err(ServeError::ReadGo)?;
     if n == 0 {
         // The supervisor gave up before it had a card: nothing to do.
         std::process::exit(0);
@@ -813,8 +862,10 @@ fn wait_for_go() -> Result<Vec<u32>, String> {
         while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
         std::process::abort();
     });
-    serde_json::from_str(line.trim())
-        .map_err(|e| format!("malformed card list `{}`: {e}", line.trim()))
+    serde_json::from_str(line.trim()).map_err(|source| ServeError::CardList {
+        line: line.trim().to_owned(),
+        source,
+    })
 }
 
 /// Seconds from a result file as durations (negative ones as zero).
