@@ -42,7 +42,7 @@ use std::os::unix::fs::FileExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use scene_util::Cancel;
@@ -99,11 +99,42 @@ pub enum WorkerError {
     TimedOut(Duration),
     /// The job could not be handed over (files, spawn).
     #[error("device worker: {0}")]
-    Setup(String),
+    Setup(#[from] WorkerSetupError),
     /// The run was cancelled: the worker was terminated (or never told
     /// to start).
     #[error("the device worker was stopped: the run was interrupted")]
     Cancelled,
+}
+
+/// Why the supervisor could not hand a job to a worker, follow it, or
+/// read its outputs (shared: [`WorkerError`] is cloned with its cause).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum WorkerSetupError {
+    /// A file of the job directory, or the worker's executable.
+    #[error("{action} `{}`: {source}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    #[error("{0}")]
+    Encode(#[source] Arc<serde_json::Error>),
+    #[error("the device worker was already used")]
+    AlreadyUsed,
+    /// The go could not be sent, nor the worker stopped.
+    #[error("device worker: {send}; {kill}")]
+    Unstoppable {
+        send: Arc<std::io::Error>,
+        #[source]
+        kill: Arc<std::io::Error>,
+    },
+    #[error("the device worker did not stop within {secs} s of its deadline")]
+    DidNotStop { secs: u64 },
+    #[error("lost the device worker's status")]
+    LostStatus,
+    #[error("waiting for the device worker: {0}")]
+    Wait(#[source] Arc<std::io::Error>),
 }
 
 /// What the supervisor knows about a worker that ended without a result.
@@ -290,9 +321,19 @@ pub struct WorkerRun {
     pub began_ns: u64,
 }
 
-fn setup<E: std::fmt::Display>(what: &str, path: &Path) -> impl FnOnce(E) -> WorkerError {
-    let msg = format!("{what} `{}`", path.display());
-    move |e| WorkerError::Setup(format!("{msg}: {e}"))
+fn setup(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> WorkerError {
+    let path = path.to_path_buf();
+    move |source| {
+        WorkerError::Setup(WorkerSetupError::Io {
+            action,
+            path,
+            source: Arc::new(source),
+        })
+    }
+}
+
+fn encode(e: serde_json::Error) -> WorkerError {
+    WorkerError::Setup(WorkerSetupError::Encode(Arc::new(e)))
 }
 
 /// Writes `job` (callable, inputs, room for outputs) into a fresh job
@@ -350,7 +391,7 @@ pub fn prepare(job: &DeviceJob<'_>, runtime: &Path) -> Result<PreparedJob, Worke
     }
     let mut file = data
         .into_inner()
-        .map_err(|e| WorkerError::Setup(format!("cannot write `{}`: {e}", data_path.display())))?;
+        .map_err(|e| setup("cannot write", &data_path)(e.into_error()))?;
     // Output room is a hole at the end of the file: no bytes written now;
     // one set of outputs per round.
     let rounds = job.rounds.max(1);
@@ -379,7 +420,7 @@ pub fn prepare(job: &DeviceJob<'_>, runtime: &Path) -> Result<PreparedJob, Worke
         args_dump: job.args_dump.map(Path::to_path_buf),
     };
     let job_path = dir.path().join(JOB);
-    let text = serde_json::to_vec(&spec).map_err(|e| WorkerError::Setup(e.to_string()))?;
+    let text = serde_json::to_vec(&spec).map_err(encode)?;
     std::fs::write(&job_path, text).map_err(setup("cannot write", &job_path))?;
     Ok(PreparedJob {
         dir,
@@ -451,24 +492,22 @@ impl PreparedJob {
         cards: &dyn HeldCard,
         deadline: Option<Duration>,
     ) -> Result<Duration, WorkerError> {
-        let mut go = serde_json::to_vec(cards.held_cards())
-            .map_err(|e| WorkerError::Setup(e.to_string()))?;
+        let mut go = serde_json::to_vec(cards.held_cards()).map_err(encode)?;
         go.push(b'\n');
         // Held open while the worker runs: closing it tells the worker to stop.
         let mut stdin = worker.stdin.take();
         let Some(mut child) = worker.child.take() else {
-            return Err(WorkerError::Setup(
-                "the device worker was already used".into(),
-            ));
+            return Err(WorkerSetupError::AlreadyUsed.into());
         };
         let sent = stdin
             .as_mut()
             .map(|s| s.write_all(&go).and_then(|()| s.flush()));
         if let Some(Err(e)) = sent {
             // The worker died before its go: say how, from its status.
-            let status = child
-                .kill()
-                .map_err(|w| WorkerError::Setup(format!("device worker: {e}; {w}")))?;
+            let status = child.kill().map_err(|kill| WorkerSetupError::Unstoppable {
+                send: Arc::new(e),
+                kill: Arc::new(kill),
+            })?;
             return self.verdict(status);
         }
         let (tx, rx) = mpsc::channel();
@@ -485,19 +524,18 @@ impl PreparedJob {
                 drop(stdin);
                 return match rx.recv_timeout(STOP_GRACE) {
                     Ok(_) => Err(WorkerError::TimedOut(deadline.unwrap_or_default())),
-                    Err(_) => Err(WorkerError::Setup(format!(
-                        "the device worker did not stop within {} s of its deadline",
-                        STOP_GRACE.as_secs()
-                    ))),
+                    Err(_) => Err(WorkerSetupError::DidNotStop {
+                        secs: STOP_GRACE.as_secs(),
+                    }
+                    .into()),
                 };
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(WorkerError::Setup("lost the device worker's status".into()));
+                return Err(WorkerSetupError::LostStatus.into());
             }
         };
         drop(stdin);
-        let status = status
-            .map_err(|e| WorkerError::Setup(format!("waiting for the device worker: {e}")))?;
+        let status = status.map_err(|e| WorkerSetupError::Wait(Arc::new(e)))?;
         self.verdict(status)
     }
 

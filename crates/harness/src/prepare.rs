@@ -218,7 +218,7 @@ impl CpuStages {
         // A custom comparison that is not registered (or gets the wrong
         // arguments) fails the case before anything is built or run.
         if let Err(e) = self.check_comparisons(sel) {
-            return Err(fail(report, CaseFailure::Compare(e)));
+            return Err(fail(report, CaseFailure::Compare(e.to_string())));
         }
         let callable = match compiled.callables.get(&scene.name) {
             Some(Ok(c)) => Arc::clone(c),
@@ -280,8 +280,8 @@ impl CpuStages {
 
     /// Every custom comparison of the case is registered and gets the
     /// arguments it takes; the error names the file, field and case.
-    pub fn check_comparisons(&self, sel: &SelectedCase) -> Result<(), String> {
-        check_registered(&self.registry, &sel.scene, sel.case())
+    pub fn check_comparisons(&self, sel: &SelectedCase) -> Result<(), CustomComparisonError> {
+        check_custom_comparisons(&self.registry, &sel.scene, sel.case())
     }
 
     /// The registry of goldens and comparisons.
@@ -395,46 +395,91 @@ pub fn compute_golden(
         })
 }
 
+/// A custom comparison of a case that cannot run; it names the file, the
+/// field and the case.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{}: `tensors[{index}].compare{}`: case `{case}`: tensor `{tensor}`: {problem}",
+    manifest.display(),
+    problem.field()
+)]
+pub struct CustomComparisonError {
+    pub manifest: PathBuf,
+    /// The tensor's index in `scene.toml`'s `[[tensors]]`.
+    pub index: usize,
+    pub case: String,
+    pub tensor: String,
+    pub problem: Box<CustomComparisonProblem>,
+}
+
+/// What is wrong with a custom comparison.
+#[derive(Debug, thiserror::Error)]
+pub enum CustomComparisonProblem {
+    #[error("comparison `{name}` is not registered (registered: {registered})")]
+    NotRegistered { name: String, registered: String },
+    #[error("comparison `{name}` takes no argument `{arg}` (it takes: {takes})")]
+    UnknownArgument {
+        name: String,
+        arg: String,
+        takes: String,
+    },
+    #[error("comparison `{name}` needs argument `{arg}` (it takes: {takes})")]
+    MissingArgument {
+        name: String,
+        arg: String,
+        takes: String,
+    },
+}
+
+impl CustomComparisonProblem {
+    /// The field under `compare` the problem is in: `.custom`, `.<arg>`,
+    /// or `compare` itself.
+    fn field(&self) -> String {
+        match self {
+            Self::NotRegistered { .. } => ".custom".to_owned(),
+            Self::UnknownArgument { arg, .. } => format!(".{arg}"),
+            Self::MissingArgument { .. } => String::new(),
+        }
+    }
+}
+
 /// Checks, before any device work, that every custom comparison of the
-/// case is registered and gets exactly the arguments it takes. The error
-/// names the file, the field and the case.
-pub fn check_registered(
+/// case is registered and gets exactly the arguments it takes.
+pub fn check_custom_comparisons(
     registry: &GoldenRegistry,
     scene: &Scene,
     case: &Case,
-) -> Result<(), String> {
+) -> Result<(), CustomComparisonError> {
     for (j, (t, ct)) in scene.tensors.iter().zip(&case.tensors).enumerate() {
         let Some(Comparison::Custom { name, args }) = &ct.comparison else {
             continue;
         };
-        let at = |f: &str| {
-            format!(
-                "{}: `tensors[{j}].compare{f}`: case `{}`: tensor `{}`",
-                scene.manifest.display(),
-                case.name,
-                t.name
-            )
+        let at = |problem| CustomComparisonError {
+            manifest: scene.manifest.clone(),
+            index: j,
+            case: case.name.clone(),
+            tensor: t.name.clone(),
+            problem: Box::new(problem),
         };
         let Some(custom) = registry.comparison(name) else {
-            return Err(format!(
-                "{}: comparison `{name}` is not registered (registered: {})",
-                at(".custom"),
-                registry.comparison_names().collect::<Vec<_>>().join(", ")
-            ));
+            return Err(at(CustomComparisonProblem::NotRegistered {
+                name: name.clone(),
+                registered: registry.comparison_names().collect::<Vec<_>>().join(", "),
+            }));
         };
         if let Some(extra) = args.keys().find(|k| !custom.args.contains(&k.as_str())) {
-            return Err(format!(
-                "{}: comparison `{name}` takes no argument `{extra}` (it takes: {})",
-                at(&format!(".{extra}")),
-                custom.args.join(", ")
-            ));
+            return Err(at(CustomComparisonProblem::UnknownArgument {
+                name: name.clone(),
+                arg: extra.clone(),
+                takes: custom.args.join(", "),
+            }));
         }
         if let Some(missing) = custom.args.iter().find(|a| !args.contains_key(**a)) {
-            return Err(format!(
-                "{}: comparison `{name}` needs argument `{missing}` (it takes: {})",
-                at(""),
-                custom.args.join(", ")
-            ));
+            return Err(at(CustomComparisonProblem::MissingArgument {
+                name: name.clone(),
+                arg: (*missing).to_owned(),
+                takes: custom.args.join(", "),
+            }));
         }
     }
     Ok(())
@@ -527,6 +572,17 @@ pub fn scalar_bits(scene: &Scene, case: &Case) -> Result<Vec<u64>, ScalarError> 
             })
         })
         .collect()
+}
+
+/// [`check_custom_comparisons`] with the message as text, for the tests in
+/// `comparison.rs` that search it.
+#[cfg(test)]
+pub(crate) fn check_registered(
+    registry: &GoldenRegistry,
+    scene: &Scene,
+    case: &Case,
+) -> Result<(), String> {
+    check_custom_comparisons(registry, scene, case).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
