@@ -688,8 +688,6 @@ fn device_job<'a>(work: DeviceWork<'a>, options: &'a str, comm_options: &str) ->
     }
 }
 
-/// The downloaded bytes as tensors shaped like the outputs they fill, in
-/// declaration order.
 /// Why the downloaded bytes do not make the case's output tensors.
 #[derive(Debug, thiserror::Error)]
 enum OutputError {
@@ -703,6 +701,8 @@ enum OutputError {
     },
 }
 
+/// The downloaded bytes as tensors shaped like the outputs they fill, in
+/// declaration order.
 fn output_tensors(work: DeviceWork<'_>, outputs: Vec<Vec<u8>>) -> Result<Vec<Tensor>, OutputError> {
     let specs: Vec<_> = work
         .inputs
