@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use scene_harness::prepare::check_registered;
+use scene_harness::prepare::check_custom_comparisons;
 use scene_harness::report::CaseReport;
 use scene_harness::scene::discover;
 use scene_harness::select::Partition;
@@ -70,7 +70,11 @@ pub(crate) fn load_scenes(
             message: e.to_string(),
         });
         let checked = s.and_then(|s| match registry {
-            Some(r) => match s.cases.iter().try_for_each(|c| check_registered(r, &s, c)) {
+            Some(r) => match s
+                .cases
+                .iter()
+                .try_for_each(|c| check_custom_comparisons(r, &s, c))
+            {
                 Ok(()) => Ok(s),
                 Err(e) => Err(LoadFailure {
                     scene: s.name.clone(),

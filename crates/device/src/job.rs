@@ -118,7 +118,7 @@ pub struct SessionOutput {
 /// A runtime call of the session failed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 #[error("{what}: {message}")]
-pub struct SessionError {
+pub struct SessionStepError {
     /// The step: `opening card 0`, `uploading tensor `a``, `run`, ...
     pub what: String,
     /// The runtime's `SCENE_RT_E_*` status, when a call returned one.
@@ -128,9 +128,9 @@ pub struct SessionError {
     pub device_fatal: bool,
 }
 
-impl SessionError {
+impl SessionStepError {
     fn new(what: impl Into<String>, e: RuntimeError, names: &[Option<String>]) -> Self {
-        SessionError {
+        SessionStepError {
             what: what.into(),
             status: e.status(),
             device_fatal: e.is_device_fatal(),
@@ -169,7 +169,10 @@ pub fn name_run_args(message: &str, names: &[Option<String>]) -> String {
 
 /// Runs `job` on a loaded runtime: open, register, upload, run, download,
 /// free, close.
-pub fn run_session(runtime: &Runtime, job: &DeviceJob<'_>) -> Result<SessionOutput, SessionError> {
+pub fn run_session(
+    runtime: &Runtime,
+    job: &DeviceJob<'_>,
+) -> Result<SessionOutput, SessionStepError> {
     let rounds = job.rounds.max(1);
     if let Some(group) = &job.group {
         // A group's domain lives for one run: each round is a group session.
@@ -193,11 +196,11 @@ pub fn run_session(runtime: &Runtime, job: &DeviceJob<'_>) -> Result<SessionOutp
     let started = Instant::now();
     let device = runtime
         .open(job.card, job.options)
-        .map_err(|e| SessionError::new(format!("opening card {}", job.card), e, &names))?;
+        .map_err(|e| SessionStepError::new(format!("opening card {}", job.card), e, &names))?;
     if let Some(dir) = job.args_dump {
         device
             .record_args(dir)
-            .map_err(|e| SessionError::new("recording task arguments", e, &names))?;
+            .map_err(|e| SessionStepError::new("recording task arguments", e, &names))?;
     }
     let outputs = on_device(&device, job, rounds, &names);
     drop(device);
@@ -220,7 +223,7 @@ fn on_device(
     job: &DeviceJob<'_>,
     rounds: u32,
     names: &[Option<String>],
-) -> Result<(Vec<Vec<u8>>, Vec<Duration>, Vec<String>), SessionError> {
+) -> Result<(Vec<Vec<u8>>, Vec<Duration>, Vec<String>), SessionStepError> {
     let staged = stage(device, &job.callable, &job.args, names)?;
     let mut outputs = Vec::new();
     let mut times = Vec::with_capacity(rounds as usize);
@@ -234,17 +237,17 @@ fn on_device(
         if round == rounds && job.trace != 0 {
             device
                 .trace_enable(job.trace)
-                .map_err(|e| SessionError::new("enabling the trace", e, names))?;
+                .map_err(|e| SessionStepError::new("enabling the trace", e, names))?;
         }
         let t = Instant::now();
         device
             .run_described(staged.handle, &staged.args, &staged.descs)
-            .map_err(|e| in_round(SessionError::new("run", e, names), round, rounds))?;
+            .map_err(|e| in_round(SessionStepError::new("run", e, names), round, rounds))?;
         times.push(t.elapsed());
         if round == rounds && job.trace != 0 {
             let taken = device
                 .trace_take()
-                .map_err(|e| SessionError::new("taking the trace", e, names))?;
+                .map_err(|e| SessionStepError::new("taking the trace", e, names))?;
             traces.extend(taken);
         }
         outputs.extend(download(device, &staged, names).map_err(|e| in_round(e, round, rounds))?);
@@ -254,7 +257,7 @@ fn on_device(
 }
 
 /// Names the round of a multi-round session in its error.
-fn in_round(mut e: SessionError, round: u32, rounds: u32) -> SessionError {
+fn in_round(mut e: SessionStepError, round: u32, rounds: u32) -> SessionStepError {
     if rounds > 1 {
         e.what = format!("round {round} of {rounds}: {}", e.what);
     }
@@ -267,11 +270,11 @@ fn reupload(
     device: &DeviceSession<'_>,
     staged: &Staged<'_>,
     names: &[Option<String>],
-) -> Result<(), SessionError> {
+) -> Result<(), SessionStepError> {
     for &(t, addr) in &staged.buffers {
         if let Some(bytes) = t.input {
             device.copy_to(addr, bytes).map_err(|e| {
-                SessionError::new(format!("uploading tensor `{}`", t.name), e, names)
+                SessionStepError::new(format!("uploading tensor `{}`", t.name), e, names)
             })?;
         }
     }
@@ -293,8 +296,8 @@ fn stage<'j>(
     callable: &CallableImage<'_>,
     job_args: &'j [JobArg<'j>],
     names: &[Option<String>],
-) -> Result<Staged<'j>, SessionError> {
-    let err = |what: String| move |e| SessionError::new(what, e, names);
+) -> Result<Staged<'j>, SessionStepError> {
+    let err = |what: String| move |e| SessionStepError::new(what, e, names);
     let handle = device
         .register(callable)
         .map_err(err("registering the callable".into()))?;
@@ -343,7 +346,7 @@ fn collect(
     device: &DeviceSession<'_>,
     staged: Staged<'_>,
     names: &[Option<String>],
-) -> Result<Vec<Vec<u8>>, SessionError> {
+) -> Result<Vec<Vec<u8>>, SessionStepError> {
     let outputs = download(device, &staged, names)?;
     release(device, staged, names)?;
     Ok(outputs)
@@ -354,13 +357,13 @@ fn download(
     device: &DeviceSession<'_>,
     staged: &Staged<'_>,
     names: &[Option<String>],
-) -> Result<Vec<Vec<u8>>, SessionError> {
+) -> Result<Vec<Vec<u8>>, SessionStepError> {
     let mut outputs = Vec::new();
     for &(t, addr) in &staged.buffers {
         if t.direction != Direction::In {
             let mut out = vec![0; t.size as usize];
             device.copy_from(addr, &mut out).map_err(|e| {
-                SessionError::new(format!("downloading tensor `{}`", t.name), e, names)
+                SessionStepError::new(format!("downloading tensor `{}`", t.name), e, names)
             })?;
             outputs.push(out);
         }
@@ -373,8 +376,8 @@ fn release(
     device: &DeviceSession<'_>,
     staged: Staged<'_>,
     names: &[Option<String>],
-) -> Result<(), SessionError> {
-    let err = |what: String| move |e| SessionError::new(what, e, names);
+) -> Result<(), SessionStepError> {
+    let err = |what: String| move |e| SessionStepError::new(what, e, names);
     for &(_, addr) in &staged.buffers {
         device
             .free(addr)
@@ -403,9 +406,9 @@ fn run_group(
     job: &DeviceJob<'_>,
     group: &GroupJob,
     trace: u32,
-) -> Result<SessionOutput, SessionError> {
+) -> Result<SessionOutput, SessionStepError> {
     let ranks = group.ranks as usize;
-    let setup = |message: String| SessionError {
+    let setup = |message: String| SessionStepError {
         what: "setting up the rank group".into(),
         status: None,
         message,
@@ -432,7 +435,7 @@ fn run_group(
     let mut devices: Vec<DeviceSession<'_>> = Vec::with_capacity(ranks);
     for (rank, &card) in group.cards.iter().enumerate() {
         devices.push(runtime.open(card, job.options).map_err(|e| {
-            SessionError::new(format!("opening card {card} (rank {rank})"), e, names[rank])
+            SessionStepError::new(format!("opening card {card} (rank {rank})"), e, names[rank])
         })?);
     }
     if let Some(dir) = job.args_dump {
@@ -440,7 +443,7 @@ fn run_group(
             device
                 .record_args(&dir.join(format!("rank{rank}")))
                 .map_err(|e| {
-                    SessionError::new(format!("recording task arguments (rank {rank})"), e, &[])
+                    SessionStepError::new(format!("recording task arguments (rank {rank})"), e, &[])
                 })?;
         }
     }
@@ -455,7 +458,7 @@ fn run_group(
         for (rank, device) in devices.iter().enumerate() {
             device.trace_enable(trace).map_err(|e| {
                 in_rank(
-                    SessionError::new("enabling the trace", e, names[rank]),
+                    SessionStepError::new("enabling the trace", e, names[rank]),
                     rank,
                 )
             })?;
@@ -464,8 +467,8 @@ fn run_group(
     let refs: Vec<&DeviceSession<'_>> = devices.iter().collect();
     let comm = runtime
         .comm_create(&refs, group.window_size, &group.comm_options)
-        .map_err(|e| SessionError::new("creating the communication domain", e, &[]))?;
-    let results: Vec<(Result<(), SessionError>, Duration)> = std::thread::scope(|s| {
+        .map_err(|e| SessionStepError::new("creating the communication domain", e, &[]))?;
+    let results: Vec<(Result<(), SessionStepError>, Duration)> = std::thread::scope(|s| {
         let threads: Vec<_> = devices
             .iter_mut()
             .zip(&staged)
@@ -479,7 +482,9 @@ fn run_group(
                         let t = Instant::now();
                         let r = device
                             .run_described(st.handle, &st.args, &st.descs)
-                            .map_err(|e| SessionError::new(format!("rank {rank}: run"), e, names));
+                            .map_err(|e| {
+                                SessionStepError::new(format!("rank {rank}: run"), e, names)
+                            });
                         (r, t.elapsed())
                     })
             })
@@ -499,7 +504,8 @@ fn run_group(
     });
     let _ = comm.destroy();
     let times: Vec<Duration> = results.iter().map(|(_, t)| *t).collect();
-    let mut errors: Vec<SessionError> = results.into_iter().filter_map(|(r, _)| r.err()).collect();
+    let mut errors: Vec<SessionStepError> =
+        results.into_iter().filter_map(|(r, _)| r.err()).collect();
     // A card's failure first (a timeout or a fatal device: the harness
     // retires the card), then the group's communication message (it names
     // the first cause), then the rest; lowest rank first within each.
@@ -519,7 +525,10 @@ fn run_group(
     if trace != 0 {
         for (rank, device) in devices.iter().enumerate() {
             let taken = device.trace_take().map_err(|e| {
-                in_rank(SessionError::new("taking the trace", e, names[rank]), rank)
+                in_rank(
+                    SessionStepError::new("taking the trace", e, names[rank]),
+                    rank,
+                )
             })?;
             traces.push(taken.unwrap_or_default());
         }
@@ -538,7 +547,7 @@ fn run_group(
     })
 }
 
-fn in_rank(mut e: SessionError, rank: usize) -> SessionError {
+fn in_rank(mut e: SessionStepError, rank: usize) -> SessionStepError {
     e.what = format!("rank {rank}: {}", e.what);
     e
 }

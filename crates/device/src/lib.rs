@@ -42,7 +42,8 @@ pub use error::{DeviceError, RuntimeError};
 pub use held::{HeldCard, SupervisedCard};
 pub use holder::HolderInfo;
 pub use job::{
-    DeviceJob, GroupJob, JobArg, SessionError, SessionOutput, TensorArg, name_run_args, run_session,
+    DeviceJob, GroupJob, JobArg, SessionOutput, SessionStepError, TensorArg, name_run_args,
+    run_session,
 };
 pub use list::DeviceList;
 pub use lock::{

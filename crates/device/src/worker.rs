@@ -42,7 +42,7 @@ use std::os::unix::fs::FileExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use scene_util::Cancel;
@@ -50,7 +50,7 @@ use scene_util::cancel::CancelChild;
 use serde::{Deserialize, Serialize};
 
 use crate::held::{HeldCard, SupervisedCard};
-use crate::job::{self, DeviceJob, GroupJob, JobArg, SessionError, SessionOutput, TensorArg};
+use crate::job::{self, DeviceJob, GroupJob, JobArg, SessionOutput, SessionStepError, TensorArg};
 use crate::runtime::{CallableImage, Direction, IncoreImageRef, Runtime};
 
 /// The environment variable that turns an executable into a device worker:
@@ -87,7 +87,7 @@ impl WorkerCommand {
 pub enum WorkerError {
     /// A runtime call failed; the worker reported it and exited normally.
     #[error(transparent)]
-    Session(#[from] SessionError),
+    Session(#[from] SessionStepError),
     /// The worker died by a signal or exited without a result.
     #[error("{0}")]
     Crashed(CrashReport),
@@ -99,11 +99,42 @@ pub enum WorkerError {
     TimedOut(Duration),
     /// The job could not be handed over (files, spawn).
     #[error("device worker: {0}")]
-    Setup(String),
+    Setup(#[from] WorkerSetupError),
     /// The run was cancelled: the worker was terminated (or never told
     /// to start).
     #[error("the device worker was stopped: the run was interrupted")]
     Cancelled,
+}
+
+/// Why the supervisor could not hand a job to a worker, follow it, or
+/// read its outputs (shared: [`WorkerError`] is cloned with its cause).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum WorkerSetupError {
+    /// A file of the job directory, or the worker's executable.
+    #[error("{action} `{}`: {source}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    #[error("{0}")]
+    Encode(#[source] Arc<serde_json::Error>),
+    #[error("the device worker was already used")]
+    AlreadyUsed,
+    /// The go could not be sent, nor the worker stopped.
+    #[error("device worker: {send}; {kill}")]
+    Unstoppable {
+        send: Arc<std::io::Error>,
+        #[source]
+        kill: Arc<std::io::Error>,
+    },
+    #[error("the device worker did not stop within {secs} s of its deadline")]
+    DidNotStop { secs: u64 },
+    #[error("lost the device worker's status")]
+    LostStatus,
+    #[error("waiting for the device worker: {0}")]
+    Wait(#[source] Arc<std::io::Error>),
 }
 
 /// What the supervisor knows about a worker that ended without a result.
@@ -208,7 +239,7 @@ struct JobFile {
 struct ResultFile {
     /// Seconds from opening the card to closing it.
     session_s: f64,
-    error: Option<SessionError>,
+    error: Option<SessionStepError>,
     /// A group's per-rank run seconds.
     #[serde(default)]
     ranks_s: Vec<f64>,
@@ -290,9 +321,19 @@ pub struct WorkerRun {
     pub began_ns: u64,
 }
 
-fn setup<E: std::fmt::Display>(what: &str, path: &Path) -> impl FnOnce(E) -> WorkerError {
-    let msg = format!("{what} `{}`", path.display());
-    move |e| WorkerError::Setup(format!("{msg}: {e}"))
+fn setup(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> WorkerError {
+    let path = path.to_path_buf();
+    move |source| {
+        WorkerError::Setup(WorkerSetupError::Io {
+            action,
+            path,
+            source: Arc::new(source),
+        })
+    }
+}
+
+fn encode(e: serde_json::Error) -> WorkerError {
+    WorkerError::Setup(WorkerSetupError::Encode(Arc::new(e)))
 }
 
 /// Writes `job` (callable, inputs, room for outputs) into a fresh job
@@ -350,7 +391,7 @@ pub fn prepare(job: &DeviceJob<'_>, runtime: &Path) -> Result<PreparedJob, Worke
     }
     let mut file = data
         .into_inner()
-        .map_err(|e| WorkerError::Setup(format!("cannot write `{}`: {e}", data_path.display())))?;
+        .map_err(|e| setup("cannot write", &data_path)(e.into_error()))?;
     // Output room is a hole at the end of the file: no bytes written now;
     // one set of outputs per round.
     let rounds = job.rounds.max(1);
@@ -379,7 +420,7 @@ pub fn prepare(job: &DeviceJob<'_>, runtime: &Path) -> Result<PreparedJob, Worke
         args_dump: job.args_dump.map(Path::to_path_buf),
     };
     let job_path = dir.path().join(JOB);
-    let text = serde_json::to_vec(&spec).map_err(|e| WorkerError::Setup(e.to_string()))?;
+    let text = serde_json::to_vec(&spec).map_err(encode)?;
     std::fs::write(&job_path, text).map_err(setup("cannot write", &job_path))?;
     Ok(PreparedJob {
         dir,
@@ -451,24 +492,22 @@ impl PreparedJob {
         cards: &dyn HeldCard,
         deadline: Option<Duration>,
     ) -> Result<Duration, WorkerError> {
-        let mut go = serde_json::to_vec(cards.held_cards())
-            .map_err(|e| WorkerError::Setup(e.to_string()))?;
+        let mut go = serde_json::to_vec(cards.held_cards()).map_err(encode)?;
         go.push(b'\n');
         // Held open while the worker runs: closing it tells the worker to stop.
         let mut stdin = worker.stdin.take();
         let Some(mut child) = worker.child.take() else {
-            return Err(WorkerError::Setup(
-                "the device worker was already used".into(),
-            ));
+            return Err(WorkerSetupError::AlreadyUsed.into());
         };
         let sent = stdin
             .as_mut()
             .map(|s| s.write_all(&go).and_then(|()| s.flush()));
         if let Some(Err(e)) = sent {
             // The worker died before its go: say how, from its status.
-            let status = child
-                .kill()
-                .map_err(|w| WorkerError::Setup(format!("device worker: {e}; {w}")))?;
+            let status = child.kill().map_err(|kill| WorkerSetupError::Unstoppable {
+                send: Arc::new(e),
+                kill: Arc::new(kill),
+            })?;
             return self.verdict(status);
         }
         let (tx, rx) = mpsc::channel();
@@ -485,19 +524,18 @@ impl PreparedJob {
                 drop(stdin);
                 return match rx.recv_timeout(STOP_GRACE) {
                     Ok(_) => Err(WorkerError::TimedOut(deadline.unwrap_or_default())),
-                    Err(_) => Err(WorkerError::Setup(format!(
-                        "the device worker did not stop within {} s of its deadline",
-                        STOP_GRACE.as_secs()
-                    ))),
+                    Err(_) => Err(WorkerSetupError::DidNotStop {
+                        secs: STOP_GRACE.as_secs(),
+                    }
+                    .into()),
                 };
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(WorkerError::Setup("lost the device worker's status".into()));
+                return Err(WorkerSetupError::LostStatus.into());
             }
         };
         drop(stdin);
-        let status = status
-            .map_err(|e| WorkerError::Setup(format!("waiting for the device worker: {e}")))?;
+        let status = status.map_err(|e| WorkerSetupError::Wait(Arc::new(e)))?;
         self.verdict(status)
     }
 
@@ -638,29 +676,78 @@ pub fn serve(dir: &Path) -> i32 {
     }
 }
 
-fn serve_job(dir: &Path) -> Result<(), String> {
+/// Why a worker could not run its job or hand back a result (the
+/// session's own failures go into the result file instead).
+#[derive(Debug, thiserror::Error)]
+enum ServeError {
+    #[error("cannot read `{}`: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("malformed job file: {0}")]
+    MalformedJob(#[source] serde_json::Error),
+    #[error("job version {found} but this worker speaks {JOB_VERSION}")]
+    JobVersion { found: u32 },
+    #[error("cannot open `{}`: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot read the job data: {0}")]
+    ReadData(#[source] std::io::Error),
+    #[error("unknown direction `{0}`")]
+    Direction(String),
+    #[error("reading the go from the supervisor: {0}")]
+    ReadGo(#[source] std::io::Error),
+    #[error("malformed card list `{line}`: {source}")]
+    CardList {
+        line: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("the supervisor holds no card")]
+    NoCard,
+    #[error("the session returned {returned} output buffers, the job has room for {room}")]
+    OutputCount { returned: usize, room: usize },
+    #[error("cannot write outputs: {0}")]
+    WriteOutputs(#[source] std::io::Error),
+    #[error("{0}")]
+    EncodeResult(#[source] serde_json::Error),
+    #[error("cannot write `{}`: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn serve_job(dir: &Path) -> Result<(), ServeError> {
     let read = |name: &str| {
-        let p = dir.join(name);
-        std::fs::read(&p).map_err(|e| format!("cannot read `{}`: {e}", p.display()))
+        let path = dir.join(name);
+        std::fs::read(&path).map_err(|source| ServeError::Read { path, source })
     };
-    let spec: JobFile =
-        serde_json::from_slice(&read(JOB)?).map_err(|e| format!("malformed job file: {e}"))?;
+    let spec: JobFile = serde_json::from_slice(&read(JOB)?).map_err(ServeError::MalformedJob)?;
     if spec.version != JOB_VERSION {
-        return Err(format!(
-            "job version {} but this worker speaks {JOB_VERSION}",
-            spec.version
-        ));
+        return Err(ServeError::JobVersion {
+            found: spec.version,
+        });
     }
     let data_path = dir.join(DATA);
     let data = File::options()
         .read(true)
         .write(true)
         .open(&data_path)
-        .map_err(|e| format!("cannot open `{}`: {e}", data_path.display()))?;
-    let load = |s: Span| -> Result<Vec<u8>, String> {
+        .map_err(|source| ServeError::Open {
+            path: data_path.clone(),
+            source,
+        })?;
+    let load = |s: Span| -> Result<Vec<u8>, ServeError> {
         let mut buf = vec![0; s.len as usize];
         data.read_exact_at(&mut buf, s.off)
-            .map_err(|e| format!("cannot read the job data: {e}"))?;
+            .map_err(ServeError::ReadData)?;
         Ok(buf)
     };
     let orch = load(spec.orch)?;
@@ -691,7 +778,7 @@ fn serve_job(dir: &Path) -> Result<(), String> {
             } => JobArg::Tensor(TensorArg {
                 name,
                 direction: parse_direction(direction)
-                    .ok_or_else(|| format!("unknown direction `{direction}`"))?,
+                    .ok_or_else(|| ServeError::Direction(direction.clone()))?,
                 size: *size,
                 input: input.as_deref(),
                 dtype: *dtype,
@@ -723,7 +810,7 @@ fn serve_job(dir: &Path) -> Result<(), String> {
         args_dump: spec.args_dump.as_deref(),
     };
     let cards = wait_for_go()?;
-    let card = *cards.first().ok_or("the supervisor holds no card")?;
+    let card = *cards.first().ok_or(ServeError::NoCard)?;
     let group = job.group.clone().map(|g| GroupJob {
         cards: cards.iter().copied().take(g.ranks as usize).collect(),
         ..g
@@ -731,7 +818,7 @@ fn serve_job(dir: &Path) -> Result<(), String> {
     let job = DeviceJob { card, group, ..job };
     let held = SupervisedCard::new(cards);
     let outcome = Runtime::load(&held, &spec.runtime)
-        .map_err(|e| SessionError {
+        .map_err(|e| SessionStepError {
             what: "loading the device runtime".into(),
             status: None,
             message: e.to_string(),
@@ -760,19 +847,20 @@ fn serve_job(dir: &Path) -> Result<(), String> {
             // supervisor with `PreparedJob::traces`.
             for (rank, text) in traces.iter().enumerate() {
                 let path = dir.join(format!("{TRACE_PREFIX}{rank}.json"));
-                std::fs::write(&path, text)
-                    .map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
+                std::fs::write(&path, text).map_err(|source| ServeError::Write {
+                    path: path.clone(),
+                    source,
+                })?;
             }
             if outputs.len() != spec.round_outputs.len() {
-                return Err(format!(
-                    "the session returned {} output buffers, the job has room for {}",
-                    outputs.len(),
-                    spec.round_outputs.len()
-                ));
+                return Err(ServeError::OutputCount {
+                    returned: outputs.len(),
+                    room: spec.round_outputs.len(),
+                });
             }
             for (bytes, span) in outputs.iter().zip(&spec.round_outputs) {
                 data.write_all_at(bytes, span.off)
-                    .map_err(|e| format!("cannot write outputs: {e}"))?;
+                    .map_err(ServeError::WriteOutputs)?;
             }
             ResultFile {
                 session_s: session.as_secs_f64(),
@@ -788,21 +876,20 @@ fn serve_job(dir: &Path) -> Result<(), String> {
             run_s: Vec::new(),
         },
     };
-    let text = serde_json::to_vec(&result).map_err(|e| e.to_string())?;
+    let text = serde_json::to_vec(&result).map_err(ServeError::EncodeResult)?;
     // Written aside and renamed in: the supervisor never reads half a result.
     let path = dir.join(RESULT);
-    scene_util::write_atomically(&path, &text)
-        .map_err(|e| format!("cannot write `{}`: {e}", path.display()))
+    scene_util::write_atomically(&path, &text).map_err(|source| ServeError::Write { path, source })
 }
 
 /// Blocks until the supervisor holds the card and says so: one line on
 /// stdin, the held card ids as JSON. From then on, stdin closing (the
 /// supervisor died or gave up) ends this process at once.
-fn wait_for_go() -> Result<Vec<u32>, String> {
+fn wait_for_go() -> Result<Vec<u32>, ServeError> {
     let mut line = String::new();
     let n = std::io::stdin()
         .read_line(&mut line)
-        .map_err(|e| format!("reading the go from the supervisor: {e}"))?;
+        .map_err(ServeError::ReadGo)?;
     if n == 0 {
         // The supervisor gave up before it had a card: nothing to do.
         std::process::exit(0);
@@ -813,8 +900,10 @@ fn wait_for_go() -> Result<Vec<u32>, String> {
         while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
         std::process::abort();
     });
-    serde_json::from_str(line.trim())
-        .map_err(|e| format!("malformed card list `{}`: {e}", line.trim()))
+    serde_json::from_str(line.trim()).map_err(|source| ServeError::CardList {
+        line: line.trim().to_owned(),
+        source,
+    })
 }
 
 /// Seconds from a result file as durations (negative ones as zero).

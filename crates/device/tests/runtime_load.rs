@@ -11,6 +11,7 @@ use scene_device::{
     AcquireOptions, CallableImage, CardLease, CardPool, Direction, IncoreImageRef, RunArg, Runtime,
     RuntimeError, default_runtime_path,
 };
+use scene_kernels::{BuiltinPlatform, Extraction, Toolchain};
 
 fn lease(dir: &Path) -> CardLease {
     CardPool::new("0".parse().unwrap(), dir.join("locks"))
@@ -139,49 +140,15 @@ fn kernel_image(dir: &Path) -> Vec<u8> {
     std::fs::write(&ld, "ENTRY(kernel_entry) SECTIONS { . = 0; .text 0 : { KEEP(*(.text.kernel_entry)) *(.text .text.*) *(.rodata .rodata.*) } /DISCARD/ : { *(.comment) *(.note*) *(.eh_frame*) } }").unwrap();
     let inc = include_dir();
     let s = |p: &Path| p.to_str().unwrap().to_owned();
-    cc(&[
-        "-O2",
-        "-ffreestanding",
-        "-fno-builtin",
-        "-nostdlib",
-        "-fPIE",
-        "-fvisibility=hidden",
-        "-fno-stack-protector",
-        "-fno-asynchronous-unwind-tables",
-        "-fno-unwind-tables",
-        "-fno-jump-tables",
-        "-fno-math-errno",
-        "-fcf-protection=none",
-        "-fno-plt",
-        "-ffunction-sections",
-        "-fdata-sections",
-        "-I",
-        &s(&inc),
-        "-c",
-        &s(&c),
-        "-o",
-        &s(&o),
-    ]);
+    // The flags every scene kernel compiles and links with, from the one
+    // definition (the kernels crate's ELF toolchain).
+    let tc = Toolchain::builtin_for(BuiltinPlatform::A2a3Sim, Extraction::Elf);
+    let mut args = tc.incore_flags.clone();
+    args.extend(["-I".into(), s(&inc), "-c".into(), s(&c), "-o".into(), s(&o)]);
+    cc(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let st = Command::new("ld")
-        .args([
-            "-pie",
-            "--no-dynamic-linker",
-            "-T",
-            &s(&ld),
-            "-e",
-            "kernel_entry",
-            "--gc-sections",
-            "-z",
-            "noexecstack",
-        ])
-        .args([
-            "-z",
-            "norelro",
-            "--no-warn-rwx-segments",
-            "-o",
-            &s(&elf),
-            &s(&o),
-        ])
+        .args(&tc.link_flags)
+        .args(["-T", &s(&ld), "-o", &s(&elf), &s(&o)])
         .status()
         .unwrap();
     assert!(st.success());

@@ -251,16 +251,16 @@ fn is_contiguous(dtype: Option<DType>, shape: &[u64], strides: &[u64], span_byte
 }
 
 /// The `.npy` content of a tensor argument's span bytes (see the module).
-pub fn span_tensor(arg: &ArgEntry, bytes: Vec<u8>) -> Result<Tensor, String> {
+pub fn span_tensor(arg: &ArgEntry, bytes: Vec<u8>) -> Result<Tensor, scene_golden::TensorError> {
     let dtype = arg.dtype_code.and_then(abi_to_dtype);
     if arg.contiguous == Some(true)
         && let Some(dtype) = dtype
     {
         let shape: Vec<usize> = arg.shape.iter().flatten().map(|&d| d as usize).collect();
-        return Tensor::from_bytes(dtype, &shape, bytes).map_err(|e| e.to_string());
+        return Tensor::from_bytes(dtype, &shape, bytes);
     }
     let n = bytes.len();
-    Tensor::from_bytes(DType::U8, &[n], bytes).map_err(|e| e.to_string())
+    Tensor::from_bytes(DType::U8, &[n], bytes)
 }
 
 /// The span bytes an `.npy` file of an argument holds.
@@ -488,7 +488,7 @@ fn convert_task(raw: &Path, out: &Path, scene: &Scene, id: usize) -> Result<bool
                 Err(e) => return Err(io(&src)(e)),
             };
             let name = format!("arg{}.{which}.npy", a.index);
-            let t = span_tensor(&entry, bytes).map_err(|e| malformed(&src, e))?;
+            let t = span_tensor(&entry, bytes).map_err(|e| malformed(&src, e.to_string()))?;
             let dst = dir.join(&name);
             npy::write_npy(&dst, &t).map_err(io(&dst))?;
             Ok(Some(name))

@@ -298,7 +298,7 @@ mod tests {
     use super::*;
     use crate::compare::Judged;
     use crate::golden::GoldenRegistry;
-    use crate::prepare::check_registered;
+    use crate::prepare::check_custom_comparisons;
     use scene_golden::DType;
 
     fn f32t(shape: &[usize], v: &[f32]) -> Tensor {
@@ -409,23 +409,29 @@ skip_golden = true
         }
         assert!(s.case_skips_every_output(b));
         let registry = GoldenRegistry::new();
-        assert!(check_registered(&registry, &s, a).is_ok());
+        assert!(check_custom_comparisons(&registry, &s, a).is_ok());
     }
 
     #[test]
-    fn check_registered_names_file_field_and_case() {
+    fn unregistered_custom_comparisons_name_file_field_and_case() {
         let s = load(&SCENE.replace("\"first_rows\"", "\"first_row\"")).unwrap();
-        let e = check_registered(&GoldenRegistry::new(), &s, &s.cases[0]).unwrap_err();
+        let e = check_custom_comparisons(&GoldenRegistry::new(), &s, &s.cases[0])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("scene.toml: `tensors[1].compare.custom`: case `a`: tensor `y`: comparison `first_row` is not registered (registered: cosine, first_rows"), "{e}");
         let s = load(&SCENE.replace("rows = \"valid\"", "rows = 1, extra = 2")).unwrap();
-        let e = check_registered(&GoldenRegistry::new(), &s, &s.cases[0]).unwrap_err();
+        let e = check_custom_comparisons(&GoldenRegistry::new(), &s, &s.cases[0])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("`tensors[1].compare.extra`: case `a`"), "{e}");
         assert!(
             e.contains("takes no argument `extra` (it takes: rows)"),
             "{e}"
         );
         let s = load(&SCENE.replace("rows = \"valid\"", "")).unwrap();
-        let e = check_registered(&GoldenRegistry::new(), &s, &s.cases[0]).unwrap_err();
+        let e = check_custom_comparisons(&GoldenRegistry::new(), &s, &s.cases[0])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("`tensors[1].compare`: case `a`"), "{e}");
         assert!(e.contains("needs argument `rows`"), "{e}");
     }

@@ -6,8 +6,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use scene_kernels::{
-    BuildOptions, BuildOutput, Builder, CacheConfig, CallableSpec, ChipCallable, IncoreUnit,
-    OrchUnit, UnitOutcome, plan_outline,
+    BuildError, BuildOptions, BuildOutput, Builder, CacheConfig, CallableSpec, ChipCallable,
+    IncoreUnit, OrchUnit, UnitOutcome, plan_outline,
 };
 
 use crate::config::RunConfig;
@@ -74,7 +74,7 @@ pub fn compile_builder(config: &RunConfig) -> Result<Builder, scene_kernels::Bui
 /// Outcome of the compile stage for the scenes of a run.
 #[derive(Debug, Default)]
 pub struct CompiledScenes {
-    pub callables: BTreeMap<String, Result<Arc<ChipCallable>, String>>,
+    pub callables: BTreeMap<String, Result<Arc<ChipCallable>, BuildError>>,
     /// Seconds of compiler work for each scene's callable: a unit shared by
     /// several scenes counts for each of them (each would have needed it).
     pub compile_s: BTreeMap<String, f64>,
@@ -108,9 +108,7 @@ pub fn compile_scenes(
         ..CompiledScenes::default()
     };
     for ((scene, result), seconds) in scenes.iter().zip(out.callables).zip(compile_s) {
-        compiled
-            .callables
-            .insert(scene.name.clone(), result.map_err(|e| e.to_string()));
+        compiled.callables.insert(scene.name.clone(), result);
         compiled.compile_s.insert(scene.name.clone(), seconds);
     }
     compiled

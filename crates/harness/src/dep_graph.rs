@@ -19,7 +19,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::trace::{CaseTrace, case_path};
+use crate::trace::{CaseTrace, TraceError, case_path, write_file};
 
 /// DOT node id of `task` of `rank`.
 fn node(level3: bool, rank: usize, task: usize) -> String {
@@ -35,7 +35,7 @@ fn quote(s: &str) -> String {
 }
 
 /// The DOT text and the `deps.json` value of a case.
-pub fn render(t: &CaseTrace<'_>) -> Result<(String, Value), String> {
+pub fn render(t: &CaseTrace<'_>) -> Result<(String, Value), TraceError> {
     let records = t.records()?;
     let level3 = t.level3();
     let mut dot = format!(
@@ -123,15 +123,13 @@ pub fn render(t: &CaseTrace<'_>) -> Result<(String, Value), String> {
 /// Writes `<case>.dot`, `<case>.deps.json` and, with Graphviz on `PATH`,
 /// `<case>.svg`. Returns the DOT path and notes (a failing `dot` is a
 /// note, not a case failure).
-pub fn write(dir: &Path, t: &CaseTrace<'_>) -> Result<(PathBuf, Vec<String>), String> {
+pub fn write(dir: &Path, t: &CaseTrace<'_>) -> Result<(PathBuf, Vec<String>), TraceError> {
     let (dot, deps) = render(t)?;
     let dot_path = case_path(dir, t.scene, t.case, "dot")?;
-    scene_util::write_atomically(&dot_path, dot.as_bytes())
-        .map_err(|e| format!("cannot write `{}`: {e}", dot_path.display()))?;
+    write_file(&dot_path, dot.as_bytes())?;
     let json_path = dot_path.with_extension("deps.json");
-    let text = serde_json::to_vec_pretty(&deps).map_err(|e| e.to_string())?;
-    scene_util::write_atomically(&json_path, &text)
-        .map_err(|e| format!("cannot write `{}`: {e}", json_path.display()))?;
+    let text = serde_json::to_vec_pretty(&deps).map_err(TraceError::Serialize)?;
+    write_file(&json_path, &text)?;
     let mut notes = Vec::new();
     let svg = dot_path.with_extension("svg");
     match Command::new("dot")

@@ -14,7 +14,7 @@
 //! runtime's crash report; the run goes on.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use scene_device::worker::{PreparedJob, StartedWorker, WorkerCommand, WorkerError};
@@ -68,7 +68,7 @@ pub struct DeviceOutcome {
 pub struct DeviceStage {
     pool: CardPool,
     runtime: RuntimeChoice,
-    runtime_path: Mutex<Option<Result<PathBuf, String>>>,
+    runtime_path: Mutex<Option<Result<PathBuf, RuntimeLibError>>>,
     open_options: String,
     lock_timeout: Option<Duration>,
     verbose: bool,
@@ -176,7 +176,9 @@ impl DeviceStage {
         held: Option<&CardLease>,
         trace: &mut Option<crate::trace::DeviceTrace>,
     ) -> Result<Vec<Vec<Tensor>>, DeviceFailure> {
-        let runtime_path = self.runtime_path().map_err(DeviceFailure::plain)?;
+        let runtime_path = self
+            .runtime_path()
+            .map_err(|e| DeviceFailure::plain(e.to_string()))?;
         let mut job = device_job(work, &self.open_options, &self.comm_options);
         job.rounds = self.runs();
         job.trace = self.trace_flags;
@@ -337,7 +339,7 @@ impl DeviceStage {
         let mut rest = outputs.into_iter();
         for _ in 0..self.runs() {
             let one: Vec<Vec<u8>> = rest.by_ref().take(per_run).collect();
-            runs.push(output_tensors(work, one).map_err(DeviceFailure::plain)?);
+            runs.push(output_tensors(work, one).map_err(|e| DeviceFailure::plain(e.to_string()))?);
         }
         Ok(runs)
     }
@@ -384,7 +386,7 @@ impl DeviceStage {
         runtime_path: &Path,
         job: &DeviceJob<'_>,
         worker: Option<(&PreparedJob, StartedWorker)>,
-    ) -> (Result<SessionDone, SessionError>, Duration, u64) {
+    ) -> (Result<SessionDone, SessionFailure>, Duration, u64) {
         if let Some((prepared, started)) = worker {
             let run = prepared.run(started, lease, self.worker_deadline);
             let done = run.result.map(|session| SessionDone {
@@ -394,13 +396,17 @@ impl DeviceStage {
                 run_times: Vec::new(),
                 traces: Vec::new(),
             });
-            return (done.map_err(SessionError::from), run.elapsed, run.began_ns);
+            return (
+                done.map_err(SessionFailure::from),
+                run.elapsed,
+                run.began_ns,
+            );
         }
         let runtime = match Runtime::load(lease, runtime_path) {
             Ok(r) => r,
             Err(e) => {
                 let now = scene_device::monotonic_ns();
-                return (Err(SessionError::from(e.to_string())), Duration::ZERO, now);
+                return (Err(SessionFailure::of_case(&e)), Duration::ZERO, now);
             }
         };
         let started = Instant::now();
@@ -412,11 +418,15 @@ impl DeviceStage {
             run_times: o.run_times,
             traces: o.traces,
         });
-        (out.map_err(SessionError::from), started.elapsed(), began_ns)
+        (
+            out.map_err(SessionFailure::from),
+            started.elapsed(),
+            began_ns,
+        )
     }
 
     /// Retires the cards of a fatal failure and words the failure.
-    fn classify(&self, e: SessionError, cards: &[u32]) -> DeviceFailure {
+    fn classify(&self, e: SessionFailure, cards: &[u32]) -> DeviceFailure {
         if e.fatal {
             for &c in cards {
                 self.pool.retire(c);
@@ -438,19 +448,15 @@ impl DeviceStage {
     /// Checks, before any case, that the runtime library a run would load
     /// exists (loading it needs a card, so that waits for a device
     /// worker): the message names the file and how to point at another.
-    pub fn check_runtime(&self) -> Result<(), String> {
+    pub fn check_runtime(&self) -> Result<(), RuntimeLibError> {
         let path = self.runtime_path()?;
         if path.is_file() {
             return Ok(());
         }
-        Err(format!(
-            "runtime library {} not found; build it (cargo build -p scene-sim-runtime) or point \
-             --runtime / SCENE_RUNTIME_LIB (or the platform entry's `runtime`) at one",
-            path.display()
-        ))
+        Err(RuntimeLibError::Missing { path })
     }
 
-    fn runtime_path(&self) -> Result<PathBuf, String> {
+    fn runtime_path(&self) -> Result<PathBuf, RuntimeLibError> {
         let mut slot = self.runtime_path.lock().unwrap_or_else(|p| p.into_inner());
         slot.get_or_insert_with(|| self.runtime.path()).clone()
     }
@@ -477,13 +483,29 @@ impl RuntimeChoice {
     }
 
     /// The library's path; unpacks the embedded one when it is the choice.
-    pub(crate) fn path(&self) -> Result<PathBuf, String> {
-        match (&self.named, &self.embedded) {
-            (Some(p), _) => Ok(p.clone()),
-            (None, Some((runtime, cache))) => runtime.unpack(cache).map_err(|e| e.to_string()),
-            (None, None) => scene_device::default_runtime_path().map_err(|e| e.to_string()),
-        }
+    pub(crate) fn path(&self) -> Result<PathBuf, RuntimeLibError> {
+        let found = match (&self.named, &self.embedded) {
+            (Some(p), _) => return Ok(p.clone()),
+            (None, Some((runtime, cache))) => runtime.unpack(cache),
+            (None, None) => scene_device::default_runtime_path(),
+        };
+        found.map_err(|e| RuntimeLibError::Locate(Arc::new(e)))
     }
+}
+
+/// Why the run's runtime library cannot be loaded (checked before any
+/// case; cloned into every case it fails).
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum RuntimeLibError {
+    /// Unpacking the embedded runtime or finding the default one failed.
+    #[error("{0}")]
+    Locate(#[source] Arc<scene_device::RuntimeError>),
+    #[error(
+        "runtime library {} not found; build it (cargo build -p scene-sim-runtime) or point \
+         --runtime / SCENE_RUNTIME_LIB (or the platform entry's `runtime`) at one",
+        path.display()
+    )]
+    Missing { path: PathBuf },
 }
 
 /// When the supervisor stops a worker whose runtime did not return from
@@ -521,8 +543,10 @@ impl DeviceFailure {
     }
 }
 
-/// An error of the device session.
-struct SessionError {
+/// A failed session, judged for the card: whether it is unusable now and
+/// whether the case deserves another card (`scene_device::SessionStepError`
+/// is the runtime call that failed; this is what it means for the run).
+struct SessionFailure {
     message: String,
     /// The card is unusable for the rest of the process.
     fatal: bool,
@@ -531,20 +555,21 @@ struct SessionError {
     retryable: bool,
 }
 
-impl From<String> for SessionError {
-    fn from(message: String) -> Self {
+impl SessionFailure {
+    /// A failure of the case alone: the card stays in use, no retry.
+    fn of_case(e: &dyn std::error::Error) -> Self {
         Self {
-            message,
+            message: e.to_string(),
             fatal: false,
             retryable: false,
         }
     }
 }
 
-impl From<scene_device::SessionError> for SessionError {
-    fn from(e: scene_device::SessionError) -> Self {
+impl From<scene_device::SessionStepError> for SessionFailure {
+    fn from(e: scene_device::SessionStepError) -> Self {
         let timed_out = e.is_timeout();
-        SessionError {
+        SessionFailure {
             message: if timed_out {
                 format!(
                     "{}: case timeout: the device run did not finish in time ({})",
@@ -560,13 +585,13 @@ impl From<scene_device::SessionError> for SessionError {
     }
 }
 
-impl From<WorkerError> for SessionError {
+impl From<WorkerError> for SessionFailure {
     fn from(e: WorkerError) -> Self {
         match e {
             WorkerError::Session(e) => e.into(),
             // The worker ran past every deadline: what the card is doing
             // is unknown, so it is not used again.
-            WorkerError::TimedOut(_) => SessionError {
+            WorkerError::TimedOut(_) => SessionFailure {
                 message: e.to_string(),
                 fatal: true,
                 retryable: false,
@@ -575,7 +600,7 @@ impl From<WorkerError> for SessionError {
             // card's state lived in the worker and went with it, so the
             // card is not retired, and a retry would crash again.
             WorkerError::Crashed(_) | WorkerError::Setup(_) | WorkerError::Cancelled => {
-                SessionError::from(e.to_string())
+                SessionFailure::of_case(&e)
             }
         }
     }
@@ -663,9 +688,22 @@ fn device_job<'a>(work: DeviceWork<'a>, options: &'a str, comm_options: &str) ->
     }
 }
 
+/// Why the downloaded bytes do not make the case's output tensors.
+#[derive(Debug, thiserror::Error)]
+enum OutputError {
+    #[error("the device returned no data for tensor `{tensor}`")]
+    Missing { tensor: String },
+    #[error("downloaded tensor `{tensor}`: {source}")]
+    Shape {
+        tensor: String,
+        #[source]
+        source: scene_golden::TensorError,
+    },
+}
+
 /// The downloaded bytes as tensors shaped like the outputs they fill, in
 /// declaration order.
-fn output_tensors(work: DeviceWork<'_>, outputs: Vec<Vec<u8>>) -> Result<Vec<Tensor>, String> {
+fn output_tensors(work: DeviceWork<'_>, outputs: Vec<Vec<u8>>) -> Result<Vec<Tensor>, OutputError> {
     let specs: Vec<_> = work
         .inputs
         .iter()
@@ -679,17 +717,19 @@ fn output_tensors(work: DeviceWork<'_>, outputs: Vec<Vec<u8>>) -> Result<Vec<Ten
     let mut bytes = outputs.into_iter();
     for _ in 0..ranks {
         for (k, (name, _)) in specs.iter().enumerate() {
-            let b = bytes
-                .next()
-                .ok_or_else(|| format!("the device returned no data for tensor `{name}`"))?;
+            let b = bytes.next().ok_or_else(|| OutputError::Missing {
+                tensor: name.clone(),
+            })?;
             per_tensor[k].push(b);
         }
     }
     let mut tensors = Vec::new();
     for ((name, like), slices) in specs.into_iter().zip(per_tensor) {
         tensors.push(
-            ranks::join_slices(like, slices)
-                .map_err(|e| format!("downloaded tensor `{name}`: {e}"))?,
+            ranks::join_slices(like, slices).map_err(|source| OutputError::Shape {
+                tensor: name.clone(),
+                source,
+            })?,
         );
     }
     Ok(tensors)

@@ -16,6 +16,60 @@ use crate::python::{DRIVER, PyError, PythonRunner};
 use crate::ranks;
 use crate::scene::{ArgDirection, Case, Scene};
 
+/// Why a case has no input fixtures.
+#[derive(Debug, thiserror::Error)]
+pub enum FixtureError {
+    #[error("case `{case}` resolves {resolved} tensors, the scene declares {declared}")]
+    TensorCount {
+        case: String,
+        resolved: usize,
+        declared: usize,
+    },
+    #[error("per-rank tensor `{tensor}`: {source}")]
+    PerRank {
+        tensor: String,
+        #[source]
+        source: scene_golden::TensorError,
+    },
+    /// Python's `generate_inputs` failed (or its worker, or its identity).
+    #[error("{0}")]
+    Python(#[from] PyError),
+    #[error(
+        "{who}: generate_inputs returned `{name}` = {value}, which is neither a tensor nor a scalar of the scene"
+    )]
+    UnknownScalar {
+        who: String,
+        name: String,
+        value: Json,
+    },
+    #[error(
+        "{who}: generate_inputs returned scalar `{name}` = {value}, but scene.toml gives {scene}"
+    )]
+    ScalarMismatch {
+        who: String,
+        name: String,
+        value: Json,
+        scene: f64,
+    },
+    #[error("{who}: generate_inputs returned no `{tensor}` ({direction} tensor)")]
+    MissingInput {
+        who: String,
+        tensor: String,
+        direction: ArgDirection,
+    },
+    #[error("{who}: no fixture for `{tensor}`")]
+    NoFixture { who: String, tensor: String },
+}
+
+/// Why a golden has no code identity, so it cannot be cached.
+#[derive(Debug, thiserror::Error)]
+pub enum CodeIdentityError {
+    #[error("{0}")]
+    Python(#[from] PyError),
+    #[error("the golden registry declares no code identity")]
+    Undeclared,
+}
+
 /// How a case's golden was obtained.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GoldenOutcome {
@@ -79,7 +133,7 @@ impl GoldenStage {
     }
 
     /// The case's input fixtures, one per tensor in signature order.
-    pub fn fixtures(&self, scene: &Scene, case: &Case) -> Result<Fixtures, String> {
+    pub fn fixtures(&self, scene: &Scene, case: &Case) -> Result<Fixtures, FixtureError> {
         match &scene.python.fixtures {
             None => Ok(Fixtures {
                 inputs: build_fixtures(scene, case)?,
@@ -89,7 +143,12 @@ impl GoldenStage {
         }
     }
 
-    fn python_fixtures(&self, scene: &Scene, case: &Case, file: &Path) -> Result<Fixtures, String> {
+    fn python_fixtures(
+        &self,
+        scene: &Scene,
+        case: &Case,
+        file: &Path,
+    ) -> Result<Fixtures, FixtureError> {
         let seed = python_seed(scene, case);
         let inputs = self.python_inputs_once(scene, case, file, seed)?;
         let Some(cache) = &self.cache else {
@@ -99,9 +158,7 @@ impl GoldenStage {
             });
         };
         let digest = tensors_digest(&inputs);
-        let key = self
-            .fixture_key(scene, case, file, seed)
-            .map_err(|e| e.to_string())?;
+        let key = self.fixture_key(scene, case, file, seed)?;
         let deterministic = match cache.fixture_digest(&key) {
             Some(recorded) => recorded == digest,
             None => {
@@ -165,12 +222,9 @@ impl GoldenStage {
         case: &Case,
         file: &Path,
         seed: u64,
-    ) -> Result<Vec<(String, Tensor)>, String> {
-        let who = format!("{} ({}::{})", file.display(), scene.name, case.name);
-        let py = self
-            .python
-            .generate_inputs(scene, case, file, seed)
-            .map_err(|e| e.to_string())?;
+    ) -> Result<Vec<(String, Tensor)>, FixtureError> {
+        let who = || format!("{} ({}::{})", file.display(), scene.name, case.name);
+        let py = self.python.generate_inputs(scene, case, file, seed)?;
         for (name, value) in &py.scalars {
             let Some((_, v)) = scene
                 .scalars
@@ -178,15 +232,19 @@ impl GoldenStage {
                 .zip(&case.scalars)
                 .find(|(s, _)| &s.name == name)
             else {
-                return Err(format!(
-                    "{who}: generate_inputs returned `{name}` = {value}, which is neither a tensor nor a scalar of the scene"
-                ));
+                return Err(FixtureError::UnknownScalar {
+                    who: who(),
+                    name: name.clone(),
+                    value: value.clone(),
+                });
             };
             if !same_scalar(value, *v) {
-                return Err(format!(
-                    "{who}: generate_inputs returned scalar `{name}` = {value}, but scene.toml gives {}",
-                    v.as_f64()
-                ));
+                return Err(FixtureError::ScalarMismatch {
+                    who: who(),
+                    name: name.clone(),
+                    value: value.clone(),
+                    scene: v.as_f64(),
+                });
             }
         }
         let native = build_fixtures(scene, case);
@@ -201,14 +259,20 @@ impl GoldenStage {
             match returned.remove(&t.name) {
                 Some(tensor) => inputs.push((t.name.clone(), tensor)),
                 None if matches!(t.direction, ArgDirection::In | ArgDirection::Inout) => {
-                    return Err(format!(
-                        "{who}: generate_inputs returned no `{}` ({} tensor)",
-                        t.name, t.direction
-                    ));
+                    return Err(FixtureError::MissingInput {
+                        who: who(),
+                        tensor: t.name.clone(),
+                        direction: t.direction,
+                    });
                 }
                 None => match fallback {
                     Some(f) => inputs.push(f),
-                    None => return Err(format!("{who}: no fixture for `{}`", t.name)),
+                    None => {
+                        return Err(FixtureError::NoFixture {
+                            who: who(),
+                            tensor: t.name.clone(),
+                        });
+                    }
                 },
             }
         }
@@ -237,12 +301,16 @@ impl GoldenStage {
     }
 
     /// The golden's code identity, or why it has none.
-    fn code_identity(&self, registry: &GoldenRegistry, scene: &Scene) -> Result<String, String> {
+    fn code_identity(
+        &self,
+        registry: &GoldenRegistry,
+        scene: &Scene,
+    ) -> Result<String, CodeIdentityError> {
         match &scene.python.golden {
-            Some(file) => self.python_code(scene, file).map_err(|e| e.to_string()),
+            Some(file) => Ok(self.python_code(scene, file)?),
             None => {
                 let Some(id) = registry.code_identity() else {
-                    return Err("the golden registry declares no code identity".into());
+                    return Err(CodeIdentityError::Undeclared);
                 };
                 let mut h = scene_util::FieldHasher::new("scene-rust-golden-code");
                 h.field("registry", id.as_bytes())
@@ -253,8 +321,10 @@ impl GoldenStage {
     }
 
     /// The case's golden: from the cache when it holds one for exactly
-    /// these inputs, else computed by `compute` (and stored).
-    pub fn golden<F: FnOnce() -> Result<GoldenOutputs, String>>(
+    /// these inputs, else computed by `compute` (and stored). A Python
+    /// golden without a code identity fails as `E` (its Python is broken
+    /// too); a Rust one is then computed, uncached.
+    pub fn golden<E, F>(
         &self,
         registry: &GoldenRegistry,
         scene: &Scene,
@@ -262,7 +332,11 @@ impl GoldenStage {
         inputs: &[(String, Tensor)],
         deterministic: bool,
         compute: F,
-    ) -> Result<(GoldenOutputs, GoldenOutcome), String> {
+    ) -> Result<(GoldenOutputs, GoldenOutcome), E>
+    where
+        E: From<CodeIdentityError>,
+        F: FnOnce() -> Result<GoldenOutputs, E>,
+    {
         let uncached = |compute: F, why: String| {
             compute().map(|g| {
                 (
@@ -282,8 +356,8 @@ impl GoldenStage {
         }
         let code = match self.code_identity(registry, scene) {
             Ok(c) => c,
-            Err(why) if scene.python.golden.is_some() => return Err(why),
-            Err(why) => return uncached(compute, why),
+            Err(why) if scene.python.golden.is_some() => return Err(why.into()),
+            Err(why) => return uncached(compute, why.to_string()),
         };
         let expected: Vec<(&str, DType, &[usize])> = scene
             .tensors
@@ -409,14 +483,13 @@ fn outputs_digest(expected: &[(&str, DType, &[usize])]) -> String {
 }
 
 /// The case's input fixtures, one per tensor in signature order.
-pub fn build_fixtures(scene: &Scene, case: &Case) -> Result<Vec<(String, Tensor)>, String> {
+pub fn build_fixtures(scene: &Scene, case: &Case) -> Result<Vec<(String, Tensor)>, FixtureError> {
     if case.tensors.len() != scene.tensors.len() {
-        return Err(format!(
-            "case `{}` resolves {} tensors, the scene declares {}",
-            case.name,
-            case.tensors.len(),
-            scene.tensors.len()
-        ));
+        return Err(FixtureError::TensorCount {
+            case: case.name.clone(),
+            resolved: case.tensors.len(),
+            declared: scene.tensors.len(),
+        });
     }
     scene
         .tensors
@@ -453,8 +526,12 @@ pub fn build_fixtures(scene: &Scene, case: &Case) -> Result<Vec<(String, Tensor)
                             .to_vec()
                         })
                         .collect();
-                    Tensor::from_bytes(r.dtype, &r.shape, bytes)
-                        .map_err(|e| format!("per-rank tensor `{}`: {e}", t.name))?
+                    Tensor::from_bytes(r.dtype, &r.shape, bytes).map_err(|source| {
+                        FixtureError::PerRank {
+                            tensor: t.name.clone(),
+                            source,
+                        }
+                    })?
                 }
                 _ => make_fixture(
                     r.dtype,

@@ -407,7 +407,9 @@ impl Loader<'_> {
             p.scenes = scenes;
         }
         if let Some(text) = entry.extraction.as_deref() {
-            let extraction: Extraction = text.parse().map_err(|e| field_err("extraction", e))?;
+            let extraction = text
+                .parse::<Extraction>()
+                .map_err(|e| field_err("extraction", e.to_string()))?;
             if extraction != p.toolchain.extraction {
                 // The format-dependent fields follow the new format; the
                 // entry's own fields below still win.

@@ -5,10 +5,11 @@
 //! and `scene precompile` share it: pass 1 of a two-pass run is exactly
 //! the CPU half of a one-pass run.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use scene_golden::Tensor;
+use scene_golden::{DType, Tensor};
 use scene_kernels::{Builder, ChipCallable};
 
 use crate::comparison::Comparison;
@@ -17,7 +18,8 @@ use crate::config::RunConfig;
 use crate::expr::Num;
 use crate::golden::{GoldenCtx, GoldenOutputs, GoldenRegistry};
 pub use crate::golden_stage::build_fixtures;
-use crate::golden_stage::{Fixtures, GoldenOutcome, GoldenStage};
+use crate::golden_stage::{CodeIdentityError, Fixtures, GoldenOutcome, GoldenStage};
+use crate::python::PyError;
 use crate::report::{CaseFailure, CaseReport};
 use crate::scene::{Case, ScalarSpec, Scene};
 use crate::select::{SelectedCase, distinct_scenes};
@@ -28,14 +30,71 @@ pub enum SetupError {
     #[error("toolchain: {0}")]
     Toolchain(#[from] scene_kernels::BuildSetupError),
     #[error("golden thread pool: {0}")]
-    GoldenPool(String),
+    GoldenPool(#[from] rayon::ThreadPoolBuildError),
     #[error("card pool: {0}")]
     CardPool(#[from] scene_device::DeviceError),
     /// The runtime library the run would load is not there (checked
     /// before any case; it is loaded only by a device worker holding a
     /// card).
     #[error("{0}")]
-    Runtime(String),
+    Runtime(#[from] crate::device::RuntimeLibError),
+}
+
+/// Why a case has no golden.
+#[derive(Debug, thiserror::Error)]
+pub enum CaseGoldenError {
+    /// Python's `compute_golden` failed (or its worker).
+    #[error("{0}")]
+    Python(#[from] PyError),
+    #[error("{0}")]
+    CodeIdentity(#[from] CodeIdentityError),
+    #[error(
+        "{}: golden `{golden}` is not registered (registered: {registered})",
+        manifest.display()
+    )]
+    NotRegistered {
+        manifest: PathBuf,
+        golden: String,
+        registered: String,
+    },
+    #[error("{0}")]
+    Scalars(#[from] ScalarError),
+    /// The registered Rust golden returned an error.
+    #[error("golden `{golden}`: {source}")]
+    Failed {
+        golden: String,
+        #[source]
+        source: crate::golden::GoldenError,
+    },
+    #[error("golden `{golden}` returned no value for output tensor `{tensor}`")]
+    MissingOutput { golden: String, tensor: String },
+}
+
+/// Why a case's scalar arguments cannot be passed as declared.
+#[derive(Debug, thiserror::Error)]
+pub enum ScalarError {
+    #[error("case `{case}` resolves {resolved} scalars, the scene declares {declared}")]
+    Count {
+        case: String,
+        resolved: usize,
+        declared: usize,
+    },
+    #[error("scalar `{name}`: {value} is not an integer ({dtype})")]
+    NotInteger {
+        name: String,
+        value: f64,
+        dtype: DType,
+    },
+    #[error("scalar `{name}`: dtype {dtype} is not supported for scalars")]
+    UnsupportedDType { name: String, dtype: DType },
+    #[error("scalar `{name}`: {value} is out of range for {dtype}")]
+    OutOfRange {
+        name: String,
+        value: i64,
+        dtype: DType,
+    },
+    #[error("scalar `{name}`: an integer scalar ({dtype}) needs an integer value")]
+    NeedsInteger { name: String, dtype: DType },
 }
 
 /// A case between its CPU stages and its device stage: everything the card
@@ -76,8 +135,7 @@ impl std::fmt::Debug for CpuStages {
 impl CpuStages {
     pub fn new(config: RunConfig, registry: GoldenRegistry) -> Result<Self, SetupError> {
         let builder = compile_builder(&config)?;
-        let golden_pool = scene_golden::reference::try_golden_pool(config.golden_threads)
-            .map_err(|e| SetupError::GoldenPool(e.to_string()))?;
+        let golden_pool = scene_golden::reference::try_golden_pool(config.golden_threads)?;
         let goldens = GoldenStage::new(&config, builder.cache());
         Ok(Self {
             config,
@@ -120,7 +178,7 @@ impl CpuStages {
     /// usable interpreter is there (none on `PATH`, no numpy). With other
     /// cases selected too, those run and the Python ones fail with that
     /// message; the errors of one case's Python code stay that case's.
-    pub fn check_python(&self, cases: &[SelectedCase]) -> Result<(), String> {
+    pub fn check_python(&self, cases: &[SelectedCase]) -> Result<(), PyError> {
         if cases.is_empty() || !cases.iter().all(|c| c.scene.python.any()) {
             return Ok(());
         }
@@ -129,8 +187,8 @@ impl CpuStages {
         let mut first_message = None;
         for scene in distinct_scenes(cases) {
             match self.goldens.python().versions(&scene) {
-                Err(crate::python::PyError::Unavailable(message)) => {
-                    first_message.get_or_insert(message);
+                Err(e @ PyError::Unavailable(_)) => {
+                    first_message.get_or_insert(e);
                 }
                 _ => return Ok(()),
             }
@@ -163,11 +221,11 @@ impl CpuStages {
         // A custom comparison that is not registered (or gets the wrong
         // arguments) fails the case before anything is built or run.
         if let Err(e) = self.check_comparisons(sel) {
-            return Err(fail(report, CaseFailure::Compare(e)));
+            return Err(fail(report, CaseFailure::Compare(e.to_string())));
         }
         let callable = match compiled.callables.get(&scene.name) {
             Some(Ok(c)) => Arc::clone(c),
-            Some(Err(e)) => return Err(fail(report, CaseFailure::Compile(e.clone()))),
+            Some(Err(e)) => return Err(fail(report, CaseFailure::Compile(e.to_string()))),
             None => {
                 return Err(fail(
                     report,
@@ -185,19 +243,16 @@ impl CpuStages {
             }
         }
         let t = Instant::now();
-        let fixtures = self.goldens.fixtures(scene, case).and_then(|f| {
-            let scalars = scalar_bits(scene, case)?;
-            Ok((f, scalars))
-        });
-        let (
-            Fixtures {
-                inputs,
-                deterministic,
-            },
-            scalars,
-        ) = match fixtures {
+        let Fixtures {
+            inputs,
+            deterministic,
+        } = match self.goldens.fixtures(scene, case) {
             Ok(f) => f,
-            Err(e) => return Err(fail(report, CaseFailure::Fixtures(e))),
+            Err(e) => return Err(fail(report, CaseFailure::Fixtures(e.to_string()))),
+        };
+        let scalars = match scalar_bits(scene, case) {
+            Ok(s) => s,
+            Err(e) => return Err(fail(report, CaseFailure::Fixtures(e.to_string()))),
         };
         report.phases.fixtures_s = t.elapsed().as_secs_f64();
 
@@ -209,9 +264,9 @@ impl CpuStages {
                 report.golden_miss = outcome.recomputed_because;
                 g
             }
-            Err(msg) => {
+            Err(e) => {
                 report.golden_computed = true;
-                return Err(fail(report, CaseFailure::Golden(msg)));
+                return Err(fail(report, CaseFailure::Golden(e.to_string())));
             }
         };
         report.phases.golden_s = t.elapsed().as_secs_f64();
@@ -228,8 +283,8 @@ impl CpuStages {
 
     /// Every custom comparison of the case is registered and gets the
     /// arguments it takes; the error names the file, field and case.
-    pub fn check_comparisons(&self, sel: &SelectedCase) -> Result<(), String> {
-        check_registered(&self.registry, &sel.scene, sel.case())
+    pub fn check_comparisons(&self, sel: &SelectedCase) -> Result<(), CustomComparisonError> {
+        check_custom_comparisons(&self.registry, &sel.scene, sel.case())
     }
 
     /// The registry of goldens and comparisons.
@@ -246,7 +301,7 @@ impl CpuStages {
         case: &Case,
         inputs: &[(String, Tensor)],
         deterministic: bool,
-    ) -> Result<(GoldenOutputs, GoldenOutcome), String> {
+    ) -> Result<(GoldenOutputs, GoldenOutcome), CaseGoldenError> {
         // Nothing to compare: the golden is not called (and need not be
         // registered); outputs are still checked for NaN / inf.
         if scene.case_skips_every_output(case) {
@@ -257,11 +312,10 @@ impl CpuStages {
             return Ok((GoldenOutputs::new(), outcome));
         }
         let compute = || match &scene.python.golden {
-            Some(file) => self
+            Some(file) => Ok(self
                 .goldens
                 .python()
-                .compute_golden(scene, case, file, inputs)
-                .map_err(|e| e.to_string()),
+                .compute_golden(scene, case, file, inputs)?),
             None => compute_golden(
                 &self.registry,
                 &self.golden_pool,
@@ -275,7 +329,7 @@ impl CpuStages {
             self.goldens
                 .golden(&self.registry, scene, case, inputs, deterministic, compute)?;
         match missing_golden_output(scene, case, &golden) {
-            Some(name) => Err(missing_golden_message(scene, name)),
+            Some(name) => Err(missing_golden(scene, name)),
             None => Ok((golden, outcome)),
         }
     }
@@ -301,11 +355,16 @@ pub fn missing_golden_output<'s>(
 }
 
 /// What a case whose golden lacks output `name` fails with.
+pub fn missing_golden(scene: &Scene, name: &str) -> CaseGoldenError {
+    CaseGoldenError::MissingOutput {
+        golden: scene.golden.clone(),
+        tensor: name.to_owned(),
+    }
+}
+
+/// [`missing_golden`]'s message (the compare stage's problem line).
 pub fn missing_golden_message(scene: &Scene, name: &str) -> String {
-    format!(
-        "golden `{}` returned no value for output tensor `{name}`",
-        scene.golden
-    )
+    missing_golden(scene, name).to_string()
 }
 
 /// The golden of one case: the registered function `scene.golden` on
@@ -317,14 +376,13 @@ pub fn compute_golden(
     scene: &Scene,
     case: &Case,
     inputs: &[(String, Tensor)],
-) -> Result<GoldenOutputs, String> {
+) -> Result<GoldenOutputs, CaseGoldenError> {
     let Some(golden_fn) = registry.get(&scene.golden) else {
-        return Err(format!(
-            "{}: golden `{}` is not registered (registered: {})",
-            scene.manifest.display(),
-            scene.golden,
-            registry.names().collect::<Vec<_>>().join(", ")
-        ));
+        return Err(CaseGoldenError::NotRegistered {
+            manifest: scene.manifest.clone(),
+            golden: scene.golden.clone(),
+            registered: registry.names().collect::<Vec<_>>().join(", "),
+        });
     };
     let scalars = scalar_values(scene, case)?;
     let int_scalars = int_scalar_values(scene, case)?;
@@ -334,49 +392,97 @@ pub fn compute_golden(
         .with_scalars(&scalars)
         .with_int_scalars(&int_scalars);
     pool.install(|| golden_fn(&ctx))
-        .map_err(|e| format!("golden `{}`: {e}", scene.golden))
+        .map_err(|source| CaseGoldenError::Failed {
+            golden: scene.golden.clone(),
+            source,
+        })
+}
+
+/// A custom comparison of a case that cannot run; it names the file, the
+/// field and the case.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{}: `tensors[{index}].compare{}`: case `{case}`: tensor `{tensor}`: {problem}",
+    manifest.display(),
+    problem.field()
+)]
+pub struct CustomComparisonError {
+    pub manifest: PathBuf,
+    /// The tensor's index in `scene.toml`'s `[[tensors]]`.
+    pub index: usize,
+    pub case: String,
+    pub tensor: String,
+    pub problem: Box<CustomComparisonProblem>,
+}
+
+/// What is wrong with a custom comparison.
+#[derive(Debug, thiserror::Error)]
+pub enum CustomComparisonProblem {
+    #[error("comparison `{name}` is not registered (registered: {registered})")]
+    NotRegistered { name: String, registered: String },
+    #[error("comparison `{name}` takes no argument `{arg}` (it takes: {takes})")]
+    UnknownArgument {
+        name: String,
+        arg: String,
+        takes: String,
+    },
+    #[error("comparison `{name}` needs argument `{arg}` (it takes: {takes})")]
+    MissingArgument {
+        name: String,
+        arg: String,
+        takes: String,
+    },
+}
+
+impl CustomComparisonProblem {
+    /// The field under `compare` the problem is in: `.custom`, `.<arg>`,
+    /// or `compare` itself.
+    fn field(&self) -> String {
+        match self {
+            Self::NotRegistered { .. } => ".custom".to_owned(),
+            Self::UnknownArgument { arg, .. } => format!(".{arg}"),
+            Self::MissingArgument { .. } => String::new(),
+        }
+    }
 }
 
 /// Checks, before any device work, that every custom comparison of the
-/// case is registered and gets exactly the arguments it takes. The error
-/// names the file, the field and the case.
-pub fn check_registered(
+/// case is registered and gets exactly the arguments it takes.
+pub fn check_custom_comparisons(
     registry: &GoldenRegistry,
     scene: &Scene,
     case: &Case,
-) -> Result<(), String> {
+) -> Result<(), CustomComparisonError> {
     for (j, (t, ct)) in scene.tensors.iter().zip(&case.tensors).enumerate() {
         let Some(Comparison::Custom { name, args }) = &ct.comparison else {
             continue;
         };
-        let at = |f: &str| {
-            format!(
-                "{}: `tensors[{j}].compare{f}`: case `{}`: tensor `{}`",
-                scene.manifest.display(),
-                case.name,
-                t.name
-            )
+        let at = |problem| CustomComparisonError {
+            manifest: scene.manifest.clone(),
+            index: j,
+            case: case.name.clone(),
+            tensor: t.name.clone(),
+            problem: Box::new(problem),
         };
         let Some(custom) = registry.comparison(name) else {
-            return Err(format!(
-                "{}: comparison `{name}` is not registered (registered: {})",
-                at(".custom"),
-                registry.comparison_names().collect::<Vec<_>>().join(", ")
-            ));
+            return Err(at(CustomComparisonProblem::NotRegistered {
+                name: name.clone(),
+                registered: registry.comparison_names().collect::<Vec<_>>().join(", "),
+            }));
         };
         if let Some(extra) = args.keys().find(|k| !custom.args.contains(&k.as_str())) {
-            return Err(format!(
-                "{}: comparison `{name}` takes no argument `{extra}` (it takes: {})",
-                at(&format!(".{extra}")),
-                custom.args.join(", ")
-            ));
+            return Err(at(CustomComparisonProblem::UnknownArgument {
+                name: name.clone(),
+                arg: extra.clone(),
+                takes: custom.args.join(", "),
+            }));
         }
         if let Some(missing) = custom.args.iter().find(|a| !args.contains_key(**a)) {
-            return Err(format!(
-                "{}: comparison `{name}` needs argument `{missing}` (it takes: {})",
-                at(""),
-                custom.args.join(", ")
-            ));
+            return Err(at(CustomComparisonProblem::MissingArgument {
+                name: name.clone(),
+                arg: (*missing).to_owned(),
+                takes: custom.args.join(", "),
+            }));
         }
     }
     Ok(())
@@ -399,35 +505,35 @@ pub fn case_bytes(_scene: &Scene, case: &Case) -> Option<u64> {
 fn case_scalars<'s>(
     scene: &'s Scene,
     case: &'s Case,
-) -> Result<impl Iterator<Item = (&'s ScalarSpec, Num)>, String> {
+) -> Result<impl Iterator<Item = (&'s ScalarSpec, Num)>, ScalarError> {
     if case.scalars.len() != scene.scalars.len() {
-        return Err(format!(
-            "case `{}` resolves {} scalars, the scene declares {}",
-            case.name,
-            case.scalars.len(),
-            scene.scalars.len()
-        ));
+        return Err(ScalarError::Count {
+            case: case.name.clone(),
+            resolved: case.scalars.len(),
+            declared: scene.scalars.len(),
+        });
     }
     Ok(scene.scalars.iter().zip(case.scalars.iter().copied()))
 }
 
 /// The case's scalar arguments as numbers, by name, in signature order.
-pub fn scalar_values(scene: &Scene, case: &Case) -> Result<Vec<(String, f64)>, String> {
+pub fn scalar_values(scene: &Scene, case: &Case) -> Result<Vec<(String, f64)>, ScalarError> {
     Ok(case_scalars(scene, case)?
         .map(|(s, v)| (s.name.clone(), v.as_f64()))
         .collect())
 }
 
 /// The case's integer scalar arguments, exactly, by name in signature order.
-pub fn int_scalar_values(scene: &Scene, case: &Case) -> Result<Vec<(String, i64)>, String> {
+pub fn int_scalar_values(scene: &Scene, case: &Case) -> Result<Vec<(String, i64)>, ScalarError> {
     case_scalars(scene, case)?
         .filter(|(s, _)| crate::scene::int_range(s.dtype).is_some())
         .map(|(s, v)| match v {
             Num::Int(i) => Ok((s.name.clone(), i)),
-            Num::Float(f) => Err(format!(
-                "scalar `{}`: {f} is not an integer ({})",
-                s.name, s.dtype
-            )),
+            Num::Float(f) => Err(ScalarError::NotInteger {
+                name: s.name.clone(),
+                value: f,
+                dtype: s.dtype,
+            }),
         })
         .collect()
 }
@@ -436,8 +542,7 @@ pub fn int_scalar_values(scene: &Scene, case: &Case) -> Result<Vec<(String, i64)
 ///
 /// Integers never pass through `f64`: an `i64` above 2^53 reaches the
 /// device exactly as written (validation at load checked the range).
-pub fn scalar_bits(scene: &Scene, case: &Case) -> Result<Vec<u64>, String> {
-    use scene_golden::DType;
+pub fn scalar_bits(scene: &Scene, case: &Case) -> Result<Vec<u64>, ScalarError> {
     case_scalars(scene, case)?
         .map(|(s, value)| {
             Ok(match (s.dtype, value) {
@@ -446,25 +551,26 @@ pub fn scalar_bits(scene: &Scene, case: &Case) -> Result<Vec<u64>, String> {
                 (DType::F64, Num::Int(i)) => (i as f64).to_bits(),
                 (DType::F64, Num::Float(f)) => f.to_bits(),
                 (DType::F16 | DType::BF16 | DType::Bool, _) => {
-                    return Err(format!(
-                        "scalar `{}`: dtype {} is not supported for scalars",
-                        s.name, s.dtype
-                    ));
+                    return Err(ScalarError::UnsupportedDType {
+                        name: s.name.clone(),
+                        dtype: s.dtype,
+                    });
                 }
                 (dtype, Num::Int(i)) => match crate::scene::int_range(dtype) {
                     Some((lo, hi)) if (lo..=hi).contains(&i) => i as u64,
                     _ => {
-                        return Err(format!(
-                            "scalar `{}`: {i} is out of range for {dtype}",
-                            s.name
-                        ));
+                        return Err(ScalarError::OutOfRange {
+                            name: s.name.clone(),
+                            value: i,
+                            dtype,
+                        });
                     }
                 },
                 (dtype, _) => {
-                    return Err(format!(
-                        "scalar `{}`: an integer scalar ({dtype}) needs an integer value",
-                        s.name
-                    ));
+                    return Err(ScalarError::NeedsInteger {
+                        name: s.name.clone(),
+                        dtype,
+                    });
                 }
             })
         })

@@ -17,13 +17,17 @@
 use std::path::{Path, PathBuf};
 
 use scene_device::worker::WorkerError;
-use scene_device::{AcquireOptions, CardPool, DeviceJob, Direction, JobArg, Runtime, TensorArg};
+use scene_device::{
+    AcquireOptions, CardPool, DeviceError, DeviceJob, Direction, JobArg, Runtime, RuntimeError,
+    SessionStepError, TensorArg,
+};
 use scene_golden::{DType, Tensor};
 use scene_kernels::{CallableSpec, ChipCallable, OrchUnit};
 
 use crate::args_dump::{self, ArgEntry, ArgsDumpError, Manifest, TaskEntry};
 use crate::compile::{callable_spec, compile_builder};
 use crate::config::RunConfig;
+use crate::device::RuntimeLibError;
 use crate::scene::Scene;
 
 /// The replay orchestration's source (compiled like any orchestration).
@@ -74,8 +78,33 @@ pub enum ReplayError {
         func_id: u32,
         message: String,
     },
-    #[error("replay of task {task}: {message}")]
-    Device { task: usize, message: String },
+    #[error("replay of task {task}: {source}")]
+    Device {
+        task: usize,
+        #[source]
+        source: ReplayRunError,
+    },
+    #[error("replay of task {task}: buffer of argument {index} came back short")]
+    ShortBuffer { task: usize, index: u32 },
+}
+
+/// Why the replay session brought no buffers back.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayRunError {
+    #[error("{0}")]
+    RuntimeLib(#[from] RuntimeLibError),
+    #[error("{0}")]
+    CardPool(#[source] DeviceError),
+    #[error("acquiring a card: {0}")]
+    Acquire(#[source] DeviceError),
+    #[error("{0}")]
+    Worker(#[from] WorkerError),
+    #[error("{0}")]
+    Load(#[from] RuntimeError),
+    #[error("{0}")]
+    Session(#[from] SessionStepError),
+    #[error("the device returned fewer buffers than it had outputs")]
+    FewerBuffers,
 }
 
 /// What to replay.
@@ -185,9 +214,9 @@ pub fn replay(config: &RunConfig, req: &ReplayRequest) -> Result<ReplayReport, R
         .find(|k| k.func_id == task.func_id)
         .map_or_else(|| format!("func_id {}", task.func_id), |k| k.name.clone());
     let layout = Layout::of(dir, &task)?;
-    let outputs = run(config, &callable, &layout).map_err(|message| ReplayError::Device {
+    let outputs = run(config, &callable, &layout).map_err(|source| ReplayError::Device {
         task: task_id,
-        message,
+        source,
     })?;
     let checks = compare(dir, &task, &layout, &outputs)?;
     Ok(ReplayReport {
@@ -457,7 +486,7 @@ fn run(
     config: &RunConfig,
     callable: &ChipCallable,
     layout: &Layout,
-) -> Result<Vec<Vec<u8>>, String> {
+) -> Result<Vec<Vec<u8>>, ReplayRunError> {
     let names: Vec<String> = (0..layout.groups.len())
         .map(|g| format!("group{g}"))
         .collect();
@@ -496,7 +525,7 @@ fn run(
     };
     let runtime = crate::device::RuntimeChoice::of(config).path()?;
     let pool = CardPool::new(config.devices.clone(), config.lock_dir.clone())
-        .map_err(|e| e.to_string())?
+        .map_err(ReplayRunError::CardPool)?
         .with_cancel(config.cancel.clone());
     let acquire = || {
         pool.acquire(
@@ -507,26 +536,23 @@ fn run(
                 on_wait: None,
             },
         )
-        .map_err(|e| format!("acquiring a card: {e}"))
+        .map_err(ReplayRunError::Acquire)
     };
     let outputs = match &config.device_worker {
         Some(worker) => {
-            let prepared =
-                scene_device::worker::prepare(&job, &runtime).map_err(|e| e.to_string())?;
-            let started = prepared
-                .start(worker, &config.cancel)
-                .map_err(|e| e.to_string())?;
+            let prepared = scene_device::worker::prepare(&job, &runtime)?;
+            let started = prepared.start(worker, &config.cancel)?;
             let lease = acquire()?;
             let deadline = crate::device::worker_deadline(config);
             let done = prepared.run(started, &lease, deadline);
             lease.release();
-            done.result.map_err(|e: WorkerError| e.to_string())?;
-            prepared.outputs().map_err(|e| e.to_string())?
+            done.result?;
+            prepared.outputs()?
         }
         None => {
             let lease = acquire()?;
-            let rt = Runtime::load(&lease, &runtime).map_err(|e| e.to_string())?;
-            let out = scene_device::run_session(&rt, &job).map_err(|e| e.to_string())?;
+            let rt = Runtime::load(&lease, &runtime)?;
+            let out = scene_device::run_session(&rt, &job)?;
             drop(rt);
             lease.release();
             out.outputs
@@ -537,8 +563,7 @@ fn run(
     let mut per_group = Vec::with_capacity(layout.groups.len());
     for (_, out) in &layout.groups {
         per_group.push(if *out {
-            it.next()
-                .ok_or("the device returned fewer buffers than it had outputs")?
+            it.next().ok_or(ReplayRunError::FewerBuffers)?
         } else {
             Vec::new()
         });
@@ -576,9 +601,9 @@ fn compare(
         let buf = groups.get(g).map(Vec::as_slice).unwrap_or_default();
         let replayed = buf
             .get(off..off + recorded.len())
-            .ok_or_else(|| ReplayError::Device {
+            .ok_or(ReplayError::ShortBuffer {
                 task: task.task,
-                message: format!("buffer of argument {} came back short", a.index),
+                index: a.index,
             })?;
         debug_assert!(layout.groups.len() > g);
         checks.push(compare_arg(a, replayed, &recorded));

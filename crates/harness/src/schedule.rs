@@ -360,7 +360,7 @@ impl Session {
                 // functions: a custom comparison must be registered here.
                 if let Err(e) = self.cpu.check_comparisons(sel) {
                     let mut r = CaseReport::new(&sel.scene.name, &sel.case().name);
-                    r.fail(FailureStage::Compare, e);
+                    r.fail(FailureStage::Compare, e.to_string());
                     return Err(Box::new(r));
                 }
                 Ok(Prepared {

@@ -34,6 +34,31 @@ use serde_json::{Value, json};
 use crate::config::RunConfig;
 use crate::report::CaseReport;
 
+/// Why a case's trace or dependency graph was not written.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    #[error("the runtime's trace record of rank {rank} is malformed: {source}")]
+    MalformedRecord {
+        rank: usize,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("cannot create `{}`: {source}", path.display())]
+    CreateDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write `{}`: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Serialize(#[source] serde_json::Error),
+}
+
 /// The `SCENE_RT_TRACE_*` flags a run asks of the runtime.
 pub fn runtime_flags(config: &RunConfig) -> u32 {
     use scene_device::abi::{SCENE_RT_TRACE_DEPS, SCENE_RT_TRACE_TIMELINE};
@@ -197,7 +222,7 @@ impl CaseTrace<'_> {
 
     /// The runtime records, parsed (rank order); a malformed one is an
     /// error naming its rank.
-    pub fn records(&self) -> Result<Vec<Record>, String> {
+    pub fn records(&self) -> Result<Vec<Record>, TraceError> {
         let Some(d) = self.device else {
             return Ok(Vec::new());
         };
@@ -205,9 +230,8 @@ impl CaseTrace<'_> {
             .iter()
             .enumerate()
             .map(|(rank, text)| {
-                serde_json::from_str(text).map_err(|e| {
-                    format!("the runtime's trace record of rank {rank} is malformed: {e}")
-                })
+                serde_json::from_str(text)
+                    .map_err(|source| TraceError::MalformedRecord { rank, source })
             })
             .collect()
     }
@@ -218,9 +242,12 @@ impl CaseTrace<'_> {
 }
 
 /// `DIR/<scene>/<case>.<ext>`, its directory created.
-pub fn case_path(dir: &Path, scene: &str, case: &str, ext: &str) -> Result<PathBuf, String> {
+pub fn case_path(dir: &Path, scene: &str, case: &str, ext: &str) -> Result<PathBuf, TraceError> {
     let sub = dir.join(scene);
-    std::fs::create_dir_all(&sub).map_err(|e| format!("cannot create `{}`: {e}", sub.display()))?;
+    std::fs::create_dir_all(&sub).map_err(|source| TraceError::CreateDir {
+        path: sub.clone(),
+        source,
+    })?;
     Ok(sub.join(format!("{case}.{ext}")))
 }
 
@@ -261,7 +288,7 @@ fn lane_tid(core: &str, lane: u32) -> u32 {
 }
 
 /// The trace-event JSON of one case.
-pub fn trace_json(t: &CaseTrace<'_>) -> Result<Value, String> {
+pub fn trace_json(t: &CaseTrace<'_>) -> Result<Value, TraceError> {
     let records = t.records()?;
     let mut evs = Vec::new();
     let mut meta = Vec::new();
@@ -502,11 +529,18 @@ fn arg_summary(a: &ArgRec) -> String {
 }
 
 /// Writes the case's trace to `DIR/<scene>/<case>.trace.json`.
-pub fn write(dir: &Path, t: &CaseTrace<'_>) -> Result<PathBuf, String> {
+pub fn write(dir: &Path, t: &CaseTrace<'_>) -> Result<PathBuf, TraceError> {
     let v = trace_json(t)?;
     let path = case_path(dir, t.scene, t.case, "trace.json")?;
-    let text = serde_json::to_vec(&v).map_err(|e| e.to_string())?;
-    scene_util::write_atomically(&path, &text)
-        .map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
+    let text = serde_json::to_vec(&v).map_err(TraceError::Serialize)?;
+    write_file(&path, &text)?;
     Ok(path)
+}
+
+/// Writes one output file of `--trace` / `--dep-graph`.
+pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), TraceError> {
+    scene_util::write_atomically(path, bytes).map_err(|source| TraceError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
 }

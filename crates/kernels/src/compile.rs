@@ -72,11 +72,24 @@ pub(crate) fn compile_incore(
     out: &Path,
     cancel: &Cancel,
 ) -> Result<(), CompileError> {
-    require_source(root, &unit.source)?;
-    let mut args = incore_args(tc, unit);
+    compile_unit(tc, root, &unit.source, incore_args(tc, unit), out, cancel)
+}
+
+/// Runs the compiler for a scene's unit (incore or orchestration): its
+/// source checked first, `args` plus `-o out`, in `root`, with a C++
+/// failure explained by the rule it breaks.
+fn compile_unit(
+    tc: &Toolchain,
+    root: &Path,
+    source: &Path,
+    mut args: Vec<OsString>,
+    out: &Path,
+    cancel: &Cancel,
+) -> Result<(), CompileError> {
+    require_source(root, source)?;
     args.push("-o".into());
     args.push(out.as_os_str().to_owned());
-    let language = Language::of(&unit.source);
+    let language = Language::of(source);
     Invocation {
         role: compiler_role(language),
         stage: Stage::Compile,
@@ -159,20 +172,7 @@ pub(crate) fn compile_orchestration(
     out: &Path,
     cancel: &Cancel,
 ) -> Result<Vec<u8>, CompileError> {
-    require_source(root, &unit.source)?;
-    let mut args = orch_args(tc, unit);
-    args.push("-o".into());
-    args.push(out.as_os_str().to_owned());
-    let language = Language::of(&unit.source);
-    Invocation {
-        role: compiler_role(language),
-        stage: Stage::Compile,
-        program: tc.compiler_for(language),
-        args,
-        cwd: root,
-    }
-    .run(cancel)
-    .map_err(|e| explain_compile_failure(language, e))?;
+    compile_unit(tc, root, &unit.source, orch_args(tc, unit), out, cancel)?;
     std::fs::read(out).map_err(|source| CompileError::Read {
         path: out.to_path_buf(),
         source,

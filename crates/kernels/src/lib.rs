@@ -44,7 +44,7 @@ pub use image::{ImageError, extract_text_image};
 pub use key::{CACHE_SCHEMA, UnitKey};
 pub use outline::{PlanOutline, PlannedUnit, plan_outline, render_commands};
 pub use report::{BuildOutput, Observer, UnitKind, UnitOutcome, UnitReport};
-pub use toolchain::{BuiltinPlatform, Extraction, Toolchain, ToolchainError};
+pub use toolchain::{BuiltinPlatform, Extraction, Toolchain, ToolchainError, UnknownExtraction};
 pub use unit::{
     CallableSpec, ChipCallable, CoreType, IncoreImage, IncoreUnit, Language, OrchUnit,
     ParseCoreTypeError,

@@ -162,15 +162,24 @@ impl Extraction {
     }
 }
 
+/// An extraction name that is neither `elf` nor `macho`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown extraction `{name}` (one of: elf, macho)")]
+pub struct UnknownExtraction {
+    pub name: String,
+}
+
 impl std::str::FromStr for Extraction {
-    type Err = String;
+    type Err = UnknownExtraction;
 
     /// `elf`, `macho` (or `mach-o`, as [`Display`](fmt::Display) writes it).
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, UnknownExtraction> {
         match s {
             "elf" => Ok(Extraction::Elf),
             "macho" | "mach-o" => Ok(Extraction::MachO),
-            other => Err(format!("unknown extraction `{other}` (one of: elf, macho)")),
+            other => Err(UnknownExtraction {
+                name: other.to_owned(),
+            }),
         }
     }
 }

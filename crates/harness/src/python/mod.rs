@@ -300,7 +300,7 @@ pub struct Interpreter {
 /// not retried for every case).
 #[derive(Default)]
 struct Resolved {
-    by_requirements: HashMap<Vec<String>, Result<Interpreter, String>>,
+    by_requirements: HashMap<Vec<String>, Result<Interpreter, PyError>>,
 }
 
 /// The Python side of a run: starts a worker per interpreter on first use,
@@ -310,7 +310,7 @@ pub struct PythonRunner {
     config: PythonConfig,
     resolved: Mutex<Resolved>,
     states: Mutex<HashMap<PathBuf, State>>,
-    dir: OnceLock<Result<tempfile::TempDir, String>>,
+    dir: OnceLock<Result<tempfile::TempDir, PyError>>,
     next: AtomicU64,
     identities: Mutex<HashMap<PathBuf, String>>,
     cancel: Cancel,
@@ -365,7 +365,7 @@ impl PythonRunner {
         let reqs = requirement_set(&scene.python.requirements);
         let mut resolved = self.resolved.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(r) = resolved.by_requirements.get(&reqs) {
-            return r.clone().map_err(PyError::Unavailable);
+            return r.clone();
         }
         let result = match provision::probe(&self.config.python, &reqs) {
             // No interpreter at all: the worker's start says so as before.
@@ -374,17 +374,18 @@ impl PythonRunner {
             Ok(p) => self.provisioned(scene, &p, &reqs),
         };
         resolved.by_requirements.insert(reqs, result.clone());
-        result.map_err(PyError::Unavailable)
+        result
     }
 
     /// A managed environment for `probe`'s interpreter and `reqs`, or the
-    /// one-line reason the scene's Python cannot run.
+    /// one-line reason the scene's Python cannot run
+    /// ([`PyError::Unavailable`]).
     fn provisioned(
         &self,
         scene: &Scene,
         probe: &Probe,
         reqs: &[String],
-    ) -> Result<Interpreter, String> {
+    ) -> Result<Interpreter, PyError> {
         let python = self.config.python.display().to_string();
         let named = if python == probe.executable {
             python.clone()
@@ -396,10 +397,10 @@ impl PythonRunner {
         let root = match &self.config.env_root {
             Some(root) => root,
             None => {
-                return Err(format!(
+                return Err(PyError::Unavailable(format!(
                     "`{named}` lacks {lacks}, and there is no cache directory to provision an environment in; \
                      fix: `{fix}`, or point SCENE_PYTHON at an interpreter that has it"
-                ));
+                )));
             }
         };
         let installer = Installer {
@@ -419,11 +420,11 @@ impl PythonRunner {
                 );
             })
             .map_err(|e| {
-                format!(
+                PyError::Unavailable(format!(
                     "`{named}` lacks {lacks} and a managed environment for it could not be made: {e}. \
                      Fix: `{fix}` (or point SCENE_PYTHON at an interpreter that has it; \
                      SCENE_PYTHON_PROVISION=never stops these attempts)"
-                )
+                ))
             })?;
         if built {
             eprintln!(
@@ -520,10 +521,12 @@ impl PythonRunner {
                 } else {
                     b.tempdir()
                 }
-                .map_err(|e| format!("cannot create the Python exchange directory: {e}"))
+                .map_err(|e| {
+                    PyError::Exchange(format!("cannot create the Python exchange directory: {e}"))
+                })
             })
             .as_ref()
-            .map_err(|e| PyError::Exchange(e.clone()))?;
+            .map_err(PyError::clone)?;
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let path = base.path().join(format!("r{n}"));
         std::fs::create_dir(&path)
@@ -708,13 +711,35 @@ fn sys_path(scene: &Scene) -> Vec<PathBuf> {
 
 /// A `.npy` the worker wrote, checked to be `dtype` (bf16 as `<u2` bits)
 /// and `shape`.
-fn read_tensor(path: &Path, dtype: DType, shape: &[usize]) -> Result<Tensor, String> {
-    let bytes = scene_util::read_regular_file(path, None, u64::MAX).map_err(|e| e.to_string())?;
-    let t = npy::from_npy_bytes_as(&bytes, dtype).map_err(|e| format!("{e} (expected {dtype})"))?;
+fn read_tensor(path: &Path, dtype: DType, shape: &[usize]) -> Result<Tensor, ReadTensorError> {
+    let bytes = scene_util::read_regular_file(path, None, u64::MAX)?;
+    let t = npy::from_npy_bytes_as(&bytes, dtype)
+        .map_err(|source| ReadTensorError::Decode { source, dtype })?;
     if t.shape() != shape {
-        return Err(format!("shape {:?}, expected {shape:?}", t.shape()));
+        return Err(ReadTensorError::Shape {
+            found: t.shape().to_vec(),
+            expected: shape.to_vec(),
+        });
     }
     Ok(t)
+}
+
+/// Why a `.npy` the worker wrote is not the tensor the case declares.
+#[derive(Debug, thiserror::Error)]
+enum ReadTensorError {
+    #[error("{0}")]
+    Read(#[from] scene_util::ReadError),
+    #[error("{source} (expected {dtype})")]
+    Decode {
+        #[source]
+        source: npy::NpyError,
+        dtype: DType,
+    },
+    #[error("shape {found:?}, expected {expected:?}")]
+    Shape {
+        found: Vec<usize>,
+        expected: Vec<usize>,
+    },
 }
 
 /// A request's files, removed when the request is done.

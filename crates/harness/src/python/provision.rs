@@ -188,9 +188,39 @@ pub struct Probe {
 /// not hang the run (as generous as the worker's own start).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Why [`probe`] learnt nothing about an interpreter.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("{0}")]
+    Encode(#[source] serde_json::Error),
+    #[error("cannot start `{}`: {source}", python.display())]
+    Start {
+        python: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("`{}` did not answer within {secs} s", python.display())]
+    Timeout { python: PathBuf, secs: u64 },
+    #[error("{0}")]
+    Wait(#[source] io::Error),
+    #[error("`{}` failed ({status}): {last_lines}", python.display())]
+    Failed {
+        python: PathBuf,
+        status: std::process::ExitStatus,
+        last_lines: String,
+    },
+    #[error("`{}` answered `{line}`: {source}", python.display())]
+    Answer {
+        python: PathBuf,
+        line: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
 /// Starts `python` once to ask who it is and which of `reqs` it lacks.
-pub fn probe(python: &Path, reqs: &[String]) -> Result<Probe, String> {
-    let arg = serde_json::to_string(reqs).map_err(|e| e.to_string())?;
+pub fn probe(python: &Path, reqs: &[String]) -> Result<Probe, ProbeError> {
+    let arg = serde_json::to_string(reqs).map_err(ProbeError::Encode)?;
     let mut child = Command::new(python)
         .args(["-c", PROBE, &arg])
         .env("PYTHONDONTWRITEBYTECODE", "1")
@@ -198,7 +228,10 @@ pub fn probe(python: &Path, reqs: &[String]) -> Result<Probe, String> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot start `{}`: {e}", python.display()))?;
+        .map_err(|source| ProbeError::Start {
+            python: python.to_path_buf(),
+            source,
+        })?;
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -219,29 +252,31 @@ pub fn probe(python: &Path, reqs: &[String]) -> Result<Probe, String> {
     let Ok((stdout, stderr)) = rx.recv_timeout(PROBE_TIMEOUT) else {
         let _ = child.kill();
         let _ = child.wait();
-        return Err(format!(
-            "`{}` did not answer within {} s",
-            python.display(),
-            PROBE_TIMEOUT.as_secs()
-        ));
+        return Err(ProbeError::Timeout {
+            python: python.to_path_buf(),
+            secs: PROBE_TIMEOUT.as_secs(),
+        });
     };
-    let status = child.wait().map_err(|e| e.to_string())?;
+    let status = child.wait().map_err(ProbeError::Wait)?;
     let out = Output {
         status,
         stdout,
         stderr,
     };
     if !out.status.success() {
-        return Err(format!(
-            "`{}` failed ({}): {}",
-            python.display(),
-            out.status,
-            last_lines(&out, 3)
-        ));
+        return Err(ProbeError::Failed {
+            python: python.to_path_buf(),
+            status: out.status,
+            last_lines: last_lines(&out, 3),
+        });
     }
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text.lines().last().unwrap_or("");
-    serde_json::from_str(line).map_err(|e| format!("`{}` answered `{line}`: {e}", python.display()))
+    serde_json::from_str(line).map_err(|source| ProbeError::Answer {
+        python: python.to_path_buf(),
+        line: line.to_owned(),
+        source,
+    })
 }
 
 /// The key of the environment for `probe`'s interpreter and `reqs`.
@@ -311,6 +346,26 @@ pub enum ProvisionError {
     /// Installed, yet the environment still lacks something.
     #[error("the new environment still lacks {0}")]
     Incomplete(String),
+    /// Installed, yet what was written cannot be read back.
+    #[error("the new environment still lacks {0}")]
+    Unreadable(#[source] EnvReadError),
+}
+
+/// Why a directory is not a complete environment.
+#[derive(Debug, thiserror::Error)]
+pub enum EnvReadError {
+    #[error("{file}: {source}")]
+    Read {
+        file: &'static str,
+        #[source]
+        source: scene_util::ReadError,
+    },
+    #[error("{MARKER}: {0}")]
+    Marker(#[source] serde_json::Error),
+    #[error("{MARKER} names another schema or key")]
+    OtherKey,
+    #[error("bin/python is missing")]
+    NoPython,
 }
 
 fn at(path: &Path) -> impl FnOnce(io::Error) -> ProvisionError + '_ {
@@ -529,7 +584,7 @@ impl EnvCache {
         let lock_text = String::from_utf8_lossy(&frozen.stdout).into_owned();
         let check = self::probe(&python, reqs).map_err(|why| ProvisionError::Command {
             command: format!("{} -c <probe>", python.display()),
-            why,
+            why: why.to_string(),
         })?;
         if !check.missing.is_empty() {
             return Err(ProvisionError::Incomplete(check.missing.join(", ")));
@@ -551,24 +606,25 @@ impl EnvCache {
             .map_err(at(&marker_path))?;
         std::fs::rename(&env_dir, &dest).map_err(at(&dest))?;
         drop(tmp);
-        read_env(&dest, &key).map_err(ProvisionError::Incomplete)
+        read_env(&dest, &key).map_err(ProvisionError::Unreadable)
     }
 }
 
 /// A complete environment read from `dir`: its marker (this schema, this
 /// key), its lock file, its `bin/python`.
-fn read_env(dir: &Path, key: &str) -> Result<ManagedEnv, String> {
-    let bytes = scene_util::read_regular_file(&dir.join(MARKER), None, MAX_SMALL_FILE)
-        .map_err(|e| format!("{MARKER}: {e}"))?;
-    let m: Marker = serde_json::from_slice(&bytes).map_err(|e| format!("{MARKER}: {e}"))?;
+fn read_env(dir: &Path, key: &str) -> Result<ManagedEnv, EnvReadError> {
+    let read = |file: &'static str| {
+        scene_util::read_regular_file(&dir.join(file), None, MAX_SMALL_FILE)
+            .map_err(|source| EnvReadError::Read { file, source })
+    };
+    let m: Marker = serde_json::from_slice(&read(MARKER)?).map_err(EnvReadError::Marker)?;
     if m.schema != SCHEMA || m.key != key {
-        return Err(format!("{MARKER} names another schema or key"));
+        return Err(EnvReadError::OtherKey);
     }
-    let lock = scene_util::read_regular_file(&dir.join(LOCK_FILE), None, MAX_SMALL_FILE)
-        .map_err(|e| format!("{LOCK_FILE}: {e}"))?;
+    let lock = read(LOCK_FILE)?;
     let python = dir.join("bin").join("python");
     if !python.exists() {
-        return Err("bin/python is missing".into());
+        return Err(EnvReadError::NoPython);
     }
     Ok(ManagedEnv {
         dir: dir.to_path_buf(),
@@ -750,7 +806,7 @@ mod tests {
         .collect();
         let p = match probe(Path::new("python3"), &reqs) {
             Ok(p) => p,
-            Err(why) if why.starts_with("cannot start") => {
+            Err(why @ ProbeError::Start { .. }) => {
                 eprintln!("SKIP: no python3: {why}");
                 return;
             }

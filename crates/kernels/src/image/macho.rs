@@ -232,7 +232,7 @@ fn check_dyld_fixups(macho: &MachO<'_>, bytes: &[u8], kernel: &str) -> Result<()
             CommandVariant::DyldChainedFixups(fixups) => {
                 if let Some(reason) =
                     chained_fixups(bytes, fixups.dataoff, fixups.datasize, macho.little_endian)
-                        .map_err(|reason| malformed(kernel, reason))?
+                        .map_err(|reason| malformed(kernel, reason.to_string()))?
                 {
                     return Err(dynamic(format!("LC_DYLD_CHAINED_FIXUPS ({reason})")));
                 }
@@ -243,6 +243,15 @@ fn check_dyld_fixups(macho: &MachO<'_>, bytes: &[u8], kernel: &str) -> Result<()
     Ok(())
 }
 
+/// Why `LC_DYLD_CHAINED_FIXUPS` could not be read (the file is malformed).
+#[derive(Debug, thiserror::Error)]
+enum ChainedFixupsError {
+    #[error("chained fixups lie outside the file")]
+    OutsideFile,
+    #[error("chained fixups truncated")]
+    Truncated,
+}
+
 /// Reads `dyld_chained_fixups_header` and its `starts_in_image`: `Some` with
 /// a description if any import or any page with fixups is listed.
 fn chained_fixups(
@@ -250,30 +259,30 @@ fn chained_fixups(
     dataoff: u32,
     datasize: u32,
     little: bool,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, ChainedFixupsError> {
     let start = dataoff as usize;
     let blob = start
         .checked_add(datasize as usize)
         .and_then(|end| bytes.get(start..end))
-        .ok_or("chained fixups lie outside the file")?;
-    let u16_at = |at: usize| -> Result<u16, String> {
+        .ok_or(ChainedFixupsError::OutsideFile)?;
+    let u16_at = |at: usize| -> Result<u16, ChainedFixupsError> {
         let raw: [u8; 2] = at
             .checked_add(2)
             .and_then(|end| blob.get(at..end))
             .and_then(|s| s.try_into().ok())
-            .ok_or("chained fixups truncated")?;
+            .ok_or(ChainedFixupsError::Truncated)?;
         Ok(if little {
             u16::from_le_bytes(raw)
         } else {
             u16::from_be_bytes(raw)
         })
     };
-    let u32_at = |at: usize| -> Result<u32, String> {
+    let u32_at = |at: usize| -> Result<u32, ChainedFixupsError> {
         let raw: [u8; 4] = at
             .checked_add(4)
             .and_then(|end| blob.get(at..end))
             .and_then(|s| s.try_into().ok())
-            .ok_or("chained fixups truncated")?;
+            .ok_or(ChainedFixupsError::Truncated)?;
         Ok(if little {
             u32::from_le_bytes(raw)
         } else {

@@ -9,6 +9,7 @@ use std::process::Command;
 
 pub mod programs;
 
+use scene_kernels::{BuiltinPlatform, Extraction, Toolchain};
 use scene_sim_runtime::*;
 
 /// The device headers. The manifest dir is read at run time first: a nextest
@@ -43,44 +44,20 @@ pub fn kernel_image(dir: &Path, name: &str, src: &str) -> Vec<u8> {
     let ld = dir.join("kernel.ld");
     std::fs::write(&c, format!("#include \"scene_kernel.h\"\n{src}\n")).unwrap();
     std::fs::write(&ld, KERNEL_LD).unwrap();
+    // The flags every scene kernel compiles and links with, from the one
+    // definition (the kernels crate's ELF toolchain).
+    let tc = Toolchain::builtin_for(BuiltinPlatform::A2a3Sim, Extraction::Elf);
     run(Command::new("cc")
-        .args([
-            "-O2",
-            "-ffreestanding",
-            "-fno-builtin",
-            "-nostdlib",
-            "-fPIE",
-            "-fvisibility=hidden",
-            "-fno-stack-protector",
-            "-fno-asynchronous-unwind-tables",
-            "-fno-unwind-tables",
-            "-fno-jump-tables",
-            "-fno-math-errno",
-            "-fcf-protection=none",
-            "-fno-plt",
-            "-ffunction-sections",
-            "-fdata-sections",
-            "-I",
-            &include(),
-            "-c",
-        ])
+        .args(&tc.incore_flags)
+        .args(["-I", &include(), "-c"])
         .arg(&c)
         .arg("-o")
         .arg(&o));
     run(Command::new("ld")
-        .args(["-pie", "--no-dynamic-linker", "-T"])
+        .args(&tc.link_flags)
+        .arg("-T")
         .arg(&ld)
-        .args([
-            "-e",
-            "kernel_entry",
-            "--gc-sections",
-            "-z",
-            "noexecstack",
-            "-z",
-            "norelro",
-            "--no-warn-rwx-segments",
-            "-o",
-        ])
+        .arg("-o")
         .arg(&elf)
         .arg(&o));
     run(Command::new("objcopy")
