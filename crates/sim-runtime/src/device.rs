@@ -929,6 +929,8 @@ static OPS: SceneOrchOps = SceneOrchOps {
     free: orch_v2::op_free,
     begin_scope: orch_v2::op_begin_scope,
     end_scope: orch_v2::op_end_scope,
+    malloc: op_malloc,
+    last_error: op_last_error,
 };
 
 fn orch_thread(ctx: Arc<RunCtx>, args: Vec<SceneRunArg>) {
@@ -975,8 +977,12 @@ fn run_ctx<'a>(ctx: *mut SceneOrchCtx) -> Option<&'a RunCtx> {
     }
 }
 
+/// Records a failed orchestration call: its status is returned, its
+/// message becomes the thread's last error (`scene_orch_last_error`), and
+/// the first such error fails the run.
 fn record(rc: &RunCtx, e: RtError) -> i32 {
     let status = e.status();
+    crate::set_last_error(&e.to_string());
     let mut s = rc.shared.sched();
     if s.error.is_none() {
         s.error = Some(e);
@@ -984,8 +990,47 @@ fn record(rc: &RunCtx, e: RtError) -> i32 {
     status
 }
 
+/// The deprecated v1 `alloc`: `op_malloc` with failure in-band (0).
 extern "C" fn op_alloc(ctx: *mut SceneOrchCtx, size: u64) -> u64 {
-    let Some(rc) = run_ctx(ctx) else { return 0 };
+    alloc(ctx, size).unwrap_or(0)
+}
+
+/// v3 `malloc`: the address through `out_addr`, failure as a status.
+extern "C" fn op_malloc(ctx: *mut SceneOrchCtx, size: u64, out_addr: *mut u64) -> i32 {
+    if out_addr.is_null() {
+        return match run_ctx(ctx) {
+            Some(rc) => record(
+                rc,
+                RtError::Invalid("orchestration malloc: out_addr is NULL".into()),
+            ),
+            None => SCENE_RT_E_INVALID,
+        };
+    }
+    let (addr, status) = match alloc(ctx, size) {
+        Ok(a) => (a, SCENE_RT_OK),
+        Err(status) => (0, status),
+    };
+    #[allow(unsafe_code)]
+    // SAFETY: `out_addr` is non-NULL and, by scene_orch.h's contract,
+    // points at a writable uint64_t for the call.
+    unsafe {
+        out_addr.write(addr);
+    }
+    status
+}
+
+/// v3 `last_error`: this thread's last error (the orchestration runs on
+/// its own thread, so it is the last failed call of this orchestration).
+extern "C" fn op_last_error(_ctx: *mut SceneOrchCtx) -> *const c_char {
+    crate::last_error_ptr()
+}
+
+/// An orchestration allocation, kept until the run (or its scope) ends,
+/// or the status of the recorded error.
+fn alloc(ctx: *mut SceneOrchCtx, size: u64) -> Result<u64, i32> {
+    let Some(rc) = run_ctx(ctx) else {
+        return Err(SCENE_RT_E_INVALID);
+    };
     let begin = if rc.trace != 0 { trace::now_ns() } else { 0 };
     let r = orch_v2::alloc_waiting(rc, size);
     match r {
@@ -998,12 +1043,12 @@ extern "C" fn op_alloc(ctx: *mut SceneOrchCtx, size: u64) -> u64 {
             if let Some(scope) = s.scopes.last_mut() {
                 scope.push(a);
             }
-            a
+            Ok(a)
         }
-        Err(e) => {
-            record(rc, RtError::Oom(format!("orchestration alloc: {e}")));
-            0
-        }
+        Err(e) => Err(record(
+            rc,
+            RtError::Oom(format!("orchestration alloc: {e}")),
+        )),
     }
 }
 
@@ -1040,7 +1085,7 @@ extern "C" fn op_submit(
         .iter()
         .map(|a| SceneTaskArgV2 {
             direction: a.direction,
-            reserved: 0,
+            view_error: 0,
             value: a.value,
             size: a.size,
             desc: SceneTensorDesc::contiguous(SCENE_DTYPE_BYTES, &[a.size]),
@@ -1153,7 +1198,7 @@ type ArenaAccess = (u64, u64, bool);
 /// and the byte length of the range it spans (its bounding range).
 fn view_span(mem: &Allocator, a: &SceneTaskArgV2, what: &str) -> RtResult<(u64, u64)> {
     let d = &a.desc;
-    if a.reserved != 0 {
+    if a.view_error != 0 {
         return Err(view_outside_parent(a, what));
     }
     if d.rank as usize > SCENE_MAX_RANK {
@@ -1363,13 +1408,13 @@ fn run_descs(
 }
 
 /// The error for a task argument `scene_task_view` marked: its dimension
-/// `reserved - 1` leaves the parent's shape (even when the buffer holds it).
+/// `view_error - 1` leaves the parent's shape (even when the buffer holds it).
 fn view_outside_parent(a: &SceneTaskArgV2, what: &str) -> RtError {
     let d = &a.desc;
     let rank = (d.rank as usize).min(SCENE_MAX_RANK);
     RtError::OutOfBounds(format!(
         "{what}: dimension {} of the view (offset {} elements, shape {:?}) lies outside its parent's shape in that dimension (scene_task_view: offsets + shape exceed the parent's extent)",
-        a.reserved - 1,
+        a.view_error - 1,
         d.offset,
         &d.shape[..rank],
     ))
