@@ -918,7 +918,7 @@ impl Drop for Device {
 
 static OPS: SceneOrchOps = SceneOrchOps {
     abi_version: SCENE_ORCH_ABI_VERSION,
-    alloc: op_alloc,
+    alloc: orch_v2::op_alloc,
     submit: op_submit,
     fail: op_fail,
     arg_desc: orch_v2::op_arg_desc,
@@ -929,8 +929,8 @@ static OPS: SceneOrchOps = SceneOrchOps {
     free: orch_v2::op_free,
     begin_scope: orch_v2::op_begin_scope,
     end_scope: orch_v2::op_end_scope,
-    malloc: op_malloc,
-    last_error: op_last_error,
+    malloc: orch_v2::op_malloc,
+    last_error: orch_v2::op_last_error,
 };
 
 fn orch_thread(ctx: Arc<RunCtx>, args: Vec<SceneRunArg>) {
@@ -988,68 +988,6 @@ fn record(rc: &RunCtx, e: RtError) -> i32 {
         s.error = Some(e);
     }
     status
-}
-
-/// The deprecated v1 `alloc`: `op_malloc` with failure in-band (0).
-extern "C" fn op_alloc(ctx: *mut SceneOrchCtx, size: u64) -> u64 {
-    alloc(ctx, size).unwrap_or(0)
-}
-
-/// v3 `malloc`: the address through `out_addr`, failure as a status.
-extern "C" fn op_malloc(ctx: *mut SceneOrchCtx, size: u64, out_addr: *mut u64) -> i32 {
-    if out_addr.is_null() {
-        return match run_ctx(ctx) {
-            Some(rc) => record(
-                rc,
-                RtError::Invalid("orchestration malloc: out_addr is NULL".into()),
-            ),
-            None => SCENE_RT_E_INVALID,
-        };
-    }
-    let (addr, status) = match alloc(ctx, size) {
-        Ok(a) => (a, SCENE_RT_OK),
-        Err(status) => (0, status),
-    };
-    #[allow(unsafe_code)]
-    // SAFETY: `out_addr` is non-NULL and, by scene_orch.h's contract,
-    // points at a writable uint64_t for the call.
-    unsafe {
-        out_addr.write(addr);
-    }
-    status
-}
-
-/// v3 `last_error`: this thread's last error (the orchestration runs on
-/// its own thread, so it is the last failed call of this orchestration).
-extern "C" fn op_last_error(_ctx: *mut SceneOrchCtx) -> *const c_char {
-    crate::last_error_ptr()
-}
-
-/// An orchestration allocation, kept until the run (or its scope) ends,
-/// or the status of the recorded error.
-fn alloc(ctx: *mut SceneOrchCtx, size: u64) -> Result<u64, i32> {
-    let Some(rc) = run_ctx(ctx) else {
-        return Err(SCENE_RT_E_INVALID);
-    };
-    let begin = if rc.trace != 0 { trace::now_ns() } else { 0 };
-    let r = orch_v2::alloc_waiting(rc, size);
-    match r {
-        Ok(a) => {
-            let mut s = rc.shared.sched();
-            if let Some(tr) = &mut s.trace {
-                tr.alloc(a, size, begin);
-            }
-            s.intermediates.push(a);
-            if let Some(scope) = s.scopes.last_mut() {
-                scope.push(a);
-            }
-            Ok(a)
-        }
-        Err(e) => Err(record(
-            rc,
-            RtError::Oom(format!("orchestration alloc: {e}")),
-        )),
-    }
 }
 
 extern "C" fn op_fail(ctx: *mut SceneOrchCtx, message: *const c_char) {
