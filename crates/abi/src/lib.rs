@@ -1,6 +1,9 @@
-//! The runtime C ABI (`scene_runtime.h`, `scene_kernel.h`, `scene_orch.h` in
+//! The runtime C ABI (`scene_abi.h`, `scene_runtime.h`, `scene_kernel.h`,
+//! `scene_orch.h`, `scene_comm.h`, `scene_tensor.h` in
 //! `crates/device/include`) as Rust: every constant and `#[repr(C)]` struct,
-//! defined once.
+//! defined once. The conventions (statuses, last error, the one version
+//! policy, deprecation) are the comment of `scene_abi.h`;
+//! [`runtime_version_supported`] is that policy for the loader.
 //!
 //! Both sides of the ABI use it: the loader in `scene-device` (the caller)
 //! and the simulator runtime `scene-sim-runtime` (the callee). It is its own
@@ -15,13 +18,23 @@
 
 use std::ffi::{c_char, c_void};
 
-/// `SCENE_RUNTIME_ABI_VERSION` (`scene_runtime.h`): what
-/// `scene_rt_abi_version()` must return.
+/// `SCENE_RUNTIME_ABI_VERSION` (`scene_runtime.h`): the runtime version
+/// these definitions describe; `scene_rt_abi_version()` must report at
+/// least this (see [`runtime_version_supported`]).
 pub const SCENE_RUNTIME_ABI_VERSION: i32 = 2;
 /// `SCENE_KERNEL_ABI_VERSION` (`scene_kernel.h`), in `SceneKernelArgs::abi_version`.
 pub const SCENE_KERNEL_ABI_VERSION: u32 = 3;
 /// `SCENE_ORCH_ABI_VERSION` (`scene_orch.h`), in `SceneOrchOps::abi_version`.
-pub const SCENE_ORCH_ABI_VERSION: u32 = 2;
+/// v3 added `malloc` and `last_error`.
+pub const SCENE_ORCH_ABI_VERSION: u32 = 3;
+
+/// The version policy of `scene_abi.h` for a runtime reporting `found`:
+/// versions only grow, by additions, so a runtime serves every user built
+/// for its version or an older one. A user checks `found >= needed`, never
+/// equality; the harness needs all of [`SCENE_RUNTIME_ABI_VERSION`].
+pub fn runtime_version_supported(found: i32) -> bool {
+    found >= SCENE_RUNTIME_ABI_VERSION
+}
 /// `SCENE_MAX_ARGS` (`scene_kernel.h`): arguments of one task.
 pub const SCENE_MAX_ARGS: usize = 32;
 /// `SCENE_MAX_FUNC_IDS` (`scene_runtime.h`): exclusive upper bound of `func_id`.
@@ -100,24 +113,26 @@ impl SceneTensorDesc {
 pub struct SceneTaskArgV2 {
     pub direction: u32,
     /// 0; `1 + d` when `scene_task_view` made a view whose dimension `d`
-    /// leaves its parent's shape (the runtime refuses the task).
-    pub reserved: u32,
+    /// leaves its parent's shape (the runtime refuses the task). C also
+    /// names it `reserved`, deprecated (an anonymous union).
+    pub view_error: u32,
     pub value: u64,
     pub size: u64,
     pub desc: SceneTensorDesc,
 }
 
-// Status codes (`SCENE_RT_*`): 0 = ok, negative = error.
+// Status codes (`SCENE_RT_*`, `scene_abi.h`): 0 = ok, negative = error;
+// every call of the runtime, orchestration and comm ABIs returns one.
 pub const SCENE_RT_OK: i32 = 0;
 /// Bad argument, null pointer, bad handle.
 pub const SCENE_RT_E_INVALID: i32 = -1;
-/// ABI version mismatch.
+/// The implementation's ABI version lacks the call.
 pub const SCENE_RT_E_ABI: i32 = -2;
 /// No such device id / device not open.
 pub const SCENE_RT_E_NO_DEVICE: i32 = -3;
 /// Device memory exhausted.
 pub const SCENE_RT_E_OOM: i32 = -4;
-/// Copy or access outside an allocation.
+/// Copy or access outside an allocation or view.
 pub const SCENE_RT_E_OUT_OF_BOUNDS: i32 = -5;
 /// A task names a func_id not registered.
 pub const SCENE_RT_E_FUNC_ID: i32 = -6;
@@ -201,6 +216,7 @@ pub struct SceneCallableDesc {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SceneRunArg {
     pub direction: u32,
+    /// Padding: 0, carries nothing.
     pub reserved: u32,
     pub value: u64,
     pub size: u64,
@@ -242,9 +258,14 @@ pub struct SceneCommCtx {
     /// Base of every rank's `i32` signal slots (0 past `nranks`).
     pub signals: [u64; SCENE_COMM_MAX_RANKS],
     pub num_signals: u32,
+    /// Padding: 0, carries nothing.
     pub reserved: u32,
     pub domain: *mut c_void,
+    /// Returns a status: `SCENE_RT_OK`, `SCENE_RT_E_COMM` (the group
+    /// failed), `SCENE_RT_E_INVALID` (no such peer or slot).
     pub signal: extern "C" fn(ctx: *const SceneCommCtx, peer: u32, slot: u32, value: i32) -> i32,
+    /// Returns a status: `SCENE_RT_OK`, `SCENE_RT_E_COMM` (timed out, or
+    /// the group failed), `SCENE_RT_E_INVALID` (no such slot).
     pub wait: extern "C" fn(ctx: *const SceneCommCtx, from: i32, slot: u32, expected: i32) -> i32,
 }
 
@@ -256,6 +277,7 @@ pub type SceneCommDomain = c_void;
 #[derive(Debug)]
 pub struct SceneOrchOps {
     pub abi_version: u32,
+    /// Deprecated (in-band failure: 0); v3's `malloc` returns a status.
     pub alloc: extern "C" fn(ctx: *mut SceneOrchCtx, size: u64) -> u64,
     pub submit: extern "C" fn(
         ctx: *mut SceneOrchCtx,
@@ -298,6 +320,10 @@ pub struct SceneOrchOps {
     pub free: extern "C" fn(ctx: *mut SceneOrchCtx, addr: u64) -> i32,
     pub begin_scope: extern "C" fn(ctx: *mut SceneOrchCtx) -> i32,
     pub end_scope: extern "C" fn(ctx: *mut SceneOrchCtx) -> i32,
+    /// v3: allocates into `*out_addr` (0 on failure); returns a status.
+    pub malloc: extern "C" fn(ctx: *mut SceneOrchCtx, size: u64, out_addr: *mut u64) -> i32,
+    /// v3: the message of the last failed call on this thread; never NULL.
+    pub last_error: extern "C" fn(ctx: *mut SceneOrchCtx) -> *const c_char,
 }
 
 /// `SceneOrchCtx`.
@@ -327,5 +353,14 @@ mod tests {
         assert_eq!(status_name(-150), "SCENE_RT_E_DEVICE_FATAL");
         assert_eq!(status_name(-42), "unknown status");
         assert_eq!(status_name(1), "unknown status");
+    }
+
+    #[test]
+    fn a_runtime_of_this_version_or_newer_is_supported() {
+        assert!(runtime_version_supported(SCENE_RUNTIME_ABI_VERSION));
+        assert!(runtime_version_supported(SCENE_RUNTIME_ABI_VERSION + 1));
+        assert!(!runtime_version_supported(SCENE_RUNTIME_ABI_VERSION - 1));
+        assert!(!runtime_version_supported(0));
+        assert!(!runtime_version_supported(-1));
     }
 }

@@ -17,8 +17,8 @@
  *         mine[0] = (float)c->rank;
  *         uint32_t right = (c->rank + 1) % c->nranks;
  *         uint32_t left = (c->rank + c->nranks - 1) % c->nranks;
- *         scene_comm_signal(c, right, 0, 1);
- *         if (scene_comm_wait_from(c, left, 0, 1) != 0) return;
+ *         if (scene_comm_signal(c, right, 0, 1) != SCENE_RT_OK) return;
+ *         if (scene_comm_wait_from(c, left, 0, 1) != SCENE_RT_OK) return;
  *         const float *theirs = (const float *)scene_comm_peer_ptr(c, left, 0);
  *         mine[1] = theirs[0];
  *     }
@@ -29,15 +29,24 @@
  * peer's window or its tensors) before the signal is visible to the rank
  * whose wait observed it.
  *
+ * Failures follow scene_abi.h: signal, wait and barrier return
+ * SCENE_RT_OK or a negative SCENE_RT_E_* status (SCENE_RT_E_COMM when the
+ * group failed or a wait timed out, SCENE_RT_E_INVALID for a peer or slot
+ * that does not exist, which fails the group too). Runtimes before this
+ * revision returned -1 for every failure; test `!= SCENE_RT_OK`. The
+ * message ("rank 1 waited for rank 0 signal 3 for 30 s") is the run's
+ * error. The pointer helpers are queries: NULL for a bad peer or offset.
+ *
  * Waits are bounded: past the group's timeout (SCENE_COMM_TIMEOUT, 30 s by
  * default) the case fails with "rank 1 waited for rank 0 signal 3 for 30 s"
- * and every wait of the group returns non-zero at once. A kernel returns
- * when a wait fails; its results are not compared.
+ * and every wait of the group returns SCENE_RT_E_COMM at once. A kernel
+ * returns when a call fails; its results are not compared.
  */
 #ifndef SCENE_COMM_H
 #define SCENE_COMM_H
 
 #include <stdint.h>
+#include "scene_abi.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -59,13 +68,13 @@ struct SceneCommCtx {
     /* Base of each rank's int32 signal slots; 0 past nranks. */
     uint64_t signals[SCENE_COMM_MAX_RANKS];
     uint32_t num_signals; /* SCENE_COMM_SIGNAL_SLOTS */
-    uint32_t reserved;
+    uint32_t reserved;    /* 0 (padding) */
     void *domain;         /* the runtime's */
-    /* Atomically adds `value` to `peer`'s signal `slot` (release). 0 = ok. */
+    /* Atomically adds `value` to `peer`'s signal `slot` (release). A status. */
     int32_t (*signal)(const SceneCommCtx *ctx, uint32_t peer, uint32_t slot, int32_t value);
     /* Waits until this rank's signal `slot` >= `expected` (acquire), at most
      * the group's timeout; `from` names the rank expected to signal, or -1.
-     * 0 = ok; non-zero = timed out or the group failed: return. */
+     * A status: SCENE_RT_E_COMM = timed out or the group failed: return. */
     int32_t (*wait)(const SceneCommCtx *ctx, int32_t from, uint32_t slot, int32_t expected);
 };
 
@@ -105,13 +114,17 @@ static inline int32_t scene_comm_wait_from(const SceneCommCtx *ctx, uint32_t fro
 
 /* All-rank barrier on slots [base, base + nranks): every rank adds 1 to
  * slot base + rank of every peer, then waits for slot base + peer >= 1 of
- * each peer. Each base is used once per run (slots are never reset). */
+ * each peer. Each base is used once per run (slots are never reset).
+ * Returns the status of the first call that failed (SCENE_RT_OK if none). */
 static inline int32_t scene_comm_barrier(const SceneCommCtx *ctx, uint32_t base) {
+    int32_t rc;
     for (uint32_t p = 0; p < ctx->nranks; ++p)
-        if (p != ctx->rank && scene_comm_signal(ctx, p, base + ctx->rank, 1) != 0) return -1;
+        if (p != ctx->rank && (rc = scene_comm_signal(ctx, p, base + ctx->rank, 1)) != SCENE_RT_OK)
+            return rc < 0 ? rc : SCENE_RT_E_COMM;
     for (uint32_t p = 0; p < ctx->nranks; ++p)
-        if (p != ctx->rank && scene_comm_wait_from(ctx, p, base + p, 1) != 0) return -1;
-    return 0;
+        if (p != ctx->rank && (rc = scene_comm_wait_from(ctx, p, base + p, 1)) != SCENE_RT_OK)
+            return rc < 0 ? rc : SCENE_RT_E_COMM;
+    return SCENE_RT_OK;
 }
 
 #ifdef __cplusplus

@@ -18,12 +18,18 @@
  * by the toolchain; bf16 helpers are the inline functions below; float math
  * (exp, log, sqrt, rsqrt, tanh, sigmoid, silu, gelu, erf, pow, fabs,
  * fmin/fmax, floor/ceil) is scene_math.h, included here.
+ *
+ * Conventions (failure statuses, version checks, deprecation): scene_abi.h.
+ * Check `ka->abi_version >= N` before using what version N added; the
+ * accessors below (scene_arg_desc, SCENE_ARG_DIM, SCENE_AT*, scene_comm_ctx)
+ * already do.
  */
 #ifndef SCENE_KERNEL_H
 #define SCENE_KERNEL_H
 
 #include <stdint.h>
 #include <stddef.h>
+#include "scene_abi.h"
 #include "scene_tensor.h"
 #include "scene_math.h" /* scene_expf, scene_logf, scene_sqrtf, ...: no libm */
 #include "scene_comm.h" /* level 3: SceneCommCtx and scene_comm_* */
@@ -32,6 +38,7 @@
 extern "C" {
 #endif
 
+/* Version of SceneKernelArgs; it only grows, by additions (scene_abi.h). */
 #define SCENE_KERNEL_ABI_VERSION 3
 #define SCENE_MAX_ARGS 32
 
@@ -56,13 +63,33 @@ static inline const SceneCommCtx *scene_comm_ctx(const SceneKernelArgs *ka) {
     return ka->abi_version >= 3 ? ka->comm : (const SceneCommCtx *)0;
 }
 
-/* The view of argument i (v2 runtimes; NULL from a v1 runtime). */
+/* The view of argument i (v2 runtimes; NULL from a v1 runtime, or for
+ * i >= num_args). */
 static inline const SceneTensorDesc *scene_arg_desc(const SceneKernelArgs *ka, uint32_t i) {
-    return ka->abi_version >= 2 && ka->descs ? &ka->descs[i] : (const SceneTensorDesc *)0;
+    return ka->abi_version >= 2 && ka->descs && i < ka->num_args && i < SCENE_MAX_ARGS
+               ? &ka->descs[i]
+               : (const SceneTensorDesc *)0;
 }
-#define SCENE_ARG_DIM(ka, i, d) ((ka)->descs[(i)].shape[(d)])
-#define SCENE_ARG_STRIDE(ka, i, d) ((ka)->descs[(i)].strides[(d)])
-/* Pointers to elements of argument i's view (strides in elements). */
+
+/* Extent and stride (elements) of dimension d of argument i's view,
+ * checked as scene_arg_desc checks: 0 for a dimension the view does not
+ * have, or an argument that does not exist. Without a view (a v1
+ * runtime) argument i is what v1 submits describe, a rank-1 view of its
+ * arg_sizes[i] bytes. */
+static inline uint64_t scene_arg_dim(const SceneKernelArgs *ka, uint32_t i, uint32_t d) {
+    const SceneTensorDesc *v = scene_arg_desc(ka, i);
+    if (v) return d < v->rank && d < SCENE_MAX_RANK ? v->shape[d] : 0;
+    return d == 0 && i < ka->num_args && i < SCENE_MAX_ARGS ? ka->arg_sizes[i] : 0;
+}
+static inline uint64_t scene_arg_stride(const SceneKernelArgs *ka, uint32_t i, uint32_t d) {
+    const SceneTensorDesc *v = scene_arg_desc(ka, i);
+    if (v) return d < v->rank && d < SCENE_MAX_RANK ? v->strides[d] : 0;
+    return d == 0 && i < ka->num_args && i < SCENE_MAX_ARGS ? 1 : 0;
+}
+#define SCENE_ARG_DIM(ka, i, d) scene_arg_dim((ka), (i), (d))
+#define SCENE_ARG_STRIDE(ka, i, d) scene_arg_stride((ka), (i), (d))
+/* Pointers to elements of argument i's view (strides in elements; a
+ * dimension the view lacks has stride 0, so its index is ignored). */
 #define SCENE_AT1(ka, i, T, a) (SCENE_ARG_PTR(ka, i, T) + (a) * SCENE_ARG_STRIDE(ka, i, 0))
 #define SCENE_AT2(ka, i, T, a, b) \
     (SCENE_AT1(ka, i, T, a) + (b) * SCENE_ARG_STRIDE(ka, i, 1))

@@ -10,7 +10,9 @@
  *
  *     SCENE_ORCH_ENTRY(my_orch, ctx, args, nargs) {
  *         (void)nargs;
- *         uint64_t tmp = scene_orch_alloc(ctx, args[0].size);
+ *         uint64_t tmp;
+ *         int32_t rc = scene_orch_malloc(ctx, args[0].size, &tmp);
+ *         if (rc != SCENE_RT_OK) return rc;
  *         SceneTaskArg t[3] = { SCENE_IN(args[0]), SCENE_IN(args[1]),
  *                               SCENE_OUT_BUF(tmp, args[0].size) };
  *         return scene_orch_submit(ctx, 0, 8, t, 3);
@@ -18,6 +20,15 @@
  *
  * The orchestration calls the runtime only through `ctx->ops`, so the shared
  * object has no undefined symbols on the runtime.
+ *
+ * Conventions: scene_abi.h. Every scene_orch_* call returns a status
+ * (SCENE_RT_OK or SCENE_RT_E_*); a failed one also fails the run, and
+ * scene_orch_last_error(ctx) is its message. scene_orch_desc is a query
+ * (NULL: no metadata), scene_orch_fail reports. The helpers check the
+ * runtime's version per feature (scene_orch_has_v2, scene_orch_has_v3):
+ * what an older runtime lacks falls back or returns SCENE_RT_E_ABI.
+ * Deprecated (kept, working): scene_orch_alloc (use scene_orch_malloc),
+ * SceneTaskArgV2::reserved (use view_error).
  *
  * ABI v2 (`ctx->ops->abi_version >= 2`) adds, without changing v1:
  * - tensor metadata: `scene_orch_desc(ctx, i)` is run argument i's dtype,
@@ -53,6 +64,34 @@
  *         }
  *         return 0;
  *     }
+ *
+ * ABI v3 (`ctx->ops->abi_version >= 3`) adds, without changing v2:
+ * - `scene_orch_malloc(ctx, size, &addr)`: alloc with a status (v2's alloc
+ *   said "failed" with address 0; on a v2 runtime the helper maps that to
+ *   SCENE_RT_E_OOM);
+ * - `scene_orch_last_error(ctx)`: the message of the last failed call on
+ *   this thread ("" on a v2 runtime);
+ * and, in the header alone (any runtime): `scene_task_view_checked`, a
+ * view that leaves its parent refused at once with
+ * SCENE_RT_E_OUT_OF_BOUNDS (scene_task_view marks it in `view_error` and
+ * the submit fails), and `scene_orch_fail`.
+ *
+ *     SCENE_ORCH_ENTRY(halves, ctx, args, nargs) {
+ *         (void)nargs;
+ *         const SceneTensorDesc *x = scene_orch_desc(ctx, 0); // [N]
+ *         if (!x) { scene_orch_fail(ctx, "argument 0 has no shape"); return SCENE_RT_E_INVALID; }
+ *         uint64_t half = x->shape[0] / 2, tmp;
+ *         int32_t rc = scene_orch_malloc(ctx, half * scene_dtype_size(x->dtype), &tmp);
+ *         for (uint64_t h = 0; rc == SCENE_RT_OK && h < 2; h++) {
+ *             uint64_t off[1] = {h * half}, shape[1] = {half};
+ *             SceneTaskArgV2 in = scene_task_arg(ctx, args, 0, SCENE_DIR_IN), t[2];
+ *             rc = scene_task_view_checked(&in, off, shape, &t[0]);
+ *             t[1] = scene_task_buf(SCENE_DIR_OUT, tmp, x->dtype, 1, shape);
+ *             if (rc == SCENE_RT_OK) rc = scene_orch_submit_v2(ctx, 0, 1, t, 2);
+ *         }
+ *         // A failed call fails the run; scene_orch_last_error(ctx) says why.
+ *         return rc;
+ *     }
  */
 #ifndef SCENE_ORCH_H
 #define SCENE_ORCH_H
@@ -65,11 +104,12 @@
 extern "C" {
 #endif
 
-#define SCENE_ORCH_ABI_VERSION 2
+/* Version of SceneOrchOps; it only grows, by additions (scene_abi.h). */
+#define SCENE_ORCH_ABI_VERSION 3
 
 typedef struct SceneOrchArg {
     uint32_t direction; /* SCENE_DIR_* */
-    uint32_t reserved;
+    uint32_t reserved;  /* 0 (padding) */
     uint64_t value;     /* device address or scalar bits */
     uint64_t size;      /* bytes (tensors), 0 (scalars) */
 } SceneOrchArg;
@@ -80,7 +120,13 @@ typedef SceneOrchArg SceneTaskArg;
  * view of it the kernel gets (`desc`), or a scalar (`value`, desc unused). */
 typedef struct SceneTaskArgV2 {
     uint32_t direction; /* SCENE_DIR_* */
-    uint32_t reserved;  /* 0; 1 + d: scene_task_view's dimension d left the parent */
+    union {
+        /* 0, or 1 + d: scene_task_view's dimension d left the parent; the
+         * runtime then refuses the task with SCENE_RT_E_OUT_OF_BOUNDS. */
+        uint32_t view_error;
+        /* Deprecated: the old name of view_error (same storage). */
+        SCENE_DEPRECATED("use view_error") uint32_t reserved;
+    };
     uint64_t value; /* buffer device address or scalar bits */
     uint64_t size;  /* buffer bytes (tensors), 0 (scalars) */
     SceneTensorDesc desc;
@@ -90,12 +136,13 @@ typedef struct SceneOrchCtx SceneOrchCtx;
 
 typedef struct SceneOrchOps {
     uint32_t abi_version;
-    /* Allocate `size` bytes of device memory live until the run ends; 0 on failure. */
+    /* Deprecated (v3: malloc). Allocate `size` bytes of device memory live
+     * until the run ends; 0 on failure. */
     uint64_t (*alloc)(SceneOrchCtx *ctx, uint64_t size);
     /* Submit one task of `block_num` blocks to `func_id`. Returns a status. */
     int32_t (*submit)(SceneOrchCtx *ctx, uint32_t func_id, uint32_t block_num,
                       const SceneTaskArg *args, uint32_t num_args);
-    /* Report an error message (shown in the run's error). */
+    /* Report an error message (shown in the run's error); cannot fail. */
     void (*fail)(SceneOrchCtx *ctx, const char *message);
     /* ---- v2 (abi_version >= 2) ---- */
     /* Run argument `index`'s metadata; NULL for scalars or out of range. */
@@ -117,6 +164,12 @@ typedef struct SceneOrchOps {
     int32_t (*free)(SceneOrchCtx *ctx, uint64_t addr);
     int32_t (*begin_scope)(SceneOrchCtx *ctx);
     int32_t (*end_scope)(SceneOrchCtx *ctx);
+    /* ---- v3 (abi_version >= 3) ---- */
+    /* Allocate `size` bytes live until the run ends (or its scope ends, or
+     * free) into `*out_addr` (0 on failure). Returns a status. */
+    int32_t (*malloc)(SceneOrchCtx *ctx, uint64_t size, uint64_t *out_addr);
+    /* Message of the last failed call on this thread ("" if none); never NULL. */
+    const char *(*last_error)(SceneOrchCtx *ctx);
 } SceneOrchOps;
 
 struct SceneOrchCtx {
@@ -129,8 +182,32 @@ struct SceneOrchCtx {
                                                         const SceneOrchArg *args, \
                                                         uint32_t nargs)
 
+static inline int scene_orch_has_v3(SceneOrchCtx *ctx) { return ctx->ops->abi_version >= 3; }
+
+/* `size` bytes of device memory into `*out_addr` (0 on failure), live until
+ * the run ends. Returns a status (SCENE_RT_E_OOM: memory is full). */
+static inline int32_t scene_orch_malloc(SceneOrchCtx *ctx, uint64_t size, uint64_t *out_addr) {
+    if (!out_addr) return SCENE_RT_E_INVALID;
+    if (scene_orch_has_v3(ctx)) return ctx->ops->malloc(ctx, size, out_addr);
+    *out_addr = ctx->ops->alloc(ctx, size);
+    return *out_addr ? SCENE_RT_OK : SCENE_RT_E_OOM;
+}
+
+/* Deprecated: use scene_orch_malloc. The address, 0 on failure. */
+SCENE_DEPRECATED("use scene_orch_malloc: it returns a status")
 static inline uint64_t scene_orch_alloc(SceneOrchCtx *ctx, uint64_t size) {
     return ctx->ops->alloc(ctx, size);
+}
+
+/* The message of the last failed call on this thread ("" if none, and
+ * always on a v2 runtime). Never NULL. */
+static inline const char *scene_orch_last_error(SceneOrchCtx *ctx) {
+    return scene_orch_has_v3(ctx) ? ctx->ops->last_error(ctx) : "";
+}
+
+/* Report an error message: the run fails with it. */
+static inline void scene_orch_fail(SceneOrchCtx *ctx, const char *message) {
+    ctx->ops->fail(ctx, message);
 }
 static inline int32_t scene_orch_submit(SceneOrchCtx *ctx, uint32_t func_id, uint32_t block_num,
                                         const SceneTaskArg *args, uint32_t num_args) {
@@ -159,7 +236,7 @@ static inline SceneTaskArgV2 scene_task_arg(SceneOrchCtx *ctx, const SceneOrchAr
     const SceneTensorDesc *d = scene_orch_desc(ctx, index);
     uint64_t bytes[1];
     t.direction = direction;
-    t.reserved = 0;
+    t.view_error = 0;
     t.value = args[index].value;
     t.size = args[index].size;
     bytes[0] = args[index].size;
@@ -172,7 +249,7 @@ static inline SceneTaskArgV2 scene_task_buf(uint32_t direction, uint64_t addr, u
                                             uint32_t rank, const uint64_t *shape) {
     SceneTaskArgV2 t;
     t.direction = direction;
-    t.reserved = 0;
+    t.view_error = 0;
     t.value = addr;
     t.desc = scene_desc_contiguous(dtype, rank, shape);
     t.size = scene_desc_numel(&t.desc) * scene_dtype_size(dtype);
@@ -182,16 +259,31 @@ static inline SceneTaskArgV2 scene_task_buf(uint32_t direction, uint64_t addr, u
 /* A view of a task argument: element `offsets` becomes (0, ...), `shape`
  * elements per dimension, same strides. A view that leaves its parent in
  * some dimension d (offsets[d] + shape[d] > the parent's shape[d], even if
- * it stays inside the buffer) is marked (`reserved` = 1 + d, the first
- * such d) and its submit fails naming the dimension. */
+ * it stays inside the buffer) is marked (`view_error` = 1 + d, the first
+ * such d) and its submit fails naming the dimension; an argument marked
+ * already stays so. For the failure at once, as a status, use
+ * scene_task_view_checked. */
 static inline SceneTaskArgV2 scene_task_view(SceneTaskArgV2 t, const uint64_t *offsets,
                                              const uint64_t *shape) {
-    for (uint32_t i = 0; i < t.desc.rank && i < SCENE_MAX_RANK && t.reserved == 0; i++) {
+    for (uint32_t i = 0; i < t.desc.rank && i < SCENE_MAX_RANK && t.view_error == 0; i++) {
         if (offsets[i] > t.desc.shape[i] || shape[i] > t.desc.shape[i] - offsets[i])
-            t.reserved = 1 + i;
+            t.view_error = 1 + i;
     }
     t.desc = scene_desc_view(&t.desc, offsets, shape);
     return t;
+}
+
+/* scene_task_view with a status: SCENE_RT_E_OUT_OF_BOUNDS (and `*out`
+ * untouched) when the view would leave `*t` (or `*t` is marked already),
+ * SCENE_RT_E_INVALID for a NULL pointer. */
+static inline int32_t scene_task_view_checked(const SceneTaskArgV2 *t, const uint64_t *offsets,
+                                              const uint64_t *shape, SceneTaskArgV2 *out) {
+    SceneTaskArgV2 v;
+    if (!t || !offsets || !shape || !out) return SCENE_RT_E_INVALID;
+    v = scene_task_view(*t, offsets, shape);
+    if (v.view_error != 0) return SCENE_RT_E_OUT_OF_BOUNDS;
+    *out = v;
+    return SCENE_RT_OK;
 }
 
 /* Same argument, another direction. */
@@ -204,7 +296,7 @@ static inline SceneTaskArgV2 scene_task_scalar(uint64_t bits) {
     SceneTaskArgV2 t;
     uint64_t none[1] = {0};
     t.direction = SCENE_DIR_SCALAR;
-    t.reserved = 0;
+    t.view_error = 0;
     t.value = bits;
     t.size = 0;
     t.desc = scene_desc_contiguous(SCENE_DTYPE_BYTES, 0, none);

@@ -3,44 +3,33 @@
  * device runtime (the simulator `libscene_sim_runtime.so`, or a vendor
  * runtime wrapped to this ABI).
  *
- * Conventions
- *  - Every function returns an int32_t status: 0 = ok, negative = error
- *    (SCENE_RT_E_*). After an error, scene_rt_last_error() returns a
- *    NUL-terminated message for the calling thread, valid until the next
- *    call on that thread.
+ * Conventions: scene_abi.h (failure reporting, last error, version policy,
+ * deprecation), in short:
+ *  - Every function returns an int32_t status: SCENE_RT_OK or a negative
+ *    SCENE_RT_E_*; values come back through out-parameters. After an
+ *    error, scene_rt_last_error() returns a NUL-terminated message for the
+ *    calling thread, valid until the next call on that thread. The two
+ *    queries scene_rt_abi_version and scene_rt_last_error cannot fail.
  *  - Device memory is addressed by opaque 64-bit device addresses returned by
  *    scene_rt_malloc. They are not host pointers.
  *  - A status <= SCENE_RT_E_DEVICE_FATAL means the device is unusable for the
  *    rest of the process: the caller must close it and retire the card.
- *  - The harness checks scene_rt_abi_version() == SCENE_RUNTIME_ABI_VERSION
- *    before calling anything else.
+ *  - The harness checks scene_rt_abi_version() >= SCENE_RUNTIME_ABI_VERSION
+ *    before calling anything else (scene_abi.h, "Version policy").
  */
 #ifndef SCENE_RUNTIME_H
 #define SCENE_RUNTIME_H
 
 #include <stdint.h>
+#include "scene_abi.h"
 #include "scene_tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+/* Version of this interface; it only grows, by additions (scene_abi.h). */
 #define SCENE_RUNTIME_ABI_VERSION 2
-
-/* Status codes. */
-#define SCENE_RT_OK 0
-#define SCENE_RT_E_INVALID -1        /* bad argument, null pointer, bad handle */
-#define SCENE_RT_E_ABI -2            /* ABI version mismatch */
-#define SCENE_RT_E_NO_DEVICE -3      /* no such device id / device not open */
-#define SCENE_RT_E_OOM -4            /* device memory exhausted */
-#define SCENE_RT_E_OUT_OF_BOUNDS -5  /* copy or access outside an allocation */
-#define SCENE_RT_E_FUNC_ID -6        /* task names a func_id not registered */
-#define SCENE_RT_E_CORE_TYPE -7      /* core type the platform lacks */
-#define SCENE_RT_E_LOAD -8           /* orchestration / image could not be loaded */
-#define SCENE_RT_E_ORCH -9           /* orchestration returned an error */
-#define SCENE_RT_E_TIMEOUT -10       /* run exceeded its deadline */
-#define SCENE_RT_E_COMM -11          /* a rank of the group failed or a wait timed out */
-#define SCENE_RT_E_DEVICE_FATAL -100 /* device unusable: retire the card */
 
 /* Core types. */
 #define SCENE_CORE_AIC 0 /* cube core */
@@ -77,12 +66,12 @@ typedef struct SceneCallableDesc {
 /* One argument of a run, in orchestration-signature order. */
 typedef struct SceneRunArg {
     uint32_t direction;  /* SCENE_DIR_* */
-    uint32_t reserved;
+    uint32_t reserved;   /* 0 (padding) */
     uint64_t value;      /* device address for tensors, raw bits for scalars */
     uint64_t size;       /* size in bytes for tensors, 0 for scalars */
 } SceneRunArg;
 
-/* ABI version implemented by the library. */
+/* ABI version implemented by the library (a query: cannot fail). */
 int32_t scene_rt_abi_version(void);
 
 /*

@@ -81,7 +81,9 @@ pub enum RuntimeError {
         #[source]
         source: libloading::Error,
     },
-    #[error("device runtime ABI version {found}, but this harness speaks version {expected}")]
+    #[error(
+        "device runtime ABI version {found}, but this harness needs version {expected} or newer"
+    )]
     AbiMismatch { found: i32, expected: i32 },
     #[error("{call} failed with {status} ({}): {message}", scene_abi::status_name(*status))]
     Call {

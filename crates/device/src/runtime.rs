@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use scene_abi::{
     SCENE_DIR_IN, SCENE_DIR_INOUT, SCENE_DIR_OUT, SCENE_DIR_SCALAR, SCENE_RT_E_INVALID,
     SCENE_RT_OK, SCENE_RUNTIME_ABI_VERSION, SceneCallableDesc, SceneIncoreDesc, SceneRunArg,
-    SceneTensorDesc,
+    SceneTensorDesc, runtime_version_supported,
 };
 
 use crate::error::RuntimeError;
@@ -221,7 +221,9 @@ pub struct Runtime {
 
 impl Runtime {
     /// Loads the runtime at `path`, resolves every `scene_rt_*` symbol and
-    /// checks the ABI version.
+    /// checks the ABI version by the one policy of `scene_abi.h`: at least
+    /// [`SCENE_RUNTIME_ABI_VERSION`] (whose symbols it resolves), any newer
+    /// one accepted, since versions only add.
     pub fn load(_card: &dyn HeldCard, path: &Path) -> Result<Runtime, RuntimeError> {
         // SAFETY: loading a shared object runs its initialisers; the path names
         // a device runtime chosen by the user (SCENE_RUNTIME_LIB or the build),
@@ -251,7 +253,7 @@ impl Runtime {
         let abi_version: unsafe extern "C" fn() -> i32 = sym!("scene_rt_abi_version");
         // SAFETY: `scene_rt_abi_version` takes no arguments and has no preconditions.
         let found = unsafe { abi_version() };
-        if found != SCENE_RUNTIME_ABI_VERSION {
+        if !runtime_version_supported(found) {
             return Err(RuntimeError::AbiMismatch {
                 found,
                 expected: SCENE_RUNTIME_ABI_VERSION,

@@ -293,36 +293,71 @@ fn files_that_are_not_runtimes_are_rejected_clearly() {
     );
 }
 
+/// A runtime with every required symbol, reporting ABI version `version`.
+fn stub_runtime_source(version: &str) -> String {
+    format!(
+        r#"#include "scene_runtime.h"
+static int dev_token;
+int32_t scene_rt_abi_version(void) {{ return {version}; }}
+int32_t scene_rt_open(int32_t d, const char *o, SceneDevice **out) {{ (void)d; (void)o; *out = (SceneDevice *)&dev_token; return 0; }}
+int32_t scene_rt_close(SceneDevice *dev) {{ (void)dev; return 0; }}
+int32_t scene_rt_malloc(SceneDevice *dev, uint64_t s, uint64_t *a) {{ (void)dev; (void)s; (void)a; return -1; }}
+int32_t scene_rt_free(SceneDevice *dev, uint64_t a) {{ (void)dev; (void)a; return -1; }}
+int32_t scene_rt_copy_to_device(SceneDevice *dev, uint64_t d, const void *s, uint64_t n) {{ (void)dev; (void)d; (void)s; (void)n; return -1; }}
+int32_t scene_rt_copy_from_device(SceneDevice *dev, void *d, uint64_t s, uint64_t n) {{ (void)dev; (void)d; (void)s; (void)n; return -1; }}
+int32_t scene_rt_register_callable(SceneDevice *dev, const SceneCallableDesc *d, uint32_t *h) {{ (void)dev; (void)d; (void)h; return -1; }}
+int32_t scene_rt_unregister_callable(SceneDevice *dev, uint32_t h) {{ (void)dev; (void)h; return -1; }}
+int32_t scene_rt_run(SceneDevice *dev, uint32_t h, const SceneRunArg *a, uint32_t n) {{ (void)dev; (void)h; (void)a; (void)n; return -1; }}
+int32_t scene_rt_run2(SceneDevice *dev, uint32_t h, const SceneRunArg *a, const SceneTensorDesc *d, uint32_t n) {{ (void)dev; (void)h; (void)a; (void)d; (void)n; return -1; }}
+const char *scene_rt_last_error(void) {{ return ""; }}
+"#
+    )
+}
+
+/// The one version policy of scene_abi.h: a runtime older than the
+/// harness's SCENE_RUNTIME_ABI_VERSION is refused as such, naming both
+/// versions, before any symbol it lacks.
 #[test]
 fn abi_mismatch_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let lease = lease(dir.path());
-    let src = r#"#include "scene_runtime.h"
-int32_t scene_rt_abi_version(void) { return 999; }
-int32_t scene_rt_open(int32_t d, const char *o, SceneDevice **out) { (void)d; (void)o; (void)out; return -1; }
-int32_t scene_rt_close(SceneDevice *dev) { (void)dev; return -1; }
-int32_t scene_rt_malloc(SceneDevice *dev, uint64_t s, uint64_t *a) { (void)dev; (void)s; (void)a; return -1; }
-int32_t scene_rt_free(SceneDevice *dev, uint64_t a) { (void)dev; (void)a; return -1; }
-int32_t scene_rt_copy_to_device(SceneDevice *dev, uint64_t d, const void *s, uint64_t n) { (void)dev; (void)d; (void)s; (void)n; return -1; }
-int32_t scene_rt_copy_from_device(SceneDevice *dev, void *d, uint64_t s, uint64_t n) { (void)dev; (void)d; (void)s; (void)n; return -1; }
-int32_t scene_rt_register_callable(SceneDevice *dev, const SceneCallableDesc *d, uint32_t *h) { (void)dev; (void)d; (void)h; return -1; }
-int32_t scene_rt_unregister_callable(SceneDevice *dev, uint32_t h) { (void)dev; (void)h; return -1; }
-int32_t scene_rt_run(SceneDevice *dev, uint32_t h, const SceneRunArg *a, uint32_t n) { (void)dev; (void)h; (void)a; (void)n; return -1; }
-const char *scene_rt_last_error(void) { return ""; }
-"#;
-    let so = c_so(dir.path(), "abi999", src);
-    let e = Runtime::load(&lease, &so).unwrap_err();
+    let needed = scene_device::abi::SCENE_RUNTIME_ABI_VERSION;
+    for (name, found) in [("older", needed - 1), ("zero", 0), ("negative", -7)] {
+        let so = c_so(dir.path(), name, &stub_runtime_source(&found.to_string()));
+        let e = Runtime::load(&lease, &so).unwrap_err();
+        assert!(
+            matches!(e, RuntimeError::AbiMismatch { found: f, expected } if f == found && expected == needed),
+            "{name}: {e:?}"
+        );
+        let msg = e.to_string();
+        assert!(
+            msg.contains(&format!("version {found},"))
+                && msg.contains(&format!("needs version {needed} or newer")),
+            "{msg}"
+        );
+    }
+    // Refused for its version even when it lacks v2's symbols.
+    let v1 = stub_runtime_source("1").replace("int32_t scene_rt_run2", "int32_t not_run2");
+    let e = Runtime::load(&lease, &c_so(dir.path(), "v1", &v1)).unwrap_err();
     assert!(
-        matches!(
-            e,
-            RuntimeError::AbiMismatch {
-                found: 999,
-                expected: scene_device::abi::SCENE_RUNTIME_ABI_VERSION
-            }
-        ),
+        matches!(e, RuntimeError::AbiMismatch { found: 1, .. }),
         "{e:?}"
     );
-    assert!(e.to_string().contains("999"), "{e}");
+}
+
+/// Versions only add (scene_abi.h), so a runtime newer than this harness
+/// serves it: it loads, reports its own version, and opens devices.
+#[test]
+fn a_newer_runtime_is_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let lease = lease(dir.path());
+    let needed = scene_device::abi::SCENE_RUNTIME_ABI_VERSION;
+    for (name, found) in [("same", needed), ("next", needed + 1), ("far", 999)] {
+        let so = c_so(dir.path(), name, &stub_runtime_source(&found.to_string()));
+        let rt = Runtime::load(&lease, &so).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(rt.abi_version(), found, "{name}");
+        rt.open(0, "").unwrap().close().unwrap();
+    }
 }
 
 /// The device headers of the checkout the test runs in: the manifest dir is

@@ -918,7 +918,7 @@ impl Drop for Device {
 
 static OPS: SceneOrchOps = SceneOrchOps {
     abi_version: SCENE_ORCH_ABI_VERSION,
-    alloc: op_alloc,
+    alloc: orch_v2::op_alloc,
     submit: op_submit,
     fail: op_fail,
     arg_desc: orch_v2::op_arg_desc,
@@ -929,6 +929,8 @@ static OPS: SceneOrchOps = SceneOrchOps {
     free: orch_v2::op_free,
     begin_scope: orch_v2::op_begin_scope,
     end_scope: orch_v2::op_end_scope,
+    malloc: orch_v2::op_malloc,
+    last_error: orch_v2::op_last_error,
 };
 
 fn orch_thread(ctx: Arc<RunCtx>, args: Vec<SceneRunArg>) {
@@ -975,36 +977,17 @@ fn run_ctx<'a>(ctx: *mut SceneOrchCtx) -> Option<&'a RunCtx> {
     }
 }
 
+/// Records a failed orchestration call: its status is returned, its
+/// message becomes the thread's last error (`scene_orch_last_error`), and
+/// the first such error fails the run.
 fn record(rc: &RunCtx, e: RtError) -> i32 {
     let status = e.status();
+    crate::set_last_error(&e.to_string());
     let mut s = rc.shared.sched();
     if s.error.is_none() {
         s.error = Some(e);
     }
     status
-}
-
-extern "C" fn op_alloc(ctx: *mut SceneOrchCtx, size: u64) -> u64 {
-    let Some(rc) = run_ctx(ctx) else { return 0 };
-    let begin = if rc.trace != 0 { trace::now_ns() } else { 0 };
-    let r = orch_v2::alloc_waiting(rc, size);
-    match r {
-        Ok(a) => {
-            let mut s = rc.shared.sched();
-            if let Some(tr) = &mut s.trace {
-                tr.alloc(a, size, begin);
-            }
-            s.intermediates.push(a);
-            if let Some(scope) = s.scopes.last_mut() {
-                scope.push(a);
-            }
-            a
-        }
-        Err(e) => {
-            record(rc, RtError::Oom(format!("orchestration alloc: {e}")));
-            0
-        }
-    }
 }
 
 extern "C" fn op_fail(ctx: *mut SceneOrchCtx, message: *const c_char) {
@@ -1040,7 +1023,7 @@ extern "C" fn op_submit(
         .iter()
         .map(|a| SceneTaskArgV2 {
             direction: a.direction,
-            reserved: 0,
+            view_error: 0,
             value: a.value,
             size: a.size,
             desc: SceneTensorDesc::contiguous(SCENE_DTYPE_BYTES, &[a.size]),
@@ -1153,7 +1136,7 @@ type ArenaAccess = (u64, u64, bool);
 /// and the byte length of the range it spans (its bounding range).
 fn view_span(mem: &Allocator, a: &SceneTaskArgV2, what: &str) -> RtResult<(u64, u64)> {
     let d = &a.desc;
-    if a.reserved != 0 {
+    if a.view_error != 0 {
         return Err(view_outside_parent(a, what));
     }
     if d.rank as usize > SCENE_MAX_RANK {
@@ -1363,13 +1346,13 @@ fn run_descs(
 }
 
 /// The error for a task argument `scene_task_view` marked: its dimension
-/// `reserved - 1` leaves the parent's shape (even when the buffer holds it).
+/// `view_error - 1` leaves the parent's shape (even when the buffer holds it).
 fn view_outside_parent(a: &SceneTaskArgV2, what: &str) -> RtError {
     let d = &a.desc;
     let rank = (d.rank as usize).min(SCENE_MAX_RANK);
     RtError::OutOfBounds(format!(
         "{what}: dimension {} of the view (offset {} elements, shape {:?}) lies outside its parent's shape in that dimension (scene_task_view: offsets + shape exceed the parent's extent)",
-        a.reserved - 1,
+        a.view_error - 1,
         d.offset,
         &d.shape[..rank],
     ))

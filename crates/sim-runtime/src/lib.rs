@@ -118,7 +118,10 @@ thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
 }
 
-fn set_last_error(msg: &str) {
+/// Sets this thread's last error: what `scene_rt_last_error` returns here,
+/// and what an orchestration's `scene_orch_last_error` returns on its
+/// thread (scene_abi.h, "Last error").
+pub(crate) fn set_last_error(msg: &str) {
     let c = CString::new(msg.replace('\0', "\\0")).unwrap_or_default();
     LAST_ERROR.with(|e| *e.borrow_mut() = c);
 }
@@ -190,6 +193,12 @@ pub extern "C" fn scene_rt_abi_version() -> i32 {
 #[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
 #[unsafe(no_mangle)]
 pub extern "C" fn scene_rt_last_error() -> *const c_char {
+    last_error_ptr()
+}
+
+/// This thread's last error, NUL-terminated, valid until the next error
+/// on this thread.
+pub(crate) fn last_error_ptr() -> *const c_char {
     LAST_ERROR.with(|e| e.borrow().as_ptr())
 }
 

@@ -47,6 +47,7 @@ const KERNELS: &[(&str, &str)] = &[
 ];
 
 const ORCH: &str = r#"
+#include <stdio.h>
 #define SUBMIT2(f, b, ...) do { SceneTaskArgV2 t_[] = { __VA_ARGS__ }; int32_t rc_ = scene_orch_submit_v2(ctx, (f), (b), t_, sizeof t_ / sizeof t_[0]); if (rc_) return rc_; } while (0)
 #define CHECK(x) do { int32_t rc_ = (x); if (rc_) return rc_; } while (0)
 
@@ -166,6 +167,20 @@ SCENE_ORCH_ENTRY(orch_double_free, ctx, args, nargs) {
     uint64_t b = scene_orch_alloc(ctx, 256);
     CHECK(scene_orch_free(ctx, b));
     return scene_orch_free(ctx, b);
+}
+
+/* v3: statuses and the last error, told back through fail. */
+SCENE_ORCH_ENTRY(orch_v3_statuses, ctx, args, nargs) {
+    (void)args; (void)nargs;
+    uint64_t small = 1, huge = 1;
+    char msg[1024];
+    int32_t ok = scene_orch_malloc(ctx, 256, &small);
+    int32_t oom = scene_orch_malloc(ctx, (uint64_t)1 << 40, &huge);
+    snprintf(msg, sizeof msg, "v%u ok=%d small=%s oom=%d huge=%llu why=[%s]",
+             (unsigned)ctx->ops->abi_version, (int)ok, small ? "set" : "0", (int)oom,
+             (unsigned long long)huge, scene_orch_last_error(ctx));
+    scene_orch_fail(ctx, msg);
+    return oom;
 }
 
 SCENE_ORCH_ENTRY(orch_use_after_free, ctx, args, nargs) {
@@ -403,6 +418,23 @@ fn scope_and_free_misuse_fail_with_a_message() {
     );
     let msg = last_error_message();
     assert!(msg.contains("after it was freed"), "{msg}");
+}
+
+/// Orchestration ABI v3: `scene_orch_malloc` reports a full device as
+/// SCENE_RT_E_OOM with the address 0, `scene_orch_last_error` has the
+/// message (on the orchestration's thread), and the run fails with it.
+#[test]
+fn orchestration_v3_calls_report_statuses_and_the_last_error() {
+    let (dev, h) = open("arena_mb=1", "orch_v3_statuses");
+    assert_eq!(run2(&dev, h, &[], &[]), SCENE_RT_E_OOM);
+    let msg = last_error_message();
+    assert!(
+        msg.contains(&format!(
+            "v{SCENE_ORCH_ABI_VERSION} ok=0 small=set oom={SCENE_RT_E_OOM} huge=0 why=[orchestration alloc: "
+        )) && msg.contains("device memory exhausted"),
+        "{msg}"
+    );
+    const { assert!(SCENE_ORCH_ABI_VERSION >= 3) };
 }
 
 /// A view wider than its parent in one dimension is refused at submit,

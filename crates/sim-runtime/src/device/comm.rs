@@ -9,8 +9,9 @@
 //! variable (every signal notifies it after its add), bounded by the
 //! domain's timeout. The first failure (a wait past its bound, a bad peer
 //! or slot, a rank whose run failed) is the group's message; from then on
-//! every wait and signal returns -1 at once and every rank's run fails
-//! with it.
+//! every wait and signal returns `SCENE_RT_E_COMM` at once and every
+//! rank's run fails with it. Like every call of the ABI they return
+//! `SCENE_RT_*` statuses (scene_abi.h).
 //!
 //! `unsafe` (allowed per item): the window allocations and dereferencing
 //! the context pointers kernels pass back.
@@ -21,7 +22,10 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use scene_abi::{SCENE_COMM_MAX_RANKS, SCENE_COMM_SIGNAL_SLOTS, SceneCommCtx};
+use scene_abi::{
+    SCENE_COMM_MAX_RANKS, SCENE_COMM_SIGNAL_SLOTS, SCENE_RT_E_COMM, SCENE_RT_E_INVALID,
+    SCENE_RT_OK, SceneCommCtx,
+};
 
 use super::lock;
 use crate::error::{RtError, RtResult};
@@ -168,7 +172,7 @@ impl Domain {
     }
 
     /// Records the group's failure (the first one wins) and wakes every
-    /// waiter, whose waits now return -1.
+    /// waiter, whose waits now return `SCENE_RT_E_COMM`.
     pub fn fail(&self, message: String) {
         {
             let mut f = lock(&self.failure);
@@ -186,39 +190,44 @@ impl Domain {
         lock(&self.failure).clone()
     }
 
+    /// A status (scene_comm.h): `SCENE_RT_E_COMM` once the group failed,
+    /// `SCENE_RT_E_INVALID` for a peer or slot that does not exist (which
+    /// fails the group).
     fn signal(&self, from: u32, peer: u32, slot: u32, value: i32) -> i32 {
         if self.failed.load(Ordering::SeqCst) {
-            return -1;
+            return SCENE_RT_E_COMM;
         }
         if peer >= self.nranks || slot >= SCENE_COMM_SIGNAL_SLOTS {
             self.fail(format!(
                 "rank {from} signalled rank {peer} signal {slot}, which does not exist ({} ranks, {SCENE_COMM_SIGNAL_SLOTS} slots each)",
                 self.nranks
             ));
-            return -1;
+            return SCENE_RT_E_INVALID;
         }
         self.signals[peer as usize][slot as usize].fetch_add(value, Ordering::Release);
         let _g = lock(&self.bell);
         self.rung.notify_all();
-        0
+        SCENE_RT_OK
     }
 
+    /// A status, as for `signal`; `SCENE_RT_E_COMM` also for a wait that
+    /// timed out.
     fn wait(&self, rank: u32, from: i32, slot: u32, expected: i32) -> i32 {
         if slot >= SCENE_COMM_SIGNAL_SLOTS {
             self.fail(format!(
                 "rank {rank} waited on signal {slot}, which does not exist ({SCENE_COMM_SIGNAL_SLOTS} slots)"
             ));
-            return -1;
+            return SCENE_RT_E_INVALID;
         }
         let cell = &self.signals[rank as usize][slot as usize];
         let deadline = Instant::now() + self.timeout;
         let mut bell = lock(&self.bell);
         loop {
             if cell.load(Ordering::Acquire) >= expected {
-                return 0;
+                return SCENE_RT_OK;
             }
             if self.failed.load(Ordering::SeqCst) {
-                return -1;
+                return SCENE_RT_E_COMM;
             }
             let now = Instant::now();
             if now >= deadline {
@@ -232,7 +241,7 @@ impl Domain {
                     "rank {rank} waited for {who} signal {slot} for {} s",
                     seconds(self.timeout)
                 ));
-                return -1;
+                return SCENE_RT_E_COMM;
             }
             bell = self
                 .rung
@@ -268,14 +277,14 @@ fn from_ctx<'a>(ctx: *const SceneCommCtx) -> Option<(&'a Domain, u32)> {
 extern "C" fn comm_signal(ctx: *const SceneCommCtx, peer: u32, slot: u32, value: i32) -> i32 {
     match from_ctx(ctx) {
         Some((d, rank)) => d.signal(rank, peer, slot, value),
-        None => -1,
+        None => SCENE_RT_E_INVALID,
     }
 }
 
 extern "C" fn comm_wait(ctx: *const SceneCommCtx, from: i32, slot: u32, expected: i32) -> i32 {
     match from_ctx(ctx) {
         Some((d, rank)) => d.wait(rank, from, slot, expected),
-        None => -1,
+        None => SCENE_RT_E_INVALID,
     }
 }
 
@@ -324,10 +333,10 @@ mod tests {
                     let w = (*c).windows[1] as *mut u32;
                     w.write_volatile(42);
                 }
-                assert_eq!(comm_signal(c, 1, 3, 1), 0);
+                assert_eq!(comm_signal(c, 1, 3, 1), SCENE_RT_OK);
             });
             let c = c1 as *const SceneCommCtx;
-            assert_eq!(comm_wait(c, 0, 3, 1), 0);
+            assert_eq!(comm_wait(c, 0, 3, 1), SCENE_RT_OK);
             #[allow(unsafe_code)]
             // SAFETY: the wait acquired the signal released after the write.
             let v = unsafe { ((*c).windows[1] as *const u32).read_volatile() };
@@ -339,27 +348,36 @@ mod tests {
     #[test]
     fn a_wait_times_out_with_the_message_and_fails_the_group() {
         let d = Domain::new(2, 64, Duration::from_millis(50)).unwrap();
-        assert_eq!(comm_wait(ctx(&d, 1), 0, 3, 1), -1);
+        assert_eq!(comm_wait(ctx(&d, 1), 0, 3, 1), SCENE_RT_E_COMM);
         assert_eq!(
             d.failure().as_deref(),
             Some("rank 1 waited for rank 0 signal 3 for 0.05 s")
         );
         // Every later wait and signal of the group returns at once.
-        assert_eq!(comm_wait(ctx(&d, 0), -1, 0, 1), -1);
-        assert_eq!(comm_signal(ctx(&d, 0), 1, 0, 1), -1);
+        assert_eq!(comm_wait(ctx(&d, 0), -1, 0, 1), SCENE_RT_E_COMM);
+        assert_eq!(comm_signal(ctx(&d, 0), 1, 0, 1), SCENE_RT_E_COMM);
     }
 
     #[test]
     fn unknown_senders_are_a_peer_and_bad_peers_fail() {
         let d = Domain::new(2, 64, Duration::from_millis(10)).unwrap();
-        assert_eq!(comm_wait(ctx(&d, 0), -1, 7, 1), -1);
+        assert_eq!(comm_wait(ctx(&d, 0), -1, 7, 1), SCENE_RT_E_COMM);
         assert_eq!(
             d.failure().as_deref(),
             Some("rank 0 waited for a peer signal 7 for 0.01 s")
         );
         let d = Domain::new(2, 64, Duration::from_secs(1)).unwrap();
-        assert_eq!(comm_signal(ctx(&d, 0), 5, 0, 1), -1);
+        assert_eq!(comm_signal(ctx(&d, 0), 5, 0, 1), SCENE_RT_E_INVALID);
         assert!(d.failure().unwrap().contains("signalled rank 5"));
+        // The group failed: the next call says so, as a status.
+        assert_eq!(comm_signal(ctx(&d, 0), 1, 0, 1), SCENE_RT_E_COMM);
+        let d = Domain::new(2, 64, Duration::from_secs(1)).unwrap();
+        assert_eq!(
+            comm_wait(ctx(&d, 0), 1, SCENE_COMM_SIGNAL_SLOTS, 1),
+            SCENE_RT_E_INVALID
+        );
+        assert_eq!(comm_wait(std::ptr::null(), 1, 0, 1), SCENE_RT_E_INVALID);
+        assert_eq!(comm_signal(std::ptr::null(), 1, 0, 1), SCENE_RT_E_INVALID);
     }
 
     #[test]

@@ -1,5 +1,7 @@
-//! Orchestration ABI v2 operations: run-argument metadata, submits with
-//! views, ordered reads and writes of device data, and memory scopes.
+//! Orchestration ABI v2 and v3 operations: allocation (v1 `alloc`, v3
+//! `malloc` with a status, v3 `last_error`), run-argument metadata,
+//! submits with views, ordered reads and writes of device data, and
+//! memory scopes.
 //!
 //! Ordering is exact and derived from the same access list the task graph
 //! uses: a read waits for every unfinished task that *writes* an
@@ -18,7 +20,7 @@
 //! `unsafe` (allowed per item): reading the orchestration's pointer
 //! arguments (task argument arrays, host buffers for read/write/fill).
 
-use std::ffi::c_void;
+use std::ffi::{c_char, c_void};
 use std::time::{Duration, Instant};
 
 use super::trace::now_ns;
@@ -117,6 +119,68 @@ pub(crate) fn alloc_waiting(rc: &RunCtx, size: u64) -> RtResult<u64> {
                 first = other;
             }
         }
+    }
+}
+
+/// The deprecated v1 `alloc`: `op_malloc` with failure in-band (0).
+pub(super) extern "C" fn op_alloc(ctx: *mut SceneOrchCtx, size: u64) -> u64 {
+    alloc(ctx, size).unwrap_or(0)
+}
+
+/// v3 `malloc`: the address through `out_addr`, failure as a status.
+pub(super) extern "C" fn op_malloc(ctx: *mut SceneOrchCtx, size: u64, out_addr: *mut u64) -> i32 {
+    if out_addr.is_null() {
+        return match run_ctx(ctx) {
+            Some(rc) => record(
+                rc,
+                RtError::Invalid("orchestration malloc: out_addr is NULL".into()),
+            ),
+            None => SCENE_RT_E_INVALID,
+        };
+    }
+    let (addr, status) = match alloc(ctx, size) {
+        Ok(a) => (a, SCENE_RT_OK),
+        Err(status) => (0, status),
+    };
+    #[allow(unsafe_code)]
+    // SAFETY: `out_addr` is non-NULL and, by scene_orch.h's contract,
+    // points at a writable uint64_t for the call.
+    unsafe {
+        out_addr.write(addr);
+    }
+    status
+}
+
+/// v3 `last_error`: this thread's last error (the orchestration runs on
+/// its own thread, so it is the last failed call of this orchestration).
+pub(super) extern "C" fn op_last_error(_ctx: *mut SceneOrchCtx) -> *const c_char {
+    crate::last_error_ptr()
+}
+
+/// An orchestration allocation, kept until the run (or its scope) ends,
+/// or the status of the recorded error.
+fn alloc(ctx: *mut SceneOrchCtx, size: u64) -> Result<u64, i32> {
+    let Some(rc) = run_ctx(ctx) else {
+        return Err(SCENE_RT_E_INVALID);
+    };
+    let begin = if rc.trace != 0 { now_ns() } else { 0 };
+    let r = alloc_waiting(rc, size);
+    match r {
+        Ok(a) => {
+            let mut s = rc.shared.sched();
+            if let Some(tr) = &mut s.trace {
+                tr.alloc(a, size, begin);
+            }
+            s.intermediates.push(a);
+            if let Some(scope) = s.scopes.last_mut() {
+                scope.push(a);
+            }
+            Ok(a)
+        }
+        Err(e) => Err(record(
+            rc,
+            RtError::Oom(format!("orchestration alloc: {e}")),
+        )),
     }
 }
 
