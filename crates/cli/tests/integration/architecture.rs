@@ -810,7 +810,6 @@ fn the_cli_has_no_string_errors() {
 /// `Result<_, String>` or `type Err = String` in `crates/*/src` outside
 /// tests and the binary's `main.rs`.
 #[test]
-#[ignore = "enabled once all crates are typed (issue 26)"]
 fn no_string_errors_in_library_code() {
     let mut found = Vec::new();
     for (_, src) in src_dirs() {

@@ -60,14 +60,19 @@ pub enum Provision {
     Given,
 }
 
+/// A `SCENE_PYTHON_PROVISION` value that is not a policy.
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not one of auto, never")]
+pub struct UnknownProvision(pub String);
+
 impl std::str::FromStr for Provision {
-    type Err = String;
+    type Err = UnknownProvision;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.trim() {
             "auto" => Ok(Self::Auto),
             "never" => Ok(Self::Never),
-            _ => Err(format!("`{s}` is not one of auto, never")),
+            _ => Err(UnknownProvision(s.to_owned())),
         }
     }
 }
