@@ -3,7 +3,7 @@
 //! `scene.toml`). The harness's built-ins (`cosine`, `first_rows`,
 //! `max_abs`, `mean_abs`) need no registration.
 
-use scene_harness::tensors::compare::fmt_num;
+use scene_harness::tensors::closeness::fmt_num;
 use scene_harness::{ComparisonCtx, ComparisonFailure, GoldenRegistry};
 
 /// Registers the package's comparisons.

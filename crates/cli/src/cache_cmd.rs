@@ -2,12 +2,12 @@
 //! the golden cache beside it (`<cache dir>/goldens/`).
 //!
 //! The caches themselves (keys, entries, verification, locking) live in
-//! `scene_kernels::cache` and `scene_harness::golden_cache`; this module is
+//! `scene_kernels::cache` and `scene_harness::golden::cache`; this module is
 //! only their command line.
 
 use std::path::Path;
 
-use scene_harness::golden_cache::GoldenCache;
+use scene_harness::golden::cache::GoldenCache;
 use scene_harness::python::provision::EnvCache;
 use scene_kernels::cache::{self, PrunePolicy, RemoteConfig};
 

@@ -291,7 +291,7 @@ impl HiArgs {
                 }
                 // The platform the task was recorded on (a bad manifest is
                 // reported by the replay itself).
-                let platform = scene_harness::args_dump::read_manifest(&args.dir)
+                let platform = scene_harness::observe::args_dump::read_manifest(&args.dir)
                     .ok()
                     .and_then(|m| m.platform.parse().ok());
                 let flags = Flags::replay(&args, platform);

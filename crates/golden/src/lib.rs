@@ -12,7 +12,7 @@
 //!   hardware rounding (RNE) on every conversion ([`tensor`] module docs);
 //! * [`make_fixture`] — platform-independent seeded inputs ([`fixture`]);
 //! * [`assert_close`] — streaming, parallel tolerance check with a human
-//!   report ([`compare`]);
+//!   report ([`closeness`]);
 //!   [`assert_exact`] compares bit for bit;
 //! * [`measure`] — whole-tensor measures for other comparisons (cosine
 //!   similarity, absolute-error statistics, the first non-finite element);
@@ -38,7 +38,11 @@
 //! `make_fixture`, `Tolerance` (+ `default_for`), `assert_close`, `Mismatch`,
 //! `npy::{write_npy, read_npy}`.
 
-pub mod compare;
+pub mod closeness;
+/// The old name of [`closeness`], kept so goldens written against it still
+/// build.
+#[doc(hidden)]
+pub use closeness as compare;
 pub mod dtype;
 pub mod fixture;
 pub mod measure;
@@ -46,7 +50,7 @@ pub mod npy;
 pub mod reference;
 pub mod tensor;
 
-pub use compare::{
+pub use closeness::{
     Mismatch, MismatchReport, Tolerance, Worst, assert_close, assert_exact, is_close,
 };
 pub use dtype::{DType, ParseDTypeError};

@@ -6,7 +6,7 @@
 //! and sums in row-major order, so a result is the same on every machine.
 
 use crate::Tensor;
-use crate::compare::{Mismatch, check_layout, unravel};
+use crate::closeness::{Mismatch, check_layout, unravel};
 use crate::tensor::read_f64;
 
 /// The elements of `t` as `f64`, row-major.

@@ -2,7 +2,7 @@
 
 use half::{bf16, f16};
 use proptest::prelude::*;
-use scene_golden::compare::{CHUNK_ELEMS, MAX_LISTED};
+use scene_golden::closeness::{CHUNK_ELEMS, MAX_LISTED};
 use scene_golden::{DType, Mismatch, Tensor, Tolerance, assert_close};
 
 /// Straightforward reference: indices of mismatching elements.

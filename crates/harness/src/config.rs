@@ -85,7 +85,7 @@ pub struct RunConfig {
     pub rounds: u32,
     /// `--warmup K`: runs before the measured rounds, compared but not timed.
     pub warmup: u32,
-    // ---- issue 19: traces and dependency graphs (crate::trace) ----
+    // ---- issue 19: traces and dependency graphs (crate::observe::trace) ----
     /// `--trace DIR`: write each case's swimlane trace (trace-event JSON)
     /// to `DIR/<scene>/<case>.trace.json`.
     pub trace_dir: Option<PathBuf>,

@@ -57,7 +57,7 @@ pub struct DeviceOutcome {
     pub notes: Vec<String>,
     /// `--trace` / `--dep-graph`: the device phase and the runtime's
     /// records of the last attempt.
-    pub trace: Option<crate::trace::DeviceTrace>,
+    pub trace: Option<crate::observe::trace::DeviceTrace>,
     /// The run was cancelled before the session finished: the case did
     /// not run to the end (not a failure of its own).
     pub cancelled: bool,
@@ -112,7 +112,7 @@ impl DeviceStage {
                 .unwrap_or_default(),
             rounds: config.rounds.max(1),
             warmup: config.warmup,
-            trace_flags: crate::trace::runtime_flags(config),
+            trace_flags: crate::observe::trace::runtime_flags(config),
             args_dump: config.args_dump.clone(),
             platform: config.platform.name().to_string(),
             cancel: config.cancel.clone(),
@@ -174,7 +174,7 @@ impl DeviceStage {
         work: DeviceWork<'_>,
         report: &mut CaseReport,
         held: Option<&CardLease>,
-        trace: &mut Option<crate::trace::DeviceTrace>,
+        trace: &mut Option<crate::observe::trace::DeviceTrace>,
     ) -> Result<Vec<Vec<Tensor>>, DeviceFailure> {
         let runtime_path = self
             .runtime_path()
@@ -185,7 +185,7 @@ impl DeviceStage {
         // --- args dump (issue 19): the runtime records into a raw dir ---
         let args_dump = match &self.args_dump {
             Some(root) => Some(
-                crate::args_dump::CaseArgsDump::begin(root, work.sel)
+                crate::observe::args_dump::CaseArgsDump::begin(root, work.sel)
                     .map_err(|e| DeviceFailure::plain(format!("--dump-args: {e}")))?,
             ),
             None => None,
@@ -267,7 +267,7 @@ impl DeviceStage {
                 (_, Some(p)) => p.traces(),
                 _ => Vec::new(),
             };
-            *trace = Some(crate::trace::DeviceTrace {
+            *trace = Some(crate::observe::trace::DeviceTrace {
                 began_ns,
                 device: device_time,
                 cards: report.devices.clone(),

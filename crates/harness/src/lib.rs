@@ -13,25 +13,23 @@
 //! `scene-cli`. Goldens are registered by the scenes package
 //! ([`GoldenRegistry`]).
 //!
-//! Modules in stage order: [`scene`] (model), [`select`], [`compile`],
-//! [`prepare`] (fixtures, goldens), [`device`], [`compare`] (with the
-//! rules in [`comparison`]), then
-//! [`schedule`] (the order across cases and cards), [`dump`] (a sink after
-//! the verdict), [`bundle`] (two-pass runs) and [`report`].
+//! Modules in stage order: [`scene`] (the model: load, validate, the
+//! expression language), [`select`], [`compile`], [`prepare`] (the CPU
+//! stages, with [`golden`]: registry, stage, cache; and [`python`]),
+//! [`device`], [`compare`] (rules, built-ins, the stage, the report), then
+//! [`schedule`] (the order across cases and cards), [`observe`] (what a
+//! run writes for a person: traces, dependency graphs, argument dumps,
+//! tensor dumps), [`replay`], [`bundle`] (two-pass runs) and [`report`];
+//! [`config`], [`platform`] and [`ranks`] (level 3) are data used
+//! throughout.
 
-pub mod args_dump;
 pub mod bundle;
 pub mod compare;
-pub mod comparison;
 pub mod compile;
 pub mod config;
-pub mod dep_graph;
 pub mod device;
-pub mod dump;
-pub mod expr;
 pub mod golden;
-pub mod golden_cache;
-pub mod golden_stage;
+pub mod observe;
 pub mod platform;
 pub mod prepare;
 pub mod python;
@@ -41,10 +39,8 @@ pub mod report;
 pub mod scene;
 pub mod schedule;
 pub mod select;
-pub mod shape;
-pub mod trace;
 
-pub use comparison::{
+pub use compare::{
     Comparison, ComparisonCtx, ComparisonFailure, ComparisonFn, OutputReport, Verdict,
 };
 pub use config::{DEFAULT_CASE_TIMEOUT, DumpPolicy, RunConfig};

@@ -12,15 +12,15 @@ use std::time::Instant;
 use scene_golden::{DType, Tensor};
 use scene_kernels::{Builder, ChipCallable};
 
-use crate::comparison::Comparison;
+use crate::compare::Comparison;
 use crate::compile::{CompiledScenes, compile_builder, compile_scenes};
 use crate::config::RunConfig;
-use crate::expr::Num;
+pub use crate::golden::stage::build_fixtures;
+use crate::golden::stage::{CodeIdentityError, Fixtures, GoldenOutcome, GoldenStage};
 use crate::golden::{GoldenCtx, GoldenOutputs, GoldenRegistry};
-pub use crate::golden_stage::build_fixtures;
-use crate::golden_stage::{CodeIdentityError, Fixtures, GoldenOutcome, GoldenStage};
 use crate::python::PyError;
 use crate::report::{CaseFailure, CaseReport};
+use crate::scene::expr::Num;
 use crate::scene::{Case, ScalarSpec, Scene};
 use crate::select::{SelectedCase, distinct_scenes};
 
@@ -580,8 +580,8 @@ pub fn scalar_bits(scene: &Scene, case: &Case) -> Result<Vec<u64>, ScalarError> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::expr::Value;
     use crate::scene::NumSpec;
+    use crate::scene::expr::Value;
 
     /// An `i64` above 2^53 reaches the device bit for bit.
     #[test]

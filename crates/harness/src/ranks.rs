@@ -14,7 +14,7 @@
 
 use scene_golden::Tensor;
 
-use crate::shape::Dim;
+use crate::scene::shape::Dim;
 
 /// Largest rank group (`SCENE_COMM_MAX_RANKS`).
 pub const MAX_RANKS: usize = scene_device::abi::SCENE_COMM_MAX_RANKS;

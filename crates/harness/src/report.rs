@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 /// and are refused by the reader.
 pub const REPORT_SCHEMA: u32 = 1;
 
-use crate::comparison::OutputReport;
+use crate::compare::OutputReport;
 
 /// Outcome of one case.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -729,7 +729,7 @@ mod tests {
 
     #[test]
     fn outputs_say_which_comparison_judged_them() {
-        use crate::comparison::Verdict;
+        use crate::compare::Verdict;
         let mut c = CaseReport::new("s", "c");
         c.outputs = vec![
             OutputReport {

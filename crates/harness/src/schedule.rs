@@ -456,7 +456,7 @@ impl Session {
         };
         report.outputs = judged_outputs;
         let outputs = &runs[at];
-        let dump_note = crate::dump::sink(
+        let dump_note = crate::observe::dump::sink(
             &self.config().dumps,
             self.config().platform.name(),
             (&sel.scene, sel.case()),
@@ -486,7 +486,7 @@ impl Session {
         Some(report)
     }
 
-    /// `--trace` / `--dep-graph` (issue 19, `crate::trace`): writes the
+    /// `--trace` / `--dep-graph` (issue 19, `crate::observe::trace`): writes the
     /// case's trace and dependency graph and fills the report's paths.
     #[allow(clippy::too_many_arguments)]
     fn write_trace(
@@ -507,7 +507,7 @@ impl Session {
             inputs.iter().map(|(n, _)| Some(n.clone())).collect();
         arg_names.resize(arg_names.len() + sel.scene.scalars.len(), None);
         let snapshot = report.clone();
-        let t = crate::trace::CaseTrace {
+        let t = crate::observe::trace::CaseTrace {
             scene: &sel.scene.name,
             case: &sel.case().name,
             kernels: callable
@@ -523,13 +523,13 @@ impl Session {
         };
         let mut notes = Vec::new();
         if let Some(dir) = &config.trace_dir {
-            match crate::trace::write(dir, &t) {
+            match crate::observe::trace::write(dir, &t) {
                 Ok(p) => report.trace = Some(p.display().to_string()),
                 Err(e) => notes.push(format!("trace not written: {e}")),
             }
         }
         if let Some(dir) = &config.dep_graph_dir {
-            match crate::dep_graph::write(dir, &t) {
+            match crate::observe::dep_graph::write(dir, &t) {
                 Ok((p, more)) => {
                     report.dep_graph = Some(p.display().to_string());
                     notes.extend(more);

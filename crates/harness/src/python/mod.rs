@@ -37,8 +37,8 @@ use scene_golden::{DType, Tensor, npy};
 use scene_util::{Cancel, cancel::CancelChild};
 use serde_json::{Value as Json, json};
 
-use crate::expr::Num;
 use crate::golden::GoldenOutputs;
+use crate::scene::expr::Num;
 use crate::scene::{Case, Scene};
 use provision::{EnvCache, Installer, ManagedEnv, Probe, Provision, requirement_set, shell_words};
 

@@ -61,7 +61,7 @@ pub enum Provision {
 }
 
 /// A `SCENE_PYTHON_PROVISION` value that is not a policy.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
 #[error("`{0}` is not one of auto, never")]
 pub struct UnknownProvision(pub String);
 

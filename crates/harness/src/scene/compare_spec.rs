@@ -1,8 +1,8 @@
 //! A tensor's `compare` as `scene.toml` wrote it (the model's side; the
 //! parsing and its checks are [`super::validate`]'s, judging an output is
-//! [`crate::comparison`]'s).
+//! [`crate::compare`]'s).
 
-use crate::expr::{Expr, ExprError, Params};
+use crate::scene::expr::{Expr, ExprError, Params};
 
 /// A number or an expression of the case params, as a comparison argument
 /// was written.

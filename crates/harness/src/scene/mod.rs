@@ -9,7 +9,7 @@
 //! The rooms: [`raw`] (what serde reads), [`validate`] (raw -> model, one
 //! file per part of the scene), [`error`], [`dtype`] (dtype names and
 //! ranges, also used by the fixture stage) and [`compare_spec`] (a
-//! tensor's `compare` as written; judging is [`crate::comparison`]'s).
+//! tensor's `compare` as written; judging is [`crate::compare`]'s).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -19,15 +19,17 @@ use scene_golden::{DType, Init, Tolerance};
 use scene_kernels::CoreType;
 use serde::Deserialize;
 
-use crate::comparison::Comparison;
-use crate::expr::{Expr, ExprError, Num, Params, Value};
+use crate::compare::Comparison;
 use crate::ranks::{CaseGroup, GroupSpec};
-use crate::shape::Dim;
+use crate::scene::expr::{Expr, ExprError, Num, Params, Value};
+use crate::scene::shape::Dim;
 
 pub mod compare_spec;
 pub mod dtype;
 pub mod error;
+pub mod expr;
 mod raw;
+pub mod shape;
 mod validate;
 
 #[cfg(test)]
@@ -69,7 +71,7 @@ impl fmt::Display for ArgDirection {
     }
 }
 
-/// A number, or an expression of the case params (see [`crate::expr`]),
+/// A number, or an expression of the case params (see [`crate::scene::expr`]),
 /// as `scene.toml` wrote it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum NumSpec {
@@ -296,7 +298,7 @@ pub struct TensorSpec {
     pub direction: ArgDirection,
     pub rtol: Option<NumSpec>,
     pub atol: Option<NumSpec>,
-    /// How the output is judged ([`crate::comparison`]).
+    /// How the output is judged ([`crate::compare`]).
     pub compare: CompareSpec,
     /// A skipped output may hold NaN / inf.
     pub allow_nonfinite: bool,

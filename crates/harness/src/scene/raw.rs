@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use super::ArgDirection;
-use crate::expr::Value;
+use crate::scene::expr::Value;
 
 /// A number or an expression, as TOML holds it.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -158,7 +158,7 @@ pub(super) struct RawTensor {
     pub(super) rtol: Option<RawNum>,
     pub(super) atol: Option<RawNum>,
     /// `"allclose"`, `"exact"` or `{ custom = "NAME", ... }`
-    /// ([`crate::comparison`]).
+    /// ([`crate::compare`]).
     pub(super) compare: Option<toml::Value>,
     #[serde(default)]
     pub(super) allow_nonfinite: bool,
@@ -237,7 +237,7 @@ pub(super) struct RawCase {
     pub(super) manual: Option<RawManual>,
     #[serde(default)]
     pub(super) seed: Option<u64>,
-    /// `true`, or a list of output tensors ([`crate::comparison`]).
+    /// `true`, or a list of output tensors ([`crate::compare`]).
     pub(super) skip_golden: Option<toml::Value>,
     /// Per-case fixture overrides: tensor name -> `init` (read as TOML
     /// values first, so a bad kind names the case and the tensor).

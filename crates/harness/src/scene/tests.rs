@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use scene_golden::{DType, ListItem, Tolerance};
 
 use super::*;
-use crate::expr::{Num, Value};
+use crate::scene::expr::{Num, Value};
 
 const GOOD: &str = r#"
 name = "demo"

@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use scene_golden::Tolerance;
 
 use super::{Checked, Validator, compare, is_c_identifier};
-use crate::comparison::Comparison;
-use crate::expr::{Num, Params, Value};
+use crate::compare::Comparison;
+use crate::scene::expr::{Num, Params, Value};
 use crate::scene::raw::{RawCase, RawDerived, RawManual};
 use crate::scene::{
     Case, CaseTensor, DTypeSpec, Derived, InitSpec, Manual, NumSpec, ScalarSpec, TensorSpec,

@@ -4,8 +4,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::comparison::Comparison;
-use crate::expr::{Expr, Params};
+use crate::compare::Comparison;
+use crate::scene::expr::{Expr, Params};
 use crate::scene::{ArgSpec, CompareSpec, Problem, TensorSpec};
 
 impl TensorSpec {

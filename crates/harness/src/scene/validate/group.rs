@@ -4,8 +4,8 @@
 use super::{Checked, Validator};
 use crate::ranks::{CaseGroup, GroupSpec, MAX_RANKS};
 use crate::scene::raw::{RawComm, RawDim};
+use crate::scene::shape::Dim;
 use crate::scene::{Case, TensorSpec};
-use crate::shape::Dim;
 
 impl Validator<'_> {
     /// Level 3's `ranks` and `[comm]`: required there, refused elsewhere,

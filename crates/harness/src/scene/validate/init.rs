@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use scene_golden::{DType, Init, ListItem};
 
 use super::{Checked, Validator};
-use crate::expr::{Num, Params, Value};
+use crate::scene::expr::{Num, Params, Value};
 use crate::scene::raw::RawInit;
 use crate::scene::{ArgDirection, InitSpec, NumSpec, TensorSpec, int_range};
 

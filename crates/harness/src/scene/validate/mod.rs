@@ -23,7 +23,7 @@ use scene_golden::DType;
 use super::raw::{RawNum, RawScene};
 use super::{HARDWARE_PLATFORMS, NumSpec, Orchestration, Scene, SceneError, dtype_from_name};
 use super::{Problem, ToleranceSpec};
-use crate::expr::{Expr, Params};
+use crate::scene::expr::{Expr, Params};
 
 mod cases;
 mod compare;

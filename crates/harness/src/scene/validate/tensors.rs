@@ -7,13 +7,13 @@ use std::collections::BTreeSet;
 use scene_golden::DType;
 
 use super::{Checked, Validator, compare, is_c_identifier};
-use crate::expr::{Num, Params};
 use crate::scene::dtype::float_exact;
+use crate::scene::expr::{Num, Params};
 use crate::scene::raw::{RawDim, RawScalar, RawTensor};
+use crate::scene::shape::{Dim, ShapeError};
 use crate::scene::{
     ArgDirection, DTypeSpec, InitSpec, NumSpec, ScalarSpec, TensorSpec, dtype_from_name, int_range,
 };
-use crate::shape::{Dim, ShapeError};
 
 impl Validator<'_> {
     /// Every tensor; `None` when any has a problem (each one reported).

@@ -10,7 +10,7 @@ use std::fmt;
 
 use scene_golden::Tensor;
 
-use crate::comparison::{BUILTIN_COMPARISONS, ComparisonFn, CustomComparison};
+use crate::compare::{BUILTIN_COMPARISONS, ComparisonFn, CustomComparison};
 
 /// What a golden function can see of one case.
 #[derive(Debug)]
@@ -19,7 +19,7 @@ pub struct GoldenCtx<'a> {
     pub case: &'a str,
     pub params: &'a BTreeMap<String, i64>,
     /// Every param of the case, typed (strings, floats, lists too).
-    pub(crate) values: Option<&'a crate::expr::Params>,
+    pub(crate) values: Option<&'a crate::scene::expr::Params>,
     pub(crate) tensors: &'a [(String, Tensor)],
     pub(crate) scalars: &'a [(String, f64)],
     /// The integer scalars again, exactly (an `i64` beyond 2^53 is not an
@@ -50,14 +50,14 @@ impl<'a> GoldenCtx<'a> {
     }
 
     /// Every param of the case, typed.
-    pub fn with_values(mut self, values: &'a crate::expr::Params) -> Self {
+    pub fn with_values(mut self, values: &'a crate::scene::expr::Params) -> Self {
         self.values = Some(values);
         self
     }
 
     /// A case param of any type (`dtype = "bf16"`, `scale = 0.5`,
     /// `lens = [3, 7]`).
-    pub fn value(&self, name: &str) -> Result<&'a crate::expr::Value, GoldenError> {
+    pub fn value(&self, name: &str) -> Result<&'a crate::scene::expr::Value, GoldenError> {
         self.values
             .and_then(|v| v.get(name))
             .ok_or_else(|| GoldenError::MissingParam(name.to_string()))
@@ -66,7 +66,7 @@ impl<'a> GoldenCtx<'a> {
     /// A string case param.
     pub fn param_str(&self, name: &str) -> Result<&'a str, GoldenError> {
         match self.value(name)? {
-            crate::expr::Value::Str(s) => Ok(s),
+            crate::scene::expr::Value::Str(s) => Ok(s),
             v => Err(GoldenError::Failed(format!(
                 "param `{name}` is {}, not a string",
                 v.kind()
@@ -77,8 +77,8 @@ impl<'a> GoldenCtx<'a> {
     /// A numeric case param as `f64` (integer or float).
     pub fn param_f64(&self, name: &str) -> Result<f64, GoldenError> {
         match self.value(name)? {
-            crate::expr::Value::Int(i) => Ok(*i as f64),
-            crate::expr::Value::Float(f) => Ok(*f),
+            crate::scene::expr::Value::Int(i) => Ok(*i as f64),
+            crate::scene::expr::Value::Float(f) => Ok(*f),
             v => Err(GoldenError::Failed(format!(
                 "param `{name}` is {}, not a number",
                 v.kind()
@@ -198,7 +198,7 @@ pub struct GoldenRegistry {
 
 impl Default for GoldenRegistry {
     /// No goldens; the built-in comparisons
-    /// ([`crate::comparison::BUILTIN_COMPARISONS`]); no code identity.
+    /// ([`crate::compare::BUILTIN_COMPARISONS`]); no code identity.
     fn default() -> Self {
         Self {
             map: BTreeMap::new(),

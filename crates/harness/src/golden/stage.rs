@@ -9,11 +9,11 @@ use scene_kernels::cache::Cache;
 use serde_json::Value as Json;
 
 use crate::config::RunConfig;
-use crate::expr::Num;
+use crate::golden::cache::{GoldenCache, GoldenInputs, why_recomputed};
 use crate::golden::{GoldenOutputs, GoldenRegistry};
-use crate::golden_cache::{GoldenCache, GoldenInputs, why_recomputed};
 use crate::python::{DRIVER, PyError, PythonRunner};
 use crate::ranks;
+use crate::scene::expr::Num;
 use crate::scene::{ArgDirection, Case, Scene};
 
 /// Why a case has no input fixtures.

@@ -19,7 +19,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::trace::{CaseTrace, TraceError, case_path, write_file};
+use crate::observe::trace::{CaseTrace, TraceError, case_path, write_file};
 
 /// DOT node id of `task` of `rank`.
 fn node(level3: bool, rank: usize, task: usize) -> String {

@@ -1,13 +1,13 @@
 //! The compare stage: the device's outputs against the golden, after the
 //! card is released. Each output is judged by its comparison
-//! ([`crate::comparison`]): allclose, exact, a registered custom one, or
+//! ([`super::rule`]): allclose, exact, a registered custom one, or
 //! none (`skip_golden`, then only checked for NaN / inf).
 
-use scene_golden::compare::fmt_num;
+use scene_golden::closeness::fmt_num;
 use scene_golden::measure::first_nonfinite;
 use scene_golden::{Tensor, Tolerance, assert_close, assert_exact};
 
-use crate::comparison::{Comparison, ComparisonCtx, OutputReport, Verdict};
+use crate::compare::{Comparison, ComparisonCtx, OutputReport, Verdict};
 use crate::golden::{GoldenOutputs, GoldenRegistry};
 use crate::prepare::{missing_golden_message, missing_golden_output};
 use crate::scene::{Case, Scene};

@@ -1,10 +1,10 @@
 //! Symbolic tensor dimensions: `16`, `"N"`, `"H*D"`, `"ceil_div(N, 8) * 8"`,
-//! expressions of the case params (see [`crate::expr`]) that evaluate to a
+//! expressions of the case params (see [`crate::scene::expr`]) that evaluate to a
 //! positive integer.
 
 use std::fmt;
 
-use crate::expr::{Expr, ExprError, Num, Params};
+use crate::scene::expr::{Expr, ExprError, Num, Params};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ShapeError {
@@ -73,7 +73,7 @@ pub fn eval_shape(dims: &[Dim], params: &Params) -> Result<Vec<usize>, ShapeErro
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::expr::Value;
+    use crate::scene::expr::Value;
 
     fn params(pairs: &[(&str, i64)]) -> Params {
         pairs

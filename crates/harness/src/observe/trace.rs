@@ -23,7 +23,7 @@
 //! and around the device span (lock wait just before it); device and
 //! compare are placed where they ran.
 
-use crate::args_dump::dtype_name;
+use crate::observe::args_dump::dtype_name;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

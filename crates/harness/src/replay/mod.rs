@@ -1,4 +1,4 @@
-//! `scene replay DIR TASK`: one recorded task (see [`crate::args_dump`])
+//! `scene replay DIR TASK`: one recorded task (see [`crate::observe::args_dump`])
 //! run again alone on the simulator, its outputs compared bit for bit with
 //! the recorded ones: the first step of debugging one bad kernel.
 //!
@@ -24,14 +24,14 @@ use scene_device::{
 use scene_golden::{DType, Tensor};
 use scene_kernels::{CallableSpec, ChipCallable, OrchUnit};
 
-use crate::args_dump::{self, ArgEntry, ArgsDumpError, Manifest, TaskEntry};
 use crate::compile::{callable_spec, compile_builder};
 use crate::config::RunConfig;
 use crate::device::RuntimeLibError;
+use crate::observe::args_dump::{self, ArgEntry, ArgsDumpError, Manifest, TaskEntry};
 use crate::scene::Scene;
 
 /// The replay orchestration's source (compiled like any orchestration).
-pub const REPLAY_ORCH_SOURCE: &str = include_str!("replay/scene_replay_orch.c");
+pub const REPLAY_ORCH_SOURCE: &str = include_str!("scene_replay_orch.c");
 /// Its entry symbol.
 pub const REPLAY_ORCH_FUNCTION: &str = "scene_replay_orch";
 /// The task description's first word (`SCENE_REPLAY_MAGIC`, "SREPLAY1").

@@ -1,0 +1,41 @@
+//! Comparisons: how each output of a case is judged.
+//!
+//! A tensor's `compare` in `scene.toml` picks the rule:
+//!
+//! * `"allclose"` (the default): `|a - e| <= atol + rtol * |e|` with the
+//!   tensor's resolved tolerance ([`scene_golden::assert_close`]); integer
+//!   and bool outputs default to tolerance 0, i.e. exact;
+//! * `"exact"`: bit for bit, any NaN equal to any NaN
+//!   ([`scene_golden::assert_exact`]);
+//! * `{ custom = "NAME", arg = number | "expression", ... }`: a function
+//!   registered under `NAME` ([`crate::golden::GoldenRegistry::register_comparison`]),
+//!   given the output, its golden, its tolerance and its arguments resolved
+//!   in the case. The harness ships [`BUILTIN_COMPARISONS`].
+//!
+//! `skip_golden` (on a case, a case's list of outputs, or a tensor) leaves
+//! an output unjudged against the golden; it is still dumped and must hold
+//! only finite values unless the tensor says `allow_nonfinite = true`.
+//!
+//! This module holds the runtime side. Reading `compare` / `skip_golden`
+//! from `scene.toml` and checking them is the scene validator's
+//! (`crate::scene::validate::compare`); the check that a case's custom
+//! comparisons are registered is the CPU stages'
+//! (`crate::prepare::check_custom_comparisons`).
+//!
+//! Files: [`rule`] (a resolved [`Comparison`] and the custom-comparison
+//! interface), [`builtin`] (the shipped custom comparisons), [`stage`]
+//! (judging a case's outputs after the card is released) and [`report`]
+//! (what the report says of an output).
+
+pub mod builtin;
+pub mod report;
+pub mod rule;
+pub mod stage;
+
+pub use builtin::BUILTIN_COMPARISONS;
+pub use report::{OutputReport, Verdict};
+pub use rule::{Comparison, ComparisonCtx, ComparisonFailure, ComparisonFn, CustomComparison};
+pub use stage::{CompareOutcome, Judged, compare_outputs};
+
+#[cfg(test)]
+mod tests;
