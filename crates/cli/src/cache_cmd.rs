@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use scene_harness::golden::cache::GoldenCache;
-use scene_harness::python::provision::EnvCache;
+use scene_harness::golden::python::provision::EnvCache;
 use scene_kernels::cache::{self, PrunePolicy, RemoteConfig};
 
 use crate::args::CacheCommand;

@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 
 use scene_device::DeviceList;
 use scene_device::worker::WorkerCommand;
+use scene_harness::golden::python::provision::Provision;
 use scene_harness::platform::PlatformTable;
-use scene_harness::python::provision::Provision;
 use scene_harness::replay::ReplayRequest;
 use scene_harness::{Platform, RunConfig, SelectedCase};
 use scene_kernels::cache::{RemoteConfig, S3Settings, check_remote_url};

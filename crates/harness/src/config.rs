@@ -76,7 +76,7 @@ pub struct RunConfig {
     pub max_case_bytes: Option<u64>,
     /// Python goldens and fixtures: the interpreter, the per-request
     /// deadline.
-    pub python: crate::python::PythonConfig,
+    pub python: PythonConfig,
     /// Keep computed goldens in `<cache_dir>/goldens` and reuse them
     /// (`--no-golden-cache` turns it off; no `cache_dir`, no golden cache).
     pub golden_cache: bool,
@@ -142,7 +142,7 @@ impl RunConfig {
             hold_card: false,
             device_worker: None,
             max_case_bytes: None,
-            python: crate::python::PythonConfig::default(),
+            python: PythonConfig::default(),
             golden_cache: true,
             rounds: 1,
             warmup: 0,
@@ -151,6 +151,74 @@ impl RunConfig {
             args_dump: None,
             cancel: scene_util::Cancel::default(),
             root,
+        }
+    }
+}
+
+// ---- Python goldens (crate::golden::python) --------------------------------------
+// Here, not in `python`, so the configuration sits below every stage.
+
+/// Default deadline of one Python request (`SCENE_GOLDEN_TIMEOUT`).
+pub const DEFAULT_GOLDEN_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How Python goldens run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PythonConfig {
+    /// The interpreter (`SCENE_PYTHON`, default `python3` on `PATH`).
+    pub python: PathBuf,
+    /// Deadline of one request (`generate_inputs` or `compute_golden` of
+    /// one case); past it the worker is killed and the case fails.
+    pub timeout: Duration,
+    /// Whether a managed environment may replace `python` when it lacks
+    /// a scene's requirements (`SCENE_PYTHON_PROVISION`, `--no-provision`;
+    /// [`Provision::Given`] when `SCENE_PYTHON` named it).
+    pub provision: Provision,
+    /// `uv`, when it is on `PATH`: environments are built with it.
+    pub uv: Option<PathBuf>,
+    /// Where managed environments live; `None` = `<cache dir>/python`
+    /// (no cache directory: none are made).
+    pub env_root: Option<PathBuf>,
+}
+
+impl Default for PythonConfig {
+    fn default() -> Self {
+        Self {
+            python: PathBuf::from("python3"),
+            timeout: DEFAULT_GOLDEN_TIMEOUT,
+            provision: Provision::Auto,
+            uv: None,
+            env_root: None,
+        }
+    }
+}
+
+/// Whether the harness may make an environment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Provision {
+    /// When the interpreter lacks the requirements (`SCENE_PYTHON_PROVISION=auto`).
+    #[default]
+    Auto,
+    /// Never (`SCENE_PYTHON_PROVISION=never`, `--no-provision`): a missing
+    /// requirement fails the Python cases, saying how to provision.
+    Never,
+    /// The interpreter was named (`SCENE_PYTHON`): used as it is, never
+    /// probed or replaced.
+    Given,
+}
+
+/// A `SCENE_PYTHON_PROVISION` value that is not a policy.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not one of auto, never")]
+pub struct UnknownProvision(pub String);
+
+impl std::str::FromStr for Provision {
+    type Err = UnknownProvision;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "auto" => Ok(Self::Auto),
+            "never" => Ok(Self::Never),
+            _ => Err(UnknownProvision(s.to_owned())),
         }
     }
 }

@@ -26,9 +26,9 @@ use scene_golden::Tensor;
 use scene_kernels::ChipCallable;
 
 use crate::config::RunConfig;
-use crate::ranks;
 use crate::report::{CaseReport, LockInterval, RoundStats, RoundsReport, unix_seconds};
 use crate::scene::ArgDirection;
+use crate::scene::ranks;
 use crate::select::SelectedCase;
 
 /// How long past `--case-timeout` a worker may run before the supervisor

@@ -14,14 +14,14 @@
 //! ([`GoldenRegistry`]).
 //!
 //! Modules in stage order: [`scene`] (the model: load, validate, the
-//! expression language), [`select`], [`compile`], [`prepare`] (the CPU
-//! stages, with [`golden`]: registry, stage, cache; and [`python`]),
-//! [`device`], [`compare`] (rules, built-ins, the stage, the report), then
+//! expression language, level-3 rank groups), [`select`], [`compile`],
+//! [`prepare`] (the CPU stages, with [`golden`]: registry, stage, cache
+//! and the Python worker), [`device`], [`judge`] (the compare stage, with
+//! the rules, built-ins and report records in [`compare`]), then
 //! [`schedule`] (the order across cases and cards), [`observe`] (what a
 //! run writes for a person: traces, dependency graphs, argument dumps,
 //! tensor dumps), [`replay`], [`bundle`] (two-pass runs) and [`report`];
-//! [`config`], [`platform`] and [`ranks`] (level 3) are data used
-//! throughout.
+//! [`config`] and [`platform`] are data used throughout.
 
 pub mod bundle;
 pub mod compare;
@@ -29,11 +29,10 @@ pub mod compile;
 pub mod config;
 pub mod device;
 pub mod golden;
+pub mod judge;
 pub mod observe;
 pub mod platform;
 pub mod prepare;
-pub mod python;
-pub mod ranks;
 pub mod replay;
 pub mod report;
 pub mod scene;

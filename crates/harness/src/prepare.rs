@@ -15,10 +15,10 @@ use scene_kernels::{Builder, ChipCallable};
 use crate::compare::Comparison;
 use crate::compile::{CompiledScenes, compile_builder, compile_scenes};
 use crate::config::RunConfig;
+use crate::golden::python::PyError;
 pub use crate::golden::stage::build_fixtures;
 use crate::golden::stage::{CodeIdentityError, Fixtures, GoldenOutcome, GoldenStage};
 use crate::golden::{GoldenCtx, GoldenOutputs, GoldenRegistry};
-use crate::python::PyError;
 use crate::report::{CaseFailure, CaseReport};
 use crate::scene::expr::Num;
 use crate::scene::{Case, ScalarSpec, Scene};
@@ -164,7 +164,7 @@ impl CpuStages {
     }
 
     /// The managed Python environments the run used so far (`--explain`).
-    pub fn python_environments(&self) -> Vec<crate::python::provision::ManagedEnv> {
+    pub fn python_environments(&self) -> Vec<crate::golden::python::provision::ManagedEnv> {
         self.goldens.python().environments()
     }
 

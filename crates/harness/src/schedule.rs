@@ -16,11 +16,11 @@ use std::time::Instant;
 use scene_device::{AcquireOptions, CardLease};
 
 use crate::bundle::{Bundle, SlotData};
-use crate::compare::compare_outputs;
 use crate::compile::CompiledScenes;
 use crate::config::RunConfig;
 use crate::device::{DeviceStage, DeviceWork};
 use crate::golden::GoldenRegistry;
+use crate::judge::compare_outputs;
 use crate::prepare::{CpuStages, Prepared, SetupError};
 use crate::report::{CaseReport, FailureStage, LockInterval, RunReport, unix_seconds};
 use crate::select::SelectedCase;

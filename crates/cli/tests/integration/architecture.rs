@@ -145,7 +145,7 @@ fn crates_depend_only_downwards() {
 /// Source files of a crate with their top-level module names.
 fn modules(src: &Path) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    for p in source_files(src) {
+    for (p, code) in library_sources(src) {
         let rel = p.strip_prefix(src).expect("under src");
         let first = rel.components().next().expect("non-empty");
         let top = Path::new(first.as_os_str())
@@ -156,8 +156,7 @@ fn modules(src: &Path) -> Vec<(String, String)> {
         if top == "lib" || top == "main" {
             continue;
         }
-        let text = std::fs::read_to_string(&p).expect("readable source");
-        out.push((top, text));
+        out.push((top, code));
     }
     out
 }
@@ -354,10 +353,6 @@ fn item_end(item: &str) -> usize {
     item.len()
 }
 
-/// Code without tests: tests may import anything.
-fn non_test(text: &str) -> String {
-    without_tests(text).0
-}
 fn src_dirs() -> Vec<(String, PathBuf)> {
     let crates = workspace().join("crates");
     let mut dirs: Vec<_> = std::fs::read_dir(&crates)
@@ -378,9 +373,9 @@ fn src_dirs() -> Vec<(String, PathBuf)> {
 /// `module -> modules it imports through crate::`.
 fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for (module, text) in modules(src) {
+    for (module, code) in modules(src) {
         let edges = graph.entry(module.clone()).or_default();
-        for target in crate_paths(&non_test(&text)) {
+        for target in crate_paths(&code) {
             if target != module {
                 edges.insert(target);
             }
@@ -498,14 +493,13 @@ fn no_environment_reads_below_the_entry_points() {
         if name == "cli" {
             continue; // the entry points: env.rs reads the environment once
         }
-        for (module, text) in modules(&src) {
-            let lines: Vec<&str> = text.lines().collect();
-            for (i, code) in non_test(&text).lines().enumerate() {
-                if code.contains("env::var") || code.contains("var_os(") {
+        for (module, code) in modules(&src) {
+            for (i, line) in code.lines().enumerate() {
+                if line.contains("env::var") || line.contains("var_os(") {
                     reads.push(format!(
                         "crates/{name} ({module}) line {}: {}",
                         i + 1,
-                        lines.get(i).map_or("", |l| l.trim())
+                        line.trim()
                     ));
                 }
             }
@@ -645,6 +639,13 @@ fn cycles_behind_a_test_only_item_are_found() {
     )
     .expect("write");
     assert_eq!(find_cycle(&module_graph(&src)), None);
+
+    // Nor does a test-only file (`#[cfg(test)] mod tests;`) importing a
+    // module that imports its parent.
+    std::fs::write(src.join("env.rs"), "#[cfg(test)]\nmod tests;\nfn g() {}\n").expect("write");
+    std::fs::create_dir_all(src.join("env")).expect("mkdir");
+    std::fs::write(src.join("env/tests.rs"), "use crate::args::f;\n").expect("write");
+    assert_eq!(find_cycle(&module_graph(&src)), None);
 }
 
 #[test]
@@ -762,9 +763,26 @@ fn string_results_are_found_in_any_spelling() {
 /// test modules, test-only items and files, and a binary's `main.rs` and
 /// `src/bin/` excluded.
 fn library_string_results(src: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for (f, code) in library_sources(src) {
+        let rel = f.strip_prefix(src).expect("under src");
+        let binary = rel == Path::new("main.rs") || rel.starts_with("bin");
+        if binary {
+            continue;
+        }
+        for hit in string_results(&code) {
+            found.push(format!("{}: {hit}", f.display()));
+        }
+    }
+    found
+}
+
+/// Every source file under `src` that is not test code, with its code
+/// (see [`without_tests`]): files that a `#[cfg(test)] mod name;` brings
+/// in (`name.rs`, `name/`) are left out whole.
+fn library_sources(src: &Path) -> Vec<(PathBuf, String)> {
     let files = source_files(src);
     let mut test_files: Vec<PathBuf> = Vec::new();
-    let mut found = Vec::new();
     let mut checked = Vec::new();
     for f in &files {
         let text = std::fs::read_to_string(f).expect("readable source");
@@ -781,17 +799,10 @@ fn library_string_results(src: &Path) -> Vec<String> {
         }
         checked.push((f.clone(), code));
     }
-    for (f, code) in checked {
-        let rel = f.strip_prefix(src).expect("under src");
-        let binary = rel == Path::new("main.rs") || rel.starts_with("bin");
-        if binary || test_files.iter().any(|t| f.starts_with(t)) {
-            continue;
-        }
-        for hit in string_results(&code) {
-            found.push(format!("{}: {hit}", f.display()));
-        }
-    }
-    found
+    checked
+        .into_iter()
+        .filter(|(f, _)| !test_files.iter().any(|t| f.starts_with(t)))
+        .collect()
 }
 
 /// The CLI's part of "typed errors to the edge": no `Result<_, String>`

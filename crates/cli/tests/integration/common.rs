@@ -402,7 +402,7 @@ pub fn build_machine_dirs() -> Vec<PathBuf> {
 /// Memoised per test binary. When it cannot be made (no network), `None`:
 /// the Python cases then fail saying why.
 pub fn test_python() -> Option<PathBuf> {
-    use scene_harness::python::provision::{EnvCache, Installer, probe, requirement_set};
+    use scene_harness::golden::python::provision::{EnvCache, Installer, probe, requirement_set};
     static PYTHON: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
     PYTHON
         .get_or_init(|| {

@@ -414,9 +414,9 @@ fn python_fixtures_are_seeded_and_nondeterministic_ones_are_not_cached() {
 /// paged-attention scenes, on the same (native) fixtures.
 #[test]
 fn numpy_paged_attention_golden_agrees_with_the_rust_golden() {
+    use scene_harness::golden::python::provision::Provision;
+    use scene_harness::golden::python::{PythonConfig, PythonRunner};
     use scene_harness::prepare::{build_fixtures, compute_golden};
-    use scene_harness::python::provision::Provision;
-    use scene_harness::python::{PythonConfig, PythonRunner};
     let scenes = common::package_scenes_dir();
     let file = scenes.join("common_pa/paged_attention_golden.py");
     let runner = PythonRunner::new(PythonConfig {

@@ -23,19 +23,18 @@
 //! (`crate::prepare::check_custom_comparisons`).
 //!
 //! Files: [`rule`] (a resolved [`Comparison`] and the custom-comparison
-//! interface), [`builtin`] (the shipped custom comparisons), [`stage`]
-//! (judging a case's outputs after the card is released) and [`report`]
-//! (what the report says of an output).
+//! interface), [`builtin`] (the shipped custom comparisons) and [`report`]
+//! (what the report says of an output). Judging a case's outputs after
+//! the card is released is the compare stage, [`crate::judge`]: it needs
+//! the golden registry, which needs these types, so it lives above both.
 
 pub mod builtin;
 pub mod report;
 pub mod rule;
-pub mod stage;
 
 pub use builtin::BUILTIN_COMPARISONS;
 pub use report::{OutputReport, Verdict};
 pub use rule::{Comparison, ComparisonCtx, ComparisonFailure, ComparisonFn, CustomComparison};
-pub use stage::{CompareOutcome, Judged, compare_outputs};
 
 #[cfg(test)]
 mod tests;

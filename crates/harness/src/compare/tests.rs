@@ -3,8 +3,8 @@
 use scene_golden::{Tensor, Tolerance};
 
 use super::*;
-use crate::compare::Judged;
 use crate::golden::GoldenRegistry;
+use crate::judge::Judged;
 use crate::prepare::check_custom_comparisons;
 use scene_golden::DType;
 

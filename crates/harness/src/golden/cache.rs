@@ -325,7 +325,7 @@ impl GoldenCache {
     /// unused for longer than `max_age`, then least recently used over
     /// `max_size`, an entry whose key is locked kept), then `last/` and
     /// `fixtures/` records older than the max age, and what an earlier
-    /// layout left (see [`LEGACY_DIRS`]).
+    /// layout left (see `LEGACY_DIRS`).
     pub fn prune(&self, policy: &PrunePolicy) -> Result<GoldenPruneReport, GoldenCacheError> {
         let entries = prune_in(self.storage.as_ref(), &self.locks(), policy)?;
         let mut report = GoldenPruneReport {

@@ -10,10 +10,10 @@ use serde_json::Value as Json;
 
 use crate::config::RunConfig;
 use crate::golden::cache::{GoldenCache, GoldenInputs, why_recomputed};
+use crate::golden::python::{DRIVER, PyError, PythonRunner};
 use crate::golden::{GoldenOutputs, GoldenRegistry};
-use crate::python::{DRIVER, PyError, PythonRunner};
-use crate::ranks;
 use crate::scene::expr::Num;
+use crate::scene::ranks;
 use crate::scene::{ArgDirection, Case, Scene};
 
 /// Why a case has no input fixtures.

@@ -1,5 +1,5 @@
 //! A tensor's `compare` as `scene.toml` wrote it (the model's side; the
-//! parsing and its checks are [`super::validate`]'s, judging an output is
+//! parsing and its checks are `super::validate`'s, judging an output is
 //! [`crate::compare`]'s).
 
 use crate::scene::expr::{Expr, ExprError, Params};

@@ -6,7 +6,7 @@
 //! so later stages can trust the model: every problem names the file and the
 //! field, and a load reports all of them at once ([`SceneError::Invalid`]).
 //!
-//! The rooms: [`raw`] (what serde reads), [`validate`] (raw -> model, one
+//! The rooms: `raw` (what serde reads), `validate` (raw -> model, one
 //! file per part of the scene), [`error`], [`dtype`] (dtype names and
 //! ranges, also used by the fixture stage) and [`compare_spec`] (a
 //! tensor's `compare` as written; judging is [`crate::compare`]'s).
@@ -20,14 +20,15 @@ use scene_kernels::CoreType;
 use serde::Deserialize;
 
 use crate::compare::Comparison;
-use crate::ranks::{CaseGroup, GroupSpec};
 use crate::scene::expr::{Expr, ExprError, Num, Params, Value};
+use crate::scene::ranks::{CaseGroup, GroupSpec};
 use crate::scene::shape::Dim;
 
 pub mod compare_spec;
 pub mod dtype;
 pub mod error;
 pub mod expr;
+pub mod ranks;
 mod raw;
 pub mod shape;
 mod validate;
@@ -250,7 +251,7 @@ pub struct PythonFiles {
     pub fixtures: Option<PathBuf>,
     /// What they need installed, as pip requirement specifiers
     /// (`requirements = [...]`, else `requirements.txt` beside the golden
-    /// file); empty = the default, [`crate::python::provision::DEFAULT_REQUIREMENTS`].
+    /// file); empty = the default, [`crate::golden::python::provision::DEFAULT_REQUIREMENTS`].
     pub requirements: Vec<String>,
 }
 

@@ -2,7 +2,7 @@
 //! tensors, declared once and resolved per case.
 
 use super::{Checked, Validator};
-use crate::ranks::{CaseGroup, GroupSpec, MAX_RANKS};
+use crate::scene::ranks::{CaseGroup, GroupSpec, MAX_RANKS};
 use crate::scene::raw::{RawComm, RawDim};
 use crate::scene::shape::Dim;
 use crate::scene::{Case, TensorSpec};

@@ -1,6 +1,6 @@
 //! The compare stage: the device's outputs against the golden, after the
 //! card is released. Each output is judged by its comparison
-//! ([`super::rule`]): allclose, exact, a registered custom one, or
+//! ([`crate::compare`]): allclose, exact, a registered custom one, or
 //! none (`skip_golden`, then only checked for NaN / inf).
 
 use scene_golden::closeness::fmt_num;

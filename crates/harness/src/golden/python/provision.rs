@@ -46,36 +46,7 @@ const SCHEMA: u32 = 1;
 /// Largest marker or lock file read.
 const MAX_SMALL_FILE: u64 = 1 << 20;
 
-/// Whether the harness may make an environment.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Provision {
-    /// When the interpreter lacks the requirements (`SCENE_PYTHON_PROVISION=auto`).
-    #[default]
-    Auto,
-    /// Never (`SCENE_PYTHON_PROVISION=never`, `--no-provision`): a missing
-    /// requirement fails the Python cases, saying how to provision.
-    Never,
-    /// The interpreter was named (`SCENE_PYTHON`): used as it is, never
-    /// probed or replaced.
-    Given,
-}
-
-/// A `SCENE_PYTHON_PROVISION` value that is not a policy.
-#[derive(Debug, PartialEq, Eq, thiserror::Error)]
-#[error("`{0}` is not one of auto, never")]
-pub struct UnknownProvision(pub String);
-
-impl std::str::FromStr for Provision {
-    type Err = UnknownProvision;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim() {
-            "auto" => Ok(Self::Auto),
-            "never" => Ok(Self::Never),
-            _ => Err(UnknownProvision(s.to_owned())),
-        }
-    }
-}
+pub use crate::config::{Provision, UnknownProvision};
 
 /// A scene's requirements, or the default; sorted, without duplicates (the
 /// set is part of the environment's key).

@@ -37,6 +37,7 @@ use scene_golden::{DType, Tensor, npy};
 use scene_util::{Cancel, cancel::CancelChild};
 use serde_json::{Value as Json, json};
 
+pub use crate::config::{DEFAULT_GOLDEN_TIMEOUT, PythonConfig};
 use crate::golden::GoldenOutputs;
 use crate::scene::expr::Num;
 use crate::scene::{Case, Scene};
@@ -45,44 +46,10 @@ use provision::{EnvCache, Installer, ManagedEnv, Probe, Provision, requirement_s
 /// The driver script the worker runs.
 pub const DRIVER: &str = include_str!("driver.py");
 
-/// Default deadline of one Python request (`SCENE_GOLDEN_TIMEOUT`).
-pub const DEFAULT_GOLDEN_TIMEOUT: Duration = Duration::from_secs(300);
-
 /// The least time the interpreter gets to start and import numpy (and
 /// torch) before its hello: startup is not the user's golden, and on a
 /// loaded machine it alone can take longer than a short golden timeout.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// How Python goldens run.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PythonConfig {
-    /// The interpreter (`SCENE_PYTHON`, default `python3` on `PATH`).
-    pub python: PathBuf,
-    /// Deadline of one request (`generate_inputs` or `compute_golden` of
-    /// one case); past it the worker is killed and the case fails.
-    pub timeout: Duration,
-    /// Whether a managed environment may replace `python` when it lacks
-    /// a scene's requirements (`SCENE_PYTHON_PROVISION`, `--no-provision`;
-    /// [`Provision::Given`] when `SCENE_PYTHON` named it).
-    pub provision: Provision,
-    /// `uv`, when it is on `PATH`: environments are built with it.
-    pub uv: Option<PathBuf>,
-    /// Where managed environments live; `None` = `<cache dir>/python`
-    /// (no cache directory: none are made).
-    pub env_root: Option<PathBuf>,
-}
-
-impl Default for PythonConfig {
-    fn default() -> Self {
-        Self {
-            python: PathBuf::from("python3"),
-            timeout: DEFAULT_GOLDEN_TIMEOUT,
-            provision: Provision::Auto,
-            uv: None,
-            env_root: None,
-        }
-    }
-}
 
 /// Why a Python request failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
