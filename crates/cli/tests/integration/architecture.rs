@@ -857,3 +857,157 @@ fn test_only_files_are_not_library_code() {
         "{found:?}"
     );
 }
+
+// ---- the code map (ARCHITECTURE.md) ---------------------------------------
+
+/// The most lines a source file may have, its tests left out, unless
+/// ARCHITECTURE.md's "Files over 1,200 lines" says why it is one job.
+const MAX_FILE_LINES: usize = 1200;
+
+/// Lines of `text` outside items under `#[cfg(test)]`.
+fn non_test_lines(text: &str) -> usize {
+    let code = code_only(text);
+    let mut test_lines = 0;
+    let mut rest = code.as_str();
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        let item = &rest[at..];
+        let end = item_end(item);
+        test_lines += item[..end].matches('\n').count();
+        rest = &item[end..];
+    }
+    text.lines().count().saturating_sub(test_lines)
+}
+
+/// The text of the section of `doc` under `heading` (up to the next
+/// heading of the same or a higher level).
+fn section<'a>(doc: &'a str, heading: &str) -> &'a str {
+    let level = heading.chars().take_while(|c| *c == '#').count();
+    let Some(start) = doc.find(&format!("\n{heading}")) else {
+        return "";
+    };
+    let body = &doc[start + 1 + heading.len()..];
+    let end = body
+        .match_indices("\n#")
+        .find(|(i, _)| {
+            let hashes = body[i + 1..].chars().take_while(|c| *c == '#').count();
+            hashes <= level && body[i + 1 + hashes..].starts_with(' ')
+        })
+        .map_or(body.len(), |(i, _)| i);
+    &body[..end]
+}
+
+fn architecture_md() -> String {
+    std::fs::read_to_string(workspace().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md")
+}
+
+#[test]
+fn no_source_file_is_over_the_limit_unexplained() {
+    let doc = architecture_md();
+    let explained = section(&doc, "## Files over 1,200 lines");
+    let mut long = Vec::new();
+    for (name, src) in src_dirs() {
+        for (f, _) in library_sources(&src) {
+            let text = std::fs::read_to_string(&f).expect("readable source");
+            let lines = non_test_lines(&text);
+            let rel = format!(
+                "crates/{name}/src/{}",
+                f.strip_prefix(&src).expect("under src").display()
+            );
+            if lines > MAX_FILE_LINES && !explained.contains(&format!("`{rel}`")) {
+                long.push(format!("{rel}: {lines} lines"));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "over {MAX_FILE_LINES} lines (tests excluded), with no word in ARCHITECTURE.md's \
+         \"Files over 1,200 lines\" on why each is one job:\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn test_items_do_not_count_against_the_limit() {
+    let text = "fn a() {}\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn t() {}\n}\nfn b() {}\n";
+    assert_eq!(non_test_lines(text), 3);
+    assert_eq!(non_test_lines("fn a() {}\nfn b() {}\n"), 2);
+}
+
+/// Whether a source file is named in its crate's section of the code
+/// map: by its path under `src/` (`cache/prune.rs`, `hiargs.rs`), a
+/// `mod.rs` by its folder (`scene/`), a file in a folder also by its
+/// folder and its name or stem in backticks.
+fn named_in_code_map(section: &str, rel: &Path) -> bool {
+    let rel_text = rel.to_string_lossy().replace('\\', "/");
+    let name = rel.file_name().expect("file name").to_string_lossy();
+    let named = |needle: &str| {
+        section.match_indices(needle).any(|(i, _)| {
+            let before = section[..i].chars().next_back();
+            let after = section[i + needle.len()..].chars().next();
+            // Not the tail of a longer path or name (`x/prune.rs`
+            // does not name `prune.rs`; `scene.rs` names no `scene/`).
+            !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '/')
+                && !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
+        })
+    };
+    if name == "mod.rs" {
+        let dir = format!("{}/", rel.parent().expect("parent").to_string_lossy());
+        return named(&dir);
+    }
+    if rel.components().count() == 1 {
+        return named(&rel_text);
+    }
+    // A file in a folder: its path, or its folder named and the file
+    // listed in backticks by name or stem (`scene/validate/` ... (`header`,
+    // `tensors`)).
+    let dir = format!("{}/", rel.parent().expect("parent").to_string_lossy());
+    let stem = rel.file_stem().expect("stem").to_string_lossy();
+    named(&rel_text)
+        || (named(&dir)
+            && (section.contains(&format!("`{name}`")) || section.contains(&format!("`{stem}`"))))
+}
+
+#[test]
+fn the_code_map_names_every_source_file() {
+    let doc = architecture_md();
+    let mut missing = Vec::new();
+    for (name, src) in src_dirs() {
+        let section = section(&doc, &format!("### `crates/{name}`"));
+        assert!(
+            !section.is_empty(),
+            "ARCHITECTURE.md has no section for crates/{name}"
+        );
+        for (f, _) in library_sources(&src) {
+            let rel = f.strip_prefix(&src).expect("under src");
+            let stem = rel.file_name().expect("name").to_string_lossy();
+            if stem == "lib.rs" || stem == "main.rs" {
+                continue;
+            }
+            if !named_in_code_map(section, rel) {
+                missing.push(format!("crates/{name}/src/{}", rel.display()));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md's code map does not name (by its path under src/, in its crate's section):\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn code_map_names_are_whole_paths() {
+    let s = "`cache/prune.rs` and `hiargs.rs`; the `scene/` folder; x/lock.rs; \
+             `validate/` (`header`, `tensors.rs`)";
+    assert!(named_in_code_map(s, Path::new("cache/prune.rs")));
+    assert!(named_in_code_map(s, Path::new("hiargs.rs")));
+    assert!(named_in_code_map(s, Path::new("scene/mod.rs")));
+    assert!(!named_in_code_map(s, Path::new("prune.rs")));
+    assert!(!named_in_code_map(s, Path::new("lock.rs")));
+    assert!(!named_in_code_map(s, Path::new("cache/mod.rs")));
+    assert!(!named_in_code_map(s, Path::new("args.rs")));
+    assert!(named_in_code_map(s, Path::new("validate/header.rs")));
+    assert!(named_in_code_map(s, Path::new("validate/tensors.rs")));
+    assert!(!named_in_code_map(s, Path::new("validate/cases.rs")));
+    assert!(!named_in_code_map(s, Path::new("other/header.rs")));
+}
