@@ -186,26 +186,7 @@ fn c_layout(dir: &std::path::Path) -> Layout {
         "    printf(\"SceneTaskArgV2 reserved-alias %d\\n\", (int)(offsetof(SceneTaskArgV2, reserved) == offsetof(SceneTaskArgV2, view_error)));\n",
     );
     prog.push_str("    return 0;\n}\n");
-    let src = dir.join("layout.c");
-    let exe = dir.join("layout");
-    std::fs::write(&src, prog).unwrap();
-    let out = Command::new("cc")
-        .arg("-I")
-        .arg(include_dir())
-        .arg(&src)
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .expect("running the host C compiler `cc`");
-    assert!(
-        out.status.success(),
-        "cc failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = Command::new(&exe).output().unwrap();
-    assert!(out.status.success());
-    String::from_utf8(out.stdout)
-        .unwrap()
+    run_c(dir, "layout", &prog)
         .lines()
         .map(|l| {
             let w: Vec<&str> = l.split(' ').collect();
