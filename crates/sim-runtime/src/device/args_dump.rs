@@ -34,7 +34,8 @@ use std::sync::Arc;
 
 use scene_abi::*;
 
-use super::{Shared, core_name, lock, view_span};
+use super::orch::view_span;
+use super::{Shared, core_name, lock};
 use crate::error::{RtError, RtResult};
 use crate::memory::Place;
 
