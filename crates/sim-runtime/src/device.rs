@@ -1,12 +1,10 @@
-//! One open simulated device: memory, registered callables, emulated core
-//! threads and the task-graph scheduler that runs an orchestration's tasks.
-//!
-//! The orchestration's side of a run (its ops table, its thread, task
-//! submission) is `orch` and `orch_v2`; this file is the device and the
-//! scheduler. `unsafe` (allowed per item): only that [`KernelArgs`] may
-//! cross to a core thread.
+//! One open simulated device: memory, registered callables and its runs
+//! (argument checks, starting the orchestration, waiting for the task
+//! graph, deadlines and injected faults). The scheduler and core threads
+//! are in `device/sched.rs`, the orchestration side of a run in
+//! `device/submit.rs`.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -14,15 +12,18 @@ use std::time::Instant;
 
 mod args_dump;
 pub mod comm;
-mod orch;
-use orch::{orch_thread, run_descs};
 mod orch_v2;
+mod sched;
+mod submit;
 pub(crate) mod trace;
 
-use crate::crash::{self, Activity};
+use sched::{Sched, Shared, core_thread};
+use submit::{RunCtx, orch_thread, run_descs};
+
+use crate::crash;
 use crate::error::{RtError, RtResult};
 use crate::image::{ExecImage, OrchLib};
-use crate::memory::{Allocator, Arena, DEVICE_BASE, Place, page_size};
+use crate::memory::{Allocator, Arena, page_size};
 use crate::options::Options;
 use scene_abi::*;
 
@@ -67,281 +68,6 @@ pub struct IncoreSpec<'a> {
 
 /// Stack of an emulated core thread (kernels) and the orchestration thread.
 const USER_STACK_BYTES: usize = 8 << 20;
-
-/// A task's kernel arguments: `args.descs` points into `descs`, which the
-/// box keeps at a stable address for as long as the task holds both.
-#[derive(Debug)]
-struct KernelArgs {
-    args: Box<SceneKernelArgs>,
-    /// Only kept alive (and read by kernels through `args.descs`).
-    _descs: Box<[SceneTensorDesc]>,
-}
-
-#[allow(unsafe_code)]
-// SAFETY: the only pointer inside is `args.descs`, into `descs`, which is
-// owned by the same value, immutable after construction, and only read
-// by kernels while the task (and so this value) is alive.
-unsafe impl Send for KernelArgs {}
-
-#[derive(Debug)]
-struct Task {
-    func_id: u32,
-    core: usize,
-    image: Arc<ExecImage>,
-    block_num: u32,
-    next_block: u32,
-    blocks_done: u32,
-    /// Dropped when the task is done, so a long run keeps only small tasks.
-    args: Option<KernelArgs>,
-    /// Arena offsets of the data of every buffer the task gets, for the
-    /// canary check after each block.
-    buffers: Vec<u64>,
-    pending: usize,
-    dependents: Vec<usize>,
-    done: bool,
-    /// `--dump-args`: the task's arguments, when the run records them.
-    record: Option<Box<args_dump::TaskRecord>>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Access {
-    task: usize,
-    start: u64,
-    end: u64,
-    write: bool,
-}
-
-/// Scheduler state of the current run (runs on one device are serialised).
-#[derive(Debug, Default)]
-struct Sched {
-    shutdown: bool,
-    tasks: Vec<Task>,
-    ready: [VecDeque<usize>; 2],
-    completed: usize,
-    accesses: Vec<Access>,
-    error: Option<RtError>,
-    fail_msgs: Vec<String>,
-    orch_rc: Option<i32>,
-    /// Device addresses the orchestration allocated and has not freed.
-    intermediates: Vec<u64>,
-    /// Open memory scopes, innermost last: what each allocated.
-    scopes: Vec<Vec<u64>>,
-    /// Freed by the orchestration (or its scope), still used by unfinished
-    /// tasks: freed when the last of them finishes.
-    released: HashSet<u64>,
-    /// Freed during this run, for "freed twice" and "used after free".
-    freed: HashSet<u64>,
-    /// Unfinished tasks per buffer (device address of its data).
-    users: HashMap<u64, usize>,
-    /// The run's record when tracing is on (`scene_rt_trace_enable`);
-    /// `None` (every hook one branch) when off.
-    trace: Option<Box<trace::TraceRun>>,
-    /// `scene_rt_args_record`: where this run's task arguments go.
-    recorder: Option<Arc<args_dump::Recorder>>,
-}
-
-/// State shared with the core threads and the orchestration thread. Threads
-/// stuck in a hung kernel keep it (and so the arena) alive forever.
-#[derive(Debug)]
-struct Shared {
-    arena: Arena,
-    /// Shared with the crash handler (which only ever `try_lock`s it).
-    mem: Arc<Mutex<Allocator>>,
-    /// `(device address, size)` of the current run's tensor arguments, for
-    /// naming buffers in messages (also read by the crash handler).
-    run_args: Arc<Mutex<Vec<(u64, u64)>>>,
-    sched: Mutex<Sched>,
-    work_cv: [Condvar; 2],
-    done_cv: Condvar,
-}
-
-impl Shared {
-    fn sched(&self) -> MutexGuard<'_, Sched> {
-        lock(&self.sched)
-    }
-
-    /// Allocates `size` bytes between guards: exposes the data pages and
-    /// fills the canaries around the data.
-    fn alloc(&self, size: u64) -> RtResult<u64> {
-        let mut mem = lock(&self.mem);
-        let block = mem.alloc(size)?;
-        if let Err(e) = self.arena.expose(block.pages, block.pages_len) {
-            let _ = mem.free(DEVICE_BASE + block.data);
-            return Err(e);
-        }
-        for (start, end) in block.canaries() {
-            self.arena.fill_canary(start, end);
-        }
-        Ok(DEVICE_BASE + block.data)
-    }
-
-    /// Frees an allocation; its pages turn inaccessible again.
-    fn free(&self, addr: u64) -> RtResult<()> {
-        // Hidden under the allocator's lock: released earlier, the pages
-        // could be handed out again and exposed before this hides them.
-        let mut mem = lock(&self.mem);
-        let block = mem.free(addr)?;
-        self.arena.hide(block.pages, block.pages_len);
-        Ok(())
-    }
-
-    /// The first damaged canary byte around the buffers whose data starts
-    /// at `buffers` (arena offsets), described for a message.
-    fn damaged_canary(&self, buffers: &[u64]) -> Option<String> {
-        let mem = lock(&self.mem);
-        for &data in buffers {
-            let Place::Data { block, .. } = mem.place(data) else {
-                continue;
-            };
-            for (start, end) in block.canaries() {
-                if let Some(off) = self.arena.first_damaged(start, end) {
-                    let mut msg = String::new();
-                    crash::describe_place(&mut msg, mem.place(off), &lock(&self.run_args));
-                    return Some(msg);
-                }
-            }
-        }
-        None
-    }
-
-    /// A failed args-dump write fails the run (first error wins).
-    fn record_step(s: &mut Sched, r: RtResult<()>) {
-        if let Err(e) = r
-            && s.error.is_none()
-        {
-            s.error = Some(e);
-        }
-    }
-
-    /// Marks one block of `tid` finished and releases dependents.
-    fn complete_block(&self, s: &mut Sched, tid: usize) {
-        let t = &mut s.tasks[tid];
-        t.blocks_done += 1;
-        if t.blocks_done < t.block_num {
-            return;
-        }
-        t.done = true;
-        t.args = None;
-        // --- args dump (issue 19): outputs before dependents may run ---
-        if let (Some(rec), Some(recorder)) = (t.record.take(), s.recorder.clone()) {
-            Self::record_step(s, args_dump::after_last_block(self, &recorder, tid, &rec));
-        }
-        let t = &mut s.tasks[tid];
-        let dependents = std::mem::take(&mut t.dependents);
-        let buffers = std::mem::take(&mut t.buffers);
-        s.completed += 1;
-        for data in buffers {
-            let addr = DEVICE_BASE + data;
-            let left = s.users.get_mut(&addr).map(|n| {
-                *n -= 1;
-                *n
-            });
-            if left == Some(0) {
-                s.users.remove(&addr);
-                if s.released.remove(&addr) {
-                    let _ = self.free(addr);
-                }
-            }
-        }
-        for d in dependents {
-            let dt = &mut s.tasks[d];
-            dt.pending -= 1;
-            if dt.pending == 0 {
-                let core = s.tasks[d].core;
-                s.ready[core].push_back(d);
-                self.work_cv[core].notify_all();
-            }
-        }
-        self.done_cv.notify_all();
-    }
-}
-
-/// Emulated core thread: runs blocks of ready tasks of one core type, and
-/// checks the canaries around the task's buffers after each block.
-fn core_thread(shared: Arc<Shared>, core: usize, lane: u32) {
-    let _guard = crash::enter_thread(USER_STACK_BYTES);
-    let mut s = shared.sched();
-    loop {
-        if s.shutdown {
-            return;
-        }
-        let sched = &mut *s;
-        let Some(&tid) = sched.ready[core].front() else {
-            s = shared.work_cv[core]
-                .wait(s)
-                .unwrap_or_else(|e| e.into_inner());
-            continue;
-        };
-        let t = &mut sched.tasks[tid];
-        let Some(payload) = &t.args else {
-            // Unreachable: a ready task is not done.
-            sched.ready[core].pop_front();
-            continue;
-        };
-        let mut args = *payload.args;
-        // --- args dump (issue 19): inputs before the first block ---
-        if t.next_block == 0
-            && let (Some(rec), Some(recorder)) = (&t.record, &sched.recorder)
-        {
-            let r = args_dump::before_first_block(&shared, recorder, tid, rec);
-            Shared::record_step(sched, r);
-        }
-        let t = &mut sched.tasks[tid];
-        args.block_idx = t.next_block;
-        t.next_block += 1;
-        if t.next_block == t.block_num {
-            sched.ready[core].pop_front();
-        }
-        let image = Arc::clone(&t.image);
-        let func_id = t.func_id;
-        let buffers = t.buffers.clone();
-        // Trace (issue 19): one branch when off; no clock read.
-        let traced = sched.trace.as_ref().is_some_and(|t| t.timeline());
-        drop(s);
-        let begin = if traced { trace::now_ns() } else { 0 };
-        let activity = Activity::Kernel {
-            func_id,
-            core: core_name(core as u32),
-            block: args.block_idx,
-            blocks: args.block_num,
-        };
-        crash::running(activity, || image.call(&args));
-        let end = if traced { trace::now_ns() } else { 0 };
-        let damage = shared.damaged_canary(&buffers);
-        s = shared.sched();
-        if traced && let Some(tr) = &mut s.trace {
-            tr.block(tid, args.block_idx, core as u32, lane, begin, end);
-        }
-        if let Some(place) = damage
-            && s.error.is_none()
-        {
-            s.error = Some(RtError::OutOfBounds(format!(
-                "kernel func_id {func_id} ({} core, block {} of {}) wrote outside its buffers: {place}",
-                core_name(core as u32),
-                args.block_idx,
-                args.block_num
-            )));
-        }
-        shared.complete_block(&mut s, tid);
-    }
-}
-
-/// What the orchestration's `ctx->runtime` points at during a run.
-#[derive(Debug)]
-struct RunCtx {
-    shared: Arc<Shared>,
-    callable: Arc<Callable>,
-    cores: [u32; 2],
-    platform: &'static str,
-    /// One per run argument: what `arg_desc` returns (tensors only).
-    descs: Vec<Option<SceneTensorDesc>>,
-    /// Run arguments' device addresses: not the orchestration's to free.
-    deadline: Option<Instant>,
-    /// The communication domain and this device's rank in it (level 3).
-    comm: Option<(Arc<comm::Domain>, u32)>,
-    /// `SCENE_RT_TRACE_*` flags of this run (0: off), read without a lock.
-    trace: u32,
-}
 
 /// A simulated device.
 #[derive(Debug)]

@@ -34,8 +34,9 @@ use std::sync::Arc;
 
 use scene_abi::*;
 
-use super::orch::view_span;
-use super::{Shared, core_name, lock};
+use super::sched::Shared;
+use super::submit::view_span;
+use super::{core_name, lock};
 use crate::error::{RtError, RtResult};
 use crate::memory::Place;
 

@@ -23,9 +23,9 @@
 use std::ffi::{c_char, c_void};
 use std::time::{Duration, Instant};
 
-use super::orch::{record, run_ctx, submit, task_args};
+use super::sched::Sched;
+use super::submit::{RunCtx, record, run_ctx, submit, task_args};
 use super::trace::now_ns;
-use super::{RunCtx, Sched};
 use crate::error::{RtError, RtResult};
 use scene_abi::*;
 

@@ -1,23 +1,38 @@
-//! The orchestration's side of a run: the ops table its `ctx->ops` points
-//! at, the thread that calls its entry, and submitting a task (its
-//! arguments checked and turned into the kernel's view, then queued for
-//! the scheduler in `super`). The v2 operations are `orch_v2`'s.
+//! The orchestration side of a run: its thread, the context and v1 ops it
+//! calls back through `ctx->ops`, and turning each submitted task (v1 or
+//! v2) into a node of the task graph: checked views, kernel arguments and
+//! dependencies on earlier overlapping accesses.
 //!
-//! `unsafe` (allowed per item): calling the orchestration's entry and
-//! reading the context, arguments and messages it passes back.
+//! `unsafe` (allowed per item): calling the orchestration's entry and reading
+//! the context, arguments and messages it passes back through `ctx->ops`.
 
 use std::ffi::{CStr, c_char, c_void};
 use std::sync::Arc;
+use std::time::Instant;
 
+use super::sched::{Access, KernelArgs, Shared, Task};
+use super::{Callable, Incore, USER_STACK_BYTES, args_dump, comm, core_name, lock, orch_v2, trace};
 use crate::crash::{self, Activity};
 use crate::error::{RtError, RtResult};
 use crate::memory::{Allocator, DEVICE_BASE, Place};
 use scene_abi::*;
 
-use super::{
-    Access, Incore, KernelArgs, RunCtx, Task, USER_STACK_BYTES, args_dump, core_name, lock,
-    orch_v2, trace,
-};
+/// What the orchestration's `ctx->runtime` points at during a run.
+#[derive(Debug)]
+pub(super) struct RunCtx {
+    pub(super) shared: Arc<Shared>,
+    pub(super) callable: Arc<Callable>,
+    pub(super) cores: [u32; 2],
+    pub(super) platform: &'static str,
+    /// One per run argument: what `arg_desc` returns (tensors only).
+    pub(super) descs: Vec<Option<SceneTensorDesc>>,
+    /// Run arguments' device addresses: not the orchestration's to free.
+    pub(super) deadline: Option<Instant>,
+    /// The communication domain and this device's rank in it (level 3).
+    pub(super) comm: Option<(Arc<comm::Domain>, u32)>,
+    /// `SCENE_RT_TRACE_*` flags of this run (0: off), read without a lock.
+    pub(super) trace: u32,
+}
 
 static OPS: SceneOrchOps = SceneOrchOps {
     abi_version: SCENE_ORCH_ABI_VERSION,
