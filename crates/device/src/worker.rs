@@ -28,6 +28,13 @@
 //! or the orchestration, the faulting buffer) and the exit status. The
 //! worker watches its stdin: when the supervisor dies or gives up (deadline),
 //! the pipe closes and the worker aborts at once, hung kernels and all.
+//! One that cannot (stopped by `SIGSTOP`, stuck in a driver) is killed
+//! with its process group after a short grace and reaped before `run`
+//! returns, so the card's lock is never released under a live worker
+//! ([`WorkerError::Unresponsive`]).
+//!
+//! The worker's stdout is the supervisor's stderr: a `printf` in user code
+//! stays visible without mixing into a report written to stdout.
 //!
 //! The worker runs in a process group of its own, registered with the
 //! run's [`Cancel`] ([`Cancel::spawn`]): a terminal's Ctrl-C reaches the
@@ -38,6 +45,7 @@
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{Read, Write};
+use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -61,8 +69,14 @@ pub const WORKER_ENV: &str = "SCENE_DEVICE_WORKER";
 /// so a mismatch means a stale worker binary.
 const JOB_VERSION: u32 = 1;
 
-/// How long a worker may take to stop after its stdin closed.
-const STOP_GRACE: Duration = Duration::from_secs(10);
+/// How long a worker past its deadline may take to stop after its stdin
+/// closed (it aborts at once if it runs at all) before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// How long a worker's process group may take to die of `SIGKILL` before
+/// the supervisor stops waiting (a process in an uninterruptible wait dies
+/// only when the wait ends).
+const KILL_GRACE: Duration = Duration::from_secs(10);
 
 /// How to start a worker: the program (normally the running executable)
 /// and its arguments; [`WORKER_ENV`] is added.
@@ -97,6 +111,30 @@ pub enum WorkerError {
         .0.as_secs_f64()
     )]
     TimedOut(Duration),
+    /// The worker ran past the deadline, did not stop when told to and was
+    /// killed (`SIGKILL` to its process group) and reaped.
+    #[error(
+        "case timeout: the device worker did not finish within {:.1} s and is stopped / \
+         unresponsive ({state}); its process group was killed (SIGKILL)",
+        .deadline.as_secs_f64()
+    )]
+    Unresponsive {
+        deadline: Duration,
+        state: StuckState,
+    },
+    /// As [`WorkerError::Unresponsive`], but the worker outlived `SIGKILL`
+    /// too: it may still hold the device open.
+    #[error(
+        "case timeout: the device worker did not finish within {:.1} s and is stopped / \
+         unresponsive ({state}); it did not die of SIGKILL within {} s and may still hold \
+         the device",
+        .deadline.as_secs_f64(),
+        KILL_GRACE.as_secs()
+    )]
+    Unkillable {
+        deadline: Duration,
+        state: StuckState,
+    },
     /// The job could not be handed over (files, spawn).
     #[error("device worker: {0}")]
     Setup(#[from] WorkerSetupError),
@@ -129,8 +167,6 @@ pub enum WorkerSetupError {
         #[source]
         kill: Arc<std::io::Error>,
     },
-    #[error("the device worker did not stop within {secs} s of its deadline")]
-    DidNotStop { secs: u64 },
     #[error("lost the device worker's status")]
     LostStatus,
     #[error("waiting for the device worker: {0}")]
@@ -447,12 +483,19 @@ impl PreparedJob {
         if cancel.is_cancelled() {
             return Err(WorkerError::Cancelled);
         }
+        // User code's `printf` goes to the supervisor's stderr: stdout may
+        // carry a report (`--report-json -`) that must stay pure.
+        let stdout = std::io::stderr()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(setup("cannot pass stderr to", &worker.program))?;
         let mut child = cancel
             .spawn(
                 Command::new(&worker.program)
                     .args(&worker.args)
                     .env(WORKER_ENV, self.dir.path())
-                    .stdin(Stdio::piped()),
+                    .stdin(Stdio::piped())
+                    .stdout(stdout),
             )
             .map_err(setup("cannot start the device worker", &worker.program))?;
         let stdin = child.child_mut().stdin.take();
@@ -510,32 +553,34 @@ impl PreparedJob {
             })?;
             return self.verdict(status);
         }
+        // The watcher only observes the exit: the child stays unreaped, so
+        // its process group can still be signalled here without any risk
+        // of hitting a recycled id.
         let (tx, rx) = mpsc::channel();
+        let watch = child.exit_watch();
         std::thread::spawn(move || {
-            let _ = tx.send(child.wait());
+            watch.wait();
+            let _ = tx.send(());
         });
         let waited = match deadline {
             Some(d) => rx.recv_timeout(d),
             None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
         };
-        let status = match waited {
-            Ok(status) => status,
+        match waited {
+            Ok(()) => {}
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                drop(stdin);
-                return match rx.recv_timeout(STOP_GRACE) {
-                    Ok(_) => Err(WorkerError::TimedOut(deadline.unwrap_or_default())),
-                    Err(_) => Err(WorkerSetupError::DidNotStop {
-                        secs: STOP_GRACE.as_secs(),
-                    }
-                    .into()),
-                };
+                return Err(stop_late(child, stdin, &rx, deadline.unwrap_or_default()));
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => {
+                child.kill_group();
+                let _ = child.wait();
                 return Err(WorkerSetupError::LostStatus.into());
             }
-        };
+        }
         drop(stdin);
-        let status = status.map_err(|e| WorkerSetupError::Wait(Arc::new(e)))?;
+        let status = child
+            .wait()
+            .map_err(|e| WorkerSetupError::Wait(Arc::new(e)))?;
         self.verdict(status)
     }
 
@@ -609,6 +654,74 @@ impl PreparedJob {
                 Ok(buf)
             })
             .collect()
+    }
+}
+
+/// Stops a worker past its deadline: closing stdin makes a live worker
+/// abort; one that does not exit within [`STOP_GRACE`] (stopped by a
+/// signal, stuck in the kernel or a driver) has its whole process group
+/// killed, and is reaped before this returns, so the card's lock outlives
+/// it. One that survives even `SIGKILL` for [`KILL_GRACE`] is left to a
+/// thread that reaps it whenever it dies ([`WorkerError::Unkillable`]).
+fn stop_late(
+    mut child: CancelChild,
+    stdin: Option<std::process::ChildStdin>,
+    exited: &mpsc::Receiver<()>,
+    deadline: Duration,
+) -> WorkerError {
+    drop(stdin);
+    if exited.recv_timeout(STOP_GRACE).is_ok() {
+        let _ = child.wait();
+        return WorkerError::TimedOut(deadline);
+    }
+    // Read before the kill: afterwards every process is a dying one.
+    let state = process_state(child.id());
+    child.kill_group();
+    if exited.recv_timeout(KILL_GRACE).is_ok() {
+        let _ = child.wait();
+        return WorkerError::Unresponsive { deadline, state };
+    }
+    std::thread::spawn(move || {
+        let _ = child.wait();
+    });
+    WorkerError::Unkillable { deadline, state }
+}
+
+/// What a worker that ignored its deadline was doing, from its process
+/// state (`/proc/<pid>/stat`), for the failure message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StuckState {
+    /// `T`/`t`: stopped by a signal (`SIGSTOP`, `raise(SIGSTOP)`) or a
+    /// debugger.
+    Stopped,
+    /// `D`: in an uninterruptible wait, typically inside a driver.
+    Uninterruptible,
+    /// Running or sleeping, or unknown: it just did not react.
+    Unresponsive,
+}
+
+impl std::fmt::Display for StuckState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StuckState::Stopped => "process state T: stopped by a signal or a debugger",
+            StuckState::Uninterruptible => {
+                "process state D: in an uninterruptible wait, e.g. stuck in the driver"
+            }
+            StuckState::Unresponsive => "it did not react to its stdin closing",
+        })
+    }
+}
+
+fn process_state(pid: u32) -> StuckState {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // `pid (comm) S ...`: the name may hold spaces and parentheses.
+    let state = stat
+        .rfind(')')
+        .and_then(|i| stat[i + 1..].split_whitespace().next());
+    match state {
+        Some("T" | "t") => StuckState::Stopped,
+        Some("D") => StuckState::Uninterruptible,
+        _ => StuckState::Unresponsive,
     }
 }
 

@@ -4,7 +4,11 @@
 //! [`DeviceStage`] owns the card pool. A device fault that makes a card
 //! unusable retires it for the rest of the process and the case is tried
 //! once more on a healthy card; a timeout retires the card too (the hung
-//! kernel keeps running) but is not retried (it would hang again).
+//! kernel keeps running) but is not retried (it would hang again). A
+//! worker that does not stop past its deadline (stopped, stuck in a
+//! driver) is killed with its process group and reaped before the card's
+//! lock is released; its card is retired. A later case that wanted a
+//! retired card fails naming the case that retired it and why.
 //!
 //! With a worker command configured (the CLI always sets one), the session
 //! runs in a supervised worker process: the job is written out before the
@@ -13,6 +17,7 @@
 //! orchestration that crashes the worker fails its case, worded from the
 //! runtime's crash report; the run goes on.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -31,10 +36,13 @@ use crate::scene::ArgDirection;
 use crate::scene::ranks;
 use crate::select::SelectedCase;
 
-/// How long past `--case-timeout` a worker may run before the supervisor
-/// stops it: the runtime's own deadline fires first and reports which
-/// tasks were stuck; this catches runtimes (or crashes) that never return.
-const WORKER_GRACE: Duration = Duration::from_secs(10);
+/// How long past `--case-timeout` (per run) a worker may run before the
+/// supervisor stops it: the runtime's own deadline fires first and reports
+/// which tasks were stuck; this catches runtimes (or stopped workers) that
+/// never return. As long as the case timeout itself, within these bounds:
+/// a short timeout is not stretched tenfold by its grace.
+const WORKER_GRACE_MIN: Duration = Duration::from_secs(2);
+const WORKER_GRACE_MAX: Duration = Duration::from_secs(10);
 
 /// What the card needs for one case.
 #[derive(Clone, Copy, Debug)]
@@ -91,6 +99,9 @@ pub struct DeviceStage {
     /// The run's cancellation: no card is waited for and no worker
     /// started once it is cancelled; running workers are terminated.
     cancel: scene_util::Cancel,
+    /// Why each retired card was retired: `<scene>::<case>: <failure>`,
+    /// the first case that retired it. Later cases that wanted it say so.
+    retirements: Mutex<BTreeMap<u32, String>>,
 }
 
 impl DeviceStage {
@@ -116,6 +127,7 @@ impl DeviceStage {
             args_dump: config.args_dump.clone(),
             platform: config.platform.name().to_string(),
             cancel: config.cancel.clone(),
+            retirements: Mutex::default(),
         })
     }
 
@@ -176,6 +188,24 @@ impl DeviceStage {
         held: Option<&CardLease>,
         trace: &mut Option<crate::observe::trace::DeviceTrace>,
     ) -> Result<Vec<Vec<Tensor>>, DeviceFailure> {
+        // `--hold-card` keeps its lease whatever happens to the cards: a
+        // card retired by an earlier case is not used again.
+        if let Some(lease) = held {
+            let retired = self.pool.retired();
+            let gone: Vec<u32> = lease
+                .cards()
+                .iter()
+                .take(work.sel.cards())
+                .copied()
+                .filter(|c| retired.contains(c))
+                .collect();
+            if !gone.is_empty() {
+                return Err(DeviceFailure::plain(format!(
+                    "not run: {}",
+                    self.retired_by(&gone)
+                )));
+            }
+        }
         let runtime_path = self
             .runtime_path()
             .map_err(|e| DeviceFailure::plain(e.to_string()))?;
@@ -248,7 +278,17 @@ impl DeviceStage {
         let (result, device_time, began_ns) =
             self.session(lease, &runtime_path, &job, prepared.as_ref().zip(started));
 
+        let worker_alive = matches!(&result, Err(f) if f.worker_alive);
         // A held lease is released, and its hold accounted, by the run.
+        let acquired = match acquired {
+            Some(lease) if worker_alive => {
+                // The worker outlived SIGKILL and may still use the card:
+                // its lock stays taken until this process exits.
+                std::mem::forget(lease);
+                None
+            }
+            other => other,
+        };
         if let Some(lease) = acquired {
             let released_at = unix_seconds(lease.release());
             report.phases.lock_held_s += held_since.elapsed().as_secs_f64();
@@ -313,7 +353,7 @@ impl DeviceStage {
             });
         }
         let done = result.map_err(|e| {
-            let mut f = self.classify(e, &report.devices);
+            let mut f = self.classify(e, &report.devices, &work.sel.id());
             if let Some(note) = args_note {
                 f.message = format!("{}\n{note}", f.message);
             }
@@ -371,7 +411,28 @@ impl DeviceStage {
                     on_wait: Some(&mut on_wait),
                 },
             )
-            .map_err(|e| DeviceFailure::plain(format!("acquiring {cards} card(s): {e}")))
+            .map_err(|e| {
+                let mut message = format!("acquiring {cards} card(s): {e}");
+                if let scene_device::DeviceError::NotEnoughHealthyCards { retired, .. } = &e {
+                    message.push_str("; ");
+                    message.push_str(&self.retired_by(retired));
+                }
+                DeviceFailure::plain(message)
+            })
+    }
+
+    /// `card N was retired by <scene>::<case>: <failure>` for each of
+    /// `cards` (retired ones).
+    fn retired_by(&self, cards: &[u32]) -> String {
+        let records = self.retirements.lock().unwrap_or_else(|p| p.into_inner());
+        cards
+            .iter()
+            .map(|c| match records.get(c) {
+                Some(why) => format!("card {c} was retired by {why}"),
+                None => format!("card {c} was retired"),
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
     }
 
     /// The session on a held card: in the supervised worker when one was
@@ -425,10 +486,14 @@ impl DeviceStage {
         )
     }
 
-    /// Retires the cards of a fatal failure and words the failure.
-    fn classify(&self, e: SessionFailure, cards: &[u32]) -> DeviceFailure {
+    /// Retires the cards of a fatal failure of case `case` (recording
+    /// why, for the cases that would have used them) and words the failure.
+    fn classify(&self, e: SessionFailure, cards: &[u32], case: &str) -> DeviceFailure {
         if e.fatal {
+            let why = first_line(&e.message, 300);
+            let mut records = self.retirements.lock().unwrap_or_else(|p| p.into_inner());
             for &c in cards {
+                records.entry(c).or_insert_with(|| format!("{case}: {why}"));
                 self.pool.retire(c);
             }
         }
@@ -511,7 +576,12 @@ pub enum RuntimeLibError {
 /// When the supervisor stops a worker whose runtime did not return from
 /// its own timeout: the case timeout plus a grace period.
 pub(crate) fn worker_deadline(config: &RunConfig) -> Option<Duration> {
-    config.case_timeout.map(|t| t.saturating_add(WORKER_GRACE))
+    // The runtime's deadline is per run, and a session runs every round.
+    let runs = config.warmup.saturating_add(config.rounds.max(1));
+    config.case_timeout.map(|t| {
+        t.saturating_mul(runs)
+            .saturating_add(t.clamp(WORKER_GRACE_MIN, WORKER_GRACE_MAX))
+    })
 }
 
 /// Options string for the runtime's `open` (also `scene replay`'s).
@@ -525,6 +595,19 @@ pub(crate) fn open_options(config: &RunConfig) -> String {
         o.push_str(&config.runtime_options);
     }
     o
+}
+
+/// The first line of `message`, cut to about `max` bytes.
+fn first_line(message: &str, max: usize) -> String {
+    let line = message.lines().next().unwrap_or_default();
+    if line.len() <= max {
+        return line.to_owned();
+    }
+    let mut end = max;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &line[..end])
 }
 
 /// Why one attempt of the device stage failed.
@@ -553,6 +636,8 @@ struct SessionFailure {
     /// The card, not the case, is to blame (a device fault, not a timeout:
     /// a kernel that hung once would hang on the next card too).
     retryable: bool,
+    /// The worker outlived `SIGKILL`: the card's lock must stay taken.
+    worker_alive: bool,
 }
 
 impl SessionFailure {
@@ -562,6 +647,7 @@ impl SessionFailure {
             message: e.to_string(),
             fatal: false,
             retryable: false,
+            worker_alive: false,
         }
     }
 }
@@ -581,6 +667,7 @@ impl From<scene_device::SessionStepError> for SessionFailure {
             // A timed-out device keeps running the hung kernel: unusable too.
             fatal: e.device_fatal || timed_out,
             retryable: e.device_fatal,
+            worker_alive: false,
         }
     }
 }
@@ -591,10 +678,21 @@ impl From<WorkerError> for SessionFailure {
             WorkerError::Session(e) => e.into(),
             // The worker ran past every deadline: what the card is doing
             // is unknown, so it is not used again.
-            WorkerError::TimedOut(_) => SessionFailure {
+            // Stopped or stuck workers too (a stopped one would stop
+            // again on another card: no retry).
+            WorkerError::TimedOut(_) | WorkerError::Unresponsive { .. } => SessionFailure {
                 message: e.to_string(),
                 fatal: true,
                 retryable: false,
+                worker_alive: false,
+            },
+            // It may still hold the device open: the card's lock is kept
+            // until this process exits (see `DeviceStage::attempt`).
+            WorkerError::Unkillable { .. } => SessionFailure {
+                message: format!("{e}; the card's lock is kept until this run exits"),
+                fatal: true,
+                retryable: false,
+                worker_alive: true,
             },
             // User code crashed the worker: a failure of this case. The
             // card's state lived in the worker and went with it, so the

@@ -170,26 +170,31 @@ impl CancelChild {
     /// Waits for the child to exit, then unregisters its group and reaps
     /// it (in that order: a registered group id is never recycled).
     pub fn wait(&mut self) -> io::Result<ExitStatus> {
-        loop {
-            match rustix::process::waitid(
-                WaitId::Pid(self.pid),
-                WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
-            ) {
-                Ok(_) => break,
-                Err(rustix::io::Errno::INTR) => continue,
-                // ECHILD: reaped already (by `std` itself); `wait` below
-                // returns the status it kept.
-                Err(_) => break,
-            }
-        }
+        // Reaped already (by `std` itself): `wait` below returns the
+        // status it kept.
+        self.exit_watch().wait();
         self.cancel.unregister(self.id);
         self.child.wait()
     }
 
     /// Kills the child's whole group (`SIGKILL`) and reaps the child.
     pub fn kill(&mut self) -> io::Result<ExitStatus> {
-        let _ = rustix::process::kill_process_group(self.pid, Signal::KILL);
+        self.kill_group();
         self.wait()
+    }
+
+    /// Sends `SIGKILL` to the child's whole group without waiting: a
+    /// stopped process dies of it too. The group id stays valid until the
+    /// child is reaped, and only this handle reaps it.
+    pub fn kill_group(&self) {
+        // ESRCH: the whole group is gone already.
+        let _ = rustix::process::kill_process_group(self.pid, Signal::KILL);
+    }
+
+    /// A handle that waits for the child's exit, from any thread, without
+    /// reaping it (so the owner can still signal the group, then reap).
+    pub fn exit_watch(&self) -> ExitWatch {
+        ExitWatch { pid: self.pid }
     }
 
     /// Collects stdout and stderr (as [`Child::wait_with_output`]; pipe
@@ -216,6 +221,29 @@ impl CancelChild {
             stdout: out,
             stderr: err,
         })
+    }
+}
+
+/// Waits for a [`CancelChild`] to exit without reaping it
+/// ([`CancelChild::exit_watch`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ExitWatch {
+    pid: Pid,
+}
+
+impl ExitWatch {
+    /// Blocks until the child has exited (or was reaped already).
+    pub fn wait(&self) {
+        loop {
+            match rustix::process::waitid(
+                WaitId::Pid(self.pid),
+                WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
+            ) {
+                Err(rustix::io::Errno::INTR) => continue,
+                // Ok: it exited; ECHILD: reaped already.
+                _ => return,
+            }
+        }
     }
 }
 
@@ -310,6 +338,28 @@ mod tests {
         assert_eq!(out.status.code(), Some(3));
         assert_eq!(out.stdout, b"out\n");
         assert_eq!(out.stderr, b"err\n");
+    }
+
+    #[test]
+    fn a_stopped_child_dies_of_kill_group_and_is_watched_without_reaping() {
+        let cancel = Cancel::new();
+        let mut child = cancel
+            .spawn(Command::new("sleep").arg("600").stdin(Stdio::null()))
+            .expect("sleep");
+        let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid")).expect("pid");
+        rustix::process::kill_process(pid, Signal::STOP).expect("SIGSTOP");
+        let watch = child.exit_watch();
+        let watcher = std::thread::spawn(move || watch.wait());
+        child.kill_group();
+        watcher
+            .join()
+            .expect("the watch returns once the child died");
+        assert!(
+            rustix::process::getpgid(Some(pid)).is_ok(),
+            "watched, not reaped: the group id stays the child's"
+        );
+        assert_eq!(child.wait().expect("wait").signal(), Some(9));
+        assert!(rustix::process::getpgid(Some(pid)).is_err(), "reaped");
     }
 
     #[test]

@@ -264,3 +264,148 @@ fn in_process_sessions_still_pass() {
     assert!(out.status.success(), "{stdout}");
     assert!(stdout.contains("2 passed, 0 failed"), "{stdout}");
 }
+
+/// An orchestration that writes its process id to `pid_file`, then stops
+/// itself with `SIGSTOP`, as a worker stuck in a driver would look.
+fn write_stopping_scene(scenes: &Path, name: &str, pid_file: &Path) {
+    write_scene(scenes, name, "", "", GOOD_BODY);
+    let prologue = format!(
+        "{{ FILE *pf = fopen(\"{}\", \"w\"); if (pf) {{ fprintf(pf, \"%d\", (int)getpid()); fclose(pf); }} raise(SIGSTOP); }}",
+        pid_file.display()
+    );
+    let orch = ORCH
+        .replace(
+            "#include <stdlib.h>",
+            "#include <stdlib.h>\n#include <stdio.h>\n#include <signal.h>\n#include <unistd.h>",
+        )
+        .replace("PROLOGUE", &prologue);
+    std::fs::write(scenes.join(name).join("orchestration.c"), orch).unwrap();
+}
+
+/// Whether any process is left in process group `pgid` (the worker leads
+/// its own group, so its pid is the group id). A leftover group is killed
+/// so a failing test leaves no stopped process behind.
+fn group_left(pid_file: &Path) -> Option<i32> {
+    let text = std::fs::read_to_string(pid_file).expect("the orchestration wrote its pid");
+    let pgid: i32 = text.trim().parse().expect("a pid");
+    let group = rustix::process::Pid::from_raw(pgid).expect("a positive pid");
+    if rustix::process::test_kill_process_group(group).is_ok() {
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        return Some(pgid);
+    }
+    None
+}
+
+/// Issue 27 cause 4: a worker stopped with `SIGSTOP` was reported after
+/// ~22 s as "did not stop within 10 s of its deadline" and left alive,
+/// device open, while its card stayed in use. Now it is killed (its whole
+/// process group) and reaped, the case says it was stopped / unresponsive,
+/// the card is retired, and the next case on the one-card pool fails
+/// naming the case that retired it.
+#[test]
+fn a_stopped_worker_is_killed_and_its_card_retired_naming_the_case() {
+    let env = TestEnv::with_scenes(&[]);
+    let scenes = env.scenes_dir.clone().unwrap();
+    copy_scene(&env, "vector_example", "vector_example");
+    let pid_file = env.dir.path().join("worker.pid");
+    write_stopping_scene(&scenes, "a_stopped", &pid_file);
+    let (out, r) = env.run_with_report(&[
+        "run",
+        "a_stopped::odd",
+        "vector_example::small",
+        "--device",
+        "0",
+        "--case-timeout",
+        "1",
+    ]);
+    let left = group_left(&pid_file);
+    assert_eq!(left, None, "the stopped worker's group outlived the run");
+    assert_eq!(out.status.code(), Some(1), "{}", common::show(&out));
+    let stopped = common::report_case(&r, "a_stopped::odd");
+    assert_eq!(stopped["status"], "failed", "{stopped}");
+    let msg = stopped["message"].as_str().unwrap_or_default();
+    assert!(msg.contains("stopped / unresponsive"), "{msg}");
+    assert!(msg.contains("process state T"), "{msg}");
+    assert!(msg.contains("card(s) [0] retired"), "{msg}");
+    let next = common::report_case(&r, "vector_example::small");
+    assert_eq!(next["status"], "failed", "{next}");
+    let msg = next["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("card 0 was retired by a_stopped::odd: case timeout"),
+        "{msg}"
+    );
+}
+
+/// Issue 27 cause 4, with a second card: the stopped worker's card is
+/// retired and every other case runs, and passes, on the other one.
+#[test]
+fn a_stopped_worker_on_two_cards_leaves_later_cases_the_other_card() {
+    let env = TestEnv::with_scenes(&[]);
+    let scenes = env.scenes_dir.clone().unwrap();
+    copy_scene(&env, "vector_example", "vector_example");
+    let pid_file = env.dir.path().join("worker.pid");
+    write_stopping_scene(&scenes, "a_stopped", &pid_file);
+    let (out, r) = env.run_with_report(&[
+        "run",
+        "a_stopped::odd",
+        "vector_example::small",
+        "vector_example::odd",
+        "--device",
+        "0,1",
+        "--case-timeout",
+        "1",
+    ]);
+    let left = group_left(&pid_file);
+    assert_eq!(left, None, "the stopped worker's group outlived the run");
+    assert_eq!(out.status.code(), Some(1), "{}", common::show(&out));
+    let stopped = common::report_case(&r, "a_stopped::odd");
+    let msg = stopped["message"].as_str().unwrap_or_default();
+    assert!(msg.contains("stopped / unresponsive"), "{msg}");
+    let retired = stopped["devices"][0]
+        .as_u64()
+        .expect("the stopped case's card");
+    assert!(
+        msg.contains(&format!("card(s) [{retired}] retired")),
+        "{msg}"
+    );
+    for name in ["vector_example::small", "vector_example::odd"] {
+        let c = common::report_case(&r, name);
+        assert_eq!(c["status"], "passed", "{c}");
+        assert_ne!(c["devices"][0].as_u64(), Some(retired), "{c}");
+    }
+}
+
+/// Issue 27 cause 6: the device worker inherited stdout, so a `printf` in
+/// an orchestration landed before the JSON of `--report-json -`. The
+/// worker's stdout is the harness's stderr now: stdout is the report alone,
+/// and the printed line is still shown.
+#[test]
+fn printf_in_an_orchestration_keeps_a_report_on_stdout_pure() {
+    let env = TestEnv::with_scenes(&[]);
+    let scenes = env.scenes_dir.clone().unwrap();
+    write_scene(&scenes, "printing", "", "", GOOD_BODY);
+    let orch = ORCH
+        .replace(
+            "#include <stdlib.h>",
+            "#include <stdlib.h>\n#include <stdio.h>",
+        )
+        .replace(
+            "PROLOGUE",
+            "printf(\"hello from the orchestration\\n\"); fflush(stdout);",
+        );
+    std::fs::write(scenes.join("printing").join("orchestration.c"), orch).unwrap();
+    let out = env
+        .scene(&["run", "printing::odd", "--report-json", "-"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", common::show(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", common::show(&out)));
+    assert_eq!(report["cases"][0]["status"], "passed", "{report}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("hello from the orchestration"),
+        "{}",
+        common::show(&out)
+    );
+}

@@ -212,3 +212,41 @@ fn waiting_names_the_holder() {
     for _ in lines {}
     assert!(child.wait().unwrap().success());
 }
+
+/// Issue 27 (weak item): once a hang retired the only card, the later
+/// cases failed with "only 0 healthy" and no word of why; under
+/// `--hold-card` they even ran on the retired card. Now each says which
+/// case retired it.
+#[test]
+fn cases_after_a_hang_retired_the_only_card_name_the_case_that_retired_it() {
+    let env = TestEnv::new();
+    for mode in [&[][..], &["--hold-card"][..]] {
+        let mut args = vec![
+            "run",
+            "vector_example",
+            "--device",
+            "0",
+            "--case-timeout",
+            "0.5",
+        ];
+        args.extend(mode);
+        let (out, report) = env.run_with_report_using(&args, |cmd| {
+            cmd.env("SCENE_RUNTIME_OPTIONS", "fault=hang");
+        });
+        assert_eq!(out.status.code(), Some(1), "{mode:?}: {}", show(&out));
+        let cases = cases(&report);
+        assert_eq!(cases.len(), 2, "{mode:?}: {report}");
+        let message = |c: &serde_json::Value| c["message"].as_str().unwrap_or_default().to_owned();
+        let hung = cases
+            .iter()
+            .find(|c| message(c).contains("case timeout") && message(c).contains("retired"))
+            .unwrap_or_else(|| panic!("{mode:?}: no case retired the card: {report}"));
+        let hung_id = hung["name"].as_str().unwrap();
+        let later = cases.iter().find(|c| c["name"] != hung["name"]).unwrap();
+        assert_eq!(later["status"], "failed", "{mode:?}: {later}");
+        assert!(
+            message(later).contains(&format!("card 0 was retired by {hung_id}: ")),
+            "{mode:?}: {later}"
+        );
+    }
+}
