@@ -14,6 +14,7 @@ use scene_harness::select::{Partition, PartitionError};
 
 use crate::parse::{
     NoTests, parse_bytes, parse_count, parse_days, parse_rounds, parse_seconds, parse_threads,
+    parse_warmup,
 };
 
 #[derive(Debug, Parser)]
@@ -205,7 +206,7 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "N", value_parser = parse_rounds)]
     pub(crate) rounds: Option<u32>,
     /// With --rounds: K more runs first, compared but not timed [default: 0].
-    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32))]
+    #[arg(long, value_name = "K", value_parser = parse_warmup)]
     pub(crate) warmup: Option<u32>,
     // ---- issue 19: traces and dependency graphs ----
     /// Write each case's swimlane trace (Chrome/Perfetto trace-event JSON: host phases, orchestration, every task block per core lane) to DIR/<scene>/<case>.trace.json; with --rounds, the last measured round.
