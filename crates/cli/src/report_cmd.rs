@@ -107,7 +107,7 @@ fn read_report(path: &Path) -> Result<RunReport, CliError> {
     let bytes = scene_util::read_input_file(path, MAX_REPORT_BYTES).map_err(|e| match e {
         // The path is in the error already: only the reason.
         scene_util::ReadError::Io { source, .. } => failed(source.into()),
-        e => failed(e.into()),
+        e => failed(e.reason().into()),
     })?;
     RunReport::from_json(&bytes).map_err(|e| failed(e.into()))
 }

@@ -124,6 +124,22 @@ pub enum ReadError {
 }
 
 impl ReadError {
+    /// Why, without the path: for a caller whose message names the file
+    /// already.
+    pub fn reason(&self) -> String {
+        match self {
+            ReadError::Io { source, .. } => source.to_string(),
+            ReadError::Symlink { .. } => "is a symlink, not a regular file".to_string(),
+            ReadError::NotRegular { kind, .. } => format!("is a {kind}, not a regular file"),
+            ReadError::SizeMismatch {
+                expected, found, ..
+            } => format!("is {found} bytes, {expected} recorded"),
+            ReadError::TooLarge { found, max, .. } => {
+                format!("is {found} bytes, more than the limit of {max}")
+            }
+        }
+    }
+
     /// The file does not exist (as opposed to existing and being refused).
     pub fn is_not_found(&self) -> bool {
         matches!(self, ReadError::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
@@ -534,6 +550,7 @@ mod tests {
         assert_eq!(read_input_file(&link, 100).unwrap(), b"data");
         let err = read_input_file(&f, 3).unwrap_err();
         assert!(matches!(err, ReadError::TooLarge { max: 3, .. }), "{err}");
+        assert_eq!(err.reason(), "is 4 bytes, more than the limit of 3");
         let zero = tmp.path().join("zero");
         std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
         let err = read_input_file(&zero, u64::MAX).unwrap_err();

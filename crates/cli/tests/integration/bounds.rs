@@ -179,14 +179,18 @@ fn replay_of_a_fifo_a_dev_zero_link_or_a_huge_offset_fails_fast() {
 
     let t0 = case.join("task0");
     let json = t0.join("task.json");
-    let npy = t0.join("arg0.in.npy");
-    let (json_saved, npy_saved) = (std::fs::read(&json).unwrap(), std::fs::read(&npy).unwrap());
-    for target in [&json, &npy] {
+    let json_saved = std::fs::read(&json).unwrap();
+    for target in [
+        case.join("manifest.json"),
+        json.clone(),
+        t0.join("arg0.in.npy"),
+    ] {
+        let saved = std::fs::read(&target).unwrap();
         for kind in ["FIFO", "character device"] {
-            std::fs::remove_file(target).unwrap();
+            std::fs::remove_file(&target).unwrap();
             match kind {
-                "FIFO" => mkfifo(target),
-                _ => std::os::unix::fs::symlink("/dev/zero", target).unwrap(),
+                "FIFO" => mkfifo(&target),
+                _ => std::os::unix::fs::symlink("/dev/zero", &target).unwrap(),
             }
             let what = format!("replay with {} as a {kind}", target.display());
             let out = replay(&what);
@@ -194,9 +198,9 @@ fn replay_of_a_fifo_a_dev_zero_link_or_a_huge_offset_fails_fast() {
             assert_eq!(out.status.code(), Some(2), "{what}: {}", show(&out));
             assert!(err.contains(kind), "{what}: {err}");
         }
-        std::fs::remove_file(target).unwrap();
+        std::fs::remove_file(&target).unwrap();
+        std::fs::write(&target, saved).unwrap();
     }
-    std::fs::write(&npy, &npy_saved).unwrap();
 
     let mut task: serde_json::Value = serde_json::from_slice(&json_saved).unwrap();
     task["args"][0]["group_offset"] = serde_json::json!(1u64 << 40);
@@ -209,4 +213,37 @@ fn replay_of_a_fifo_a_dev_zero_link_or_a_huge_offset_fails_fast() {
 
     std::fs::write(&json, &json_saved).unwrap();
     assert_success(&replay("replay restored"));
+}
+
+/// Cause 9, the product: every run of a `--rounds` session holds its own
+/// outputs, so rounds times output bytes is what is allocated; it is held
+/// to the per-case bound before anything is, and the case fails alone.
+#[test]
+fn rounds_times_output_bytes_is_held_to_the_case_bound() {
+    let env = TestEnv::with_scenes(&[]);
+    copy_scene(&env, "scalar_data", "scalar_data");
+    // scalar_data: 192 KiB of tensors, 64 KiB of them outputs.
+    let bound = "10000000";
+    let (out, report) = env.run_with_report(&[
+        "run",
+        "scalar_data::default",
+        "--rounds",
+        "200",
+        "--max-case-bytes",
+        bound,
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let c = &report["cases"][0];
+    assert_eq!(c["status"], "failed", "{c}");
+    let message = c["message"].to_string();
+    assert!(message.contains(bound), "{c}");
+    let (out, _) = env.run_with_report(&[
+        "run",
+        "scalar_data::default",
+        "--rounds",
+        "2",
+        "--max-case-bytes",
+        bound,
+    ]);
+    assert_success(&out);
 }

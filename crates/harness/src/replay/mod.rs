@@ -194,7 +194,9 @@ impl ReplayReport {
 /// Replays one task: see the module.
 pub fn replay(config: &RunConfig, req: &ReplayRequest) -> Result<ReplayReport, ReplayError> {
     let dir = &req.dir;
-    if !dir.join("manifest.json").is_file() {
+    // `exists`, not `is_file`: a manifest that is a FIFO or a link to a
+    // device is refused by the reader, saying what it is.
+    if !dir.join("manifest.json").exists() {
         return Err(ReplayError::NotADump { dir: dir.clone() });
     }
     let manifest = args_dump::read_manifest(dir)?;
@@ -237,7 +239,7 @@ fn task_id(dir: &Path, manifest: &Manifest, given: &str) -> Result<usize, Replay
     if manifest.tasks == 0 && manifest.incomplete.is_empty() {
         return Err(ReplayError::Empty { dir: dir.into() });
     }
-    let present = |id: usize| dir.join(format!("task{id}")).join("task.json").is_file();
+    let present = |id: usize| dir.join(format!("task{id}")).join("task.json").exists();
     if let Ok(id) = given.trim().parse::<usize>()
         && present(id)
     {

@@ -570,10 +570,16 @@ impl Parser<'_> {
     fn node(&mut self, expr: Expr, depth: usize) -> Result<Built, ExprError> {
         self.nodes += 1;
         if self.nodes > MAX_NODES {
-            return Err(self.too_large("more terms than allowed", MAX_NODES));
+            return Err(self.too_large(
+                "more terms than allowed (numbers, names, operators and calls count)",
+                MAX_NODES,
+            ));
         }
         if depth > MAX_TREE_DEPTH {
-            return Err(self.too_large("nested too deeply", MAX_TREE_DEPTH));
+            return Err(self.too_large(
+                "nested too deeply (each operator of a chain is a level)",
+                MAX_TREE_DEPTH,
+            ));
         }
         Ok((expr, depth))
     }
