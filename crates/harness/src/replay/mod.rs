@@ -457,7 +457,7 @@ impl Layout {
                     a.index
                 )));
             }
-            check_view(a, shape, strides, span, limit).map_err(bad)?;
+            check_view(&tdir.join("task.json"), a, shape, strides, span, limit)?;
             let g = group as usize;
             if g >= task.args.len() {
                 return Err(bad(format!(
@@ -616,17 +616,27 @@ fn run(
 /// (which compare walks one by one) be no more than `limit` bytes' worth:
 /// a hostile shape must not make replay allocate or loop without bound.
 fn check_view(
+    task_json: &Path,
     a: &ArgEntry,
     shape: &[u64],
     strides: &[u64],
     span: u64,
     limit: u64,
-) -> Result<(), String> {
+) -> Result<(), ArgsDumpError> {
+    let bad = |message: String| ArgsDumpError::Malformed {
+        path: task_json.to_path_buf(),
+        message,
+    };
     let es = a
         .dtype_code
         .and_then(args_dump::abi_to_dtype)
         .map_or(1, |d| d.size_of() as u64);
-    let too_big = || format!("argument {}: shape {shape:?} is too large", a.index);
+    let too_big = || {
+        bad(format!(
+            "argument {}: shape {shape:?} is too large",
+            a.index
+        ))
+    };
     let numel = shape
         .iter()
         .try_fold(1u64, |n, &d| n.checked_mul(d))
@@ -646,10 +656,10 @@ fn check_view(
         .and_then(|e| e.checked_add(1)?.checked_mul(es))
         .ok_or_else(too_big)?;
     if last > span {
-        return Err(format!(
+        return Err(bad(format!(
             "argument {}: the view (shape {shape:?}, strides {strides:?}) reaches byte {last}, past its span of {span} bytes",
             a.index
-        ));
+        )));
     }
     Ok(())
 }
