@@ -14,6 +14,7 @@ use scene_harness::select::{Partition, PartitionError};
 
 use crate::parse::{
     NoTests, parse_bytes, parse_count, parse_days, parse_rounds, parse_seconds, parse_threads,
+    parse_warmup,
 };
 
 #[derive(Debug, Parser)]
@@ -201,11 +202,11 @@ pub(crate) struct RunArgs {
     /// Say why each golden was computed rather than read from the golden cache, and which managed Python environments were used.
     #[arg(long)]
     pub(crate) explain: bool,
-    /// Benchmark: run each case's device stage N times in one session on one card hold (compile, fixtures, goldens once), compare every round, report min/median/max device time [default: 1].
+    /// Benchmark: run each case's device stage N times in one session on one card hold (compile, fixtures, goldens once), compare every round, report min/median/max device time; at most 10000 [default: 1].
     #[arg(long, value_name = "N", value_parser = parse_rounds)]
     pub(crate) rounds: Option<u32>,
-    /// With --rounds: K more runs first, compared but not timed [default: 0].
-    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32))]
+    /// With --rounds: K more runs first, compared but not timed; at most 10000 [default: 0].
+    #[arg(long, value_name = "K", value_parser = parse_warmup)]
     pub(crate) warmup: Option<u32>,
     // ---- issue 19: traces and dependency graphs ----
     /// Write each case's swimlane trace (Chrome/Perfetto trace-event JSON: host phases, orchestration, every task block per core lane) to DIR/<scene>/<case>.trace.json; with --rounds, the last measured round.

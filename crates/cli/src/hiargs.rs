@@ -1045,6 +1045,10 @@ mod tests {
             2
         );
         assert_eq!(code(&["scene", "run", "--rounds", "0"], &[]), 2);
+        // Issue 27, cause 9: a usage error, not a 68 GB allocation.
+        let huge = ["scene", "run", "--rounds", "2", "--warmup", "4294967295"];
+        assert_eq!(code(&huge, &[]), 2);
+        assert_eq!(code(&["scene", "run", "--rounds", "10001"], &[]), 2);
         assert_eq!(code(&["scene", "--help"], &[]), 0);
         assert_eq!(
             code(&["scene", "report", "--github-summary", "r.json"], &[]),

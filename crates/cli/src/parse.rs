@@ -29,6 +29,8 @@ pub enum ValueError {
     TooManyThreads(String),
     #[error("--rounds counts runs from 1")]
     ZeroRounds,
+    #[error("`{value}` is more {what} than allowed (at most {MAX_RUNS})")]
+    TooManyRuns { value: String, what: &'static str },
     #[error("`{value}` is not a round count: {source}")]
     NotARoundCount {
         value: String,
@@ -128,10 +130,35 @@ pub(crate) fn parse_days(s: &str) -> Result<Duration, ValueError> {
     parse_duration(s, Unit::Days)
 }
 
-/// `--rounds`: a count from 1.
+/// The most `--rounds`, and the most `--warmup`, one run accepts. Every
+/// run of a session gets its own output room (a span per output in the job,
+/// the outputs read back per run), so the count is an allocation size:
+/// `--warmup 4294967295` asked for 68 GB of spans and aborted.
+pub(crate) const MAX_RUNS: u32 = 10_000;
+
+/// `--rounds`: a count from 1, at most [`MAX_RUNS`].
 pub(crate) fn parse_rounds(s: &str) -> Result<u32, ValueError> {
     match s.trim().parse::<u32>() {
         Ok(0) => Err(ValueError::ZeroRounds),
+        Ok(n) if n > MAX_RUNS => Err(ValueError::TooManyRuns {
+            value: s.to_owned(),
+            what: "rounds",
+        }),
+        Ok(n) => Ok(n),
+        Err(source) => Err(ValueError::NotARoundCount {
+            value: s.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// `--warmup`: a count from 0, at most [`MAX_RUNS`].
+pub(crate) fn parse_warmup(s: &str) -> Result<u32, ValueError> {
+    match s.trim().parse::<u32>() {
+        Ok(n) if n > MAX_RUNS => Err(ValueError::TooManyRuns {
+            value: s.to_owned(),
+            what: "warmup runs",
+        }),
         Ok(n) => Ok(n),
         Err(source) => Err(ValueError::NotARoundCount {
             value: s.to_owned(),
@@ -296,6 +323,27 @@ mod tests {
         }
     }
 
+    /// Issue 27, cause 9: `--rounds 2 --warmup 4294967295` was accepted and
+    /// the job's per-run output room (68 GB) aborted the process.
+    #[test]
+    fn huge_warmup_and_rounds_are_refused_before_allocating() {
+        for (parse, flag) in [
+            (
+                parse_warmup as fn(&str) -> Result<u32, ValueError>,
+                "warmup",
+            ),
+            (parse_rounds, "rounds"),
+        ] {
+            for big in ["4294967295", "10001"] {
+                let e = parse(big).unwrap_err();
+                assert!(matches!(e, ValueError::TooManyRuns { .. }), "{flag}: {e}");
+                let msg = e.to_string();
+                assert!(msg.contains(&format!("`{big}`")), "{msg}");
+                assert!(msg.contains("at most 10000"), "{msg}");
+            }
+        }
+    }
+
     #[test]
     fn counts_threads_rounds_and_switches() {
         assert_eq!(parse_count("3").map(NonZeroUsize::get), Ok(3));
@@ -304,6 +352,10 @@ mod tests {
         assert_eq!(parse_threads("1024").map(NonZeroUsize::get), Ok(1024));
         assert_eq!(parse_rounds("0"), Err(ValueError::ZeroRounds));
         assert!(parse_rounds("x").unwrap_err().to_string().contains("`x`"));
+        assert_eq!(parse_rounds("10000"), Ok(MAX_RUNS));
+        assert_eq!(parse_warmup("0"), Ok(0));
+        assert_eq!(parse_warmup("10000"), Ok(MAX_RUNS));
+        assert!(parse_warmup("-1").is_err());
         assert_eq!(parse_bool("Yes"), Ok(true));
         assert_eq!(parse_bool("0"), Ok(false));
         assert!(parse_bool("perhaps").is_err());

@@ -90,13 +90,25 @@ fn html_page(path: &Path, files: &[PathBuf], reports: &[RunReport]) -> String {
     crate::html_report::html(&inputs, &page_dir, &cwd)
 }
 
+/// The largest report `scene report` reads: a run of tens of thousands
+/// of cases is a few tens of megabytes.
+const MAX_REPORT_BYTES: u64 = 1 << 30;
+
 /// One report file, or an error naming it.
+///
+/// Read as a user-named input (`scene_util::read_input_file`): a symlink
+/// to a report is followed, but a FIFO (which hung the read) or a link to
+/// `/dev/zero` (which read until the OOM killer) is refused.
 fn read_report(path: &Path) -> Result<RunReport, CliError> {
     let failed = |source: crate::error::Source| CliError::ReadReport {
         path: path.to_path_buf(),
         source,
     };
-    let bytes = std::fs::read(path).map_err(|e| failed(e.into()))?;
+    let bytes = scene_util::read_input_file(path, MAX_REPORT_BYTES).map_err(|e| match e {
+        // The path is in the error already: only the reason.
+        scene_util::ReadError::Io { source, .. } => failed(source.into()),
+        e => failed(e.reason().into()),
+    })?;
     RunReport::from_json(&bytes).map_err(|e| failed(e.into()))
 }
 

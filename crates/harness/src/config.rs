@@ -70,7 +70,9 @@ pub struct RunConfig {
     /// `None` runs sessions in this process (library users, debugging).
     pub device_worker: Option<WorkerCommand>,
     /// Bound on the bytes of one case's tensors (inputs and outputs, each
-    /// counted once): a case above it fails before anything is allocated.
+    /// counted once; outputs once more per run after the first with
+    /// `--rounds`/`--warmup`, as every run's outputs are held): a case
+    /// above it fails before anything is allocated.
     /// `None` = no bound. The entry points default it to a fraction of
     /// physical memory.
     pub max_case_bytes: Option<u64>,

@@ -237,7 +237,8 @@ impl CpuStages {
         // Before allocating: a case too large for this machine fails alone,
         // with a message, instead of aborting the process.
         if let Some(bound) = self.config.max_case_bytes {
-            let bytes = case_bytes(scene, case);
+            let runs = self.config.warmup.saturating_add(self.config.rounds.max(1));
+            let bytes = case_bytes_for_runs(scene, case, runs);
             if bytes.is_none_or(|b| b > bound) {
                 return Err(fail(report, CaseFailure::TooLarge { bytes, bound }));
             }
@@ -499,6 +500,28 @@ pub fn case_bytes(_scene: &Scene, case: &Case) -> Option<u64> {
         let bytes = elements.checked_mul(u64::try_from(t.dtype.size_of()).ok()?)?;
         total.checked_add(bytes)
     })
+}
+
+/// [`case_bytes`] with the outputs held once per run: a session of
+/// `--warmup` + `--rounds` runs gives each run its own output room and
+/// reads every run's outputs back.
+pub fn case_bytes_for_runs(scene: &Scene, case: &Case, runs: u32) -> Option<u64> {
+    let all = case_bytes(scene, case)?;
+    let outputs = scene
+        .tensors
+        .iter()
+        .zip(&case.tensors)
+        .filter(|(spec, _)| spec.direction.is_output())
+        .try_fold(0u64, |total, (_, t)| {
+            let elements = t
+                .shape
+                .iter()
+                .try_fold(1u64, |n, &d| n.checked_mul(u64::try_from(d).ok()?))?;
+            total.checked_add(elements.checked_mul(u64::try_from(t.dtype.size_of()).ok()?)?)
+        })?;
+    outputs
+        .checked_mul(u64::from(runs.max(1) - 1))
+        .and_then(|more| all.checked_add(more))
 }
 
 /// The case's scalar values, paired with their specs.

@@ -124,6 +124,22 @@ pub enum ReadError {
 }
 
 impl ReadError {
+    /// Why, without the path: for a caller whose message names the file
+    /// already.
+    pub fn reason(&self) -> String {
+        match self {
+            ReadError::Io { source, .. } => source.to_string(),
+            ReadError::Symlink { .. } => "is a symlink, not a regular file".to_string(),
+            ReadError::NotRegular { kind, .. } => format!("is a {kind}, not a regular file"),
+            ReadError::SizeMismatch {
+                expected, found, ..
+            } => format!("is {found} bytes, {expected} recorded"),
+            ReadError::TooLarge { found, max, .. } => {
+                format!("is {found} bytes, more than the limit of {max}")
+            }
+        }
+    }
+
     /// The file does not exist (as opposed to existing and being refused).
     pub fn is_not_found(&self) -> bool {
         matches!(self, ReadError::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
@@ -167,6 +183,29 @@ pub fn read_regular_file(
     expected_len: Option<u64>,
     max_len: u64,
 ) -> Result<Vec<u8>, ReadError> {
+    read_checked(path, expected_len, max_len, false)
+}
+
+/// The contents of `path`, a file a user named (a report given to `scene
+/// report`, a replay dump's manifest, task and `.npy` files), at most
+/// `max_len` bytes.
+///
+/// As [`read_regular_file`], except that a symlink is followed: users
+/// link reports and dumps around, and the link is theirs. What it leads to
+/// must still be a regular file: a FIFO (which would hang the read) or a
+/// device such as `/dev/zero` (which would read until the OOM killer) is
+/// refused after `stat`, before it is opened, and again after `fstat` on
+/// the open file, which is opened `O_NONBLOCK` in case it was swapped.
+pub fn read_input_file(path: &Path, max_len: u64) -> Result<Vec<u8>, ReadError> {
+    read_checked(path, None, max_len, true)
+}
+
+fn read_checked(
+    path: &Path,
+    expected_len: Option<u64>,
+    max_len: u64,
+    follow: bool,
+) -> Result<Vec<u8>, ReadError> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let p = || path.to_path_buf();
@@ -181,13 +220,21 @@ pub fn read_regular_file(
             }
         }
     };
-    let lmeta = std::fs::symlink_metadata(path).map_err(io_err)?;
+    let lmeta = match follow {
+        true => std::fs::metadata(path),
+        false => std::fs::symlink_metadata(path),
+    }
+    .map_err(io_err)?;
     if !lmeta.file_type().is_file() {
         return Err(refuse(lmeta.file_type()));
     }
+    let flags = match follow {
+        true => libc::O_NONBLOCK,
+        false => libc::O_NOFOLLOW | libc::O_NONBLOCK,
+    };
     let mut file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .custom_flags(flags)
         .open(path)
         .map_err(|e| {
             if e.raw_os_error() == Some(libc::ELOOP) {
@@ -488,6 +535,50 @@ mod tests {
             ),
             "{err}"
         );
+    }
+
+    /// Issue 27, cause 8: `scene report` and `scene replay` read their
+    /// inputs with a plain read, so a FIFO hung them and a symlink to
+    /// `/dev/zero` read until the OOM killer.
+    #[test]
+    fn user_inputs_follow_links_to_regular_files_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let f = tmp.path().join("f");
+        std::fs::write(&f, b"data").unwrap();
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&f, &link).unwrap();
+        assert_eq!(read_input_file(&link, 100).unwrap(), b"data");
+        let err = read_input_file(&f, 3).unwrap_err();
+        assert!(matches!(err, ReadError::TooLarge { max: 3, .. }), "{err}");
+        assert_eq!(err.reason(), "is 4 bytes, more than the limit of 3");
+        let zero = tmp.path().join("zero");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        let err = read_input_file(&zero, u64::MAX).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ReadError::NotRegular {
+                    kind: "character device",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let fifo = tmp.path().join("fifo");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let fifo_link = tmp.path().join("fifo-link");
+        std::os::unix::fs::symlink(&fifo, &fifo_link).unwrap();
+        for p in [&fifo, &fifo_link] {
+            let err = read_input_file(p, u64::MAX).unwrap_err();
+            assert!(
+                matches!(err, ReadError::NotRegular { kind: "FIFO", .. }),
+                "{err}"
+            );
+        }
     }
 
     #[test]

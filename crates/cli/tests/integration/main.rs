@@ -7,6 +7,7 @@ mod common;
 
 mod architecture;
 mod archive;
+mod bounds;
 mod bundle;
 mod cache;
 mod cards;

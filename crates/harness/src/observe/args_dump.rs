@@ -48,7 +48,22 @@ pub enum ArgsDumpError {
     },
     #[error("{}: {message}", path.display())]
     Malformed { path: PathBuf, message: String },
+    /// A dump file that is not a regular file (a FIFO, a link to a
+    /// device) or is larger than it can be.
+    #[error("{0}")]
+    Read(#[from] scene_util::ReadError),
 }
+
+/// The most bytes a dump's `manifest.json` or `task.json` may have: far
+/// above any recorded task, and a bound on what a hostile dump can make
+/// replay read.
+const MAX_JSON_BYTES: u64 = 256 << 20;
+
+/// Room for an `.npy` file's header on top of its data.
+const NPY_HEADER_ROOM: u64 = 1 << 20;
+
+/// An `.npy` file without a recorded span size: at most this many bytes.
+const MAX_UNSIZED_NPY_BYTES: u64 = 64 << 30;
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ArgsDumpError + '_ {
     move |source| ArgsDumpError::Io {
@@ -269,7 +284,13 @@ pub fn read_span(path: &Path, arg: &ArgEntry) -> Result<Vec<u8>, ArgsDumpError> 
         Some(true) => arg.dtype_code.and_then(abi_to_dtype).unwrap_or(DType::U8),
         _ => DType::U8,
     };
-    let t = npy::read_npy_as(path, dtype).map_err(|e| malformed(path, e.to_string()))?;
+    // Not a plain read: a FIFO or a link to `/dev/zero` in a dump must not
+    // hang or exhaust the replay.
+    let max = arg
+        .span_bytes
+        .map_or(MAX_UNSIZED_NPY_BYTES, |n| n.saturating_add(NPY_HEADER_ROOM));
+    let raw = scene_util::read_input_file(path, max)?;
+    let t = npy::from_npy_bytes_as(&raw, dtype).map_err(|e| malformed(path, e.to_string()))?;
     let bytes = t.into_bytes();
     match arg.span_bytes {
         Some(n) if n != bytes.len() as u64 => Err(malformed(
@@ -524,7 +545,7 @@ fn convert_task(raw: &Path, out: &Path, scene: &Scene, id: usize) -> Result<bool
 /// Reads a dump's `manifest.json`.
 pub fn read_manifest(dir: &Path) -> Result<Manifest, ArgsDumpError> {
     let path = dir.join("manifest.json");
-    let text = std::fs::read(&path).map_err(io(&path))?;
+    let text = scene_util::read_input_file(&path, MAX_JSON_BYTES)?;
     let m: Manifest = serde_json::from_slice(&text).map_err(|e| malformed(&path, e.to_string()))?;
     if m.format != ARGS_FORMAT {
         return Err(malformed(
@@ -538,7 +559,7 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest, ArgsDumpError> {
 /// Reads task `id`'s `task.json` in a dump.
 pub fn read_task(dir: &Path, id: usize) -> Result<TaskEntry, ArgsDumpError> {
     let path = dir.join(format!("task{id}")).join("task.json");
-    let text = std::fs::read(&path).map_err(io(&path))?;
+    let text = scene_util::read_input_file(&path, MAX_JSON_BYTES)?;
     serde_json::from_slice(&text).map_err(|e| malformed(&path, e.to_string()))
 }
 

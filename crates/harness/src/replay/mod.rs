@@ -194,7 +194,9 @@ impl ReplayReport {
 /// Replays one task: see the module.
 pub fn replay(config: &RunConfig, req: &ReplayRequest) -> Result<ReplayReport, ReplayError> {
     let dir = &req.dir;
-    if !dir.join("manifest.json").is_file() {
+    // `exists`, not `is_file`: a manifest that is a FIFO or a link to a
+    // device is refused by the reader, saying what it is.
+    if !dir.join("manifest.json").exists() {
         return Err(ReplayError::NotADump { dir: dir.clone() });
     }
     let manifest = args_dump::read_manifest(dir)?;
@@ -213,7 +215,7 @@ pub fn replay(config: &RunConfig, req: &ReplayRequest) -> Result<ReplayReport, R
         .iter()
         .find(|k| k.func_id == task.func_id)
         .map_or_else(|| format!("func_id {}", task.func_id), |k| k.name.clone());
-    let layout = Layout::of(dir, &task)?;
+    let layout = Layout::of(dir, &task, config.max_case_bytes.unwrap_or(u64::MAX))?;
     let outputs = run(config, &callable, &layout).map_err(|source| ReplayError::Device {
         task: task_id,
         source,
@@ -237,7 +239,7 @@ fn task_id(dir: &Path, manifest: &Manifest, given: &str) -> Result<usize, Replay
     if manifest.tasks == 0 && manifest.incomplete.is_empty() {
         return Err(ReplayError::Empty { dir: dir.into() });
     }
-    let present = |id: usize| dir.join(format!("task{id}")).join("task.json").is_file();
+    let present = |id: usize| dir.join(format!("task{id}")).join("task.json").exists();
     if let Ok(id) = given.trim().parse::<usize>()
         && present(id)
     {
@@ -394,7 +396,10 @@ struct Layout {
 }
 
 impl Layout {
-    fn of(dir: &Path, task: &TaskEntry) -> Result<Layout, ReplayError> {
+    /// `limit` bounds the bytes of all groups together (the run's
+    /// `--max-case-bytes`): offsets and sizes come from `task.json`, and a
+    /// `group_offset` of 2^40 must be an error, not an allocation abort.
+    fn of(dir: &Path, task: &TaskEntry, limit: u64) -> Result<Layout, ReplayError> {
         let tdir = dir.join(format!("task{}", task.task));
         let bad = |m: String| {
             ReplayError::Dump(ArgsDumpError::Malformed {
@@ -438,13 +443,46 @@ impl Layout {
                 .input
                 .as_ref()
                 .ok_or_else(|| bad(format!("tensor argument {} has no recorded input", a.index)))?;
-            let bytes = args_dump::read_span(&tdir.join(input), a)?;
+            // Every size below comes from task.json: checked before anything
+            // is allocated or read.
+            let end = goff.checked_add(span).ok_or_else(|| {
+                bad(format!(
+                    "argument {}: group_offset + span_bytes overflows",
+                    a.index
+                ))
+            })?;
+            if let Some(buffer) = a.buffer_bytes.filter(|&b| end > b) {
+                return Err(bad(format!(
+                    "argument {}: group_offset {goff} + span_bytes {span} = {end} is past the recorded buffer of {buffer} bytes",
+                    a.index
+                )));
+            }
+            check_view(&tdir.join("task.json"), a, shape, strides, span, limit)?;
             let g = group as usize;
+            if g >= task.args.len() {
+                return Err(bad(format!(
+                    "argument {}: group {group}, but the task has {} arguments",
+                    a.index,
+                    task.args.len()
+                )));
+            }
+            let held: u64 = groups.iter().map(|(b, _)| b.len() as u64).sum();
+            let have = groups.get(g).map_or(0, |(b, _)| b.len() as u64);
+            let total = held - have + end.max(have);
+            if total > limit {
+                return Err(bad(format!(
+                    "argument {}: its groups need {total} bytes, more than the limit of {limit} (--max-case-bytes)",
+                    a.index
+                )));
+            }
+            let bytes = args_dump::read_span(&tdir.join(input), a)?;
             if groups.len() <= g {
                 groups.resize(g + 1, (Vec::new(), false));
             }
             let (buf, out) = &mut groups[g];
-            let end = (goff + span) as usize;
+            // `end <= total <= limit`, itself at most the memory the run may
+            // use: it fits `usize`.
+            let end = end as usize;
             if buf.len() < end {
                 buf.resize(end, 0);
             }
@@ -574,6 +612,58 @@ fn run(
 /// Compares every output argument's span after the replay with the
 /// recording: the view's elements first (in row-major view order), then
 /// any other byte of the span.
+/// A tensor view of `task.json` must lie in its span, and its elements
+/// (which compare walks one by one) be no more than `limit` bytes' worth:
+/// a hostile shape must not make replay allocate or loop without bound.
+fn check_view(
+    task_json: &Path,
+    a: &ArgEntry,
+    shape: &[u64],
+    strides: &[u64],
+    span: u64,
+    limit: u64,
+) -> Result<(), ArgsDumpError> {
+    let bad = |message: String| ArgsDumpError::Malformed {
+        path: task_json.to_path_buf(),
+        message,
+    };
+    let es = a
+        .dtype_code
+        .and_then(args_dump::abi_to_dtype)
+        .map_or(1, |d| d.size_of() as u64);
+    let too_big = || {
+        bad(format!(
+            "argument {}: shape {shape:?} is too large",
+            a.index
+        ))
+    };
+    let numel = shape
+        .iter()
+        .try_fold(1u64, |n, &d| n.checked_mul(d))
+        .ok_or_else(too_big)?;
+    if numel.checked_mul(es).is_none_or(|b| b > limit) {
+        return Err(too_big());
+    }
+    if numel == 0 {
+        return Ok(());
+    }
+    let last = shape
+        .iter()
+        .zip(strides)
+        .try_fold(0u64, |acc, (&d, &s)| {
+            (d - 1).checked_mul(s)?.checked_add(acc)
+        })
+        .and_then(|e| e.checked_add(1)?.checked_mul(es))
+        .ok_or_else(too_big)?;
+    if last > span {
+        return Err(bad(format!(
+            "argument {}: the view (shape {shape:?}, strides {strides:?}) reaches byte {last}, past its span of {span} bytes",
+            a.index
+        )));
+    }
+    Ok(())
+}
+
 fn compare(
     dir: &Path,
     task: &TaskEntry,
@@ -744,6 +834,67 @@ mod tests {
             &f32s(&[1.0, 0.0, 3.0, 4.0]),
         );
         assert_eq!(same.differing, 1, "-0 and +0 differ bit for bit");
+    }
+
+    /// Issue 27, cause 9: a replay manifest with `group_offset = 2^40`
+    /// resized the group buffer to a terabyte and aborted.
+    #[test]
+    fn a_huge_group_offset_is_a_malformed_dump_not_an_allocation_abort() {
+        let dir = tempfile::tempdir().unwrap();
+        let tdir = dir.path().join("task0");
+        std::fs::create_dir_all(&tdir).unwrap();
+        let t = scene_golden::Tensor::from_bytes(DType::F32, &[4], f32s(&[1.0; 4])).unwrap();
+        scene_golden::npy::write_npy(&tdir.join("arg0.in.npy"), &t).unwrap();
+        let mut a = arg(vec![4], vec![1]);
+        a.index = 0;
+        a.direction = "in".into();
+        a.span_bytes = Some(16);
+        a.buffer_bytes = Some(16);
+        a.input = Some("arg0.in.npy".into());
+        let task = |a: ArgEntry| TaskEntry {
+            task: 0,
+            complete: true,
+            func_id: 0,
+            kernel: None,
+            core: "aiv".into(),
+            block_num: 1,
+            num_args: 1,
+            args: vec![a],
+        };
+        // As recorded: fine.
+        let ok = Layout::of(dir.path(), &task(a.clone()), u64::MAX).unwrap();
+        assert_eq!(ok.groups[0].0.len(), 16);
+        let malformed = |a: ArgEntry, limit: u64| {
+            let e = Layout::of(dir.path(), &task(a), limit)
+                .err()
+                .expect("refused");
+            assert!(
+                matches!(e, ReplayError::Dump(ArgsDumpError::Malformed { .. })),
+                "{e}"
+            );
+            e.to_string()
+        };
+        let mut far = a.clone();
+        far.group_offset = Some(1 << 40);
+        let msg = malformed(far.clone(), u64::MAX);
+        assert!(msg.contains("past the recorded buffer"), "{msg}");
+        // A buffer size forged to match is still held to the limit.
+        far.buffer_bytes = Some((1 << 40) + 16);
+        let msg = malformed(far, 1 << 30);
+        assert!(msg.contains("more than the limit"), "{msg}");
+        let mut wrap = a.clone();
+        wrap.group_offset = Some(u64::MAX - 3);
+        malformed(wrap, u64::MAX);
+        let mut group = a.clone();
+        group.group = Some(u32::MAX);
+        malformed(group, u64::MAX);
+        let mut shape = a.clone();
+        shape.shape = Some(vec![1 << 40]);
+        malformed(shape, 1 << 30);
+        let mut strided = a;
+        strided.strides = Some(vec![1 << 20]);
+        let msg = malformed(strided, u64::MAX);
+        assert!(msg.contains("past its span"), "{msg}");
     }
 
     #[test]

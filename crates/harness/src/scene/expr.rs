@@ -138,6 +138,34 @@ pub enum ExprError {
     NeedsInteger { func: &'static str, got: String },
     #[error("`{0}` is not finite")]
     NotFinite(String),
+    /// Past one of the size limits ([`MAX_NODES`], [`MAX_TREE_DEPTH`],
+    /// [`MAX_DEPTH`]): refused before it can exhaust the stack.
+    #[error("`{excerpt}` is too large: {what} (the limit is {limit})")]
+    TooLarge {
+        excerpt: String,
+        what: &'static str,
+        limit: usize,
+    },
+}
+
+/// More nodes (numbers, names, operators, calls) than this in one
+/// expression is refused: no scene needs it, and a bounded tree keeps
+/// parsing, evaluating, printing and dropping it off the stack limit.
+pub const MAX_NODES: usize = 2048;
+
+/// A tree deeper than this is refused. Every node counts, binary operators
+/// included: `N+0+0+...` folds left into a chain as deep as it has terms,
+/// and evaluation, `Display` and `Drop` all recurse along that chain.
+pub const MAX_TREE_DEPTH: usize = 512;
+
+/// The start of `text` for a message about it (a refused expression may
+/// be megabytes long).
+fn excerpt(text: &str) -> String {
+    const SHOWN: usize = 48;
+    match text.char_indices().nth(SHOWN) {
+        None => text.to_string(),
+        Some((cut, _)) => format!("{}... ({} bytes)", &text[..cut], text.len()),
+    }
 }
 
 /// A binary operator.
@@ -199,12 +227,13 @@ impl Expr {
             text,
             bytes: text.as_bytes(),
             pos: 0,
+            nodes: 0,
         };
         p.skip_ws();
         if p.pos == p.bytes.len() {
             return Err(p.error("empty expression"));
         }
-        let e = p.sum()?;
+        let (e, _) = p.sum()?;
         p.skip_ws();
         if p.pos != p.bytes.len() {
             return Err(p.error("unexpected character"));
@@ -243,7 +272,49 @@ impl Expr {
     }
 
     /// Evaluates the expression with `params`.
+    ///
+    /// A tree deeper than [`MAX_TREE_DEPTH`] (only a hand-built one: the
+    /// parser refuses them) is an error, not a stack overflow.
     pub fn eval(&self, params: &Params) -> Result<Num, ExprError> {
+        self.eval_at(params, 0)
+    }
+
+    /// The recursion itself, kept to a small frame (the work of each node
+    /// is in functions it calls), so that [`MAX_TREE_DEPTH`] levels fit a
+    /// thread's stack in a debug build too.
+    fn eval_at(&self, params: &Params, depth: usize) -> Result<Num, ExprError> {
+        if depth >= MAX_TREE_DEPTH {
+            return Err(too_deep_to_evaluate());
+        }
+        let depth = depth + 1;
+        match self {
+            Expr::Bin(op, a, b) => {
+                let a = a.eval_at(params, depth)?;
+                let b = b.eval_at(params, depth)?;
+                self.binary(*op, a, b)
+            }
+            Expr::Neg(e) => {
+                let v = e.eval_at(params, depth)?;
+                self.negate(v)
+            }
+            _ => self.eval_node(params, depth),
+        }
+    }
+
+    #[inline(never)]
+    fn negate(&self, v: Num) -> Result<Num, ExprError> {
+        match v {
+            Num::Int(i) => i
+                .checked_neg()
+                .map(Num::Int)
+                .ok_or_else(|| ExprError::Overflow(self.to_string())),
+            Num::Float(f) => Ok(Num::Float(-f)),
+        }
+    }
+
+    /// Leaves, indexing and calls.
+    #[inline(never)]
+    fn eval_node(&self, params: &Params, depth: usize) -> Result<Num, ExprError> {
         match self {
             Expr::Int(i) => Ok(Num::Int(*i)),
             Expr::Float(f) => Ok(Num::Float(*f)),
@@ -267,7 +338,7 @@ impl Expr {
                         });
                     }
                 };
-                let i = match index.eval(params)? {
+                let i = match index.eval_at(params, depth)? {
                     Num::Int(i) => i,
                     Num::Float(f) => return Err(ExprError::NonIntegerIndex(f.to_string())),
                 };
@@ -289,21 +360,11 @@ impl Expr {
                     }),
                 }
             }
-            Expr::Neg(e) => match e.eval(params)? {
-                Num::Int(i) => i
-                    .checked_neg()
-                    .map(Num::Int)
-                    .ok_or_else(|| ExprError::Overflow(self.to_string())),
-                Num::Float(f) => Ok(Num::Float(-f)),
-            },
-            Expr::Bin(op, a, b) => {
-                let (a, b) = (a.eval(params)?, b.eval(params)?);
-                self.binary(*op, a, b)
-            }
+            Expr::Neg(_) | Expr::Bin(..) => self.eval_at(params, depth),
             Expr::Call(func, args) => {
                 let vals = args
                     .iter()
-                    .map(|a| a.eval(params))
+                    .map(|a| a.eval_at(params, depth))
                     .collect::<Result<Vec<_>, _>>()?;
                 let arity = |expected| ExprError::Arity {
                     func: func.name().to_string(),
@@ -373,6 +434,7 @@ impl Expr {
         }
     }
 
+    #[inline(never)]
     fn binary(&self, op: Op, a: Num, b: Num) -> Result<Num, ExprError> {
         let overflow = || ExprError::Overflow(self.to_string());
         match (a, b) {
@@ -410,6 +472,15 @@ impl Expr {
                 }
             }
         }
+    }
+}
+
+#[inline(never)]
+fn too_deep_to_evaluate() -> ExprError {
+    ExprError::TooLarge {
+        excerpt: "(a hand-built expression)".to_string(),
+        what: "nested too deeply to evaluate",
+        limit: MAX_TREE_DEPTH,
     }
 }
 
@@ -460,14 +531,23 @@ impl fmt::Display for Expr {
 /// Recursive descent: sum := product (('+'|'-') product)*;
 /// product := unary (('*'|'/'|'%') unary)*; unary := '-' unary | atom;
 /// atom := number | name | name '[' sum ']' | name '(' args ')' | '(' sum ')'.
+///
+/// Every rule returns the tree it built with that tree's depth, so the
+/// limits hold for the tree itself, not only for the parser's recursion.
 struct Parser<'a> {
     text: &'a str,
     bytes: &'a [u8],
     pos: usize,
+    /// Nodes built so far, against [`MAX_NODES`].
+    nodes: usize,
 }
 
-/// Deeper nesting than this is refused (no stack overflow on hostile input).
-const MAX_DEPTH: usize = 64;
+/// Deeper nesting of parentheses, brackets, calls and unary signs than this
+/// is refused (no stack overflow in the parser on hostile input).
+pub const MAX_DEPTH: usize = 64;
+
+/// A parsed subtree and its depth (a leaf is 1).
+type Built = (Expr, usize);
 
 impl Parser<'_> {
     fn error(&self, what: &str) -> ExprError {
@@ -476,6 +556,36 @@ impl Parser<'_> {
             what: what.to_string(),
             at: self.pos,
         }
+    }
+
+    fn too_large(&self, what: &'static str, limit: usize) -> ExprError {
+        ExprError::TooLarge {
+            excerpt: excerpt(self.text),
+            what,
+            limit,
+        }
+    }
+
+    /// Counts one more node of depth `depth`; refuses past the limits.
+    fn node(&mut self, expr: Expr, depth: usize) -> Result<Built, ExprError> {
+        self.nodes += 1;
+        if self.nodes > MAX_NODES {
+            return Err(self.too_large(
+                "more terms than allowed (numbers, names, operators and calls count)",
+                MAX_NODES,
+            ));
+        }
+        if depth > MAX_TREE_DEPTH {
+            return Err(self.too_large(
+                "nested too deeply (each operator of a chain is a level)",
+                MAX_TREE_DEPTH,
+            ));
+        }
+        Ok((expr, depth))
+    }
+
+    fn bin(&mut self, op: Op, (a, da): Built, (b, db): Built) -> Result<Built, ExprError> {
+        self.node(Expr::Bin(op, Box::new(a), Box::new(b)), 1 + da.max(db))
     }
 
     fn skip_ws(&mut self) {
@@ -506,11 +616,11 @@ impl Parser<'_> {
         }
     }
 
-    fn sum(&mut self) -> Result<Expr, ExprError> {
+    fn sum(&mut self) -> Result<Built, ExprError> {
         self.sum_at(0)
     }
 
-    fn sum_at(&mut self, depth: usize) -> Result<Expr, ExprError> {
+    fn sum_at(&mut self, depth: usize) -> Result<Built, ExprError> {
         self.depth_check(depth)?;
         let mut e = self.product(depth)?;
         loop {
@@ -521,11 +631,11 @@ impl Parser<'_> {
             };
             self.pos += 1;
             let rhs = self.product(depth)?;
-            e = Expr::Bin(op, Box::new(e), Box::new(rhs));
+            e = self.bin(op, e, rhs)?;
         }
     }
 
-    fn product(&mut self, depth: usize) -> Result<Expr, ExprError> {
+    fn product(&mut self, depth: usize) -> Result<Built, ExprError> {
         let mut e = self.unary(depth)?;
         loop {
             let op = match self.peek() {
@@ -536,19 +646,19 @@ impl Parser<'_> {
             };
             self.pos += 1;
             let rhs = self.unary(depth)?;
-            e = Expr::Bin(op, Box::new(e), Box::new(rhs));
+            e = self.bin(op, e, rhs)?;
         }
     }
 
-    fn unary(&mut self, depth: usize) -> Result<Expr, ExprError> {
+    fn unary(&mut self, depth: usize) -> Result<Built, ExprError> {
         self.depth_check(depth)?;
         if self.eat(b'-') {
-            let inner = self.unary(depth + 1)?;
-            return Ok(match inner {
-                Expr::Int(i) => Expr::Int(-i),
-                Expr::Float(f) => Expr::Float(-f),
-                e => Expr::Neg(Box::new(e)),
-            });
+            let (inner, d) = self.unary(depth + 1)?;
+            return match inner {
+                Expr::Int(i) => Ok((Expr::Int(-i), d)),
+                Expr::Float(f) => Ok((Expr::Float(-f), d)),
+                e => self.node(Expr::Neg(Box::new(e)), d + 1),
+            };
         }
         if self.eat(b'+') {
             return self.unary(depth + 1);
@@ -556,7 +666,7 @@ impl Parser<'_> {
         self.atom(depth)
     }
 
-    fn atom(&mut self, depth: usize) -> Result<Expr, ExprError> {
+    fn atom(&mut self, depth: usize) -> Result<Built, ExprError> {
         match self.peek() {
             None => Err(self.error("expression ends early")),
             Some(b'(') => {
@@ -567,7 +677,10 @@ impl Parser<'_> {
                 }
                 Ok(e)
             }
-            Some(c) if c.is_ascii_digit() || c == b'.' => self.number(),
+            Some(c) if c.is_ascii_digit() || c == b'.' => {
+                let n = self.number()?;
+                self.node(n, 1)
+            }
             Some(c) if c.is_ascii_alphabetic() || c == b'_' => {
                 let start = self.pos;
                 while self.pos < self.bytes.len()
@@ -585,9 +698,12 @@ impl Parser<'_> {
                         _ => return Err(ExprError::UnknownFunction(name.to_string())),
                     };
                     let mut args = Vec::new();
+                    let mut deepest = 0;
                     if !self.eat(b')') {
                         loop {
-                            args.push(self.sum_at(depth + 1)?);
+                            let (arg, d) = self.sum_at(depth + 1)?;
+                            args.push(arg);
+                            deepest = deepest.max(d);
                             if self.eat(b')') {
                                 break;
                             }
@@ -607,16 +723,18 @@ impl Parser<'_> {
                             got: args.len(),
                         });
                     }
-                    return Ok(Expr::Call(func, args));
+                    return self.node(Expr::Call(func, args), deepest + 1);
                 }
                 if self.eat(b'[') {
-                    let index = self.sum_at(depth + 1)?;
+                    let name = name.to_string();
+                    let (index, d) = self.sum_at(depth + 1)?;
                     if !self.eat(b']') {
                         return Err(self.error("missing `]`"));
                     }
-                    return Ok(Expr::Index(name.to_string(), Box::new(index)));
+                    return self.node(Expr::Index(name, Box::new(index)), d + 1);
                 }
-                Ok(Expr::Param(name.to_string()))
+                let name = name.to_string();
+                self.node(Expr::Param(name), 1)
             }
             Some(_) => Err(self.error("unexpected character")),
         }
@@ -803,6 +921,73 @@ mod tests {
         assert!(Expr::parse(&deep).is_err());
         let neg = format!("{}N", "-".repeat(200));
         assert!(Expr::parse(&neg).is_err());
+    }
+
+    /// Issue 27, cause 7: `N+0+0...` of ~20k terms overflowed the stack
+    /// (the depth limit counted only parentheses and unary minus, while the
+    /// left-folded sum is a chain as deep as it has terms).
+    #[test]
+    fn twenty_thousand_terms_are_refused_not_a_stack_overflow() {
+        let long = format!("N{}", "+0".repeat(20_000));
+        let e = Expr::parse(&long).unwrap_err();
+        assert!(
+            matches!(&e, ExprError::TooLarge { limit, .. } if *limit == MAX_TREE_DEPTH),
+            "{e:?}"
+        );
+        let msg = e.to_string();
+        assert!(msg.contains("too large"), "{msg}");
+        assert!(msg.len() < 200, "the message quotes an excerpt: {msg}");
+        // A product chain and a chain of unary minus over names are trees
+        // just as deep.
+        let product = format!("N{}", "*1".repeat(20_000));
+        assert!(matches!(
+            Expr::parse(&product),
+            Err(ExprError::TooLarge { .. })
+        ));
+        // Wide and shallow: past the node limit.
+        let wide = format!("max(N{})", ", 1".repeat(MAX_NODES));
+        let e = Expr::parse(&wide).unwrap_err();
+        assert!(
+            matches!(&e, ExprError::TooLarge { limit, .. } if *limit == MAX_NODES),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn long_but_reasonable_expressions_still_work() {
+        let sum = format!("N{}", " + 1".repeat(400));
+        assert_eq!(ev(&sum).unwrap(), Num::Int(410));
+        let wide = format!("max(N{})", ", H".repeat(1000));
+        assert_eq!(ev(&wide).unwrap(), Num::Int(10));
+        let nested = format!("{}N{}", "(N + ".repeat(60), ")".repeat(60));
+        assert_eq!(ev(&nested).unwrap(), Num::Int(610));
+        // Right at the limit: it parses, evaluates, prints and collects its
+        // params within a test thread's stack (a debug build's frames).
+        let at_limit = format!("N{}", "+H".repeat(MAX_TREE_DEPTH / 2));
+        let e = Expr::parse(&at_limit).unwrap();
+        assert_eq!(e.eval(&params()).unwrap(), Num::Int(10 + 4 * 256));
+        assert!(e.to_string().len() > at_limit.len());
+        assert_eq!(e.params(), ["N", "H"]);
+        let past = format!("N{}", "+H".repeat(MAX_TREE_DEPTH));
+        assert!(matches!(
+            Expr::parse(&past),
+            Err(ExprError::TooLarge { .. })
+        ));
+        let mut chain = Expr::Param("N".to_string());
+        for _ in 1..MAX_TREE_DEPTH {
+            chain = Expr::Bin(Op::Add, Box::new(chain), Box::new(Expr::Int(1)));
+        }
+        assert_eq!(chain.eval(&params()).unwrap(), Num::Int(10 + 511));
+        assert!(!chain.to_string().is_empty());
+    }
+
+    #[test]
+    fn a_hand_built_deep_tree_is_an_evaluation_error_not_a_stack_overflow() {
+        let mut e = Expr::Param("N".to_string());
+        for _ in 0..(MAX_TREE_DEPTH + 10) {
+            e = Expr::Neg(Box::new(e));
+        }
+        assert!(matches!(e.eval(&params()), Err(ExprError::TooLarge { .. })));
     }
 
     #[test]

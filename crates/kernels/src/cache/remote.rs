@@ -269,6 +269,9 @@ pub(crate) struct RemoteCounters {
     pub written_bytes: AtomicU64,
 }
 
+/// The largest `file://` object read (as the Redis client's bulk limit).
+const MAX_FS_OBJECT_BYTES: u64 = 1 << 30;
+
 /// How objects are stored: Redis through our own small client
 /// (`resp.rs`), S3 and folders through OpenDAL.
 enum Backend {
@@ -287,6 +290,9 @@ pub struct Remote {
     disabled: AtomicBool,
     warn: WarnSink,
     pub(crate) counters: RemoteCounters,
+    /// A `file://` remote's root: its objects are read here, not through
+    /// OpenDAL (see [`read_fs_object`]).
+    fs_root: Option<std::path::PathBuf>,
 }
 
 impl fmt::Debug for Remote {
@@ -321,6 +327,10 @@ impl Remote {
             source: e,
         };
         let target = parse_url(&config.url).map_err(bad)?;
+        let fs_root = match &target {
+            Target::Fs { root } => Some(std::path::PathBuf::from(root)),
+            _ => None,
+        };
         install_transport();
         let backend = match target {
             Target::Redis {
@@ -390,6 +400,7 @@ impl Remote {
             disabled: AtomicBool::new(false),
             warn,
             counters: RemoteCounters::default(),
+            fs_root,
         })
     }
 
@@ -434,8 +445,9 @@ impl Remote {
         let path = self.object_path(tier, key);
         let read = match &self.backend {
             Backend::Redis(client) => client.get(&path).map_err(RequestError::from),
-            Backend::Opendal(op) => {
-                match self
+            Backend::Opendal(op) => match &self.fs_root {
+                Some(root) => Ok(self.read_fs_object(root, &path)),
+                None => match self
                     .runtime
                     .block_on(async { tokio::time::timeout(self.timeout, op.read(&path)).await })
                 {
@@ -443,8 +455,8 @@ impl Remote {
                     Ok(Err(e)) if e.kind() == opendal::ErrorKind::NotFound => Ok(None),
                     Ok(Err(e)) => Err(RequestError::from(e)),
                     Err(_) => Err(RequestError::Timeout(self.timeout)),
-                }
-            }
+                },
+            },
         };
         match read {
             Ok(Some(bytes)) => {
@@ -456,6 +468,27 @@ impl Remote {
             Ok(None) => None,
             Err(e) => {
                 self.fail(&format!("reading {path}"), &e);
+                None
+            }
+        }
+    }
+
+    /// A `file://` object, read as the local cache reads its files
+    /// (`scene_util::read_regular_file`): OpenDAL's fs read opens a FIFO in
+    /// a blocking thread that never returns, so the run hung at exit after
+    /// its summary; a symlink to `/dev/zero` would read without end. A
+    /// refused object is a miss (warned, counted as an error), like a
+    /// damaged one; the remote stays on for the other objects.
+    fn read_fs_object(&self, root: &std::path::Path, path: &str) -> Option<Vec<u8>> {
+        match scene_util::read_regular_file(&root.join(path), None, MAX_FS_OBJECT_BYTES) {
+            Ok(bytes) => Some(bytes),
+            Err(e) if e.is_not_found() => None,
+            Err(e) => {
+                self.counters.errors.fetch_add(1, Ordering::Relaxed);
+                (self.warn)(&format!(
+                    "remote kernel cache `{}`: object not used: {e}",
+                    self.display
+                ));
                 None
             }
         }
@@ -577,6 +610,51 @@ mod tests {
         assert_eq!(other.fetch("entries", &key), None, "another schema");
         assert!(remote.is_enabled());
     }
+    /// Issue 27, cause 8: a FIFO as a `file://` object was opened by
+    /// OpenDAL in a blocking thread that never returned: the run hung at
+    /// exit, after its summary. It is a miss now, and nothing is left
+    /// waiting on it.
+    #[test]
+    fn a_fifo_file_remote_object_is_a_miss_not_a_hang() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("file://{}", dir.path().display());
+        let key = UnitKey([0xab; 32]);
+        let probe =
+            Remote::open(&RemoteConfig::new(&url), 1, std::sync::Arc::new(|_| {})).expect("open");
+        let object = dir.path().join(probe.object_path("entries", &key));
+        drop(probe);
+        std::fs::create_dir_all(object.parent().expect("parent")).expect("mkdir");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&object)
+            .status()
+            .expect("mkfifo");
+        assert!(status.success());
+        let (tx, rx) = std::sync::mpsc::channel();
+        // On its own thread: if the read or the drop blocks, the test
+        // fails at the deadline instead of hanging.
+        std::thread::spawn(move || {
+            let warnings = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+            let sink = warnings.clone();
+            let warn: WarnSink = std::sync::Arc::new(move |m: &str| {
+                sink.lock().expect("warnings").push(m.to_string());
+            });
+            let mut config = RemoteConfig::new(&url);
+            config.timeout = Duration::from_secs(2);
+            let remote = Remote::open(&config, 1, warn).expect("open");
+            let got = remote.fetch("entries", &key);
+            let enabled = remote.is_enabled();
+            drop(remote);
+            let warnings = warnings.lock().expect("warnings").clone();
+            let _ = tx.send((got, enabled, warnings));
+        });
+        let (got, enabled, warnings) = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("fetching a FIFO object hung");
+        assert_eq!(got, None);
+        assert!(enabled, "one refused object does not turn the remote off");
+        assert!(warnings.iter().any(|w| w.contains("FIFO")), "{warnings:?}");
+    }
+
     /// `https://` goes through rustls with the ring provider: a TLS
     /// handshake with a peer that is not TLS fails as a warning naming the
     /// object, not as a panic for want of a crypto provider.
