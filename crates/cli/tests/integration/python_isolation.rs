@@ -218,7 +218,9 @@ fn golden_cache_key_misses_no_import_form() {
     std::fs::write(root.join("shared_pk/impl.py"), PACKAGE_IMPL).unwrap();
     std::fs::write(root.join("shared_pk/helper.py"), helper(RIGHT, 0.0)).unwrap();
     let with_helper = |golden: &'static str| (golden, vec![("helper.py", helper(RIGHT, 0.0))]);
-    let scenes: Vec<(&str, (&str, Vec<(&str, String)>))> = vec![
+    /// A scene: its name, its golden and the files beside it.
+    type Spec = (&'static str, (&'static str, Vec<(&'static str, String)>));
+    let scenes: Vec<Spec> = vec![
         ("p_plain", with_helper(PLAIN_IMPORT)),
         ("p_from", with_helper(FROM_IMPORT)),
         ("p_importlib", with_helper(IMPORTLIB)),
@@ -268,7 +270,7 @@ fn golden_cache_key_misses_no_import_form() {
         let c = format!("{scene}::c");
         assert_eq!(
             recomputed(&r),
-            [c.clone()],
+            std::slice::from_ref(&c),
             "edit of {}: {r:#}",
             path.display()
         );
