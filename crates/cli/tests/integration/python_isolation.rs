@@ -330,7 +330,8 @@ fn golden_importing_from_a_zip_is_not_cached() {
 
 /// Cause 11: a golden that forks, whose child comes back from
 /// `compute_golden` with a wrong value, desynchronised the worker; now the
-/// child leaves silently and every case gets its parent's answer.
+/// child leaves silently and every case gets its parent's answer. A
+/// subprocess reading its stdin no longer reads the worker's requests.
 #[test]
 fn forking_golden_does_not_desynchronise_the_worker_protocol() {
     let env = TestEnv::with_scenes(&[]);
@@ -344,9 +345,12 @@ fn forking_golden_does_not_desynchronise_the_worker_protocol() {
         &["c1", "c2"],
         false,
     );
+    // A subprocess that reads its stdin must not read the requests.
+    let reads_stdin = "import subprocess\n\n\ndef compute_golden(t, p):\n    subprocess.run([\"cat\"], stdout=subprocess.DEVNULL, check=True)\n    s = t[\"a\"] + t[\"b\"]\n    t[\"f\"][:] = (s + 1) * (s + 2) + s\n";
+    py_scene(&env, "reads_stdin", reads_stdin, &[], &["c1", "c2"], false);
     let (out, r) = run(
         &env,
-        &["--no-golden-cache", "forks", "plain"],
+        &["--no-golden-cache", "forks", "plain", "reads_stdin"],
         &[("SCENE_GOLDEN_TIMEOUT", "20")],
     );
     assert_success(&out);

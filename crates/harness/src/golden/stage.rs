@@ -482,8 +482,13 @@ fn scenes_root(scene: &Scene) -> std::path::PathBuf {
 /// blake3 (hex) of the file at `path`, or `absent` when there is none (a
 /// golden may read a file only when it exists).
 fn file_digest(path: &Path) -> String {
-    match std::fs::read(path) {
-        Ok(bytes) => blake3::hash(&bytes).to_hex().to_string(),
+    let digest = std::fs::File::open(path).and_then(|f| {
+        let mut h = blake3::Hasher::new();
+        h.update_reader(f)?;
+        Ok(h.finalize().to_hex().to_string())
+    });
+    match digest {
+        Ok(hex) => hex,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => "absent".to_string(),
         Err(e) => format!("unreadable: {e}"),
     }

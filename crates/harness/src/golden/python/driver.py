@@ -30,16 +30,25 @@ import os
 import sys
 import traceback
 
+# Both protocol pipes move off fds 0 and 1 (to fds no child inherits:
+# os.dup's are not inheritable), so neither user code nor a subprocess it
+# starts can read a request or write a reply.
 _proto_fd = os.dup(1)
 _proto = os.fdopen(_proto_fd, "w", encoding="utf-8")
+_requests_fd = os.dup(0)
+_requests = os.fdopen(_requests_fd, "r", encoding="utf-8")
 os.dup2(2, 1)
 sys.stdout = sys.stderr
+_devnull = os.open(os.devnull, os.O_RDONLY)
+os.dup2(_devnull, 0)
+os.close(_devnull)
+sys.stdin = open(os.devnull, "r")
 _pid = os.getpid()
 
 
 def _forked_child():
     devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(devnull, 0)
+    os.dup2(devnull, _requests_fd)
     os.dup2(devnull, _proto_fd)
     os.close(devnull)
 
@@ -412,7 +421,7 @@ def main():
             "packages": _packages(),
         }
     )
-    for line in sys.stdin:
+    for line in _requests:
         _only_parent()
         line = line.strip()
         if not line:

@@ -880,3 +880,45 @@ impl Drop for RequestDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stand-in interpreter that says hello, then answers every request
+    /// with the id of another one.
+    fn wrong_id_worker(dir: &Path) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join("python");
+        std::fs::write(
+            &path,
+            "#!/bin/sh\n\
+             echo '{\"hello\": 1, \"python\": \"3\", \"numpy\": \"1\"}'\n\
+             while read -r line; do echo '{\"id\": 999, \"ok\": true}'; done\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_reply_to_another_request_is_a_protocol_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let python = wrong_id_worker(dir.path());
+        let config = PythonConfig {
+            python: python.clone(),
+            ..PythonConfig::default()
+        };
+        let mut worker = Worker::start(&config, &python, &Cancel::default()).unwrap();
+        let err = worker
+            .request(&json!({"op": "golden"}), Duration::from_secs(30))
+            .unwrap_err();
+        match err {
+            PyError::Died(why) => assert!(
+                why.contains("protocol error") && why.contains("999"),
+                "{why}"
+            ),
+            e => panic!("not a protocol error: {e:?}"),
+        }
+    }
+}
