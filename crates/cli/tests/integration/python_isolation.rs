@@ -364,3 +364,34 @@ fn forking_golden_does_not_desynchronise_the_worker_protocol() {
         assert_eq!(status(&r, c), "passed", "{c}: {}", show(&out));
     }
 }
+
+/// Cause 3, fixtures: `generate_inputs` reading a module the scan of
+/// imports cannot see; an edit of it is new fixtures (a new golden, cached
+/// again), not a false "non-deterministic" warning.
+#[test]
+fn fixture_edit_through_importlib_is_new_fixtures_not_nondeterminism() {
+    let env = TestEnv::with_scenes(&[]);
+    let golden = HELPER_GOLDEN.replace(
+        "import helper\n",
+        "import importlib\n\nhelper = importlib.import_module(\"helper\")\n",
+    );
+    let dir = py_scene(
+        &env,
+        "fx",
+        &golden,
+        &[("helper.py", helper(RIGHT, 0.0))],
+        &["c"],
+        true,
+    );
+    let (out, _) = run(&env, &["fx"], &[]);
+    assert_success(&out);
+    std::fs::write(dir.join("helper.py"), helper(RIGHT, 0.25)).unwrap();
+    let (out, r) = run(&env, &["fx"], &[]);
+    assert_success(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("different bytes"), "{stderr}");
+    assert_eq!(recomputed(&r), ["fx::c"]);
+    let (out, r) = run(&env, &["fx"], &[]);
+    assert_success(&out);
+    assert_eq!(r["totals"]["goldens_computed"], 0, "{r:#}");
+}

@@ -158,7 +158,20 @@ impl GoldenStage {
             });
         };
         let digest = tensors_digest(&inputs);
-        let key = self.fixture_key(scene, case, file, seed)?;
+        // What generate_inputs was made of, as it ran: an edit the scan of
+        // imports cannot see is a new key, not "non-deterministic".
+        let made_of = self
+            .python
+            .take_imported(scene, case)
+            .map(|i| {
+                format!(
+                    "{}\n{}",
+                    python_files(&scenes_root(scene), &i.files),
+                    i.opaque.join("\n")
+                )
+            })
+            .unwrap_or_default();
+        let key = self.fixture_key(scene, case, file, seed, &made_of)?;
         let deterministic = match cache.fixture_digest(&key) {
             Some(recorded) => recorded == digest,
             None => {
@@ -188,17 +201,20 @@ impl GoldenStage {
     }
 
     /// What decides Python fixtures besides the case: the file and its
-    /// local imports, the driver, the versions.
+    /// local imports, the driver, the versions, and the files
+    /// `generate_inputs` was loaded from or read (`made_of`).
     fn fixture_key(
         &self,
         scene: &Scene,
         case: &Case,
         file: &Path,
         seed: u64,
+        made_of: &str,
     ) -> Result<String, PyError> {
         let code = self.python_code(scene, file)?;
         let mut h = scene_util::FieldHasher::new("scene-python-fixtures");
         h.field("code", code.as_bytes())
+            .field("made_of", made_of.as_bytes())
             .field("scene", scene.name.as_bytes())
             .field("case", case.name.as_bytes())
             .field("params", &canonical(&case.params))
@@ -280,7 +296,8 @@ impl GoldenStage {
     }
 
     /// The Python code identity of `file` in `scene`: its file and local
-    /// imports, the driver, the interpreter's versions and, for a managed
+    /// imports (as scanned), the driver, the interpreter's versions and
+    /// installed distributions and, for a managed
     /// environment, every pinned version (`requirements.lock`).
     fn python_code(&self, scene: &Scene, file: &Path) -> Result<String, PyError> {
         let root = scene.dir.parent().unwrap_or(&scene.dir);
