@@ -32,6 +32,7 @@ mod port_matmul;
 mod port_paged_attention;
 mod port_scalar_data;
 mod python_golden;
+mod python_isolation;
 mod python_provision;
 mod relocate;
 mod remote_cache;

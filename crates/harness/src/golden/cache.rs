@@ -6,8 +6,8 @@
 //! A key is blake3 over what decides a golden ([`GoldenInputs`]): the
 //! golden's code identity (a Rust golden: the registry's digest of the
 //! golden sources and the function's name; a Python golden: its file, the
-//! local modules it imports, the driver, the python / numpy / torch
-//! versions), the digest of every input tensor (dtype, shape, bytes), the
+//! local modules a scan of its imports finds, the driver, the python /
+//! numpy / torch versions and every installed distribution's), the digest of every input tensor (dtype, shape, bytes), the
 //! case's params and scalar values, and the outputs' names, dtypes and
 //! shapes.
 //!
@@ -22,10 +22,16 @@
 //! only what the bytes mean: every damage check the kernel cache makes
 //! applies, and then the outputs must decode as the ones the case expects.
 //!
+//! What a Python golden actually imported or read is only known after it
+//! ran: the stage records those files' digests in the entry's manifest
+//! (`python_files`), and a hit counts only when every one is unchanged
+//! (see `golden::stage`).
+//!
 //! `last/` keeps, per `scene::case`, the inputs of its last golden, so a
 //! recomputation can say why ([`why_recomputed`]); `fixtures/` keeps the
 //! digest of Python fixtures per case, to notice non-deterministic ones.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -212,6 +218,16 @@ impl GoldenCache {
         key: &str,
         expected: &[(&str, DType, &[usize])],
     ) -> Result<GoldenOutputs, Miss> {
+        self.get_recorded(key, expected).map(|(g, _)| g)
+    }
+
+    /// [`GoldenCache::get`], with what was recorded beside the outputs
+    /// when they were stored ([`GoldenCache::put_recorded`]).
+    pub fn get_recorded(
+        &self,
+        key: &str,
+        expected: &[(&str, DType, &[usize])],
+    ) -> Result<(GoldenOutputs, BTreeMap<String, String>), Miss> {
         let Ok(k) = unit_key(key) else {
             // Nothing can have been published under it.
             return Err(Miss::NoEntry);
@@ -221,11 +237,13 @@ impl GoldenCache {
             Ok(Some(checked)) => checked,
             Err(e) => return Err(Miss::Unreadable(e)),
         };
-        match checked.and_then(|(m, artifact)| outputs_as_expected(&m, &artifact, expected)) {
-            Ok(golden) => {
+        match checked.and_then(|(m, artifact)| {
+            outputs_as_expected(&m, &artifact, expected).map(|g| (g, m.inputs))
+        }) {
+            Ok(found) => {
                 // Its last use, for pruning; a failure only makes it look older.
                 let _ = self.storage.touch(&k);
-                Ok(golden)
+                Ok(found)
             }
             Err(damage) => {
                 // Best effort: the next publication replaces it either way.
@@ -239,6 +257,18 @@ impl GoldenCache {
     /// (hold the key's lock): locally, then to the remote tier if one is
     /// configured and writable.
     pub fn put(&self, key: &str, outputs: &[(&str, &Tensor)]) -> Result<(), GoldenCacheError> {
+        self.put_recorded(key, outputs, &[])
+    }
+
+    /// [`GoldenCache::put`], recording `extra` (name, value) in the
+    /// entry's manifest, where [`GoldenCache::get_recorded`] finds it: what
+    /// is only known after computing (the files a Python golden imported).
+    pub fn put_recorded(
+        &self,
+        key: &str,
+        outputs: &[(&str, &Tensor)],
+        extra: &[(&str, String)],
+    ) -> Result<(), GoldenCacheError> {
         let k = unit_key(key)?;
         let artifact = encode_outputs(outputs);
         let mut inputs = KeyInputs::default();
@@ -254,9 +284,22 @@ impl GoldenCache {
             "outputs".to_string(),
             serde_json::to_string(&described).unwrap_or_default(),
         );
+        for (name, value) in extra {
+            inputs.0.insert((*name).to_string(), value.clone());
+        }
         let manifest = Manifest::new(k, EntryKind::Golden, &artifact, &inputs, "golden", 0.0);
         self.storage.put(&k, &artifact, &manifest.to_bytes())?;
         Ok(())
+    }
+
+    /// Removes `key`'s entry (hold the key's lock): a golden found
+    /// uncacheable must not be served by an entry stored before.
+    pub fn remove(&self, key: &str) {
+        if let Ok(k) = unit_key(key) {
+            // Best effort: nothing can be served from a failed removal
+            // that a hit's check of the recorded files would not refuse.
+            let _ = self.storage.remove(&k);
+        }
     }
 
     fn id_file(&self, dir: &str, id: &str) -> PathBuf {

@@ -158,7 +158,20 @@ impl GoldenStage {
             });
         };
         let digest = tensors_digest(&inputs);
-        let key = self.fixture_key(scene, case, file, seed)?;
+        // What generate_inputs was made of, as it ran: an edit the scan of
+        // imports cannot see is a new key, not "non-deterministic".
+        let made_of = self
+            .python
+            .take_imported(scene, case)
+            .map(|i| {
+                format!(
+                    "{}\n{}",
+                    python_files(&scenes_root(scene), &i.files),
+                    i.opaque.join("\n")
+                )
+            })
+            .unwrap_or_default();
+        let key = self.fixture_key(scene, case, file, seed, &made_of)?;
         let deterministic = match cache.fixture_digest(&key) {
             Some(recorded) => recorded == digest,
             None => {
@@ -188,17 +201,20 @@ impl GoldenStage {
     }
 
     /// What decides Python fixtures besides the case: the file and its
-    /// local imports, the driver, the versions.
+    /// local imports, the driver, the versions, and the files
+    /// `generate_inputs` was loaded from or read (`made_of`).
     fn fixture_key(
         &self,
         scene: &Scene,
         case: &Case,
         file: &Path,
         seed: u64,
+        made_of: &str,
     ) -> Result<String, PyError> {
         let code = self.python_code(scene, file)?;
         let mut h = scene_util::FieldHasher::new("scene-python-fixtures");
         h.field("code", code.as_bytes())
+            .field("made_of", made_of.as_bytes())
             .field("scene", scene.name.as_bytes())
             .field("case", case.name.as_bytes())
             .field("params", &canonical(&case.params))
@@ -280,7 +296,8 @@ impl GoldenStage {
     }
 
     /// The Python code identity of `file` in `scene`: its file and local
-    /// imports, the driver, the interpreter's versions and, for a managed
+    /// imports (as scanned), the driver, the interpreter's versions and
+    /// installed distributions and, for a managed
     /// environment, every pinned version (`requirements.lock`).
     fn python_code(&self, scene: &Scene, file: &Path) -> Result<String, PyError> {
         let root = scene.dir.parent().unwrap_or(&scene.dir);
@@ -291,7 +308,8 @@ impl GoldenStage {
             .field("driver", DRIVER.as_bytes())
             .field("python", v.python.as_bytes())
             .field("numpy", v.numpy.as_bytes())
-            .field("torch", v.torch.as_deref().unwrap_or("").as_bytes());
+            .field("torch", v.torch.as_deref().unwrap_or("").as_bytes())
+            .field("packages", v.packages.join("\n").as_bytes());
         // Only for managed environments: keys of interpreters used as they
         // are stay what they were.
         if let Some(env) = self.python.interpreter(scene)?.env {
@@ -378,21 +396,65 @@ impl GoldenStage {
             Ok(l) => l,
             Err(e) => return uncached(compute, format!("cannot lock the golden cache entry: {e}")),
         };
-        let miss = match cache.get(&key, &expected) {
-            Ok(g) => {
-                cache.record_inputs(&id, &gi);
-                return Ok((
-                    g,
-                    GoldenOutcome {
-                        cached: true,
-                        recomputed_because: None,
-                    },
-                ));
+        let root = scenes_root(scene);
+        let python = scene.python.golden.is_some();
+        let miss = match cache.get_recorded(&key, &expected) {
+            Ok((g, recorded)) => {
+                let stale = if python {
+                    stale_python_files(&root, recorded.get(PYTHON_FILES).map(String::as_str))
+                } else {
+                    None
+                };
+                match stale {
+                    None => {
+                        cache.record_inputs(&id, &gi);
+                        return Ok((
+                            g,
+                            GoldenOutcome {
+                                cached: true,
+                                recomputed_because: None,
+                            },
+                        ));
+                    }
+                    Some(why) => Err(why),
+                }
             }
-            Err(miss) => miss,
+            Err(miss) => Ok(miss),
         };
-        let why = why_recomputed(cache.last_inputs(&id).as_ref(), &gi, &miss);
+        let mut why = match miss {
+            Ok(miss) => why_recomputed(cache.last_inputs(&id).as_ref(), &gi, &miss),
+            Err(stale) => stale,
+        };
         let golden = compute()?;
+        let mut extra = Vec::new();
+        if python {
+            match self.python.take_imported(scene, case) {
+                None => {
+                    cache.remove(&key);
+                    why.push_str("; not cached: the worker did not say which files it imported");
+                    return Ok((
+                        golden,
+                        GoldenOutcome {
+                            cached: false,
+                            recomputed_because: Some(why),
+                        },
+                    ));
+                }
+                Some(imported) if !imported.opaque.is_empty() => {
+                    cache.remove(&key);
+                    why.push_str("; not cached: ");
+                    why.push_str(&imported.opaque.join("; "));
+                    return Ok((
+                        golden,
+                        GoldenOutcome {
+                            cached: false,
+                            recomputed_because: Some(why),
+                        },
+                    ));
+                }
+                Some(imported) => extra.push((PYTHON_FILES, python_files(&root, &imported.files))),
+            }
+        }
         // Stored only when it is exactly the outputs the case declares.
         let outputs: Option<Vec<(&str, &Tensor)>> = expected
             .iter()
@@ -404,7 +466,7 @@ impl GoldenStage {
             })
             .collect();
         if let Some(outputs) = outputs {
-            if let Err(e) = cache.put(&key, &outputs) {
+            if let Err(e) = cache.put_recorded(&key, &outputs, &extra) {
                 eprintln!(
                     "warning: {id}: cannot store its golden in {}: {e}",
                     cache.root().display()
@@ -421,6 +483,63 @@ impl GoldenStage {
             },
         ))
     }
+}
+
+/// The manifest field of a Python golden's entry that lists the files it
+/// was made of, with their digests.
+const PYTHON_FILES: &str = "python_files";
+
+/// Where relative paths of recorded files start: the scenes root, real
+/// (the worker reports real paths).
+fn scenes_root(scene: &Scene) -> std::path::PathBuf {
+    let root = scene.dir.parent().unwrap_or(&scene.dir);
+    root.canonicalize().unwrap_or_else(|_| root.to_path_buf())
+}
+
+/// blake3 (hex) of the file at `path`, or `absent` when there is none (a
+/// golden may read a file only when it exists).
+fn file_digest(path: &Path) -> String {
+    let digest = std::fs::File::open(path).and_then(|f| {
+        let mut h = blake3::Hasher::new();
+        h.update_reader(f)?;
+        Ok(h.finalize().to_hex().to_string())
+    });
+    match digest {
+        Ok(hex) => hex,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => "absent".to_string(),
+        Err(e) => format!("unreadable: {e}"),
+    }
+}
+
+/// `files` as the manifest records them: JSON `[[path, digest], ...]`,
+/// paths relative to `root` when under it (so entries of a remote cache
+/// serve checkouts in other places).
+fn python_files(root: &Path, files: &[std::path::PathBuf]) -> String {
+    let rows: Vec<(String, String)> = files
+        .iter()
+        .map(|f| {
+            let shown = f.strip_prefix(root).unwrap_or(f);
+            (shown.to_string_lossy().into_owned(), file_digest(f))
+        })
+        .collect();
+    serde_json::to_string(&rows).unwrap_or_default()
+}
+
+/// Why an entry's recorded files no longer describe the golden, or `None`
+/// when every one is unchanged.
+fn stale_python_files(root: &Path, recorded: Option<&str>) -> Option<String> {
+    let Some(text) = recorded else {
+        return Some("golden code unknown: the entry records no imported files".into());
+    };
+    let Ok(rows) = serde_json::from_str::<Vec<(String, String)>>(text) else {
+        return Some("golden code unknown: the entry's record of imported files is damaged".into());
+    };
+    rows.into_iter().find_map(|(path, digest)| {
+        let full = root.join(&path);
+        (file_digest(&full) != digest).then(|| {
+            format!("golden code changed: `{path}` differs from when the golden was computed")
+        })
+    })
 }
 
 /// The seed Python fixtures of a case start from (numpy, `random`, torch),

@@ -1,16 +1,28 @@
 # The scene harness's Python worker (embedded in scene-harness, run with
-# `python3 -u -c <this file>`). One process serves every Python golden and
-# fixture of a run.
+# `python3 -u -c <this file>`). One process serves the Python goldens and
+# fixtures of one scene: modules a scene imports never reach another
+# scene's code.
 #
 # Protocol: one JSON object per line. The worker's original stdout is the
 # reply channel; everything user code prints (Python or C) goes to stderr.
 # Tensors never travel as text: they are .npy files in a directory the
 # harness names, bf16 as uint16 bit patterns (numpy has no bfloat16).
 #
-#   start:   {"hello": 1, "python": ..., "numpy": ..., "torch": ... | null}
+#   start:   {"hello": 1, "python": ..., "numpy": ..., "torch": ... | null,
+#             "packages": ["name==version", ...]}
 #            or {"hello": 1, "error": "..."} (and exit)
-#   request: {"op": "inputs" | "golden", ...}  ->  {"ok": true, ...} or
-#            {"ok": false, "error": "...", "traceback": "..." | null}
+#   request: {"op": "inputs" | "golden", "id": n, ...}  ->
+#            {"id": n, "ok": true, "files": [...], "opaque": [...], ...} or
+#            {"id": n, "ok": false, "error": "...", "traceback": "..." | null}
+#
+# `files`: every file outside the interpreter's own directories that the
+# scene's code was loaded from (sys.modules) or opened for reading, so far
+# in this worker; `opaque`: modules loaded from something the harness
+# cannot digest (a C extension, a zip), which make the golden uncacheable.
+#
+# A golden that forks must not answer for its parent: a child that comes
+# back into this loop exits, and its copies of stdin and of the reply
+# channel are /dev/null from the moment it is forked.
 
 import importlib.util
 import json
@@ -18,12 +30,40 @@ import os
 import sys
 import traceback
 
-_proto = os.fdopen(os.dup(1), "w", encoding="utf-8")
+# Both protocol pipes move off fds 0 and 1 (to fds no child inherits:
+# os.dup's are not inheritable), so neither user code nor a subprocess it
+# starts can read a request or write a reply.
+_proto_fd = os.dup(1)
+_proto = os.fdopen(_proto_fd, "w", encoding="utf-8")
+_requests_fd = os.dup(0)
+_requests = os.fdopen(_requests_fd, "r", encoding="utf-8")
 os.dup2(2, 1)
 sys.stdout = sys.stderr
+_devnull = os.open(os.devnull, os.O_RDONLY)
+os.dup2(_devnull, 0)
+os.close(_devnull)
+sys.stdin = open(os.devnull, "r")
+_pid = os.getpid()
+
+
+def _forked_child():
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, _requests_fd)
+    os.dup2(devnull, _proto_fd)
+    os.close(devnull)
+
+
+os.register_at_fork(after_in_child=_forked_child)
+
+
+def _only_parent():
+    """A forked child that came back into the driver leaves, silently."""
+    if os.getpid() != _pid:
+        os._exit(0)
 
 
 def _send(obj):
+    _only_parent()
     _proto.write(json.dumps(obj) + "\n")
     _proto.flush()
 
@@ -39,6 +79,98 @@ try:
     import torch as _torch  # noqa: F401
 except Exception:  # noqa: BLE001
     _torch = None
+
+def _system_dirs():
+    """The interpreter's own directories (stdlib, site-packages): their
+    files are versioned by the interpreter and the package list."""
+    import site
+    import sysconfig
+
+    dirs = set()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        p = sysconfig.get_paths().get(key)
+        if p:
+            dirs.add(p)
+    try:
+        dirs.update(site.getsitepackages())
+    except Exception:  # noqa: BLE001 - old virtualenvs lack it
+        pass
+    try:
+        dirs.add(site.getusersitepackages())
+    except Exception:  # noqa: BLE001
+        pass
+    return tuple(sorted({os.path.realpath(d).rstrip("/") + "/" for d in dirs if d}))
+
+
+SYSTEM_DIRS = _system_dirs()
+
+
+def _packages():
+    try:
+        import importlib.metadata as md
+
+        return sorted(
+            {"%s==%s" % (d.metadata["Name"], d.version) for d in md.distributions()}
+        )
+    except Exception as e:  # noqa: BLE001 - a broken dist must not stop the worker
+        return ["unknown: %s" % e]
+
+
+_opened = set()
+
+
+def _audit(event, args):
+    if event != "open" or os.getpid() != _pid:
+        return
+    path = args[0]
+    if isinstance(path, int):
+        return
+    try:
+        path = os.fsdecode(os.fspath(path))
+    except TypeError:
+        return
+    flags = args[2] if len(args) > 2 else None
+    if isinstance(flags, int) and flags & os.O_ACCMODE == os.O_WRONLY:
+        return
+    _opened.add(os.path.abspath(path))
+
+
+sys.addaudithook(_audit)
+
+
+def _tracked(path):
+    """`path` (real) when it is not the interpreter's own, else None."""
+    real = os.path.realpath(path)
+    if real.startswith(SYSTEM_DIRS) or real.startswith(("/dev/", "/proc/", "/sys/")):
+        return None
+    if "/__pycache__/" in real:
+        return None
+    return real
+
+
+def dependencies():
+    """The files the scene's code came from and read, and what is opaque."""
+    files, opaque = set(), []
+    for name, mod in list(sys.modules.items()):
+        f = getattr(mod, "__file__", None)
+        if not isinstance(f, str):
+            continue
+        real = _tracked(os.path.abspath(f))
+        if real is None:
+            continue
+        if real.endswith(".py") and os.path.isfile(real):
+            files.add(real)
+        else:
+            opaque.append(
+                "module `%s` is loaded from %s, which is not Python source the harness can digest"
+                % (name, f)
+            )
+    for path in list(_opened):
+        real = _tracked(path)
+        if real is not None and not os.path.isdir(real):
+            files.add(real)
+    return sorted(files), sorted(opaque)
+
 
 NP_DTYPES = {
     "f32": np.float32,
@@ -180,6 +312,7 @@ def op_inputs(req):
     gen = function(mod, path, "generate_inputs")
     seed_all(req["seed"])
     result = gen(dict(req["params"]))
+    _only_parent()
     if isinstance(result, dict):
         items = list(result.items())
     else:
@@ -234,6 +367,7 @@ def op_golden(req):
     for name, value in req["scalars"].items():
         tensors[name] = value
     ret = compute(tensors, dict(req["params"]))
+    _only_parent()
     if ret is not None:
         if not isinstance(ret, dict):
             raise CaseError(
@@ -284,12 +418,15 @@ def main():
             "python": sys.version.split()[0],
             "numpy": np.__version__,
             "torch": getattr(_torch, "__version__", None),
+            "packages": _packages(),
         }
     )
-    for line in sys.stdin:
+    for line in _requests:
+        _only_parent()
         line = line.strip()
         if not line:
             continue
+        req = {}
         try:
             req = json.loads(line)
             op = req.get("op")
@@ -302,6 +439,7 @@ def main():
             else:
                 raise CaseError("unknown op %r" % op)
             reply["ok"] = True
+            reply["files"], reply["opaque"] = dependencies()
         except CaseError as e:
             reply = {"ok": False, "error": str(e), "traceback": None}
         except BaseException as e:  # noqa: BLE001 - user code may raise anything
@@ -312,6 +450,7 @@ def main():
                 "error": "%s: %s" % (type(e).__name__, e),
                 "traceback": user_traceback(e),
             }
+        reply["id"] = req.get("id") if isinstance(req, dict) else None
         _send(reply)
 
 

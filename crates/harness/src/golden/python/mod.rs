@@ -1,13 +1,22 @@
-//! Python goldens and fixtures: one long-lived worker process per run.
+//! Python goldens and fixtures: a worker process per scene.
 //!
 //! A scene may name a Python file for its golden (`golden = { python =
 //! "golden.py" }`, defining `compute_golden(tensors, params)`) and/or its
 //! inputs (`fixtures = { python = "golden.py" }`, defining
 //! `generate_inputs(params)`), as simpler's scene tests do. The first such
-//! case of a run starts the worker: `python3 -u -c <driver.py>` (the driver
-//! is embedded here), which answers JSON requests on stdin/stdout, one per
-//! line; tensors travel as `.npy` files in a per-run temporary directory
-//! (in `/dev/shm` when there is one), never as text.
+//! case of a scene starts its worker: `python3 -u -c <driver.py>` (the
+//! driver is embedded here), which answers JSON requests on stdin/stdout,
+//! one per line, each reply carrying its request's id; tensors travel as
+//! `.npy` files in a per-run temporary directory (in `/dev/shm` when there
+//! is one), never as text.
+//!
+//! Each scene has its own worker, so its own `sys.modules` and `sys.path`:
+//! two scenes with a `helper.py` each get each their own (a purge of
+//! `sys.modules` between scenes would leave C-extension state, monkey
+//! patches and module-level caches behind). At most [`MAX_WORKERS`] are
+//! alive at once; the least recently used one is stopped for a new one.
+//! Every successful reply lists the files the scene's code was loaded
+//! from or read ([`Imported`]), which the golden cache digests.
 //!
 //! A Python exception fails its case (with the traceback); the worker goes
 //! on. A request that takes longer than [`PythonConfig::timeout`] kills the
@@ -45,6 +54,9 @@ use provision::{EnvCache, Installer, ManagedEnv, Probe, Provision, requirement_s
 
 /// The driver script the worker runs.
 pub const DRIVER: &str = include_str!("driver.py");
+
+/// Workers alive at once (one per scene); more scenes take turns.
+pub const MAX_WORKERS: usize = 4;
 
 /// The least time the interpreter gets to start and import numpy (and
 /// torch) before its hello: startup is not the user's golden, and on a
@@ -89,6 +101,19 @@ pub struct Versions {
     pub python: String,
     pub numpy: String,
     pub torch: Option<String>,
+    /// Every installed distribution, `name==version`, sorted.
+    pub packages: Vec<String>,
+}
+
+/// What a scene's Python was made of when it answered: every file outside
+/// the interpreter's own directories it was loaded from (`sys.modules`) or
+/// opened for reading, and what it loaded that cannot be digested.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Imported {
+    /// Real paths, sorted; the run's exchange files left out.
+    pub files: Vec<PathBuf>,
+    /// Why the golden cannot be cached (a C extension, a zip import).
+    pub opaque: Vec<String>,
 }
 
 /// What `generate_inputs` gave: the tensors it returned (the others take
@@ -108,6 +133,8 @@ struct Worker {
     stdin: ChildStdin,
     lines: Receiver<String>,
     versions: Versions,
+    /// The id of the next request; a reply must carry its request's.
+    next_id: u64,
 }
 
 impl Drop for Worker {
@@ -185,7 +212,9 @@ impl Worker {
                 python: String::new(),
                 numpy: String::new(),
                 torch: None,
+                packages: Vec::new(),
             },
+            next_id: 1,
         };
         let hello = match worker.receive(config.timeout.max(STARTUP_TIMEOUT)) {
             Ok(h) => h,
@@ -210,6 +239,16 @@ impl Worker {
             python: text("python").unwrap_or_default(),
             numpy: text("numpy").unwrap_or_default(),
             torch: text("torch"),
+            packages: hello
+                .get("packages")
+                .and_then(Json::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Json::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default(),
         };
         Ok(worker)
     }
@@ -233,7 +272,15 @@ impl Worker {
         }
     }
 
+    /// Sends `req` with the next id and waits for the reply to it; a reply
+    /// to anything else is a protocol error (the worker is then restarted).
     fn request(&mut self, req: &Json, timeout: Duration) -> Result<Json, PyError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut req = req.clone();
+        if let Some(obj) = req.as_object_mut() {
+            obj.insert("id".into(), json!(id));
+        }
         let mut line = req.to_string();
         line.push('\n');
         if let Err(e) = self
@@ -244,14 +291,32 @@ impl Worker {
             let status = self.child.kill().map(|s| s.to_string()).unwrap_or_default();
             return Err(PyError::Died(format!("writing to it: {e}; {status}")));
         }
-        self.receive(timeout)
+        let reply = self.receive(timeout)?;
+        match reply.get("id").and_then(Json::as_u64) {
+            Some(got) if got == id => Ok(reply),
+            got => Err(PyError::Died(format!(
+                "protocol error: a reply to request {} while waiting for request {id} \
+                 (a forked child or a write to the reply channel?)",
+                got.map_or_else(|| "without an id".to_string(), |g| g.to_string())
+            ))),
+        }
     }
 }
 
-enum State {
-    Idle,
-    Running(Worker),
-    Unavailable(String),
+/// A scene's worker slot: which interpreter, and when it was last used.
+struct Slot {
+    python: PathBuf,
+    used: u64,
+    worker: Option<Worker>,
+}
+
+/// The workers of a run, one per scene, and the interpreters that cannot
+/// start one.
+#[derive(Default)]
+struct Workers {
+    by_scene: HashMap<PathBuf, Slot>,
+    unavailable: HashMap<PathBuf, String>,
+    clock: u64,
 }
 
 /// The interpreter a scene's Python runs in.
@@ -276,7 +341,9 @@ struct Resolved {
 pub struct PythonRunner {
     config: PythonConfig,
     resolved: Mutex<Resolved>,
-    states: Mutex<HashMap<PathBuf, State>>,
+    workers: Mutex<Workers>,
+    /// What each case's last Python call was made of, by `scene::case`.
+    imported: Mutex<HashMap<String, Imported>>,
     dir: OnceLock<Result<tempfile::TempDir, PyError>>,
     next: AtomicU64,
     identities: Mutex<HashMap<PathBuf, String>>,
@@ -301,7 +368,8 @@ impl PythonRunner {
         Self {
             config,
             resolved: Mutex::new(Resolved::default()),
-            states: Mutex::new(HashMap::new()),
+            workers: Mutex::new(Workers::default()),
+            imported: Mutex::new(HashMap::new()),
             dir: OnceLock::new(),
             next: AtomicU64::new(0),
             identities: Mutex::new(HashMap::new()),
@@ -423,38 +491,128 @@ impl PythonRunner {
         out
     }
 
-    /// Runs `f` on `scene`'s worker, starting it if needed; a worker that
-    /// timed out or died is dropped (killed) so the next call starts a new
-    /// one.
+    /// Runs `f` on `scene`'s own worker, starting it if needed (stopping
+    /// the least recently used one when [`MAX_WORKERS`] are alive); a
+    /// worker that timed out, died or broke the protocol is dropped
+    /// (killed) so the next call starts a new one.
     fn with_worker<T>(
         &self,
         scene: &Scene,
         f: impl FnOnce(&mut Worker) -> Result<T, PyError>,
     ) -> Result<T, PyError> {
         let python = self.interpreter(scene)?.python;
-        let mut states = self.states.lock().unwrap_or_else(|p| p.into_inner());
-        let state = states.entry(python.clone()).or_insert(State::Idle);
-        if let State::Unavailable(why) = &*state {
+        let mut guard = self.workers.lock().unwrap_or_else(|p| p.into_inner());
+        let workers = &mut *guard;
+        if let Some(why) = workers.unavailable.get(&python) {
             return Err(PyError::Unavailable(why.clone()));
         }
-        if matches!(*state, State::Idle) {
+        workers.clock += 1;
+        let now = workers.clock;
+        let key = scene.dir.join(&scene.name);
+        // Another interpreter for the same scene (a changed requirement
+        // set cannot happen within a run, but a slot never serves two).
+        if workers
+            .by_scene
+            .get(&key)
+            .is_some_and(|s| s.python != python)
+        {
+            workers.by_scene.remove(&key);
+        }
+        let has_worker = workers
+            .by_scene
+            .get(&key)
+            .is_some_and(|s| s.worker.is_some());
+        if !has_worker {
+            let alive = workers
+                .by_scene
+                .values()
+                .filter(|s| s.worker.is_some())
+                .count();
+            if alive >= MAX_WORKERS
+                && let Some(oldest) = workers
+                    .by_scene
+                    .iter()
+                    .filter(|(_, s)| s.worker.is_some())
+                    .min_by_key(|(_, s)| s.used)
+                    .map(|(k, _)| k.clone())
+            {
+                // Dropping it stops and reaps it.
+                workers.by_scene.remove(&oldest);
+            }
             match Worker::start(&self.config, &python, &self.cancel) {
-                Ok(w) => *state = State::Running(w),
+                Ok(w) => {
+                    workers.by_scene.insert(
+                        key.clone(),
+                        Slot {
+                            python: python.clone(),
+                            used: now,
+                            worker: Some(w),
+                        },
+                    );
+                }
                 Err(PyError::Unavailable(why)) => {
-                    *state = State::Unavailable(why.clone());
+                    workers.unavailable.insert(python, why.clone());
                     return Err(PyError::Unavailable(why));
                 }
                 Err(e) => return Err(e),
             }
         }
-        let State::Running(worker) = state else {
+        let Some(slot) = workers.by_scene.get_mut(&key) else {
+            return Err(PyError::Died("not running".into()));
+        };
+        slot.used = now;
+        let Some(worker) = slot.worker.as_mut() else {
             return Err(PyError::Died("not running".into()));
         };
         let result = f(worker);
         if matches!(result, Err(PyError::Timeout { .. } | PyError::Died(_))) {
-            *state = State::Idle;
+            slot.worker = None;
         }
         result
+    }
+
+    /// What `scene::case`'s last successful Python call (fixtures or
+    /// golden) was made of, taken (so a later call of the case cannot see
+    /// a stale one).
+    pub fn take_imported(&self, scene: &Scene, case: &Case) -> Option<Imported> {
+        let mut m = self.imported.lock().unwrap_or_else(|p| p.into_inner());
+        m.remove(&format!("{}::{}", scene.name, case.name))
+    }
+
+    /// Keeps what `reply` says the scene's Python was made of, for the
+    /// golden cache (the run's exchange files left out).
+    fn note_imported(&self, scene: &Scene, case: &Case, reply: &Json) {
+        let exchange = self
+            .dir
+            .get()
+            .and_then(|d| d.as_ref().ok())
+            .map(|d| d.path().to_path_buf());
+        let strings = |k: &str| -> Vec<String> {
+            reply
+                .get(k)
+                .and_then(Json::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Json::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let mut opaque = strings("opaque");
+        if reply.get("files").and_then(Json::as_array).is_none() {
+            opaque.push("the worker did not say which files it imported".into());
+        }
+        let files = strings("files")
+            .into_iter()
+            .map(PathBuf::from)
+            .filter(|p| exchange.as_ref().is_none_or(|e| !p.starts_with(e)))
+            .collect();
+        let mut m = self.imported.lock().unwrap_or_else(|p| p.into_inner());
+        m.insert(
+            format!("{}::{}", scene.name, case.name),
+            Imported { files, opaque },
+        );
     }
 
     /// The versions of `scene`'s interpreter (starts its worker if needed).
@@ -556,6 +714,7 @@ impl PythonRunner {
             .with_worker(scene, |w| w.request(&req, self.config.timeout))
             .map_err(|e| e.naming(&who))?;
         let reply = Self::check_reply(reply, &who)?;
+        self.note_imported(scene, case, &reply);
         let written: Vec<&str> = reply
             .get("written")
             .and_then(Json::as_array)
@@ -590,6 +749,9 @@ impl PythonRunner {
         inputs: &[(String, Tensor)],
     ) -> Result<GoldenOutputs, PyError> {
         let who = whose(scene, case, file);
+        // A failed call must not leave the fixtures' record to be taken
+        // for the golden's.
+        drop(self.take_imported(scene, case));
         let dir = self.request_dir()?;
         let mut tensors = Vec::new();
         for (i, (name, t)) in inputs.iter().enumerate() {
@@ -642,7 +804,8 @@ impl PythonRunner {
         let reply = self
             .with_worker(scene, |w| w.request(&req, self.config.timeout))
             .map_err(|e| e.naming(&who))?;
-        Self::check_reply(reply, &who)?;
+        let reply = Self::check_reply(reply, &who)?;
+        self.note_imported(scene, case, &reply);
         let mut golden = GoldenOutputs::new();
         for (i, name, dtype, shape) in outputs {
             let t = read_tensor(&out_path(i), dtype, shape)
@@ -655,14 +818,14 @@ impl PythonRunner {
 
 impl Drop for PythonRunner {
     fn drop(&mut self) {
-        let states = self.states.get_mut().unwrap_or_else(|p| p.into_inner());
-        for state in states.values_mut() {
-            if let State::Running(w) = state {
+        let workers = self.workers.get_mut().unwrap_or_else(|p| p.into_inner());
+        for slot in workers.by_scene.values_mut() {
+            if let Some(w) = &mut slot.worker {
                 let _ = w.stdin.write_all(b"{\"op\": \"quit\"}\n");
             }
             // Dropping the worker kills and reaps it; the TempDir removes
             // the exchange directory.
-            *state = State::Idle;
+            slot.worker = None;
         }
     }
 }
@@ -715,5 +878,47 @@ struct RequestDir(PathBuf);
 impl Drop for RequestDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stand-in interpreter that says hello, then answers every request
+    /// with the id of another one.
+    fn wrong_id_worker(dir: &Path) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join("python");
+        std::fs::write(
+            &path,
+            "#!/bin/sh\n\
+             echo '{\"hello\": 1, \"python\": \"3\", \"numpy\": \"1\"}'\n\
+             while read -r line; do echo '{\"id\": 999, \"ok\": true}'; done\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_reply_to_another_request_is_a_protocol_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let python = wrong_id_worker(dir.path());
+        let config = PythonConfig {
+            python: python.clone(),
+            ..PythonConfig::default()
+        };
+        let mut worker = Worker::start(&config, &python, &Cancel::default()).unwrap();
+        let err = worker
+            .request(&json!({"op": "golden"}), Duration::from_secs(30))
+            .unwrap_err();
+        match err {
+            PyError::Died(why) => assert!(
+                why.contains("protocol error") && why.contains("999"),
+                "{why}"
+            ),
+            e => panic!("not a protocol error: {e:?}"),
+        }
     }
 }
