@@ -194,6 +194,12 @@ mod tests {
             Some(OutputTarget::Direct)
         );
         write_output(Path::new("/dev/null"), b"gone", 0o644).expect("write");
+        // Whatever stdout is here (a pipe, a terminal, a file), the link
+        // is written through, never replaced.
+        assert_eq!(
+            output_target(Path::new("/dev/stdout")).ok(),
+            Some(OutputTarget::Direct)
+        );
         assert!(
             std::fs::metadata("/dev/null")
                 .expect("stat")
