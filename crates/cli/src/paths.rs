@@ -199,6 +199,19 @@ mod tests {
             .to_string();
         assert!(e.contains("does not exist"), "{e}");
         assert!(check_output_file("--junit", Path::new("")).is_err());
+        let sock = tmp.path().join("s.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let e = check_output_file("--junit", &sock).unwrap_err().to_string();
+        assert!(e.contains("--junit") && e.contains("is a socket"), "{e}");
+        assert!(check_output_file("--junit", Path::new("/dev/null")).is_ok());
+
+        let inputs = [file.clone()];
+        let e = check_not_an_input("--html", &tmp.path().join("./file"), &inputs)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is also an input"), "{e}");
+        assert!(check_not_an_input("--html", &tmp.path().join("new"), &inputs).is_ok());
+        assert!(check_not_an_input("--html", Path::new("/dev/null"), &inputs).is_ok());
 
         assert!(check_dir("--dump", &tmp.path().join("a/b")).is_ok());
         assert!(check_dir("--dump", tmp.path()).is_ok());
