@@ -33,7 +33,9 @@ use crate::output::{Stream, Verbosity};
 use crate::parse::{
     NoTests, parse_bool, parse_bytes, parse_count, parse_positive_seconds, parse_threads,
 };
-use crate::paths::{check_config_dirs, check_dir, check_output_file, is_stdout};
+use crate::paths::{
+    check_config_dirs, check_dir, check_not_an_input, check_output_file, is_stdout,
+};
 
 /// The one configuration of this process's command.
 pub(crate) struct HiArgs {
@@ -335,6 +337,7 @@ fn report_setup(args: ReportArgs, env: &Environment) -> Result<ReportSetup, Usag
             && !is_stdout(path)
         {
             check_output_file(flag, path)?;
+            check_not_an_input(flag, path, &args.files)?;
         }
     }
     let step_summary = match args.github_summary {
@@ -344,6 +347,9 @@ fn report_setup(args: ReportArgs, env: &Environment) -> Result<ReportSetup, Usag
         ),
         false => None,
     };
+    if let Some(path) = &step_summary {
+        check_not_an_input("GITHUB_STEP_SUMMARY", path, &args.files)?;
+    }
     Ok(ReportSetup {
         stdout_taken: !to_stdout.is_empty(),
         args,

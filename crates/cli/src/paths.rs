@@ -32,6 +32,10 @@ pub enum PathProblem {
     AncestorIsAFile(PathBuf),
     #[error("directory {} does not exist", .0.display())]
     Missing(PathBuf),
+    #[error("is a {0}; an output must be a regular file, a character device or a FIFO")]
+    NotAnOutput(&'static str),
+    #[error("is also an input ({}); it would be overwritten", .0.display())]
+    IsAnInput(PathBuf),
 }
 
 /// `-` as an output path: the output goes to stdout.
@@ -54,7 +58,9 @@ fn nearest_existing(path: &Path) -> Option<&Path> {
 }
 
 /// A file the run will write (`--report-json`, `--junit`): its directory
-/// exists and is a directory, and the path itself is not a directory.
+/// exists and is a directory, and the path itself is not a directory, a
+/// socket or a block device (a character device or FIFO is written in
+/// place, see [`scene_util::output_target`]).
 pub(crate) fn check_output_file(what: &str, path: &Path) -> Result<(), PathError> {
     let err = |problem| {
         Err(PathError::Unusable {
@@ -71,6 +77,11 @@ pub(crate) fn check_output_file(what: &str, path: &Path) -> Result<(), PathError
     if path.is_dir() {
         return err(PathProblem::IsADirectory);
     }
+    // An error reading the metadata (permissions) is left to the write,
+    // which words it.
+    if let Ok(scene_util::OutputTarget::Refused(kind)) = scene_util::output_target(path) {
+        return err(PathProblem::NotAnOutput(kind));
+    }
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -81,6 +92,32 @@ pub(crate) fn check_output_file(what: &str, path: &Path) -> Result<(), PathError
     match nearest_existing(parent) {
         Some(a) if !a.is_dir() => err(PathProblem::AncestorIsAFile(a.to_path_buf())),
         _ => err(PathProblem::Missing(parent.to_path_buf())),
+    }
+}
+
+/// An output path that names one of `inputs` (`scene report a.json --html
+/// a.json`, also through another spelling or a link): same device and
+/// inode. An output that does not exist yet is no input, nor is a device
+/// or FIFO (writing one destroys nothing).
+pub(crate) fn check_not_an_input(
+    what: &str,
+    path: &Path,
+    inputs: &[PathBuf],
+) -> Result<(), PathError> {
+    use std::os::unix::fs::MetadataExt;
+    let out = match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => m,
+        _ => return Ok(()),
+    };
+    match inputs.iter().find(|input| {
+        std::fs::metadata(input).is_ok_and(|m| m.dev() == out.dev() && m.ino() == out.ino())
+    }) {
+        Some(input) => Err(PathError::Unusable {
+            what: what.to_owned(),
+            path: path.to_path_buf(),
+            problem: PathProblem::IsAnInput(input.clone()),
+        }),
+        None => Ok(()),
     }
 }
 
@@ -162,6 +199,19 @@ mod tests {
             .to_string();
         assert!(e.contains("does not exist"), "{e}");
         assert!(check_output_file("--junit", Path::new("")).is_err());
+        let sock = tmp.path().join("s.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let e = check_output_file("--junit", &sock).unwrap_err().to_string();
+        assert!(e.contains("--junit") && e.contains("is a socket"), "{e}");
+        assert!(check_output_file("--junit", Path::new("/dev/null")).is_ok());
+
+        let inputs = [file.clone()];
+        let e = check_not_an_input("--html", &tmp.path().join("./file"), &inputs)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is also an input"), "{e}");
+        assert!(check_not_an_input("--html", &tmp.path().join("new"), &inputs).is_ok());
+        assert!(check_not_an_input("--html", Path::new("/dev/null"), &inputs).is_ok());
 
         assert!(check_dir("--dump", &tmp.path().join("a/b")).is_ok());
         assert!(check_dir("--dump", tmp.path()).is_ok());

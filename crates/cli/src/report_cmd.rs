@@ -250,14 +250,15 @@ pub(crate) fn markdown(merged: &[RunReport], files: &[PathBuf]) -> String {
     m
 }
 
-/// Writes `bytes` to `path` whole (0644), or to stdout for `-`.
+/// Writes `bytes` to `path` whole (0644; a device or FIFO in place), or to
+/// stdout for `-`.
 fn write_output(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if path.as_os_str() == "-" {
         let mut out = std::io::stdout().lock();
         out.write_all(bytes)?;
         return out.flush();
     }
-    scene_util::write_atomically_with_mode(path, bytes, 0o644)
+    scene_util::write_output(path, bytes, 0o644)
 }
 
 /// Appends `bytes` to `path` (GitHub's step summary file).

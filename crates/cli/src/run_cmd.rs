@@ -286,7 +286,7 @@ fn write_report(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         }
         return out.flush();
     }
-    scene_util::write_atomically_with_mode(path, bytes, 0o644)
+    scene_util::write_output(path, bytes, 0o644)
 }
 
 #[cfg(test)]

@@ -555,18 +555,18 @@ impl RunReport {
         let t = &self.totals;
         let time = std::time::Duration::try_from_secs_f64(t.wall_s).unwrap_or_default();
         let started = timestamp(self.started_at);
-        let mut suite = TestSuite::new(format!("scenes.{}", self.platform));
+        let mut suite = TestSuite::new(xml_text(&format!("scenes.{}", self.platform)));
         suite.set_time(time);
         if let Some(ts) = started {
             suite.set_timestamp(ts);
         }
-        suite.set_system_out(format!(
+        suite.set_system_out(xml_text(&format!(
             "cards: {:.3} card-s held for {:.3} s of device work; {:.3} s queued\n{}\n",
             t.card_seconds_held,
             t.device_seconds,
             t.queueing_seconds,
             self.summary_line()
-        ));
+        )));
         for c in &self.cases {
             let status = match c.status {
                 CaseStatus::Passed => TestCaseStatus::success(),
@@ -586,8 +586,8 @@ impl RunReport {
                     status
                 }
             };
-            let mut case = TestCase::new(c.case.as_str(), status);
-            case.set_classname(c.scene.as_str())
+            let mut case = TestCase::new(xml_text(&c.case), status);
+            case.set_classname(xml_text(&c.scene))
                 .set_time(std::time::Duration::try_from_secs_f64(c.wall_s).unwrap_or_default());
             let p = &c.phases;
             let mut out = format!(
@@ -700,16 +700,17 @@ fn timestamp(unix: f64) -> Option<chrono::DateTime<chrono::FixedOffset>> {
     chrono::DateTime::from_timestamp(secs, nanos.min(999_999_999)).map(|t| t.fixed_offset())
 }
 
-/// XML 1.0 forbids most control characters, even escaped: each becomes `?`
-/// (quick-junit escapes the rest).
+/// Every character XML 1.0 forbids (its `Char` production: C0 controls
+/// but tab, LF and CR, and U+FFFE / U+FFFF; surrogates cannot occur in a
+/// `str`), even escaped as `&#...;`, becomes `?`: one such character in a
+/// failure message or a case name made the whole file unparseable, so CI
+/// showed no results at all. quick-junit escapes the rest.
 fn xml_text(s: &str) -> String {
     s.chars()
         .map(|c| {
-            if (c as u32) < 0x20 && !matches!(c, '\n' | '\r' | '\t') {
-                '?'
-            } else {
-                c
-            }
+            let forbidden = ((c as u32) < 0x20 && !matches!(c, '\n' | '\r' | '\t'))
+                || matches!(c, '\u{FFFE}' | '\u{FFFF}');
+            if forbidden { '?' } else { c }
         })
         .collect()
 }
@@ -787,6 +788,31 @@ mod tests {
         // Both the run and the suite carry the start time, in RFC 3339.
         assert_eq!(x.matches(" timestamp=\"20").count(), 2, "{x}");
         assert_eq!(r.summary_line(), "1 passed, 1 failed");
+    }
+
+    /// Issue 27, cause 10: U+FFFE / U+FFFF (and C0 controls) in a failure
+    /// message, a case or a scene name made the JUnit file unparseable.
+    #[test]
+    fn junit_with_xml_forbidden_characters_still_parses() {
+        let bad = "a\u{FFFE}b\u{FFFF}c\u{0}d\u{1b}e\u{7}";
+        let mut failed = CaseReport::new(&format!("s{bad}"), &format!("c{bad}"));
+        failed.fail(FailureStage::Compare, format!("first {bad}\nsecond {bad}"));
+        let r = RunReport::new("a2a3sim", vec![failed], 1.0);
+        for x in [r.to_junit(), junit_of(&[r.clone(), r.clone()])] {
+            let doc = roxmltree::Document::parse(&x).unwrap_or_else(|e| panic!("{e}\n{x}"));
+            let failure = doc
+                .descendants()
+                .find(|n| n.has_tag_name("failure"))
+                .expect("a <failure>");
+            assert_eq!(failure.attribute("message"), Some("first a?b?c?d?e?"));
+            assert_eq!(failure.text(), Some("first a?b?c?d?e?\nsecond a?b?c?d?e?"));
+            let case = doc
+                .descendants()
+                .find(|n| n.has_tag_name("testcase"))
+                .expect("a <testcase>");
+            assert_eq!(case.attribute("name"), Some("ca?b?c?d?e?"));
+            assert_eq!(case.attribute("classname"), Some("sa?b?c?d?e?"));
+        }
     }
 
     #[test]

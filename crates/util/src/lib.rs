@@ -12,6 +12,8 @@ use std::path::{Component, Path};
 
 pub mod cancel;
 pub use cancel::Cancel;
+pub mod output;
+pub use output::{OutputTarget, output_target, write_output};
 
 /// Writes `bytes` to `path` through a temp file in the same directory and a
 /// rename, creating the directory if needed: a reader sees the old file,
@@ -147,7 +149,7 @@ impl ReadError {
 }
 
 /// What a non-regular file is, for messages.
-fn file_kind(t: std::fs::FileType) -> &'static str {
+pub(crate) fn file_kind(t: std::fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     if t.is_dir() {
         "directory"

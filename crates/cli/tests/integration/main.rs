@@ -26,6 +26,7 @@ mod junit;
 mod level3;
 mod lock_accounting;
 mod orch_v2;
+mod outputs;
 mod params;
 mod platform;
 mod port_matmul;

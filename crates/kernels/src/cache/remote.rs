@@ -60,7 +60,7 @@ impl fmt::Debug for S3Settings {
 }
 
 /// A remote tier: `SCENE_CACHE_REMOTE` / `--cache-remote`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct RemoteConfig {
     /// `redis://[user:password@]host:port[/db]`, `s3://bucket[/prefix]` or
     /// `file:///absolute/path`.
@@ -71,6 +71,19 @@ pub struct RemoteConfig {
     /// (`SCENE_CACHE_REMOTE_TIMEOUT`).
     pub timeout: Duration,
     pub s3: S3Settings,
+}
+
+impl fmt::Debug for RemoteConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The URL may carry a password: a `{:?}` of a run's configuration
+        // (traces, --explain, panics) must not show it.
+        f.debug_struct("RemoteConfig")
+            .field("url", &redact(&self.url))
+            .field("read_only", &self.read_only)
+            .field("timeout", &self.timeout)
+            .field("s3", &self.s3)
+            .finish()
+    }
 }
 
 impl RemoteConfig {
@@ -114,6 +127,10 @@ pub enum UrlProblem {
     NoBucket,
     #[error("the path must be absolute (file:///path)")]
     RelativePath,
+    #[error("a `%` escape in the user or password is not `%XX` or not UTF-8")]
+    BadEscape,
+    #[error("credentials go in the AWS_* variables, not in the URL")]
+    CredentialsInUrl,
 }
 
 /// Why one request to the remote failed.
@@ -146,15 +163,51 @@ enum Target {
     },
 }
 
+/// Splits `rest` (what follows `scheme://`) into the credentials and the
+/// remainder. Credentials end at the *last* `@`: a password may hold `/`,
+/// `:` or `@` typed raw (RFC 3986 wants them percent-encoded, people do
+/// not), and no host, port, database or bucket holds an `@`. A URL whose
+/// part after `://` starts with `/` (`file:///path`) has no authority, so an
+/// `@` in its path is not taken for credentials.
+fn split_credentials(rest: &str) -> (Option<&str>, &str) {
+    if rest.starts_with('/') {
+        return (None, rest);
+    }
+    match rest.rsplit_once('@') {
+        Some((credentials, remainder)) => (Some(credentials), remainder),
+        None => (None, rest),
+    }
+}
+
+/// Decodes `%XX` escapes (RFC 3986); the result must be UTF-8 (RESP
+/// itself is binary-safe, but [`RedisTarget`] holds text).
+fn percent_decode(text: &str) -> Result<String, UrlProblem> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or(UrlProblem::BadEscape)?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| UrlProblem::BadEscape)
+}
+
 fn parse_url(url: &str) -> Result<Target, UrlProblem> {
     let (scheme, rest) = url.split_once("://").ok_or(UrlProblem::NoScheme)?;
     match scheme {
         "redis" => {
-            let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-            let (credentials, host) = match authority.rsplit_once('@') {
-                Some((c, h)) => (Some(c), h),
-                None => (None, authority),
-            };
+            let (credentials, rest) = split_credentials(rest);
+            let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
             if host.is_empty() {
                 return Err(UrlProblem::NoHost);
             }
@@ -169,11 +222,16 @@ fn parse_url(url: &str) -> Result<Target, UrlProblem> {
                     .parse()
                     .map_err(|_| UrlProblem::BadDatabase(d.to_owned()))?,
             };
+            // The user ends at the first raw `:` (a `:` in a user name must
+            // be written `%3A`); the password is everything after it.
             let (user, password) = match credentials {
                 None => (None, None),
                 Some(c) => match c.split_once(':') {
-                    Some((u, p)) => ((!u.is_empty()).then(|| u.to_owned()), Some(p.to_owned())),
-                    None => (Some(c.to_owned()), None),
+                    Some((u, p)) => (
+                        (!u.is_empty()).then(|| percent_decode(u)).transpose()?,
+                        Some(percent_decode(p)?),
+                    ),
+                    None => (Some(percent_decode(c)?), None),
                 },
             };
             Ok(Target::Redis {
@@ -184,6 +242,9 @@ fn parse_url(url: &str) -> Result<Target, UrlProblem> {
             })
         }
         "s3" => {
+            if split_credentials(rest).0.is_some() {
+                return Err(UrlProblem::CredentialsInUrl);
+            }
             let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
             if bucket.is_empty() {
                 return Err(UrlProblem::NoBucket);
@@ -216,20 +277,27 @@ pub fn check_remote_url(url: &str) -> Result<(), RemoteError> {
         })
 }
 
-/// The URL with any password replaced, for messages.
+/// The URL with its user and password replaced by `***`, for every
+/// message, warning, report and trace that shows a remote URL: the one
+/// redaction all of them go through.
 pub fn redact_url(url: &str) -> String {
     redact(url)
 }
 
+/// Redacts with the same credential split as [`parse_url`], so whatever
+/// the parser would take for a user or password is never shown, whatever
+/// characters it holds. A URL without `://` is redacted up to its last
+/// `@` too: it is a usage error whose message still shows it.
 fn redact(url: &str) -> String {
-    match (url.split_once("://"), url.rfind('@')) {
-        (Some((scheme, rest)), Some(_)) => {
-            let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-            let slash = if path.is_empty() { "" } else { "/" };
-            format!("{scheme}://***@{host}{slash}{path}")
-        }
-        _ => url.to_owned(),
+    match url.split_once("://") {
+        Some((scheme, rest)) => match split_credentials(rest) {
+            (Some(_), remainder) => format!("{scheme}://***@{remainder}"),
+            (None, _) => url.to_owned(),
+        },
+        None => match url.rsplit_once('@') {
+            Some((_, remainder)) => format!("***@{remainder}"),
+            None => url.to_owned(),
+        },
     }
 }
 
@@ -575,6 +643,56 @@ mod tests {
         }
         assert_eq!(redact("redis://u:secret@h:1/2"), "redis://***@h:1/2");
         assert_eq!(redact("s3://b/p"), "s3://b/p");
+    }
+
+    /// Issue 27, cause 5: a password holding `/` was split at the first
+    /// `/` (so it was printed whole by every redacted message and could not
+    /// authenticate), and `%2F` was passed to AUTH undecoded.
+    #[test]
+    fn redis_password_with_slash_at_colon_and_escapes_is_decoded_and_never_shown() {
+        let url = "redis://us%3Aer:p/a@s:s%2Fw%40rd@127.0.0.1:7000/3";
+        assert_eq!(
+            parse_url(url),
+            Ok(Target::Redis {
+                address: "127.0.0.1:7000".into(),
+                db: 3,
+                user: Some("us:er".into()),
+                password: Some("p/a@s:s/w@rd".into()),
+            })
+        );
+        assert_eq!(redact(url), "redis://***@127.0.0.1:7000/3");
+        for secret in ["p/a@s", "s%2Fw", "us%3Aer", "w%40rd"] {
+            assert!(!redact(url).contains(secret));
+            let config = format!("{:?}", RemoteConfig::new(url));
+            assert!(!config.contains(secret), "{config}");
+        }
+        // A password with no host after it still is not shown.
+        assert_eq!(redact("redis://:pa/ss@"), "redis://***@");
+        assert_eq!(redact("user:pw@host"), "***@host");
+        assert_eq!(parse_url("redis://:a%zz@h"), Err(UrlProblem::BadEscape));
+        assert_eq!(parse_url("redis://:a%ff@h"), Err(UrlProblem::BadEscape));
+        let bad = check_remote_url("redis://:se/cret@h/notanumber")
+            .expect_err("bad db")
+            .to_string();
+        assert!(!bad.contains("se/cret"), "{bad}");
+        assert_eq!(
+            parse_url("s3://key:se/cret@bucket/p"),
+            Err(UrlProblem::CredentialsInUrl)
+        );
+        assert_eq!(redact("s3://key:se/cret@bucket/p"), "s3://***@bucket/p");
+        // No authority: an `@` in a file path is a path.
+        assert_eq!(redact("file:///srv/a@b"), "file:///srv/a@b");
+        let target = RedisTarget {
+            address: "h:1".into(),
+            db: 0,
+            user: Some("someone".into()),
+            password: Some("hunter2".into()),
+        };
+        let shown = format!("{target:?}");
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("someone"),
+            "{shown}"
+        );
     }
 
     #[test]

@@ -22,13 +22,25 @@ use std::time::{Duration, Instant};
 const MAX_BULK: usize = 1 << 30;
 
 /// Where and as whom to connect.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) struct RedisTarget {
     /// `host:port`.
     pub(crate) address: String,
     pub(crate) db: i64,
     pub(crate) user: Option<String>,
     pub(crate) password: Option<String>,
+}
+
+impl std::fmt::Debug for RedisTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print credentials, only whether there are any.
+        f.debug_struct("RedisTarget")
+            .field("address", &self.address)
+            .field("db", &self.db)
+            .field("user", &self.user.is_some())
+            .field("password", &self.password.is_some())
+            .finish()
+    }
 }
 
 /// A reply, as far as these commands need one.
