@@ -31,7 +31,10 @@ use crate::unit::{CoreType, IncoreUnit, Language, OrchUnit};
 
 /// Version of the cache layout and of the key's field set. Bump it when the
 /// meaning of a stored entry changes; it is part of every key.
-pub const CACHE_SCHEMA: u32 = 1;
+///
+/// 2: unit manifests record the compiler's dependency list (`deps`), which
+/// every hit re-checks.
+pub const CACHE_SCHEMA: u32 = 2;
 
 /// A 32-byte blake3 digest identifying one unit's output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -237,6 +240,11 @@ impl KeyContext {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
+    }
+
+    /// blake3 hex of a file's content (memoised like every key input).
+    pub(crate) fn digest(&self, abs: &Path) -> std::io::Result<String> {
+        self.file(abs).map(|m| m.digest)
     }
 
     fn file(&self, abs: &Path) -> std::io::Result<FileMemo> {
