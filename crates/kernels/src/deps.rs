@@ -17,6 +17,11 @@
 //! headers, an absolute `-I`) are recorded by absolute path and content,
 //! the way the key records the compiler itself: same path and bytes or a
 //! miss.
+//!
+//! Known limit: the list names the files that were read, not the lookups
+//! that failed, so a header created later where the compiler would now find
+//! it (a new `__has_include` target, a shadowing header earlier in the `-I`
+//! list) is noticed only when the scanner in the key sees it.
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};

@@ -11,7 +11,10 @@
 //! and then the `-I` list, `#include <x>` in the `-I` list only. `#if` is not
 //! evaluated (hashing a header too many only costs a spurious rebuild), and
 //! headers not found under the `-I` list (system headers) are covered by the
-//! compiler identity instead.
+//! compiler identity instead. The scanner sees literal directives only; what
+//! the compiler actually read is recorded after each compile and re-checked
+//! on every hit (`crate::deps`), so a header it misses cannot be served
+//! stale.
 //!
 //! All paths in the inputs are the root-relative paths the compiler is given,
 //! so two checkouts at different places share keys, while the same header
