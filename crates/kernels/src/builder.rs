@@ -444,7 +444,12 @@ impl Builder {
     }
 
     fn deps_changed(&self, deps: &Deps) -> Option<InputChange> {
-        deps::first_change(&self.keys, &self.root, deps)
+        let change = deps::first_change(&self.keys, &self.root, deps)?;
+        Some(InputChange {
+            field: change.field(),
+            before: Some(change.recorded),
+            after: change.now,
+        })
     }
 
     /// Makes sure the callable entry (orchestration key plus incore keys in

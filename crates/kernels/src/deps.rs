@@ -27,15 +27,25 @@ use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 use std::time::SystemTime;
 
-use crate::cache::InputChange;
 use crate::key::KeyContext;
 
 /// Every file a compile read (path as described above) and its blake3 hex.
 pub type Deps = BTreeMap<String, String>;
 
-/// The field name a changed dependency is reported under in `--explain`.
-pub(crate) fn field(path: &str) -> String {
-    format!("dep:{path}")
+/// A recorded dependency whose content is no longer the recorded one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DepChange {
+    pub path: String,
+    pub recorded: String,
+    /// `None`: the file is gone or unreadable.
+    pub now: Option<String>,
+}
+
+impl DepChange {
+    /// The field name it is reported under in `--explain`.
+    pub fn field(&self) -> String {
+        format!("dep:{}", self.path)
+    }
 }
 
 /// The prerequisites of every rule in a make-style dependency file, in
@@ -198,14 +208,14 @@ pub(crate) fn record(
 }
 
 /// The first recorded dependency whose content is no longer the recorded
-/// one (changed, or gone), as a key-input change for `--explain`.
-pub(crate) fn first_change(ctx: &KeyContext, root: &Path, deps: &Deps) -> Option<InputChange> {
+/// one (changed, or gone).
+pub(crate) fn first_change(ctx: &KeyContext, root: &Path, deps: &Deps) -> Option<DepChange> {
     deps.iter().find_map(|(path, digest)| {
         let now = ctx.digest(&root.join(path)).ok();
-        (now.as_deref() != Some(digest.as_str())).then(|| InputChange {
-            field: field(path),
-            before: Some(digest.clone()),
-            after: now,
+        (now.as_deref() != Some(digest.as_str())).then(|| DepChange {
+            path: path.clone(),
+            recorded: digest.clone(),
+            now,
         })
     })
 }
