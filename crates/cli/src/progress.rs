@@ -75,13 +75,20 @@ fn explanation(report: &UnitReport) -> String {
     }
 }
 
-/// `<unit line> [key <16 hex>]: <explanation>`, for `--explain`.
+/// `<unit line> [key <16 hex>]: <explanation>`, for `--explain`, plus
+/// a note when the unit's headers were checked by the include scanner only.
 pub(crate) fn explain_line(report: &UnitReport) -> String {
     let key = report
         .key
         .map(|k| k.to_hex()[..16].to_string())
         .unwrap_or_else(|| "-".to_string());
-    format!("{} [key {key}]: {}", unit_line(report), explanation(report))
+    let mut line = format!("{} [key {key}]: {}", unit_line(report), explanation(report));
+    if let Some(why) = &report.deps_unchecked {
+        line.push_str(&format!(
+            " (headers checked by the include scanner only: {why})"
+        ));
+    }
+    line
 }
 
 /// The bar `scene compile` and `scene run` show for `total` units: only

@@ -198,6 +198,7 @@ mod tests {
                     key: None,
                     miss: None,
                     remote: false,
+                    deps_unchecked: None,
                 })
                 .collect(),
         };

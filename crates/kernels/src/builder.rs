@@ -8,13 +8,14 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use scene_util::Cancel;
 
 use crate::budget::Budget;
-use crate::cache::{Cache, CacheConfig, Lookup, MissReason, Tier};
+use crate::cache::{Cache, CacheConfig, InputChange, Lookup, Manifest, MissReason, Tier};
 use crate::compile;
+use crate::deps::{self, Deps, NoDeps};
 use crate::error::{BuildError, BuildSetupError, CompileError, UnitFailure};
 use crate::key::{self, EntryKind, KeyContext, KeyInputs, UnitKey};
 use crate::link;
@@ -54,6 +55,14 @@ impl Default for BuildOptions {
 
 type Artifact = Arc<Vec<u8>>;
 
+/// An artifact this process built or read, with the dependency list that
+/// must still hold for it to be reused.
+type Memo = (Artifact, Option<Arc<Deps>>);
+
+/// What a compile produced: the bytes, and what it read (or why that is
+/// not known).
+type Compiled = (Vec<u8>, Result<Deps, NoDeps>);
+
 type UnitResult = Result<Artifact, Arc<CompileError>>;
 
 pub struct Builder {
@@ -68,7 +77,7 @@ pub struct Builder {
     link_script: PathBuf,
     /// Compiled on first use, by whichever worker needs it first.
     builtins: [OnceLock<Result<PathBuf, Arc<CompileError>>>; 2],
-    memo: Mutex<HashMap<UnitKey, Artifact>>,
+    memo: Mutex<HashMap<UnitKey, Memo>>,
     /// Keeps file names unique if the same key is built twice concurrently.
     sequence: AtomicU64,
     observer: Option<Observer>,
@@ -248,22 +257,30 @@ impl Builder {
             let key = inputs.key();
             keys[idx] = Some(key);
             let memoized = self.memo_lock().get(&key).cloned();
-            if let Some(artifact) = memoized {
-                let done = Done::new(UnitOutcome::Reused, Duration::ZERO, Some(key));
-                self.finish(entry, &mut reports[idx], done);
-                results[idx] = Some(Ok(artifact));
-                continue;
+            if let Some((artifact, deps)) = memoized {
+                // A header the scanner cannot see may have changed since.
+                if deps.as_ref().is_none_or(|d| self.deps_changed(d).is_none()) {
+                    let mut done = Done::new(UnitOutcome::Reused, Duration::ZERO, Some(key));
+                    done.deps_unchecked = deps.is_none().then(no_deps_recorded);
+                    self.finish(entry, &mut reports[idx], done);
+                    results[idx] = Some(Ok(artifact));
+                    continue;
+                }
+                self.memo_lock().remove(&key);
             }
-            // Unlocked fast path: a verified hit needs no lock. Damage is
-            // left for the locked path to judge and remove.
+            // Unlocked fast path: a verified hit needs no lock. Damage and
+            // stale dependencies are left for the locked path to judge.
             if let Some(cache) = &self.cache
                 && let Lookup::Hit { artifact, manifest } = cache.lookup(&key)
+                && self.stale(&manifest).is_none()
             {
                 let remote = cache.hit(&key, &manifest);
                 let artifact = Arc::new(artifact);
-                self.memo_lock().insert(key, Arc::clone(&artifact));
+                let deps = manifest.deps.map(Arc::new);
                 let mut done = Done::new(UnitOutcome::Cached, started.elapsed(), Some(key));
                 done.remote = remote;
+                done.deps_unchecked = deps.is_none().then(no_deps_recorded);
+                self.memo_lock().insert(key, (Arc::clone(&artifact), deps));
                 self.finish(entry, &mut reports[idx], done);
                 results[idx] = Some(Ok(artifact));
                 continue;
@@ -314,7 +331,7 @@ impl Builder {
     ) {
         let threads = self.workers.get().min(queue.len());
         let next = AtomicUsize::new(0);
-        let (tx, rx) = mpsc::channel::<(usize, UnitKey, UnitResult, Done)>();
+        let (tx, rx) = mpsc::channel::<(usize, UnitKey, MemoResult, Done)>();
         std::thread::scope(|scope| {
             for _ in 0..threads {
                 let tx = tx.clone();
@@ -340,9 +357,10 @@ impl Builder {
             drop(tx);
             // Reporting happens here so the observer sees one call at a time.
             for (idx, key, result, done) in rx {
-                if let Ok(artifact) = &result {
-                    self.memo_lock().insert(key, Arc::clone(artifact));
-                }
+                let result = result.map(|(artifact, deps)| {
+                    self.memo_lock().insert(key, (Arc::clone(&artifact), deps));
+                    artifact
+                });
                 self.finish(&entries[idx], &mut reports[idx], done);
                 results[idx] = Some(result);
             }
@@ -352,7 +370,7 @@ impl Builder {
     /// A queued unit's artifact: from the cache under the key's lock if
     /// another process published it meanwhile, else from the compiler (and
     /// then published before the lock is released).
-    fn obtain(&self, entry: &PlanEntry, q: &Queued) -> (UnitResult, Done) {
+    fn obtain(&self, entry: &PlanEntry, q: &Queued) -> (MemoResult, Done) {
         let started = Instant::now();
         let Some(cache) = self.cache.as_ref().filter(|c| c.is_enabled()) else {
             let result = self.run_unit(entry, q.key);
@@ -360,23 +378,34 @@ impl Builder {
             return compiled(result, started.elapsed(), q.key, miss);
         };
         let guard = cache.lock(&q.key);
-        let mut damaged = None;
+        let mut why = None;
         if guard.is_some() {
             match cache.lookup(&q.key) {
-                Lookup::Hit { artifact, manifest } => {
-                    let remote = cache.hit(&q.key, &manifest);
-                    let mut done = Done::new(UnitOutcome::Cached, started.elapsed(), Some(q.key));
-                    done.remote = remote;
-                    return (Ok(Arc::new(artifact)), done);
-                }
+                Lookup::Hit { artifact, manifest } => match self.stale(&manifest) {
+                    None => {
+                        let remote = cache.hit(&q.key, &manifest);
+                        let mut done =
+                            Done::new(UnitOutcome::Cached, started.elapsed(), Some(q.key));
+                        done.remote = remote;
+                        done.deps_unchecked = manifest.deps.is_none().then(no_deps_recorded);
+                        let deps = manifest.deps.map(Arc::new);
+                        return (Ok((Arc::new(artifact), deps)), done);
+                    }
+                    Some(change) => {
+                        // Same key, other headers: the recompiled entry
+                        // replaces it.
+                        cache.remove_stale(&q.key);
+                        why = Some(MissReason::InputsChanged(vec![change]));
+                    }
+                },
                 Lookup::Damaged(damage) => {
                     cache.remove_damaged(&q.key, &entry.display, &damage);
-                    damaged = Some(MissReason::Damaged(damage.to_string()));
+                    why = Some(MissReason::Damaged(damage.to_string()));
                 }
                 Lookup::Miss => {}
             }
         }
-        let miss = damaged.unwrap_or_else(|| cache.explain(&q.inputs));
+        let miss = why.unwrap_or_else(|| cache.explain(&q.inputs));
         let compile_started = Instant::now();
         let result = self.run_unit(entry, q.key);
         let compile_time = compile_started.elapsed();
@@ -385,12 +414,19 @@ impl Builder {
             return compiled(result, started.elapsed(), q.key, miss);
         }
         cache.count_compile(&q.key, compile_time.as_secs_f64());
-        if let (Ok(bytes), Some(_)) = (&result, &guard)
-            && cache.publish(
+        // A header edited during the compile: the bytes may not match any
+        // digest we could record, so they are used but not published.
+        let publishable = !matches!(
+            result,
+            Ok((_, Err(NoDeps::ChangedDuringCompile(_)))) | Err(_)
+        );
+        if let (Ok((bytes, deps)), Some(_), true) = (&result, &guard, publishable)
+            && cache.publish_with_deps(
                 &q.key,
                 entry_kind(entry.kind),
                 bytes,
                 &q.inputs,
+                deps.as_ref().ok().cloned(),
                 &entry.display,
                 compile_time.as_secs_f64(),
             )
@@ -399,6 +435,21 @@ impl Builder {
         }
         drop(guard);
         compiled(result, started.elapsed(), q.key, miss)
+    }
+
+    /// The first file a cached unit's compile read that has changed since
+    /// (`None`: all match, or the entry recorded none).
+    fn stale(&self, manifest: &Manifest) -> Option<InputChange> {
+        self.deps_changed(manifest.deps.as_ref()?)
+    }
+
+    fn deps_changed(&self, deps: &Deps) -> Option<InputChange> {
+        let change = deps::first_change(&self.keys, &self.root, deps)?;
+        Some(InputChange {
+            field: change.field(),
+            before: Some(change.recorded),
+            after: change.now,
+        })
     }
 
     /// Makes sure the callable entry (orchestration key plus incore keys in
@@ -461,6 +512,7 @@ impl Builder {
             key: done.key,
             miss: done.miss,
             remote: done.remote,
+            deps_unchecked: done.deps_unchecked,
         };
         if let Some(observer) = &self.observer {
             observer(&report);
@@ -468,7 +520,7 @@ impl Builder {
         *slot = Some(report);
     }
 
-    fn memo_lock(&self) -> std::sync::MutexGuard<'_, HashMap<UnitKey, Artifact>> {
+    fn memo_lock(&self) -> std::sync::MutexGuard<'_, HashMap<UnitKey, Memo>> {
         // The memo only ever gains complete entries, so a panic elsewhere
         // cannot leave it inconsistent.
         self.memo.lock().unwrap_or_else(PoisonError::into_inner)
@@ -480,11 +532,18 @@ impl Builder {
             .with_file_name(format!("{}-{seq}.{ext}", &key.to_hex()[..16]))
     }
 
-    fn run_unit(&self, entry: &PlanEntry, key: UnitKey) -> Result<Vec<u8>, CompileError> {
-        match &entry.job {
-            Job::Incore(unit) => self.build_incore(unit, &entry.display, key),
-            Job::Orch(unit) => self.build_orch(unit, key),
-        }
+    fn run_unit(&self, entry: &PlanEntry, key: UnitKey) -> Result<Compiled, CompileError> {
+        let dep_file = self.toolchain.dep_file.then(|| self.scratch_file(key, "d"));
+        let started = SystemTime::now();
+        let bytes = match &entry.job {
+            Job::Incore(unit) => self.build_incore(unit, &entry.display, key, dep_file.as_deref()),
+            Job::Orch(unit) => self.build_orch(unit, key, dep_file.as_deref()),
+        }?;
+        let deps = match &dep_file {
+            Some(file) => deps::record(&self.keys, &self.root, file, started),
+            None => Err(NoDeps::Unsupported),
+        };
+        Ok((bytes, deps))
     }
 
     fn build_incore(
@@ -492,10 +551,18 @@ impl Builder {
         unit: &IncoreUnit,
         display: &str,
         key: UnitKey,
+        dep_file: Option<&Path>,
     ) -> Result<Vec<u8>, CompileError> {
         let builtins = self.builtins(unit.core)?;
         let object = self.scratch_file(key, "o");
-        compile::compile_incore(&self.toolchain, &self.root, unit, &object, &self.cancel)?;
+        compile::compile_incore(
+            &self.toolchain,
+            &self.root,
+            unit,
+            &object,
+            dep_file,
+            &self.cancel,
+        )?;
         link::check_object(&object, display)?;
         let linked = object.with_extension("elf");
         let cwd = self.link_script.parent().unwrap_or(&self.root);
@@ -510,9 +577,21 @@ impl Builder {
         link::read_image(&linked, display)
     }
 
-    fn build_orch(&self, unit: &OrchUnit, key: UnitKey) -> Result<Vec<u8>, CompileError> {
+    fn build_orch(
+        &self,
+        unit: &OrchUnit,
+        key: UnitKey,
+        dep_file: Option<&Path>,
+    ) -> Result<Vec<u8>, CompileError> {
         let out = self.scratch_file(key, "so");
-        compile::compile_orchestration(&self.toolchain, &self.root, unit, &out, &self.cancel)
+        compile::compile_orchestration(
+            &self.toolchain,
+            &self.root,
+            unit,
+            &out,
+            dep_file,
+            &self.cancel,
+        )
     }
 
     fn builtins(&self, core: CoreType) -> Result<PathBuf, CompileError> {
@@ -602,6 +681,7 @@ struct Done {
     miss: Option<MissReason>,
     /// A `Cached` unit served by the remote tier.
     remote: bool,
+    deps_unchecked: Option<String>,
 }
 
 impl Done {
@@ -612,20 +692,33 @@ impl Done {
             key,
             miss: None,
             remote: false,
+            deps_unchecked: None,
         }
     }
 }
 
+/// Why a cached unit carries no dependency list.
+fn no_deps_recorded() -> String {
+    "its entry records no compiler dependency list".to_owned()
+}
+
+/// A unit's artifact with the dependency list its reuse depends on.
+type MemoResult = Result<Memo, Arc<CompileError>>;
+
 fn compiled(
-    result: Result<Vec<u8>, CompileError>,
+    result: Result<Compiled, CompileError>,
     duration: Duration,
     key: UnitKey,
     miss: MissReason,
-) -> (UnitResult, Done) {
+) -> (MemoResult, Done) {
     let outcome = match &result {
         Ok(_) => UnitOutcome::Compiled,
         Err(e) if e.is_cancelled() => UnitOutcome::Cancelled,
         Err(_) => UnitOutcome::Failed,
+    };
+    let deps_unchecked = match &result {
+        Ok((_, Err(why))) => Some(why.to_string()),
+        _ => None,
     };
     let done = Done {
         outcome,
@@ -633,8 +726,12 @@ fn compiled(
         key: Some(key),
         miss: Some(miss),
         remote: false,
+        deps_unchecked,
     };
-    (result.map(Arc::new).map_err(Arc::new), done)
+    let result = result
+        .map(|(bytes, deps)| (Arc::new(bytes), deps.ok().map(Arc::new)))
+        .map_err(Arc::new);
+    (result, done)
 }
 
 fn entry_kind(kind: UnitKind) -> EntryKind {

@@ -70,23 +70,29 @@ pub(crate) fn compile_incore(
     root: &Path,
     unit: &IncoreUnit,
     out: &Path,
+    dep_file: Option<&Path>,
     cancel: &Cancel,
 ) -> Result<(), CompileError> {
-    compile_unit(tc, root, &unit.source, incore_args(tc, unit), out, cancel)
+    let args = incore_args(tc, unit);
+    compile_unit(tc, root, &unit.source, args, out, dep_file, cancel)
 }
 
 /// Runs the compiler for a scene's unit (incore or orchestration): its
-/// source checked first, `args` plus `-o out`, in `root`, with a C++
-/// failure explained by the rule it breaks.
+/// source checked first, `args` plus `-o out` (and `-MD -MF dep_file`), in
+/// `root`, with a C++ failure explained by the rule it breaks.
 fn compile_unit(
     tc: &Toolchain,
     root: &Path,
     source: &Path,
     mut args: Vec<OsString>,
     out: &Path,
+    dep_file: Option<&Path>,
     cancel: &Cancel,
 ) -> Result<(), CompileError> {
     require_source(root, source)?;
+    if let Some(dep_file) = dep_file {
+        args.extend(["-MD".into(), "-MF".into(), dep_file.as_os_str().to_owned()]);
+    }
     args.push("-o".into());
     args.push(out.as_os_str().to_owned());
     let language = Language::of(source);
@@ -170,9 +176,11 @@ pub(crate) fn compile_orchestration(
     root: &Path,
     unit: &OrchUnit,
     out: &Path,
+    dep_file: Option<&Path>,
     cancel: &Cancel,
 ) -> Result<Vec<u8>, CompileError> {
-    compile_unit(tc, root, &unit.source, orch_args(tc, unit), out, cancel)?;
+    let args = orch_args(tc, unit);
+    compile_unit(tc, root, &unit.source, args, out, dep_file, cancel)?;
     std::fs::read(out).map_err(|source| CompileError::Read {
         path: out.to_path_buf(),
         source,

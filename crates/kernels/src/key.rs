@@ -11,7 +11,10 @@
 //! and then the `-I` list, `#include <x>` in the `-I` list only. `#if` is not
 //! evaluated (hashing a header too many only costs a spurious rebuild), and
 //! headers not found under the `-I` list (system headers) are covered by the
-//! compiler identity instead.
+//! compiler identity instead. The scanner sees literal directives only; what
+//! the compiler actually read is recorded after each compile and re-checked
+//! on every hit (`crate::deps`), so a header it misses cannot be served
+//! stale.
 //!
 //! All paths in the inputs are the root-relative paths the compiler is given,
 //! so two checkouts at different places share keys, while the same header
@@ -31,7 +34,10 @@ use crate::unit::{CoreType, IncoreUnit, Language, OrchUnit};
 
 /// Version of the cache layout and of the key's field set. Bump it when the
 /// meaning of a stored entry changes; it is part of every key.
-pub const CACHE_SCHEMA: u32 = 1;
+///
+/// 2: unit manifests record the compiler's dependency list (`deps`), which
+/// every hit re-checks.
+pub const CACHE_SCHEMA: u32 = 2;
 
 /// A 32-byte blake3 digest identifying one unit's output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -237,6 +243,11 @@ impl KeyContext {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
+    }
+
+    /// blake3 hex of a file's content (memoised like every key input).
+    pub(crate) fn digest(&self, abs: &Path) -> std::io::Result<String> {
+        self.file(abs).map(|m| m.digest)
     }
 
     fn file(&self, abs: &Path) -> std::io::Result<FileMemo> {

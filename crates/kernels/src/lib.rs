@@ -25,6 +25,7 @@ mod budget;
 mod builder;
 pub mod cache;
 mod compile;
+pub mod deps;
 mod error;
 pub mod image;
 pub mod key;

@@ -47,6 +47,10 @@ pub struct UnitReport {
     /// A `Cached` unit that came from the remote tier (verified, then
     /// copied into the local one): a "remote hit".
     pub remote: bool,
+    /// Why the compiler's own dependency list could not back this unit
+    /// (the key's include scanner was the only check of its headers);
+    /// `None` when it did (see [`crate::deps`]). For `--explain`.
+    pub deps_unchecked: Option<String>,
 }
 
 /// Called as each unit finishes, from the thread that called `build_all`.

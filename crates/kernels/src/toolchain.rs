@@ -245,6 +245,11 @@ pub struct Toolchain {
     pub link_script: String,
     pub builtins_source: String,
     pub extraction: Extraction,
+    /// The compilers write make-style dependency files with `-MD -MF
+    /// <file>` (gcc, clang and compilers built on them): what a cache entry
+    /// records and a hit re-checks. `false`: entries rest on the key's
+    /// include scanner alone, and `--explain` says so.
+    pub dep_file: bool,
     /// Directories (`PATH` syntax) where bare tool names such as `cc` are
     /// found. The entry point passes its `PATH`; this crate reads no
     /// environment. `None`: only tools given by path can be found.
@@ -346,6 +351,7 @@ impl Toolchain {
             link_script: link_script.to_owned(),
             builtins_source,
             extraction,
+            dep_file: true,
             search_path: None,
         }
     }

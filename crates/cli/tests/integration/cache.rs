@@ -261,6 +261,68 @@ fn editing_an_included_header_recompiles_only_its_includers() {
     assert_eq!(f.cc.count("orchestration.c"), 0);
 }
 
+/// Issue 27, cause 2: `mul.c` takes its operator from a header named by a
+/// `defines` entry in `scene.toml` (`#include KHDR`), which the include
+/// scanner cannot see. Editing that header into a wrong kernel must
+/// recompile it, and the run must then fail, not pass on the old binary.
+#[test]
+fn header_named_by_a_defines_entry_is_followed_and_a_wrong_kernel_fails() {
+    let f = Fixture::new();
+    std::fs::write(f.scene_dir.join("kernels/op.h"), "#define OP *\n").unwrap();
+    f.edit("kernels/mul.c", |t| {
+        format!(
+            "#include KHDR\n{}",
+            t.replace("a[i] * b[i]", "a[i] OP b[i]")
+        )
+    });
+    f.edit("scene.toml", |t| {
+        t.replace(
+            "source = \"kernels/mul.c\"",
+            "source = \"kernels/mul.c\"\ndefines = { KHDR = '\"op.h\"' }",
+        )
+    });
+    f.run();
+    f.cc.reset();
+    f.run();
+    assert_eq!(f.cc.count("kernels/mul.c"), 0, "unchanged: a hit");
+
+    std::fs::write(f.scene_dir.join("kernels/op.h"), "#define OP +\n").unwrap();
+    let compile = f.scene(&["compile", "--explain"]).output().unwrap();
+    let text = String::from_utf8_lossy(&compile.stdout);
+    assert!(compile.status.success(), "{text}");
+    assert_eq!(f.cc.count("kernels/mul.c"), 1, "{:?}", f.cc.lines());
+    assert_eq!(f.cc.count("kernels/add.c"), 0);
+    assert!(text.contains("kernels/op.h changed"), "{text}");
+    let out = f.scene(&["run"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "a wrong kernel passed:\n{stdout}");
+    assert!(stdout.contains("FAIL vector_example::small"), "{stdout}");
+    assert_eq!(f.cc.count("kernels/mul.c"), 1, "the run used that compile");
+
+    // Fixed again: the right kernel, from the cache or the compiler, passes.
+    std::fs::write(f.scene_dir.join("kernels/op.h"), "#define OP *\n").unwrap();
+    f.run();
+}
+
+/// Issue 27, cause 2: `#define H "hdr.h"` / `#include H`.
+#[test]
+fn header_included_through_a_macro_is_followed() {
+    let f = Fixture::new();
+    std::fs::write(f.scene_dir.join("kernels/hdr.h"), "#define UNUSED_K 1\n").unwrap();
+    f.edit("kernels/mul.c", |t| {
+        format!("#define H \"hdr.h\"\n#include H\n{t}")
+    });
+    f.run();
+    f.cc.reset();
+    f.run();
+    assert_eq!(f.cc.lines(), Vec::<String>::new(), "unchanged: all hits");
+    std::fs::write(f.scene_dir.join("kernels/hdr.h"), "#define UNUSED_K 2\n").unwrap();
+    f.run();
+    assert_eq!(f.cc.count("kernels/mul.c"), 1, "{:?}", f.cc.lines());
+    assert_eq!(f.cc.count("kernels/add.c"), 0);
+    assert_eq!(f.cc.count("orchestration.c"), 0);
+}
+
 #[test]
 fn changing_a_define_recompiles_that_kernel() {
     let f = Fixture::new();

@@ -28,6 +28,12 @@ pub struct Manifest {
     pub created_unix: u64,
     /// The human-readable key inputs.
     pub inputs: BTreeMap<String, String>,
+    /// Incore and orchestration units: every file the compiler read and its
+    /// blake3 (see [`crate::deps`]); a hit requires each still to match.
+    /// `None`: the compiler gave no list, the key's scanner closure is all
+    /// that was checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deps: Option<crate::deps::Deps>,
 }
 
 impl Manifest {
@@ -54,7 +60,14 @@ impl Manifest {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
             inputs: inputs.0.clone(),
+            deps: None,
         }
+    }
+
+    /// The manifest with the compile's dependency list.
+    pub fn with_deps(mut self, deps: Option<crate::deps::Deps>) -> Self {
+        self.deps = deps;
+        self
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {

@@ -465,6 +465,14 @@ impl Cache {
         }
     }
 
+    /// Removes an entry whose recorded dependencies no longer match (call
+    /// with the key's lock held), so the recompiled one can take its place.
+    pub fn remove_stale(&self, key: &UnitKey) {
+        if let Err(e) = self.tier(Tier::Entries).remove(key) {
+            self.degrade(&e.to_string());
+        }
+    }
+
     /// Why `inputs` had to be compiled, judged against the unit's last entry.
     pub fn explain(&self, inputs: &KeyInputs) -> MissReason {
         if !self.is_enabled() {
@@ -501,10 +509,25 @@ impl Cache {
         unit: &str,
         compile_s: f64,
     ) -> bool {
+        self.publish_with_deps(key, kind, artifact, inputs, None, unit, compile_s)
+    }
+
+    /// [`Cache::publish`] recording the compiler's dependency list.
+    #[allow(clippy::too_many_arguments)]
+    pub fn publish_with_deps(
+        &self,
+        key: &UnitKey,
+        kind: EntryKind,
+        artifact: &[u8],
+        inputs: &KeyInputs,
+        deps: Option<crate::deps::Deps>,
+        unit: &str,
+        compile_s: f64,
+    ) -> bool {
         if !self.is_enabled() {
             return false;
         }
-        let manifest = Manifest::new(*key, kind, artifact, inputs, unit, compile_s);
+        let manifest = Manifest::new(*key, kind, artifact, inputs, unit, compile_s).with_deps(deps);
         let storage = self.tier(Tier::of(kind));
         if let Err(e) = storage.put(key, artifact, &manifest.to_bytes()) {
             self.degrade(&e.to_string());
