@@ -405,6 +405,51 @@ fn a_flipped_remote_byte_recompiles_exactly_that_unit_and_repairs_it() {
     assert_eq!(remote_stats(&fleet, "b"), (3, 1, 0));
 }
 
+/// Issue 27: a key of the wrong type (`-WRONGTYPE` on `GET`) used to turn
+/// the remote off for the whole run; it is a miss for that key only.
+#[test]
+fn issue27_a_wrongtype_key_is_a_miss_for_that_unit_only() {
+    let Some(redis) = Redis::start() else { return };
+    let fleet = Fleet::vector(redis.url());
+    run_ok(&mut fleet.scene("a", &["compile"]));
+    let (key, _, _) = fleet
+        .entries("a")
+        .into_iter()
+        .find(|(_, unit, _)| unit.ends_with("/add"))
+        .expect("an entry for the add kernel");
+    let object = redis
+        .keys()
+        .into_iter()
+        .find(|k| k.ends_with(&key) && k.contains("/entries/"))
+        .unwrap_or_else(|| panic!("no remote object for {key}: {:?}", redis.keys()));
+    redis.cli(&["DEL", &object]);
+    redis.cli(&["LPUSH", &object, "not a cache object"]);
+    assert_eq!(redis.cli_text(&["TYPE", &object]), "list");
+
+    fleet.cc.reset();
+    let b = run_ok(&mut fleet.scene("b", &["compile", "--explain"]));
+    let lines = fleet.cc.lines();
+    assert_eq!(lines.len(), 1, "exactly one compiler process: {lines:?}");
+    assert!(lines[0].contains("kernels/add.c"), "{lines:?}");
+    let text = stdout(&b);
+    assert_eq!(
+        text.lines().filter(|l| l.contains("remote hit")).count(),
+        3,
+        "the other units still hit the remote:\n{text}"
+    );
+    let warnings = remote_warnings(&b);
+    assert_eq!(warnings.len(), 1, "{}", stderr(&b));
+    assert!(warnings[0].contains(&object), "{warnings:?}");
+    assert!(warnings[0].contains("WRONGTYPE"), "{warnings:?}");
+    assert!(!warnings[0].contains("unavailable"), "{warnings:?}");
+    assert_eq!(remote_stats(&fleet, "b"), (3, 1, 1));
+    // B's publish replaced the list with the object (SET takes any type).
+    assert_eq!(redis.cli_text(&["TYPE", &object]), "string");
+    fleet.cc.reset();
+    run_ok(&mut fleet.scene("c", &["compile"]));
+    assert_eq!(fleet.cc.lines(), Vec::<String>::new());
+}
+
 #[test]
 fn killing_redis_mid_run_leaves_the_run_passing_with_one_warning() {
     let Some(mut redis) = Redis::start() else {

@@ -41,8 +41,16 @@ pub const BUILTIN_COMPARISONS: [(&str, CustomComparison); 4] = [
 
 /// `cosine(min)`: the cosine similarity of output and golden (in `f64`,
 /// over all elements) is at least `min`. NaN or inf anywhere fails.
+/// `min <= -1` is refused: every similarity is at least -1, so such a
+/// bound would pass any output (issue 27, a false green).
 fn cosine(ctx: &ComparisonCtx<'_>) -> Result<String, ComparisonFailure> {
     let min = ctx.arg("min")?;
+    if min <= -1.0 {
+        return Err(ComparisonFailure(format!(
+            "min = {} accepts every output (cosine similarity is never below -1); use a bound above -1",
+            fmt_num(min, false)
+        )));
+    }
     let c = cosine_similarity(ctx.tensor, ctx.actual, ctx.expected).map_err(|e| e.to_string())?;
     let text = format!(
         "cosine similarity {} {} min {}",
@@ -55,8 +63,14 @@ fn cosine(ctx: &ComparisonCtx<'_>) -> Result<String, ComparisonFailure> {
 
 /// `first_rows(rows)`: allclose (the tensor's tolerance) on the first
 /// `rows` rows of the leading dimension; the other rows are ignored.
+/// `rows = 0` is refused: it would compare nothing and pass any output.
 fn first_rows(ctx: &ComparisonCtx<'_>) -> Result<String, ComparisonFailure> {
     let rows = ctx.arg_usize("rows")?;
+    if rows == 0 {
+        return Err(ComparisonFailure(
+            "rows = 0 compares nothing (any output would pass); rows must be at least 1".into(),
+        ));
+    }
     let lead = ctx.expected.shape().first().copied().unwrap_or(0);
     if ctx.actual.shape() != ctx.expected.shape() {
         return Err(ComparisonFailure(format!(
@@ -86,7 +100,7 @@ fn first_rows(ctx: &ComparisonCtx<'_>) -> Result<String, ComparisonFailure> {
 
 /// `max_abs(max)`: the greatest `|a - e|` is at most `max`.
 fn max_abs(ctx: &ComparisonCtx<'_>) -> Result<String, ComparisonFailure> {
-    let max = ctx.arg("max")?;
+    let max = non_negative_max(ctx)?;
     let s = abs_error(ctx.tensor, ctx.actual, ctx.expected).map_err(|e| e.to_string())?;
     let at = s
         .max_at
@@ -104,7 +118,7 @@ fn max_abs(ctx: &ComparisonCtx<'_>) -> Result<String, ComparisonFailure> {
 
 /// `mean_abs(max)`: the mean `|a - e|` is at most `max`.
 fn mean_abs(ctx: &ComparisonCtx<'_>) -> Result<String, ComparisonFailure> {
-    let max = ctx.arg("max")?;
+    let max = non_negative_max(ctx)?;
     let s = abs_error(ctx.tensor, ctx.actual, ctx.expected).map_err(|e| e.to_string())?;
     let ok = s.mean <= max;
     let text = format!(
@@ -114,4 +128,19 @@ fn mean_abs(ctx: &ComparisonCtx<'_>) -> Result<String, ComparisonFailure> {
         fmt_num(max, false)
     );
     if ok { Ok(text) } else { Err(text.into()) }
+}
+
+/// The `max` of `max_abs` / `mean_abs`. Non-finite bounds are refused by
+/// [`ComparisonCtx::arg`] (an infinite one would pass anything); a
+/// negative one could never pass, so it is a mistake worth naming rather
+/// than a plain mismatch.
+fn non_negative_max(ctx: &ComparisonCtx<'_>) -> Result<f64, ComparisonFailure> {
+    let max = ctx.arg("max")?;
+    if max < 0.0 {
+        return Err(ComparisonFailure(format!(
+            "max = {} is negative: no output can be within it",
+            fmt_num(max, false)
+        )));
+    }
+    Ok(max)
 }

@@ -77,12 +77,22 @@ pub struct ComparisonCtx<'a> {
 }
 
 impl ComparisonCtx<'_> {
-    /// Argument `name` (declared at registration, so present).
+    /// Argument `name` (declared at registration, so present). Non-finite
+    /// values are refused here too, not only when the scene is loaded: a
+    /// NaN bound makes every `>=` / `<=` test false and an infinite one
+    /// makes it true, so a comparison built on either judges nothing.
     pub fn arg(&self, name: &str) -> Result<f64, ComparisonFailure> {
-        self.args
-            .get(name)
-            .copied()
-            .ok_or_else(|| ComparisonFailure(format!("comparison argument `{name}` is missing")))
+        let v =
+            self.args.get(name).copied().ok_or_else(|| {
+                ComparisonFailure(format!("comparison argument `{name}` is missing"))
+            })?;
+        if v.is_finite() {
+            Ok(v)
+        } else {
+            Err(ComparisonFailure(format!(
+                "comparison argument `{name}` = {v} is not finite"
+            )))
+        }
     }
 
     /// Argument `name` as a non-negative integer.

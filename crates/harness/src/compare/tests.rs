@@ -229,6 +229,50 @@ fn abs_error_builtins() {
 }
 
 #[test]
+fn issue27_first_rows_with_zero_rows_fails_instead_of_comparing_nothing() {
+    let e = f32t(&[3, 2], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let garbage = f32t(&[3, 2], &[9.0; 6]);
+    for actual in [&e, &garbage] {
+        let r = run(&custom("first_rows", &[("rows", 0.0)]), actual, Some(&e), false);
+        assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
+        let d = r.detail.unwrap();
+        assert!(d.contains("rows = 0 compares nothing"), "{d}");
+    }
+}
+
+#[test]
+fn issue27_cosine_min_of_minus_one_or_less_is_refused() {
+    let e = f32t(&[4], &[1.0, 2.0, 3.0, 4.0]);
+    let flipped = f32t(&[4], &[-1.0, -2.0, -3.0, -4.0]);
+    for min in [-1.0, -2.0] {
+        let r = run(&custom("cosine", &[("min", min)]), &flipped, Some(&e), false);
+        assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
+        assert!(r.detail.unwrap().contains("accepts every output"));
+    }
+    // Just above -1 is still a real (if loose) bound.
+    let r = run(&custom("cosine", &[("min", -0.5)]), &e, Some(&e), false);
+    assert_eq!(r.verdict, Verdict::Pass, "{r:?}");
+}
+
+#[test]
+fn issue27_nonfinite_or_negative_thresholds_are_refused() {
+    let e = f32t(&[3], &[1.0, 2.0, 3.0]);
+    let a = f32t(&[3], &[100.0, 2.0, 3.0]);
+    for (name, arg) in [("cosine", "min"), ("max_abs", "max"), ("mean_abs", "max")] {
+        for v in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            let r = run(&custom(name, &[(arg, v)]), &a, Some(&e), false);
+            assert_eq!(r.verdict, Verdict::Fail, "{name} {v}: {r:?}");
+            assert!(r.detail.unwrap().contains("is not finite"), "{name} {v}");
+        }
+    }
+    for name in ["max_abs", "mean_abs"] {
+        let r = run(&custom(name, &[("max", -0.5)]), &e, Some(&e), false);
+        assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
+        assert!(r.detail.unwrap().contains("is negative"), "{name}");
+    }
+}
+
+#[test]
 fn exact_and_allclose_name_the_comparison_in_the_failure() {
     let e = f32t(&[2], &[1.0, 2.0]);
     let a = f32t(&[2], &[1.0, f32::from_bits(2.0f32.to_bits() + 1)]);

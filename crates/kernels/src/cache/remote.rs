@@ -19,7 +19,11 @@
 //! rest of the crate stays synchronous) under [`RemoteConfig::timeout`].
 //! The first failure (refused, timed out, a write the store refuses)
 //! disables the remote for the rest of the process with one warning; the
-//! run goes on with the local cache only.
+//! run goes on with the local cache only. A Redis key of the wrong type
+//! (`-WRONGTYPE`, e.g. something else planted under a cache key) is
+//! different: the server is fine, only that object is unreadable, so it
+//! is a miss counted as an error, warned once per key, and the remote
+//! stays on for every other key.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -27,7 +31,7 @@ use std::time::Duration;
 
 use opendal::Operator;
 
-use super::resp::{RedisClient, RedisTarget};
+use super::resp::{RedisClient, RedisTarget, error_reply};
 
 use super::WarnSink;
 use super::storage::MAX_MANIFEST_BYTES;
@@ -357,6 +361,8 @@ pub struct Remote {
     schema: u32,
     disabled: AtomicBool,
     warn: WarnSink,
+    /// Objects already warned about as unreadable (one warning each).
+    warned_keys: std::sync::Mutex<std::collections::HashSet<String>>,
     pub(crate) counters: RemoteCounters,
     /// A `file://` remote's root: its objects are read here, not through
     /// OpenDAL (see [`read_fs_object`]).
@@ -467,6 +473,7 @@ impl Remote {
             schema,
             disabled: AtomicBool::new(false),
             warn,
+            warned_keys: Default::default(),
             counters: RemoteCounters::default(),
             fs_root,
         })
@@ -534,6 +541,21 @@ impl Remote {
                 Some(bytes)
             }
             Ok(None) => None,
+            Err(RequestError::Redis(e)) if error_reply(&e).is_some_and(|r| r.is_about_the_key()) => {
+                self.counters.errors.fetch_add(1, Ordering::Relaxed);
+                let first = self
+                    .warned_keys
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(path.clone());
+                if first {
+                    (self.warn)(&format!(
+                        "remote kernel cache `{}`: object {path} not used ({e}); treated as a miss",
+                        self.display
+                    ));
+                }
+                None
+            }
             Err(e) => {
                 self.fail(&format!("reading {path}"), &e);
                 None

@@ -52,6 +52,27 @@ enum Reply {
     Array(Option<Vec<Reply>>),
 }
 
+/// An error reply (`-CODE message`): the server answered, in full, and
+/// refused this one command. Displayed as `server error: CODE message`.
+#[derive(Debug, thiserror::Error)]
+#[error("server error: {0}")]
+pub(crate) struct ErrorReply(String);
+
+impl ErrorReply {
+    /// Whether the refusal is about the key, not the server: `WRONGTYPE`
+    /// (the key holds a list, set, ...). Another key can still be read;
+    /// any other code (`NOAUTH`, `LOADING`, `MISCONF`, ...) would refuse
+    /// every request alike.
+    pub(crate) fn is_about_the_key(&self) -> bool {
+        self.0.starts_with("WRONGTYPE")
+    }
+}
+
+/// The [`ErrorReply`] inside `e`, if `e` is one.
+pub(crate) fn error_reply(e: &io::Error) -> Option<&ErrorReply> {
+    e.get_ref()?.downcast_ref::<ErrorReply>()
+}
+
 /// One lazily opened connection, reopened after any failure.
 #[derive(Debug)]
 pub(crate) struct RedisClient {
@@ -95,8 +116,11 @@ impl RedisClient {
             return Err(io::Error::other("no connection"));
         };
         let result = call(conn, args, deadline);
-        if result.is_err() {
-            // The stream may be mid-reply: never reuse it.
+        if let Err(e) = &result
+            && error_reply(e).is_none()
+        {
+            // The stream may be mid-reply: never reuse it. (An error reply
+            // was read whole, so the stream is at the next reply.)
             *slot = None;
         }
         result
@@ -221,7 +245,7 @@ fn read_reply(conn: &mut BufReader<TcpStream>, deadline: Instant, depth: u32) ->
     };
     match kind {
         b'+' => Ok(Reply::Simple(text)),
-        b'-' => Err(io::Error::other(format!("server error: {text}"))),
+        b'-' => Err(io::Error::other(ErrorReply(text))),
         b':' => Ok(Reply::Integer(number()?)),
         b'$' => {
             let n = number()?;
@@ -350,6 +374,7 @@ mod tests {
         let client = RedisClient::new(target(address, 0, None), Duration::from_secs(10));
         let err = client.get("k").expect_err("an error reply");
         assert!(err.to_string().contains("WRONGTYPE"), "{err}");
+        assert!(error_reply(&err).is_some_and(ErrorReply::is_about_the_key));
         server.join().expect("server");
     }
 
