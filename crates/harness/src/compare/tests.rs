@@ -233,7 +233,12 @@ fn issue27_first_rows_with_zero_rows_fails_instead_of_comparing_nothing() {
     let e = f32t(&[3, 2], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
     let garbage = f32t(&[3, 2], &[9.0; 6]);
     for actual in [&e, &garbage] {
-        let r = run(&custom("first_rows", &[("rows", 0.0)]), actual, Some(&e), false);
+        let r = run(
+            &custom("first_rows", &[("rows", 0.0)]),
+            actual,
+            Some(&e),
+            false,
+        );
         assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
         let d = r.detail.unwrap();
         assert!(d.contains("rows = 0 compares nothing"), "{d}");
@@ -245,7 +250,12 @@ fn issue27_cosine_min_of_minus_one_or_less_is_refused() {
     let e = f32t(&[4], &[1.0, 2.0, 3.0, 4.0]);
     let flipped = f32t(&[4], &[-1.0, -2.0, -3.0, -4.0]);
     for min in [-1.0, -2.0] {
-        let r = run(&custom("cosine", &[("min", min)]), &flipped, Some(&e), false);
+        let r = run(
+            &custom("cosine", &[("min", min)]),
+            &flipped,
+            Some(&e),
+            false,
+        );
         assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
         assert!(r.detail.unwrap().contains("accepts every output"));
     }

@@ -541,7 +541,9 @@ impl Remote {
                 Some(bytes)
             }
             Ok(None) => None,
-            Err(RequestError::Redis(e)) if error_reply(&e).is_some_and(|r| r.is_about_the_key()) => {
+            Err(RequestError::Redis(e))
+                if error_reply(&e).is_some_and(|r| r.is_about_the_key()) =>
+            {
                 self.counters.errors.fetch_add(1, Ordering::Relaxed);
                 let first = self
                     .warned_keys
