@@ -318,10 +318,87 @@ fn job_parent() -> PathBuf {
     }
 }
 
+/// Job directories are named `scene-job-XXXXXX`; the sweep goes by it.
+const JOB_DIR_PREFIX: &str = "scene-job-";
+/// Flocked by the supervisor for as long as its job directory is in use:
+/// the kernel drops the lock when the process dies, even by `SIGKILL`, and
+/// unlike a pid it cannot be recycled by another process.
+const OWNER_LOCK: &str = "owner.lock";
+
+/// A job directory and the lock that marks it as in use
+/// ([`sweep_dead_job_dirs`]).
+#[derive(Debug)]
+struct JobDir {
+    // Declared first: dropped (removed) while the lock is still held.
+    dir: tempfile::TempDir,
+    _owner: File,
+}
+
+impl JobDir {
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+/// Creates a job directory in `parent`, its owner lock held. The lock file
+/// is locked under another name and renamed into place, so a sweeper
+/// never sees an `owner.lock` that is not (yet) held.
+fn create_job_dir(parent: &Path) -> std::io::Result<JobDir> {
+    let dir = tempfile::Builder::new()
+        .prefix(JOB_DIR_PREFIX)
+        .tempdir_in(parent)?;
+    let staging = dir.path().join(".owner.lock.new");
+    let owner = File::create(&staging)?;
+    owner.lock()?;
+    std::fs::rename(&staging, dir.path().join(OWNER_LOCK))?;
+    Ok(JobDir { dir, _owner: owner })
+}
+
+/// Removes the job directories in `parent` whose owner is gone (a run
+/// killed by `SIGKILL` or a crash cannot remove its own): those whose
+/// owner lock nobody holds. A directory without a lock file (being
+/// created, or left by an older version) is kept, as is one this user may
+/// not open. Returns how many were removed.
+pub fn sweep_dead_job_dirs(parent: &Path) -> usize {
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !name.to_str().is_some_and(|n| n.starts_with(JOB_DIR_PREFIX))
+            || !entry.file_type().is_ok_and(|t| t.is_dir())
+        {
+            continue;
+        }
+        let Ok(lock) = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(entry.path().join(OWNER_LOCK))
+        else {
+            continue;
+        };
+        // Held while removing: an owner cannot come back to a directory.
+        if lock.try_lock().is_ok() && std::fs::remove_dir_all(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// Sweeps [`job_parent`] once per process, before its first job.
+fn sweep_job_dirs_once() {
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(|| {
+        sweep_dead_job_dirs(&job_parent());
+    });
+}
+
 /// A job written out for a worker, before any card is held.
 #[derive(Debug)]
 pub struct PreparedJob {
-    dir: tempfile::TempDir,
+    dir: JobDir,
     outputs: Vec<Span>,
     names: Vec<Option<String>>,
 }
@@ -341,7 +418,7 @@ impl Drop for StartedWorker {
         // Closing stdin without a go makes the worker exit by itself.
         drop(self.stdin.take());
         if let Some(mut child) = self.child.take() {
-            let _ = child.wait();
+            let _ = reap_with_group(&mut child);
         }
     }
 }
@@ -375,11 +452,10 @@ fn encode(e: serde_json::Error) -> WorkerError {
 /// Writes `job` (callable, inputs, room for outputs) into a fresh job
 /// directory. Done before acquiring the card: none of it is device work.
 pub fn prepare(job: &DeviceJob<'_>, runtime: &Path) -> Result<PreparedJob, WorkerError> {
+    sweep_job_dirs_once();
     let parent = job_parent();
-    let dir = tempfile::Builder::new()
-        .prefix("scene-job-")
-        .tempdir_in(&parent)
-        .map_err(setup("cannot create a job directory in", &parent))?;
+    let dir =
+        create_job_dir(&parent).map_err(setup("cannot create a job directory in", &parent))?;
     let data_path = dir.path().join(DATA);
     let mut data = std::io::BufWriter::new(
         File::create(&data_path).map_err(setup("cannot create", &data_path))?,
@@ -578,9 +654,8 @@ impl PreparedJob {
             }
         }
         drop(stdin);
-        let status = child
-            .wait()
-            .map_err(|e| WorkerSetupError::Wait(Arc::new(e)))?;
+        let status =
+            reap_with_group(&mut child).map_err(|e| WorkerSetupError::Wait(Arc::new(e)))?;
         self.verdict(status)
     }
 
@@ -657,6 +732,17 @@ impl PreparedJob {
     }
 }
 
+/// Waits for a worker to exit, then kills what is left of its process
+/// group before reaping it: a daemon an orchestration forked dies with the
+/// session instead of outliving the run (one that called `setsid()` left
+/// the group and is out of reach). The group id is the unreaped worker's,
+/// so it cannot have been recycled.
+fn reap_with_group(child: &mut CancelChild) -> std::io::Result<ExitStatus> {
+    child.exit_watch().wait();
+    child.kill_group();
+    child.wait()
+}
+
 /// Stops a worker past its deadline: closing stdin makes a live worker
 /// abort; one that does not exit within [`STOP_GRACE`] (stopped by a
 /// signal, stuck in the kernel or a driver) has its whole process group
@@ -671,7 +757,7 @@ fn stop_late(
 ) -> WorkerError {
     drop(stdin);
     if exited.recv_timeout(STOP_GRACE).is_ok() {
-        let _ = child.wait();
+        let _ = reap_with_group(&mut child);
         return WorkerError::TimedOut(deadline);
     }
     // Read before the kill: afterwards every process is a dying one.
@@ -1029,6 +1115,74 @@ fn durations(secs: &[f64]) -> Vec<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Set in a child copy of this test binary: the parent directory in
+    /// which [`job_dir_holder`] makes a job directory and holds it.
+    const HOLDER_ENV: &str = "SCENE_TEST_JOB_DIR_HOLDER";
+
+    /// Not a test of its own: run by
+    /// `killed_runs_job_dirs_in_dev_shm_are_swept_and_live_ones_kept` in a
+    /// child process, where it holds a job directory until its stdin closes.
+    #[test]
+    fn job_dir_holder() {
+        let Some(parent) = std::env::var_os(HOLDER_ENV) else {
+            return;
+        };
+        let dir = create_job_dir(Path::new(&parent)).expect("job dir");
+        // Written, not printed: libtest captures `println!`.
+        let mut out = std::io::stdout();
+        writeln!(out, "JOBDIR={}", dir.path().display()).expect("stdout");
+        out.flush().expect("stdout");
+        let _ = std::io::stdin().read_to_end(&mut Vec::new());
+    }
+
+    fn start_holder(parent: &Path) -> (std::process::Child, PathBuf) {
+        use std::io::BufRead;
+        let mut child = Command::new(std::env::current_exe().expect("test binary"))
+            .args([
+                "--exact",
+                "worker::tests::job_dir_holder",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(HOLDER_ENV, parent)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("holder");
+        let out = child.stdout.take().expect("stdout");
+        let dir = std::io::BufReader::new(out)
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|l| l.split_once("JOBDIR=").map(|(_, d)| PathBuf::from(d)))
+            .expect("the holder names its job dir");
+        (child, dir)
+    }
+
+    #[test]
+    fn killed_runs_job_dirs_in_dev_shm_are_swept_and_live_ones_kept() {
+        let parent = tempfile::tempdir().expect("tmp");
+        let (mut live, live_dir) = start_holder(parent.path());
+        let (mut killed, killed_dir) = start_holder(parent.path());
+        killed.kill().expect("SIGKILL");
+        killed.wait().expect("reap");
+        // A directory being created (no lock file yet), or an older
+        // version's, is not ours to judge.
+        let lockless = parent.path().join(format!("{JOB_DIR_PREFIX}old"));
+        std::fs::create_dir(&lockless).expect("mkdir");
+        assert!(killed_dir.is_dir(), "SIGKILL left its job dir behind");
+
+        assert_eq!(sweep_dead_job_dirs(parent.path()), 1);
+        assert!(!killed_dir.exists(), "the dead run's job dir is swept");
+        assert!(live_dir.join(OWNER_LOCK).is_file(), "a live run's is kept");
+        assert!(lockless.is_dir());
+
+        drop(live.stdin.take());
+        // Its status is libtest's (its stdout is closed by now); the
+        // directory is what counts.
+        live.wait().expect("wait");
+        assert!(!live_dir.exists(), "a run removes its own on the way out");
+    }
 
     #[test]
     fn crash_reports_are_worded_from_report_and_status() {

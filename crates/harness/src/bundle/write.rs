@@ -24,7 +24,13 @@ pub struct BundleWriter {
     tmp: PathBuf,
     manifest: Manifest,
     committed: bool,
+    /// Flocked while this writer lives ([`OWNER_LOCK`] in `tmp`): a
+    /// recycled pid cannot keep a dead writer's staging alive.
+    _owner: std::fs::File,
 }
+
+/// In a staging directory while its writer lives; removed before commit.
+const OWNER_LOCK: &str = ".owner.lock";
 
 impl BundleWriter {
     /// Starts a bundle for `platform` to be placed at `dest`. Refuses a
@@ -48,7 +54,14 @@ impl BundleWriter {
         remove_if_exists(&tmp)?;
         sweep_dead_staging(parent, name);
         std::fs::create_dir(&tmp).map_err(io_err(&tmp))?;
+        // Locked under another name first: an `OWNER_LOCK` a sweeper sees
+        // is held unless its writer is gone.
+        let staging = tmp.join(".owner.lock.new");
+        let owner = std::fs::File::create(&staging).map_err(io_err(&staging))?;
+        owner.lock().map_err(io_err(&staging))?;
+        std::fs::rename(&staging, tmp.join(OWNER_LOCK)).map_err(io_err(&staging))?;
         Ok(BundleWriter {
+            _owner: owner,
             dest,
             tmp,
             manifest: Manifest {
@@ -207,6 +220,9 @@ impl BundleWriter {
             path: manifest_path.clone(),
             source,
         })?;
+        // Not part of the bundle; the open file keeps the lock, and the
+        // pid in the name still marks the staging as live until the rename.
+        remove_file_if_exists(&self.tmp.join(OWNER_LOCK))?;
         // Checked again: someone may have put data there since `create`.
         check_replaceable(&self.dest)?;
         scene_util::replace_dir(&self.tmp, &self.dest).map_err(|source| BundleError::Io {
@@ -227,8 +243,10 @@ impl Drop for BundleWriter {
 }
 
 /// Removes `<name>.tmp-<pid>` staging directories beside the bundle whose
-/// process is gone (killed, e.g. by a second Ctrl-C, before it could
-/// remove its own). Best effort: a live (or recycled) pid's is kept.
+/// process is gone (killed, e.g. by a second Ctrl-C or `SIGKILL`, before it
+/// could remove its own): those whose [`OWNER_LOCK`] nobody holds, or
+/// (without one: an older version's, or one mid-commit) whose pid is not
+/// alive. Best effort: a live writer's is always kept.
 fn sweep_dead_staging(parent: &Path, name: &std::ffi::OsStr) {
     let Some(prefix) = name.to_str().map(|n| format!("{n}.tmp-")) else {
         return;
@@ -245,8 +263,24 @@ fn sweep_dead_staging(parent: &Path, name: &std::ffi::OsStr) {
         else {
             continue;
         };
-        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-        if is_dir && !scene_util::cancel::process_alive(pid) {
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let dead = match open_no_follow(&entry.path().join(OWNER_LOCK)) {
+            // Held while removing.
+            Ok(lock) => match lock.try_lock() {
+                Ok(()) => {
+                    let _ = std::fs::remove_dir_all(entry.path());
+                    continue;
+                }
+                Err(_) => false,
+            },
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                !scene_util::cancel::process_alive(pid)
+            }
+            Err(_) => false,
+        };
+        if dead {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
@@ -284,9 +318,73 @@ fn check_replaceable(dest: &Path) -> Result<(), BundleError> {
     Ok(())
 }
 
+/// Opens a regular file only: a symlink or FIFO planted as a lock file is
+/// refused (`InvalidInput`), never followed or blocked on.
+fn open_no_follow(path: &Path) -> io::Result<std::fs::File> {
+    if !std::fs::symlink_metadata(path)?.is_file() {
+        return Err(io::ErrorKind::InvalidInput.into());
+    }
+    std::fs::File::open(path)
+}
+
+fn remove_file_if_exists(path: &Path) -> Result<(), BundleError> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(BundleError::Io {
+            path: path.to_path_buf(),
+            source: e,
+        }),
+        _ => Ok(()),
+    }
+}
+
 fn remove_if_exists(path: &Path) -> Result<(), BundleError> {
     scene_util::remove_dir_if_exists(path).map_err(|source| BundleError::Io {
         path: path.to_path_buf(),
         source,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn killed_runs_bundle_tmp_dirs_are_swept_even_when_their_pid_was_recycled() {
+        let parent = tempfile::tempdir().expect("tmp");
+        let name = std::ffi::OsStr::new("bundle");
+        // A live process that is not the writer: the dead writer's pid,
+        // recycled. Its staging's lock is not held.
+        let mut other = std::process::Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .expect("sleep");
+        let recycled = parent.path().join(format!("bundle.tmp-{}", other.id()));
+        std::fs::create_dir(&recycled).expect("mkdir");
+        std::fs::write(recycled.join(OWNER_LOCK), "").expect("lock file");
+        // A live writer's: lock held (another open file description).
+        let live = parent.path().join("bundle.tmp-1");
+        std::fs::create_dir(&live).expect("mkdir");
+        let held = std::fs::File::create(live.join(OWNER_LOCK)).expect("lock file");
+        held.lock().expect("lock");
+
+        sweep_dead_staging(parent.path(), name);
+        let _ = other.kill();
+        let _ = other.wait();
+        assert!(!recycled.exists(), "an unheld staging dir is swept");
+        assert!(live.is_dir(), "a held one is kept");
+        drop(held);
+        sweep_dead_staging(parent.path(), name);
+        assert!(!live.exists(), "once its writer is gone it goes too");
+    }
+
+    #[test]
+    fn a_committed_bundle_holds_no_owner_lock() {
+        let parent = tempfile::tempdir().expect("tmp");
+        let dest = parent.path().join("b");
+        let w = BundleWriter::create(&dest, "sim").expect("writer");
+        assert!(w.tmp.join(OWNER_LOCK).is_file());
+        w.commit().expect("commit");
+        assert!(!dest.join(OWNER_LOCK).exists());
+        assert!(dest.join(MANIFEST_FILE).is_file());
+    }
 }

@@ -262,6 +262,10 @@ impl Worker {
                 secs: timeout.as_secs_f64(),
             }),
             Err(RecvTimeoutError::Disconnected) => {
+                // Whatever the golden forked dies with the worker (the group
+                // id is still the unreaped worker's, so not recycled).
+                self.child.exit_watch().wait();
+                self.child.kill_group();
                 let status = self
                     .child
                     .wait()
