@@ -9,43 +9,9 @@
 use crate::common;
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
 
-use common::{TestEnv, assert_success, copy_scene, show};
-
-/// Runs `cmd` to completion, killing it and failing the test past
-/// `secs` seconds.
-fn output_within(cmd: &mut Command, secs: u64, what: &str) -> Output {
-    let dir = tempfile::tempdir().unwrap();
-    let (out_path, err_path) = (dir.path().join("out"), dir.path().join("err"));
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&out_path).unwrap())
-        .stderr(std::fs::File::create(&err_path).unwrap())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "{what}: did not finish in {secs} s; stderr:\n{}",
-                std::fs::read_to_string(&err_path).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Output {
-        status,
-        stdout: std::fs::read(&out_path).unwrap(),
-        stderr: std::fs::read(&err_path).unwrap(),
-    }
-}
+use common::{TestEnv, assert_success, copy_scene, output_within, show};
 
 fn mkfifo(path: &Path) {
     let status = Command::new("mkfifo").arg(path).status().unwrap();

@@ -453,3 +453,36 @@ pub fn summary_line(stdout: &str) -> Option<&str> {
         )
     })
 }
+
+/// Runs `cmd` to completion, killing it and failing the test past
+/// `secs` seconds.
+pub fn output_within(cmd: &mut Command, secs: u64, what: &str) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let (out_path, err_path) = (dir.path().join("out"), dir.path().join("err"));
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{what}: did not finish in {secs} s; stderr:\n{}",
+                std::fs::read_to_string(&err_path).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: std::fs::read(&out_path).unwrap(),
+        stderr: std::fs::read(&err_path).unwrap(),
+    }
+}

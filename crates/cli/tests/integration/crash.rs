@@ -409,3 +409,65 @@ fn printf_in_an_orchestration_keeps_a_report_on_stdout_pure() {
         common::show(&out)
     );
 }
+
+/// Whether `pid` names a live process (a zombie awaiting its reaper is
+/// dead: it runs nothing and holds no device).
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z') && !rest.starts_with('X')),
+        Err(_) => false,
+    }
+}
+
+/// Issue 27: a process an orchestration forks lived on after the run (the
+/// device worker exited, its child kept running with the device's
+/// memory mapped). The worker's process group is now killed when it exits.
+#[test]
+fn a_grandchild_forked_by_an_orchestration_does_not_outlive_the_run() {
+    let env = TestEnv::with_scenes(&[]);
+    let scenes = env.scenes_dir.clone().unwrap();
+    let pid_file = env.dir.path().join("grandchild.pid");
+    write_scene(&scenes, "forking", "", "", GOOD_BODY);
+    let prologue = format!(
+        "pid_t child = fork();\n    \
+         if (child == 0) {{ for (;;) pause(); }}\n    \
+         if (child > 0) {{ FILE *f = fopen(\"{}\", \"w\"); \
+         if (f) {{ fprintf(f, \"%d\", (int)child); fclose(f); }} }}",
+        pid_file.display()
+    );
+    let orch = ORCH
+        .replace(
+            "#include <stdlib.h>",
+            "#include <stdlib.h>\n#include <stdio.h>\n#include <unistd.h>\n#include <sys/types.h>",
+        )
+        .replace("PROLOGUE", &prologue);
+    std::fs::write(scenes.join("forking").join("orchestration.c"), orch).unwrap();
+    // Before the fix the child held the worker's output pipes, so the
+    // run never ended: a deadline turns that into a failure.
+    let out = common::output_within(
+        &mut env.scene(&["run", "forking::odd"]),
+        120,
+        "scene run with a forking orchestration",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", common::show(&out));
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap_or_else(|e| {
+            panic!(
+                "the orchestration wrote no pid ({e}):\n{}",
+                common::show(&out)
+            )
+        })
+        .trim()
+        .parse()
+        .unwrap();
+    let still = alive(pid);
+    if still {
+        // Clean up before failing: the test must not leave it behind either.
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    }
+    assert!(!still, "the orchestration's child {pid} outlived the run");
+}
