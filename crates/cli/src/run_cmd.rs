@@ -179,8 +179,12 @@ pub(crate) fn run(
     write_reports(&report, setup)?;
     let t = &report.totals;
     stream.line(&format!(
-        "cards: {:.3} card-s held for {:.3} s of device work; {:.3} s queued",
-        t.card_seconds_held, t.device_seconds, t.queueing_seconds
+        "cards: {:.3} card-s held for {:.3} s of device work and {:.3} s of {} runtime open(s); {:.3} s queued",
+        t.card_seconds_held,
+        t.device_seconds,
+        t.runtime_open_s,
+        t.runtime_opens,
+        t.queueing_seconds
     ));
     if setup.explain {
         for env in session.cpu().python_environments() {

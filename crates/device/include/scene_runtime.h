@@ -140,6 +140,24 @@ int32_t scene_rt_trace_enable(SceneDevice *dev, uint32_t flags);
  * with `*len = 0`. */
 int32_t scene_rt_trace_take(SceneDevice *dev, char *buf, uint64_t cap, uint64_t *len);
 
+/* Optional (issue 28: one device worker per card, kept for the run).
+ * Returns an open device to the state scene_rt_open left it in, without
+ * closing it: every registered callable is unregistered (the
+ * orchestration shared objects they held are released, so one registered
+ * again starts with fresh globals), every allocation is freed (memory
+ * reads as zero when allocated again), trace flags and a pending trace
+ * record are cleared, scene_rt_args_record recording stops, and
+ * per-session counters start again (the simulator's fault=fatal_on_run:K
+ * and corrupt_on_run:K count runs since the open or the last reset).
+ * The harness calls it between two cases on the same open device; never
+ * while a run is in progress on it (the simulator waits for one). A rank
+ * of a live communication domain is refused with SCENE_RT_E_INVALID
+ * (destroy the domain first); after a fatal error the device stays
+ * unusable (SCENE_RT_E_DEVICE_FATAL). A runtime without this symbol still
+ * works: the harness then closes the device after each case and opens it
+ * again for the next. */
+int32_t scene_rt_reset(SceneDevice *dev);
+
 /* Message of the last error on this thread ("" if none). Never NULL. */
 const char *scene_rt_last_error(void);
 

@@ -1,5 +1,7 @@
 //! One device session's work as data: open a card, register a callable,
-//! upload the inputs, run, download the outputs, free, close.
+//! upload the inputs, run, download the outputs, free, close. A persistent
+//! worker opens once ([`open_cards`]) and runs case after case on the open
+//! devices ([`run_opened`]).
 //!
 //! The same [`DeviceJob`] runs in this process ([`run_session`]) or in a
 //! supervised worker process (`crate::worker`); either way the steps, their
@@ -84,6 +86,15 @@ pub struct GroupJob {
 }
 
 impl DeviceJob<'_> {
+    /// The cards the session opens: the group's, rank by rank, or the one
+    /// card.
+    pub fn cards(&self) -> Vec<u32> {
+        match &self.group {
+            Some(g) => g.cards.clone(),
+            None => vec![self.card],
+        }
+    }
+
     /// Names of the arguments by position (`None` for scalars), for naming
     /// `run argument N` in runtime messages.
     pub fn arg_names(&self) -> Vec<Option<String>> {
@@ -106,8 +117,12 @@ pub struct SessionOutput {
     /// Each round's run time: the run call alone (upload and download
     /// excluded) for one card, the whole group session for a rank group.
     pub run_times: Vec<Duration>,
-    /// From opening the card to closing it.
+    /// The session's work on the open card(s): register, upload, run,
+    /// download, free, every round. Opening and closing are not in it.
     pub session: Duration,
+    /// Opening the card(s), for [`run_session`] (zero for [`run_opened`]:
+    /// the devices were open already).
+    pub open: Duration,
     /// A group's per-rank run time (empty for one card).
     pub ranks: Vec<Duration>,
     /// With [`DeviceJob::trace`]: the runtime's record of the last run,
@@ -168,22 +183,63 @@ pub fn name_run_args(message: &str, names: &[Option<String>]) -> String {
 }
 
 /// Runs `job` on a loaded runtime: open, register, upload, run, download,
-/// free, close.
+/// free, close. [`SessionOutput::open`] is the time the open took.
 pub fn run_session(
     runtime: &Runtime,
     job: &DeviceJob<'_>,
 ) -> Result<SessionOutput, SessionStepError> {
+    let started = Instant::now();
+    let mut devices = open_cards(runtime, &job.cards(), job.options)?;
+    let open = started.elapsed();
+    let mut out = run_opened(runtime, &mut devices, job)?;
+    drop(devices);
+    out.open = open;
+    Ok(out)
+}
+
+/// Opens `cards` with `options`: one device per card (rank r on
+/// `cards[r]` for a group). What a persistent worker keeps between cases.
+pub fn open_cards<'rt>(
+    runtime: &'rt Runtime,
+    cards: &[u32],
+    options: &str,
+) -> Result<Vec<DeviceSession<'rt>>, SessionStepError> {
+    let mut devices = Vec::with_capacity(cards.len());
+    for (rank, &card) in cards.iter().enumerate() {
+        let what = if cards.len() > 1 {
+            format!("opening card {card} (rank {rank})")
+        } else {
+            format!("opening card {card}")
+        };
+        devices.push(
+            runtime
+                .open(card, options)
+                .map_err(|e| SessionStepError::new(what, e, &[]))?,
+        );
+    }
+    Ok(devices)
+}
+
+/// Runs `job` on devices [`open_cards`] opened for [`DeviceJob::cards`]:
+/// register, upload, run, download, free, every round. The devices stay
+/// open; a failed session may leave buffers and callables behind (a
+/// persistent worker resets the devices after every case).
+pub fn run_opened(
+    runtime: &Runtime,
+    devices: &mut [DeviceSession<'_>],
+    job: &DeviceJob<'_>,
+) -> Result<SessionOutput, SessionStepError> {
     let rounds = job.rounds.max(1);
     if let Some(group) = &job.group {
-        // A group's domain lives for one run: each round is a group session.
+        // A group's domain lives for one run: each round is a group run.
         let started = Instant::now();
         let mut all = SessionOutput::default();
         for round in 1..=rounds {
             let t = Instant::now();
             // Traced: the last round only.
             let trace = if round == rounds { job.trace } else { 0 };
-            let out =
-                run_group(runtime, job, group, trace).map_err(|e| in_round(e, round, rounds))?;
+            let out = run_group(runtime, devices, job, group, trace)
+                .map_err(|e| in_round(e, round, rounds))?;
             all.run_times.push(t.elapsed());
             all.outputs.extend(out.outputs);
             all.ranks = out.ranks;
@@ -194,21 +250,25 @@ pub fn run_session(
     }
     let names = job.arg_names();
     let started = Instant::now();
-    let device = runtime
-        .open(job.card, job.options)
-        .map_err(|e| SessionStepError::new(format!("opening card {}", job.card), e, &names))?;
+    let [device] = devices else {
+        return Err(SessionStepError {
+            what: format!("opening card {}", job.card),
+            status: None,
+            message: format!("one card's job on {} open devices", devices.len()),
+            device_fatal: false,
+        });
+    };
     if let Some(dir) = job.args_dump {
         device
             .record_args(dir)
             .map_err(|e| SessionStepError::new("recording task arguments", e, &names))?;
     }
-    let outputs = on_device(&device, job, rounds, &names);
-    drop(device);
-    let (outputs, run_times, traces) = outputs?;
+    let (outputs, run_times, traces) = on_device(device, job, rounds, &names)?;
     Ok(SessionOutput {
         outputs,
         run_times,
         session: started.elapsed(),
+        open: Duration::ZERO,
         ranks: Vec::new(),
         traces,
     })
@@ -403,6 +463,7 @@ fn release(
 /// Runs `job` as the rank group `group` (see [`GroupJob`]).
 fn run_group(
     runtime: &Runtime,
+    devices: &mut [DeviceSession<'_>],
     job: &DeviceJob<'_>,
     group: &GroupJob,
     trace: u32,
@@ -431,13 +492,13 @@ fn run_group(
     let rank_args: Vec<_> = job.args.chunks(per_rank).collect();
     let all_names = job.arg_names();
     let names: Vec<&[Option<String>]> = all_names.chunks(per_rank).collect();
-    let started = Instant::now();
-    let mut devices: Vec<DeviceSession<'_>> = Vec::with_capacity(ranks);
-    for (rank, &card) in group.cards.iter().enumerate() {
-        devices.push(runtime.open(card, job.options).map_err(|e| {
-            SessionStepError::new(format!("opening card {card} (rank {rank})"), e, names[rank])
-        })?);
+    if devices.len() != ranks {
+        return Err(setup(format!(
+            "{ranks} ranks but {} devices open",
+            devices.len()
+        )));
     }
+    let started = Instant::now();
     if let Some(dir) = job.args_dump {
         for (rank, device) in devices.iter().enumerate() {
             device
@@ -537,11 +598,11 @@ fn run_group(
     for (rank, (device, st)) in devices.iter().zip(staged).enumerate() {
         outputs.extend(collect(device, st, names[rank]).map_err(|e| in_rank(e, rank))?);
     }
-    drop(devices);
     Ok(SessionOutput {
         outputs,
         run_times: Vec::new(),
         session: started.elapsed(),
+        open: Duration::ZERO,
         ranks: times,
         traces,
     })

@@ -86,6 +86,7 @@ struct Api {
     /// Optional (`scene_rt_args_record`, `--dump-args`): runtimes without
     /// it cannot record task arguments.
     args_record: Option<unsafe extern "C" fn(Dev, *const c_char) -> i32>,
+    reset: Option<unsafe extern "C" fn(Dev) -> i32>,
 }
 
 type TraceTake = unsafe extern "C" fn(Dev, *mut c_char, u64, *mut u64) -> i32;
@@ -299,6 +300,9 @@ impl Runtime {
             args_record: unsafe { lib.get(b"scene_rt_args_record\0") }
                 .ok()
                 .map(|s| *s),
+            // SAFETY: as for `sym!`: declared in scene_runtime.h with this
+            // signature; absent in runtimes that cannot reset a device.
+            reset: unsafe { lib.get(b"scene_rt_reset\0") }.ok().map(|s| *s),
         };
         Ok(Runtime {
             api,
@@ -310,6 +314,11 @@ impl Runtime {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether the runtime offers `scene_rt_reset` (optional).
+    pub fn has_reset(&self) -> bool {
+        self.api.reset.is_some()
     }
 
     pub fn abi_version(&self) -> i32 {
@@ -651,6 +660,22 @@ impl DeviceSession<'_> {
         // outlives the call, which copies it (scene_runtime.h).
         let status = unsafe { f(self.dev, c.as_ptr()) };
         self.rt.check("scene_rt_args_record", status)
+    }
+
+    /// Returns the device to the state a fresh open leaves it in
+    /// (`scene_rt_reset`, optional): an error naming the runtime when it
+    /// lacks the symbol.
+    pub fn reset(&self) -> Result<(), RuntimeError> {
+        let Some(f) = self.rt.api.reset else {
+            return Err(RuntimeError::InvalidArgument(format!(
+                "the runtime `{}` has no scene_rt_reset: it cannot reset a device",
+                self.rt.path.display()
+            )));
+        };
+        // SAFETY: `self.dev` is an open device and no run is in progress
+        // on it (runs borrow the session; this takes it shared after them).
+        let status = unsafe { f(self.dev) };
+        self.rt.check("scene_rt_reset", status)
     }
 
     /// Closes the device, reporting the runtime's status (drop ignores it).

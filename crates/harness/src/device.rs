@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use scene_device::worker::{PreparedJob, StartedWorker, WorkerCommand, WorkerError};
+use scene_device::worker::{PreparedJob, Standby, WorkerError, WorkerPool};
 use scene_device::{
     AcquireOptions, CallableImage, CardLease, CardPool, DeviceJob, Direction, IncoreImageRef,
     JobArg, Runtime, TensorArg, WaitStatus,
@@ -80,8 +80,9 @@ pub struct DeviceStage {
     open_options: String,
     lock_timeout: Option<Duration>,
     verbose: bool,
-    /// Run sessions in a supervised worker process (`None`: in this one).
-    worker: Option<WorkerCommand>,
+    /// Run sessions in supervised worker processes, one per card kept for
+    /// the run (`None`: in this one).
+    workers: Option<WorkerPool>,
     /// When the supervisor stops a worker that ignored the runtime's own
     /// deadline.
     worker_deadline: Option<Duration>,
@@ -115,7 +116,10 @@ impl DeviceStage {
             open_options: open_options(config),
             lock_timeout: config.lock_timeout,
             verbose: config.verbose,
-            worker: config.device_worker.clone(),
+            workers: config
+                .device_worker
+                .clone()
+                .map(|command| WorkerPool::new(command, config.cancel.clone())),
             worker_deadline: worker_deadline(config),
             comm_options: config
                 .comm_timeout
@@ -223,15 +227,16 @@ impl DeviceStage {
         let raw_dir = args_dump.as_ref().map(|d| d.raw_dir());
         job.args_dump = raw_dir.as_deref();
         // Everything that is not device work happens before the card is
-        // taken: the worker's job files are written here.
-        let prepared = match &self.worker {
-            Some(worker) => {
+        // taken: the worker's job files are written here, and a worker is
+        // started unless every card it could get has one.
+        let prepared = match &self.workers {
+            Some(workers) => {
                 let prepared = scene_device::worker::prepare(&job, &runtime_path)
                     .map_err(|e| DeviceFailure::plain(e.to_string()))?;
-                let started = prepared
-                    .start(worker, &self.cancel)
+                let standby = workers
+                    .standby(work.sel.cards(), &self.pool.healthy())
                     .map_err(|e| DeviceFailure::plain(e.to_string()))?;
-                Some((prepared, started))
+                Some((prepared, standby))
             }
             None => None,
         };
@@ -271,12 +276,14 @@ impl DeviceStage {
             }),
             ..job
         };
-        let (prepared, started) = match prepared {
+        let (prepared, standby) = match prepared {
             Some((p, s)) => (Some(p), Some(s)),
             None => (None, None),
         };
-        let (result, device_time, began_ns) =
-            self.session(lease, &runtime_path, &job, prepared.as_ref().zip(started));
+        let session = self.session(lease, &runtime_path, &job, prepared.as_ref().zip(standby));
+        let (result, device_time, began_ns) = (session.result, session.device, session.began_ns);
+        report.phases.runtime_open_s += session.open.as_secs_f64();
+        report.runtime_opens += session.opens;
 
         let worker_alive = matches!(&result, Err(f) if f.worker_alive);
         // A held lease is released, and its hold accounted, by the run.
@@ -309,7 +316,7 @@ impl DeviceStage {
             };
             *trace = Some(crate::observe::trace::DeviceTrace {
                 began_ns,
-                device: device_time,
+                device: device_time + session.open,
                 cards: report.devices.clone(),
                 records,
             });
@@ -435,21 +442,20 @@ impl DeviceStage {
             .join("; ")
     }
 
-    /// The session on a held card: in the supervised worker when one was
-    /// started (job written and worker started before the card was taken),
-    /// else in this process. Returns the outcome and the device time: from
-    /// the worker's go to its exit, or the session from open to close in-process
-    /// (opening the card is device work too: a real runtime initialises
-    /// the card there).
+    /// The session on a held card: in the card's supervised worker when
+    /// workers are on (the job written and a standby worker started before
+    /// the card was taken), else in this process. The device time is the
+    /// card time the session took less the runtime's load and open (which
+    /// a worker pays on its first case only; reported apart).
     fn session(
         &self,
         lease: &CardLease,
         runtime_path: &Path,
         job: &DeviceJob<'_>,
-        worker: Option<(&PreparedJob, StartedWorker)>,
-    ) -> (Result<SessionDone, SessionFailure>, Duration, u64) {
-        if let Some((prepared, started)) = worker {
-            let run = prepared.run(started, lease, self.worker_deadline);
+        worker: Option<(&PreparedJob, Standby<'_>)>,
+    ) -> SessionRun {
+        if let (Some(workers), Some((prepared, standby))) = (&self.workers, worker) {
+            let run = workers.run(standby, prepared, lease, &job.cards(), self.worker_deadline);
             let done = run.result.map(|session| SessionDone {
                 outputs: None,
                 session,
@@ -457,33 +463,50 @@ impl DeviceStage {
                 run_times: Vec::new(),
                 traces: Vec::new(),
             });
-            return (
-                done.map_err(SessionFailure::from),
-                run.elapsed,
-                run.began_ns,
-            );
+            return SessionRun {
+                result: done.map_err(SessionFailure::from),
+                device: run.elapsed.saturating_sub(run.open),
+                began_ns: run.began_ns,
+                opens: run.opens,
+                open: run.open,
+            };
         }
+        let began_ns = scene_device::monotonic_ns();
+        let started = Instant::now();
         let runtime = match Runtime::load(lease, runtime_path) {
             Ok(r) => r,
             Err(e) => {
-                let now = scene_device::monotonic_ns();
-                return (Err(SessionFailure::of_case(&e)), Duration::ZERO, now);
+                return SessionRun {
+                    result: Err(SessionFailure::of_case(&e)),
+                    device: Duration::ZERO,
+                    began_ns,
+                    opens: 0,
+                    open: started.elapsed(),
+                };
             }
         };
-        let started = Instant::now();
-        let began_ns = scene_device::monotonic_ns();
-        let out = scene_device::run_session(&runtime, job).map(|o| SessionDone {
-            outputs: Some(o.outputs),
-            session: o.session,
-            ranks: o.ranks,
-            run_times: o.run_times,
-            traces: o.traces,
-        });
-        (
-            out.map_err(SessionFailure::from),
-            started.elapsed(),
+        let loaded = started.elapsed();
+        let out = scene_device::run_session(&runtime, job);
+        let elapsed = started.elapsed();
+        let (opens, open) = match &out {
+            Ok(o) => (job.cards().len() as u32, loaded + o.open),
+            Err(_) => (0, loaded),
+        };
+        SessionRun {
+            result: out
+                .map(|o| SessionDone {
+                    outputs: Some(o.outputs),
+                    session: o.session,
+                    ranks: o.ranks,
+                    run_times: o.run_times,
+                    traces: o.traces,
+                })
+                .map_err(SessionFailure::from),
+            device: elapsed.saturating_sub(open),
             began_ns,
-        )
+            opens,
+            open,
+        }
     }
 
     /// Retires the cards of a fatal failure of case `case` (recording
@@ -704,12 +727,25 @@ impl From<WorkerError> for SessionFailure {
     }
 }
 
+/// A session's outcome and its card time.
+struct SessionRun {
+    result: Result<SessionDone, SessionFailure>,
+    /// Card time of the session less `open`.
+    device: Duration,
+    /// Where `device` began ([`scene_device::monotonic_ns`]).
+    began_ns: u64,
+    /// Devices opened for this case, and the time loading the runtime and
+    /// opening them took.
+    opens: u32,
+    open: Duration,
+}
+
 /// What a session that ran to the end returned.
 struct SessionDone {
     /// The outputs, when the session ran in this process; a worker's are
     /// read from its job after the card is released.
     outputs: Option<Vec<Vec<u8>>>,
-    /// From opening the card to closing it.
+    /// The session's work on the open card(s) (no open, no close).
     session: Duration,
     /// A group's per-rank run times (in-process; a worker's are read from
     /// its result).

@@ -126,13 +126,18 @@ pub struct Phases {
     pub lock_wait_s: f64,
     /// From acquiring the card to releasing it.
     pub lock_held_s: f64,
-    /// The device session: open the card, upload (tensors and the
-    /// callable's images), run, download, close.
+    /// The device session's card time: from handing the case to the
+    /// card's worker to its reply (upload of tensors and the callable's
+    /// images, run, download, the reset after it), less `runtime_open_s`.
     pub device_s: f64,
-    /// The part of `device_s` from opening the card to closing it, as the
-    /// session measured it; the rest is the worker process's start, runtime
-    /// load and exit.
+    /// The part of `device_s` the session measured itself (register,
+    /// upload, run, download, free); the rest is the worker protocol and
+    /// the device reset.
     pub session_s: f64,
+    /// The part of `lock_held_s` spent loading the runtime and opening the
+    /// card(s) for this case: a worker pays it on its first case on a card
+    /// (0 when the card was open already); in-process, every case.
+    pub runtime_open_s: f64,
     pub compare_s: f64,
 }
 
@@ -179,6 +184,10 @@ pub struct CaseReport {
     /// Level 3: card-seconds the group held (`lock_held_s` x its cards).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub card_seconds: Option<f64>,
+    /// Devices opened for this case (its `phases.runtime_open_s`): one per
+    /// card when its worker opened them, 0 when they were open already.
+    #[serde(default)]
+    pub runtime_opens: u32,
     /// The golden came from the golden cache (nothing was computed).
     #[serde(default)]
     pub golden_cached: bool,
@@ -290,6 +299,7 @@ impl CaseReport {
             ranks: Vec::new(),
             card_seconds: None,
             golden_cached: false,
+            runtime_opens: 0,
             golden_miss: None,
             golden_computed: false,
             rounds: None,
@@ -336,6 +346,12 @@ pub struct RunTotals {
     pub card_seconds_held: f64,
     /// Sum of `device_s`: card-seconds of device work.
     pub device_seconds: f64,
+    /// Devices opened over the run (a worker opens its card(s) once,
+    /// plus once more after a crash replaced it), and the card-seconds
+    /// those opens took (sum of `runtime_open_s`, within
+    /// `card_seconds_held`, not in `device_seconds`).
+    pub runtime_opens: u64,
+    pub runtime_open_s: f64,
     /// `card_seconds_held / device_seconds` (1.0 is perfect; 0 when no device work).
     pub held_to_device_ratio: f64,
     /// Sum of `lock_wait_s`.
@@ -397,6 +413,8 @@ impl RunReport {
             }
             t.card_seconds_held += c.phases.lock_held_s * c.devices.len().max(1) as f64;
             t.device_seconds += c.phases.device_s * c.devices.len().max(1) as f64;
+            t.runtime_opens += u64::from(c.runtime_opens);
+            t.runtime_open_s += c.phases.runtime_open_s;
             t.queueing_seconds += c.phases.lock_wait_s;
             t.compile_seconds += c.phases.compile_s;
             t.goldens_computed += usize::from(c.golden_computed);

@@ -254,6 +254,7 @@ pub extern "C" fn scene_rt_open(
             cstr(options, "options")?
         };
         let opts = Options::parse(opts)?.for_device(device_id);
+        let open_delay = opts.open_delay;
         let dev = Arc::new(Device::open(device_id, opts)?);
         let token = Box::new(SceneDevice { _id: device_id });
         let ptr = std::ptr::from_ref::<SceneDevice>(&token).cast_mut();
@@ -263,6 +264,8 @@ pub extern "C" fn scene_rt_open(
         unsafe {
             *out = ptr;
         }
+        // `open_ms`: a real runtime's start-up, made visible.
+        std::thread::sleep(open_delay);
         Ok(())
     })
 }
@@ -275,12 +278,24 @@ pub extern "C" fn scene_rt_open(
 #[unsafe(no_mangle)]
 pub extern "C" fn scene_rt_close(dev: *mut SceneDevice) -> i32 {
     ffi("scene_rt_close", || {
-        device(dev)?;
+        let close_delay = device(dev)?.opts.close_delay;
         let entry = lock(devices()).remove(&(dev as usize));
         // Dropping the last Arc shuts the core threads down (outside the table lock).
         drop(entry);
+        // `close_ms`: a real runtime's shutdown, made visible.
+        std::thread::sleep(close_delay);
         Ok(())
     })
+}
+
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
+#[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
+#[unsafe(no_mangle)]
+pub extern "C" fn scene_rt_reset(dev: *mut SceneDevice) -> i32 {
+    ffi("scene_rt_reset", || device(dev)?.reset())
 }
 
 // SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is

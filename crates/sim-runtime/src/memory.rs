@@ -407,6 +407,11 @@ impl Allocator {
         Ok(block)
     }
 
+    /// The device address of every live allocation (what a reset frees).
+    pub fn live_addrs(&self) -> Vec<u64> {
+        self.live.values().map(|b| DEVICE_BASE + b.data).collect()
+    }
+
     /// Frees the allocation whose data starts exactly at `addr`; returns it
     /// so the caller can hide its pages.
     pub fn free(&mut self, addr: u64) -> RtResult<Block> {

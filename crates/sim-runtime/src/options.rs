@@ -45,6 +45,11 @@ pub struct Options {
     pub arena_bytes: u64,
     pub timeout: Option<Duration>,
     pub faults: Faults,
+    /// `open_ms` / `close_ms`: extra time `scene_rt_open` and
+    /// `scene_rt_close` take, to stand for a real runtime's start-up and
+    /// shutdown in tests and benchmarks.
+    pub open_delay: Duration,
+    pub close_delay: Duration,
 }
 
 pub const DEFAULT_CORES: u32 = 2;
@@ -52,6 +57,8 @@ pub const DEFAULT_ARENA_MB: u64 = 256;
 /// Upper bounds that keep a typo from exhausting the host.
 const MAX_CORES: u32 = 256;
 const MAX_ARENA_MB: u64 = 1 << 20;
+/// Ten minutes: a longer open or close is a typo, not a runtime.
+const MAX_DELAY_MS: u64 = 600_000;
 
 impl Default for Options {
     fn default() -> Self {
@@ -61,6 +68,8 @@ impl Default for Options {
             arena_bytes: DEFAULT_ARENA_MB << 20,
             timeout: None,
             faults: Faults::default(),
+            open_delay: Duration::ZERO,
+            close_delay: Duration::ZERO,
         }
     }
 }
@@ -123,6 +132,20 @@ impl Options {
                     }
                     o.arena_bytes = n << 20;
                 }
+                "open_ms" | "close_ms" => {
+                    let n = parse_num(key, value)?;
+                    if n > MAX_DELAY_MS {
+                        return Err(RtError::Invalid(format!(
+                            "option `{key}`: {n} ms is more than the maximum {MAX_DELAY_MS}"
+                        )));
+                    }
+                    let delay = Duration::from_millis(n);
+                    if key == "open_ms" {
+                        o.open_delay = delay;
+                    } else {
+                        o.close_delay = delay;
+                    }
+                }
                 "timeout_ms" => {
                     let n = parse_num(key, value)?;
                     o.timeout = (n > 0).then(|| Duration::from_millis(n));
@@ -168,7 +191,7 @@ impl Options {
                 }
                 _ => {
                     return Err(RtError::Invalid(format!(
-                        "unknown option `{key}` (known: platform, aic, aiv, arena_mb, timeout_ms, fault, fault_device)"
+                        "unknown option `{key}` (known: platform, aic, aiv, arena_mb, timeout_ms, open_ms, close_ms, fault, fault_device)"
                     )));
                 }
             }
@@ -221,6 +244,18 @@ mod tests {
         assert_eq!(o.arena_bytes, 8 << 20);
         assert_eq!(o.timeout, Some(Duration::from_millis(50)));
         assert_eq!(o.faults.fatal_on_run, Some(2));
+    }
+
+    #[test]
+    fn open_and_close_delays() {
+        let o = Options::parse("open_ms=1000;close_ms=250").unwrap();
+        assert_eq!(o.open_delay, Duration::from_millis(1000));
+        assert_eq!(o.close_delay, Duration::from_millis(250));
+        assert_eq!(Options::default().open_delay, Duration::ZERO);
+        let e = Options::parse("open_ms=600001").unwrap_err();
+        assert!(e.to_string().contains("maximum 600000"), "{e}");
+        let e = Options::parse("close_ms=soon").unwrap_err();
+        assert!(e.to_string().contains("close_ms"), "{e}");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use common::{TestEnv, copy_scene};
 
 /// One task: `f = kernel(a, b)` (func_id 0), over vector_example's tensors
 /// and golden, so a well-behaved kernel body passes.
-const SCENE: &str = r#"
+pub(crate) const SCENE: &str = r#"
 name = "NAME"
 level = 2
 platforms = ["a2a3sim", "a5sim"]
@@ -52,7 +52,7 @@ name = "odd"
 params = { N = 12347 }
 "#;
 
-const ORCH: &str = r#"
+pub(crate) const ORCH: &str = r#"
 #include <stdlib.h>
 #include "scene_orch.h"
 SCENE_ORCH_ENTRY(one_task_orch, ctx, args, nargs) {
@@ -75,20 +75,20 @@ SCENE_KERNEL_ENTRY(ka) {
 }
 "#;
 
-const GOOD_BODY: &str = "c[i] = (a[i] + b[i] + 1) * (a[i] + b[i] + 2) + (a[i] + b[i]);";
+pub(crate) const GOOD_BODY: &str = "c[i] = (a[i] + b[i] + 1) * (a[i] + b[i] + 2) + (a[i] + b[i]);";
 
-struct Bad {
-    name: &'static str,
+pub(crate) struct Bad {
+    pub(crate) name: &'static str,
     /// Orchestration statements before the submit.
-    prologue: &'static str,
+    pub(crate) prologue: &'static str,
     /// Kernel file-scope code and loop body.
-    before: &'static str,
-    body: &'static str,
+    pub(crate) before: &'static str,
+    pub(crate) body: &'static str,
     /// Every one of these must be in the case's failure message.
-    expect: Vec<&'static str>,
+    pub(crate) expect: Vec<&'static str>,
 }
 
-fn write_scene(scenes: &Path, name: &str, prologue: &str, before: &str, body: &str) {
+pub(crate) fn write_scene(scenes: &Path, name: &str, prologue: &str, before: &str, body: &str) {
     let dir = scenes.join(name);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("scene.toml"), SCENE.replace("NAME", name)).unwrap();
@@ -104,7 +104,7 @@ fn write_scene(scenes: &Path, name: &str, prologue: &str, before: &str, body: &s
     .unwrap();
 }
 
-fn bad_scenes() -> Vec<Bad> {
+pub(crate) fn bad_scenes() -> Vec<Bad> {
     let kernel = "kernel func_id 0 (aiv core, block";
     let trap_signal = if cfg!(target_arch = "x86_64") {
         "SIGILL"

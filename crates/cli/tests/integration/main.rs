@@ -28,6 +28,7 @@ mod lock_accounting;
 mod orch_v2;
 mod outputs;
 mod params;
+mod persistent_worker;
 mod platform;
 mod port_matmul;
 mod port_paged_attention;

@@ -77,7 +77,8 @@ pub fn runtime_flags(config: &RunConfig) -> u32 {
 pub struct DeviceTrace {
     /// Start of the device phase, `CLOCK_MONOTONIC` ns.
     pub began_ns: u64,
-    /// Its length (what the report's `device_s` adds).
+    /// Its length: the report's `device_s` plus `runtime_open_s` (the
+    /// worker's part of the case, from the request to the reply).
     pub device: Duration,
     /// The held cards, rank r on `cards[r]`.
     pub cards: Vec<u32>,
@@ -338,7 +339,7 @@ pub fn trace_json(t: &CaseTrace<'_>) -> Result<Value, TraceError> {
             json!({"lock_wait_s": p.lock_wait_s}),
         ));
         let len = d.device.as_nanos() as u64;
-        let args = json!({"device_s": p.device_s, "session_s": p.session_s, "lock_held_s": p.lock_held_s, "cards": d.cards});
+        let args = json!({"device_s": p.device_s, "session_s": p.session_s, "runtime_open_s": p.runtime_open_s, "lock_held_s": p.lock_held_s, "cards": d.cards});
         evs.push(span(PHASES, "device", d.began_ns, len, args.clone()));
         evs.push(span(DEVICE, "device", d.began_ns, len, args));
     }

@@ -16,7 +16,7 @@
 
 use std::path::{Path, PathBuf};
 
-use scene_device::worker::WorkerError;
+use scene_device::worker::{WorkerError, WorkerPool};
 use scene_device::{
     AcquireOptions, CardPool, DeviceError, DeviceJob, Direction, JobArg, Runtime, RuntimeError,
     SessionStepError, TensorArg,
@@ -578,11 +578,13 @@ fn run(
     };
     let outputs = match &config.device_worker {
         Some(worker) => {
+            let workers = WorkerPool::new(worker.clone(), config.cancel.clone());
             let prepared = scene_device::worker::prepare(&job, &runtime)?;
-            let started = prepared.start(worker, &config.cancel)?;
+            let standby = workers.standby(1, &pool.healthy())?;
             let lease = acquire()?;
             let deadline = crate::device::worker_deadline(config);
-            let done = prepared.run(started, &lease, deadline);
+            let cards = [lease.cards()[0]];
+            let done = workers.run(standby, &prepared, &lease, &cards, deadline);
             lease.release();
             done.result?;
             prepared.outputs()?
