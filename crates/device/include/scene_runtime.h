@@ -78,9 +78,12 @@ int32_t scene_rt_abi_version(void);
  * Open device `device_id`. `options` is a NUL-terminated `key=value;...`
  * string (may be NULL or empty). Keys understood by the simulator:
  *   platform=a2a3sim|a5sim, aic=<cores>, aiv=<cores>, arena_mb=<MiB>,
- *   timeout_ms=<run deadline>, fault=<test-only fault injection>.
+ *   timeout_ms=<run deadline>, open_ms=<ms>, close_ms=<ms>,
+ *   fault=<test-only fault injection>.
  * Simulator defaults: platform=a2a3sim, aic=2, aiv=2 (0 = the platform lacks
- * that core type), arena_mb=256, timeout_ms=0 (no deadline). Faults
+ * that core type), arena_mb=256, timeout_ms=0 (no deadline), open_ms=0 and
+ * close_ms=0 (scene_rt_open / scene_rt_close take that much longer, as a
+ * real runtime's start-up and tear-down do; at most 600000). Faults
  * (comma-separated): fatal_on_run:K (the K-th run returns
  * SCENE_RT_E_DEVICE_FATAL), hang (runs end only by timeout_ms), none;
  * fault_device=<id> limits the faults to that device id.
@@ -140,24 +143,6 @@ int32_t scene_rt_trace_enable(SceneDevice *dev, uint32_t flags);
  * with `*len = 0`. */
 int32_t scene_rt_trace_take(SceneDevice *dev, char *buf, uint64_t cap, uint64_t *len);
 
-/* Optional (issue 28: one device worker per card, kept for the run).
- * Returns an open device to the state scene_rt_open left it in, without
- * closing it: every registered callable is unregistered (the
- * orchestration shared objects they held are released, so one registered
- * again starts with fresh globals), every allocation is freed (memory
- * reads as zero when allocated again), trace flags and a pending trace
- * record are cleared, scene_rt_args_record recording stops, and
- * per-session counters start again (the simulator's fault=fatal_on_run:K
- * and corrupt_on_run:K count runs since the open or the last reset).
- * The harness calls it between two cases on the same open device; never
- * while a run is in progress on it (the simulator waits for one). A rank
- * of a live communication domain is refused with SCENE_RT_E_INVALID
- * (destroy the domain first); after a fatal error the device stays
- * unusable (SCENE_RT_E_DEVICE_FATAL). A runtime without this symbol still
- * works: the harness then closes the device after each case and opens it
- * again for the next. */
-int32_t scene_rt_reset(SceneDevice *dev);
-
 /* Message of the last error on this thread ("" if none). Never NULL. */
 const char *scene_rt_last_error(void);
 
@@ -181,6 +166,24 @@ int32_t scene_rt_crash_report(const char *path);
  * NULL stops recording. A runtime without this symbol cannot dump task
  * arguments. */
 int32_t scene_rt_args_record(SceneDevice *dev, const char *dir);
+
+/* Optional (issue 28: one device worker serves many cases). Returns the
+ * open device `dev` to the state scene_rt_open left it in, without closing
+ * it: every registered callable is unregistered (the orchestration shared
+ * objects they held are released, so one registered again starts with
+ * fresh globals; handles from before the reset are unknown after it),
+ * every allocation is freed (its memory reads as zero when allocated
+ * again), the trace flags and the pending trace record are cleared,
+ * scene_rt_args_record recording stops, and per-session counters start
+ * again (the simulator's fault=fatal_on_run:K / corrupt_on_run:K count
+ * runs since open or the last reset). The options given to scene_rt_open
+ * stay. A device that is a rank of a live communication domain is refused
+ * with SCENE_RT_E_INVALID (destroy the domain first); after a fatal error
+ * it returns SCENE_RT_E_DEVICE_FATAL like every other call. Must not be
+ * called while a run is in progress on `dev` (the simulator waits for the
+ * run). A runtime without this symbol still works: the harness then closes
+ * and reopens the device between cases. */
+int32_t scene_rt_reset(SceneDevice *dev);
 
 #ifdef __cplusplus
 }

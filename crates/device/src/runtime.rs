@@ -86,6 +86,8 @@ struct Api {
     /// Optional (`scene_rt_args_record`, `--dump-args`): runtimes without
     /// it cannot record task arguments.
     args_record: Option<unsafe extern "C" fn(Dev, *const c_char) -> i32>,
+    /// Optional (`scene_rt_reset`, issue 28): runtimes without it cannot
+    /// clean an open device; the device is closed and reopened instead.
     reset: Option<unsafe extern "C" fn(Dev) -> i32>,
 }
 
@@ -301,7 +303,7 @@ impl Runtime {
                 .ok()
                 .map(|s| *s),
             // SAFETY: as for `sym!`: declared in scene_runtime.h with this
-            // signature; absent in runtimes that cannot reset a device.
+            // signature; absent in runtimes that cannot reset an open device.
             reset: unsafe { lib.get(b"scene_rt_reset\0") }.ok().map(|s| *s),
         };
         Ok(Runtime {
@@ -316,13 +318,14 @@ impl Runtime {
         &self.path
     }
 
-    /// Whether the runtime offers `scene_rt_reset` (optional).
-    pub fn has_reset(&self) -> bool {
-        self.api.reset.is_some()
-    }
-
     pub fn abi_version(&self) -> i32 {
         self.abi_version
+    }
+
+    /// Whether the runtime offers `scene_rt_reset` (optional, issue 28):
+    /// without it, a device is closed and reopened between cases instead.
+    pub fn has_reset(&self) -> bool {
+        self.api.reset.is_some()
     }
 
     /// The runtime's last error message on this thread.
@@ -662,18 +665,20 @@ impl DeviceSession<'_> {
         self.rt.check("scene_rt_args_record", status)
     }
 
-    /// Returns the device to the state a fresh open leaves it in
-    /// (`scene_rt_reset`, optional): an error naming the runtime when it
-    /// lacks the symbol.
+    /// Returns the device to the state [`Runtime::open`] left it in
+    /// (`scene_rt_reset`, optional): callables unregistered, allocations
+    /// freed, trace and argument recording off, per-session counters
+    /// restarted. Not while a run is in progress on it. An error naming
+    /// the runtime when it lacks the symbol (see [`Runtime::has_reset`]).
     pub fn reset(&self) -> Result<(), RuntimeError> {
         let Some(f) = self.rt.api.reset else {
             return Err(RuntimeError::InvalidArgument(format!(
-                "the runtime `{}` has no scene_rt_reset: it cannot reset a device",
+                "the runtime `{}` has no scene_rt_reset: close and reopen the device instead",
                 self.rt.path.display()
             )));
         };
-        // SAFETY: `self.dev` is an open device and no run is in progress
-        // on it (runs borrow the session; this takes it shared after them).
+        // SAFETY: `self.dev` is an open device; no run is in progress on it
+        // (calls on one session are not concurrent: the session is not `Sync`).
         let status = unsafe { f(self.dev) };
         self.rt.check("scene_rt_reset", status)
     }

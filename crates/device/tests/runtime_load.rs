@@ -423,6 +423,56 @@ const char *scene_rt_last_error(void) { return ""; }
         msg.contains("has no scene_rt_args_record") && msg.contains("nocomm.so"),
         "{msg}"
     );
+    // Nor can it reset an open device (issue 28): the caller reopens.
+    assert!(!rt.has_reset());
+    let e = a.reset().unwrap_err();
+    assert!(matches!(e, RuntimeError::InvalidArgument(_)), "{e:?}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("has no scene_rt_reset") && msg.contains("nocomm.so"),
+        "{msg}"
+    );
+}
+
+/// The simulator offers `scene_rt_reset`: allocations from before it are
+/// gone, the device serves new ones; a rank of a live domain is refused
+/// until the domain is destroyed; a fatal device stays fatal.
+#[test]
+fn sim_runtime_resets_an_open_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let lease = lease(dir.path());
+    let rt = Runtime::load(&lease, &default_runtime_path().unwrap()).unwrap();
+    assert!(rt.has_reset());
+    let a = rt.open(0, "arena_mb=2;aic=1;aiv=1").unwrap();
+    let old = a.malloc(1 << 20).unwrap();
+    a.copy_to(old.addr, &[1, 2, 3]).unwrap();
+    a.reset().unwrap();
+    let e = a.copy_to(old.addr, &[1, 2, 3]).unwrap_err();
+    assert_eq!(e.status(), Some(SCENE_RT_E_OUT_OF_BOUNDS), "{e}");
+    let new = a.malloc(1 << 20).unwrap();
+    let mut back = [9u8; 3];
+    a.copy_from(new.addr, &mut back).unwrap();
+    assert_eq!(back, [0; 3]);
+
+    let b = rt.open(1, "aic=1;aiv=1").unwrap();
+    let comm = rt.comm_create(&[&a, &b], 64, "").unwrap();
+    let e = b.reset().unwrap_err();
+    assert_eq!(e.status(), Some(SCENE_RT_E_INVALID), "{e}");
+    assert!(
+        e.to_string()
+            .contains("destroy the communication domain first"),
+        "{e}"
+    );
+    comm.destroy().unwrap();
+    b.reset().unwrap();
+
+    let f = rt.open(2, "fault=fatal_on_run:1").unwrap();
+    assert!(
+        f.run(scene_device::CallableHandle(1), &[])
+            .unwrap_err()
+            .is_device_fatal()
+    );
+    assert!(f.reset().unwrap_err().is_device_fatal());
 }
 
 /// The simulator records task arguments once asked (the layout is checked

@@ -196,40 +196,6 @@ impl Device {
         *lock(&self.args_dir) = dir;
     }
 
-    /// Returns the device to the state [`Device::open`] left it in
-    /// (`scene_rt_reset`): every callable unregistered (releasing the
-    /// orchestration libraries, so a reloaded one starts with fresh
-    /// globals), every allocation freed (its pages read as zero when
-    /// handed out again), traces and argument recording off, the run
-    /// counter of the injected faults back at zero. Waits for a run in
-    /// progress (runs hold the same lock). A rank of a live communication
-    /// domain is refused; a device after a fatal error stays unusable.
-    pub fn reset(&self) -> RtResult<()> {
-        self.check_alive()?;
-        let _g = lock(&self.exec);
-        self.check_alive()?;
-        if lock(&self.comm).is_some() {
-            return Err(RtError::Invalid(format!(
-                "device {} is a rank of a live communication domain: destroy the communication domain first",
-                self.id
-            )));
-        }
-        // Dropped outside the table's lock: unloading a library runs its
-        // destructors.
-        let callables = std::mem::take(&mut *lock(&self.callables));
-        drop(callables);
-        let live = lock(&self.shared.mem).live_addrs();
-        for addr in live {
-            self.shared.free(addr)?;
-        }
-        lock(&self.shared.run_args).clear();
-        self.trace_flags.store(0, Ordering::SeqCst);
-        *lock(&self.last_trace) = None;
-        *lock(&self.args_dir) = None;
-        self.runs.store(0, Ordering::SeqCst);
-        Ok(())
-    }
-
     /// Ends this device's membership of a domain.
     pub fn detach_comm(&self) {
         *lock(&self.comm) = None;
@@ -340,6 +306,40 @@ impl Device {
             .remove(&handle)
             .map(drop)
             .ok_or_else(|| RtError::Invalid(format!("unknown callable handle {handle}")))
+    }
+
+    /// `scene_rt_reset`: returns the device to the state `open` left it in,
+    /// without closing it. Every callable is unregistered (dropping the
+    /// last reference to an orchestration library unloads it, so the next
+    /// registration of the same bytes starts with fresh globals); every
+    /// allocation is freed (pages hidden: they read as zero when allocated
+    /// again); tracing is switched off and the pending record dropped;
+    /// argument recording stops; the run counter (`fault=fatal_on_run:K`,
+    /// `corrupt_on_run:K`) starts again. Callable handles are not reused:
+    /// one from before the reset stays unknown. Refused for a rank of a
+    /// live communication domain; a fatal device stays fatal. Takes the
+    /// lock runs take, so it waits for a run in progress.
+    pub fn reset(&self) -> RtResult<()> {
+        self.check_alive()?;
+        let _g = lock(&self.exec);
+        self.check_alive()?;
+        if lock(&self.comm).is_some() {
+            return Err(RtError::Invalid(format!(
+                "device {} is a rank of a live communication domain: destroy the communication domain first",
+                self.id
+            )));
+        }
+        // Dropped outside the table's lock: unloading a library runs its
+        // destructors.
+        let callables = std::mem::take(&mut *lock(&self.callables));
+        drop(callables);
+        self.shared.free_all();
+        lock(&self.shared.run_args).clear();
+        self.trace_flags.store(0, Ordering::SeqCst);
+        *lock(&self.last_trace) = None;
+        *lock(&self.args_dir) = None;
+        self.runs.store(0, Ordering::SeqCst);
+        Ok(())
     }
 
     /// Host address of a registered incore image (for diagnostics and tests).

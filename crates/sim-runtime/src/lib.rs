@@ -36,6 +36,10 @@
 //! - `scene_rt_args_record(dev, dir)` (optional ABI) records every later
 //!   run's task arguments (views, span bytes before and after, scalars)
 //!   into `dir` (`device/args_dump.rs`; `--dump-args`).
+//! - `scene_rt_reset(dev)` (optional ABI, issue 28) returns an open device
+//!   to the state `scene_rt_open` left it in (callables, allocations,
+//!   trace and args-record state, the run counter), so one worker can
+//!   serve case after case on one open device (`Device::reset`).
 //!
 //! What it deliberately does not do: compile anything, know about scene
 //! files, goldens or cards, or isolate kernels from each other: a kernel
@@ -46,7 +50,9 @@
 //! (default a2a3sim), `aic=N`, `aiv=N` (core threads per type, default 2; 0 =
 //! the platform lacks the type), `arena_mb=N` (device memory, default 256;
 //! an allocation that does not fit names this option), `timeout_ms=N`
-//! (run deadline, default 0 = none), `fault=hang|fatal_on_run:K|corrupt_on_run:K|none`
+//! (run deadline, default 0 = none), `open_ms=N` / `close_ms=N` (`scene_rt_open` /
+//! `scene_rt_close` take N ms longer, as a real runtime's start-up does; default 0,
+//! at most 600000), `fault=hang|fatal_on_run:K|corrupt_on_run:K|none`
 //! (test-only fault injection, comma-separated). Unknown keys are errors.
 //!
 //! The exports are plain `extern "C" fn`s, as the C ABI sees them: they
@@ -256,6 +262,8 @@ pub extern "C" fn scene_rt_open(
         let opts = Options::parse(opts)?.for_device(device_id);
         let open_delay = opts.open_delay;
         let dev = Arc::new(Device::open(device_id, opts)?);
+        // `open_ms`: a real runtime's start-up cost, once the device is set up.
+        std::thread::sleep(open_delay);
         let token = Box::new(SceneDevice { _id: device_id });
         let ptr = std::ptr::from_ref::<SceneDevice>(&token).cast_mut();
         lock(devices()).insert(ptr as usize, (token, dev));
@@ -264,8 +272,6 @@ pub extern "C" fn scene_rt_open(
         unsafe {
             *out = ptr;
         }
-        // `open_ms`: a real runtime's start-up, made visible.
-        std::thread::sleep(open_delay);
         Ok(())
     })
 }
@@ -282,7 +288,7 @@ pub extern "C" fn scene_rt_close(dev: *mut SceneDevice) -> i32 {
         let entry = lock(devices()).remove(&(dev as usize));
         // Dropping the last Arc shuts the core threads down (outside the table lock).
         drop(entry);
-        // `close_ms`: a real runtime's shutdown, made visible.
+        // `close_ms`: a real runtime's tear-down cost.
         std::thread::sleep(close_delay);
         Ok(())
     })

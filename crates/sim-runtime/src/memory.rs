@@ -407,11 +407,6 @@ impl Allocator {
         Ok(block)
     }
 
-    /// The device address of every live allocation (what a reset frees).
-    pub fn live_addrs(&self) -> Vec<u64> {
-        self.live.values().map(|b| DEVICE_BASE + b.data).collect()
-    }
-
     /// Frees the allocation whose data starts exactly at `addr`; returns it
     /// so the caller can hide its pages.
     pub fn free(&mut self, addr: u64) -> RtResult<Block> {
@@ -441,6 +436,12 @@ impl Allocator {
         }
         self.free.insert(start, len);
         Ok(block)
+    }
+
+    /// The device address of every live allocation, lowest first (what
+    /// `scene_rt_reset` frees).
+    pub fn live_addrs(&self) -> Vec<u64> {
+        self.live.values().map(|b| DEVICE_BASE + b.data).collect()
     }
 
     /// The live block whose reservation contains arena offset `off`.
@@ -578,6 +579,23 @@ mod tests {
                 .to_string()
                 .contains("more than the whole")
         );
+    }
+
+    #[test]
+    fn live_addrs_lists_every_live_allocation_once() {
+        let mut a = Allocator::new(1 << 22, 1 << 20, PAGE);
+        assert!(a.live_addrs().is_empty());
+        let x = DEVICE_BASE + a.alloc(100).unwrap().data;
+        let y = DEVICE_BASE + a.alloc(0).unwrap().data;
+        let z = DEVICE_BASE + a.alloc(3 * PAGE).unwrap().data;
+        a.free(y).unwrap();
+        assert_eq!(a.live_addrs(), vec![x, z]);
+        for addr in a.live_addrs() {
+            a.free(addr).unwrap();
+        }
+        assert!(a.live_addrs().is_empty());
+        assert_eq!(a.in_use(), 0);
+        assert_eq!(a.alloc(1 << 20).unwrap().region, 0, "all one hole again");
     }
 
     #[test]

@@ -45,10 +45,10 @@ pub struct Options {
     pub arena_bytes: u64,
     pub timeout: Option<Duration>,
     pub faults: Faults,
-    /// `open_ms` / `close_ms`: extra time `scene_rt_open` and
-    /// `scene_rt_close` take, to stand for a real runtime's start-up and
-    /// shutdown in tests and benchmarks.
+    /// `open_ms=N`: `scene_rt_open` takes this much longer (a real
+    /// runtime's start-up cost, for tests and benchmarks of issue 28).
     pub open_delay: Duration,
+    /// `close_ms=N`: `scene_rt_close` takes this much longer.
     pub close_delay: Duration,
 }
 
@@ -57,8 +57,8 @@ pub const DEFAULT_ARENA_MB: u64 = 256;
 /// Upper bounds that keep a typo from exhausting the host.
 const MAX_CORES: u32 = 256;
 const MAX_ARENA_MB: u64 = 1 << 20;
-/// Ten minutes: a longer open or close is a typo, not a runtime.
-const MAX_DELAY_MS: u64 = 600_000;
+/// Largest `open_ms` / `close_ms`: 10 minutes.
+pub const MAX_DELAY_MS: u64 = 600_000;
 
 impl Default for Options {
     fn default() -> Self {
@@ -132,23 +132,23 @@ impl Options {
                     }
                     o.arena_bytes = n << 20;
                 }
+                "timeout_ms" => {
+                    let n = parse_num(key, value)?;
+                    o.timeout = (n > 0).then(|| Duration::from_millis(n));
+                }
                 "open_ms" | "close_ms" => {
                     let n = parse_num(key, value)?;
                     if n > MAX_DELAY_MS {
                         return Err(RtError::Invalid(format!(
-                            "option `{key}`: {n} ms is more than the maximum {MAX_DELAY_MS}"
+                            "option `{key}`: {n} ms is more than the maximum {MAX_DELAY_MS} (10 minutes)"
                         )));
                     }
-                    let delay = Duration::from_millis(n);
+                    let d = Duration::from_millis(n);
                     if key == "open_ms" {
-                        o.open_delay = delay;
+                        o.open_delay = d;
                     } else {
-                        o.close_delay = delay;
+                        o.close_delay = d;
                     }
-                }
-                "timeout_ms" => {
-                    let n = parse_num(key, value)?;
-                    o.timeout = (n > 0).then(|| Duration::from_millis(n));
                 }
                 "fault_device" => {
                     let n = parse_num(key, value)?;
@@ -248,14 +248,50 @@ mod tests {
 
     #[test]
     fn open_and_close_delays() {
-        let o = Options::parse("open_ms=1000;close_ms=250").unwrap();
-        assert_eq!(o.open_delay, Duration::from_millis(1000));
-        assert_eq!(o.close_delay, Duration::from_millis(250));
-        assert_eq!(Options::default().open_delay, Duration::ZERO);
-        let e = Options::parse("open_ms=600001").unwrap_err();
-        assert!(e.to_string().contains("maximum 600000"), "{e}");
-        let e = Options::parse("close_ms=soon").unwrap_err();
-        assert!(e.to_string().contains("close_ms"), "{e}");
+        let o = Options::parse("").unwrap();
+        assert_eq!(
+            (o.open_delay, o.close_delay),
+            (Duration::ZERO, Duration::ZERO)
+        );
+        let o = Options::parse("open_ms=300; close_ms = 25").unwrap();
+        assert_eq!(o.open_delay, Duration::from_millis(300));
+        assert_eq!(o.close_delay, Duration::from_millis(25));
+        let o = Options::parse("open_ms=600000;close_ms=0").unwrap();
+        assert_eq!(o.open_delay, Duration::from_secs(600));
+        assert_eq!(o.close_delay, Duration::ZERO);
+        // Kept for every device: they are not faults.
+        let o = Options::parse("open_ms=5;fault=fatal_on_run:1;fault_device=3")
+            .unwrap()
+            .for_device(0);
+        assert_eq!(o.open_delay, Duration::from_millis(5));
+        for (bad, says) in [
+            (
+                "open_ms=600001",
+                "600001 ms is more than the maximum 600000",
+            ),
+            (
+                "close_ms=18446744073709551615",
+                "more than the maximum 600000",
+            ),
+            (
+                "open_ms=-1",
+                "option `open_ms`: `-1` is not a non-negative integer",
+            ),
+            (
+                "close_ms=1s",
+                "option `close_ms`: `1s` is not a non-negative integer",
+            ),
+            (
+                "close_ms=",
+                "option `close_ms`: `` is not a non-negative integer",
+            ),
+        ] {
+            let e = Options::parse(bad).unwrap_err();
+            assert!(matches!(e, RtError::Invalid(_)), "{bad}: {e:?}");
+            assert!(e.to_string().contains(says), "{bad}: {e}");
+        }
+        let e = Options::parse("open_sec=1").unwrap_err().to_string();
+        assert!(e.contains("open_ms, close_ms"), "{e}");
     }
 
     #[test]

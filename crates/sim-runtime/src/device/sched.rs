@@ -125,6 +125,21 @@ impl Shared {
         // Hidden under the allocator's lock: released earlier, the pages
         // could be handed out again and exposed before this hides them.
         let mut mem = lock(&self.mem);
+        self.free_locked(&mut mem, addr)
+    }
+
+    /// Frees every live allocation as [`Shared::free`] does (pages hidden,
+    /// so they read as zero when allocated again); returns how many.
+    pub(super) fn free_all(&self) -> usize {
+        let mut mem = lock(&self.mem);
+        let addrs = mem.live_addrs();
+        addrs
+            .into_iter()
+            .filter(|&a| self.free_locked(&mut mem, a).is_ok())
+            .count()
+    }
+
+    fn free_locked(&self, mem: &mut Allocator, addr: u64) -> RtResult<()> {
         let block = mem.free(addr)?;
         self.arena.hide(block.pages, block.pages_len);
         Ok(())
