@@ -199,25 +199,50 @@ pub fn run_session(
 
 /// Opens `cards` with `options`: one device per card (rank r on
 /// `cards[r]` for a group). What a persistent worker keeps between cases.
+/// A group's cards are opened at once, one thread each: a real runtime's
+/// open takes seconds a card, and k of them in a row would hold k cards
+/// for k opens.
 pub fn open_cards<'rt>(
     runtime: &'rt Runtime,
     cards: &[u32],
     options: &str,
 ) -> Result<Vec<DeviceSession<'rt>>, SessionStepError> {
-    let mut devices = Vec::with_capacity(cards.len());
-    for (rank, &card) in cards.iter().enumerate() {
+    let open = |rank: usize, card: u32| {
         let what = if cards.len() > 1 {
             format!("opening card {card} (rank {rank})")
         } else {
             format!("opening card {card}")
         };
-        devices.push(
-            runtime
-                .open(card, options)
-                .map_err(|e| SessionStepError::new(what, e, &[]))?,
-        );
+        runtime
+            .open(card, options)
+            .map_err(|e| SessionStepError::new(what, e, &[]))
+    };
+    if let [card] = cards {
+        return Ok(vec![open(0, *card)?]);
     }
-    Ok(devices)
+    let opened: Vec<Result<DeviceSession<'rt>, SessionStepError>> = std::thread::scope(|s| {
+        let threads: Vec<_> = cards
+            .iter()
+            .enumerate()
+            .map(|(rank, &card)| s.spawn(move || open(rank, card)))
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| {
+                t.join().unwrap_or_else(|_| {
+                    Err(SessionStepError {
+                        what: "opening the group's cards".into(),
+                        status: None,
+                        message: "an opening thread panicked".into(),
+                        device_fatal: false,
+                    })
+                })
+            })
+            .collect()
+    });
+    // The first failure, lowest rank first; devices that did open are
+    // closed when the vector drops.
+    opened.into_iter().collect()
 }
 
 /// Runs `job` on devices [`open_cards`] opened for [`DeviceJob::cards`]:
