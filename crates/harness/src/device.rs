@@ -210,6 +210,12 @@ impl DeviceStage {
                 )));
             }
         }
+        if let Some(k) = work.callable.incores.iter().find(|k| k.kind.is_hosted()) {
+            return Err(DeviceFailure::plain(format!(
+                "kernel `{}` (func_id {}) is a hosted kernel (build = \"hosted\"): hosted kernels compile, but the device stage cannot load them yet (issue 29)",
+                k.name, k.func_id
+            )));
+        }
         let runtime_path = self
             .runtime_path()
             .map_err(|e| DeviceFailure::plain(e.to_string()))?;

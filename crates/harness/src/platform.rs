@@ -202,6 +202,12 @@ struct RawEntry {
     builtins_flags: Option<Vec<String>>,
     orch_flags: Option<Vec<String>>,
     cxx_flags: Option<Vec<String>>,
+    /// Hosted incores (issue 29): their C++20 compiler and flags, and the
+    /// system include directories they see (relative to the platforms
+    /// file, or absolute).
+    hosted_cxx: Option<PathBuf>,
+    hosted_flags: Option<Vec<String>>,
+    include_roots: Option<Vec<PathBuf>>,
     link_flags: Option<Vec<String>>,
     /// `"builtin"` or a path relative to the platforms file.
     link_script: Option<String>,
@@ -420,6 +426,7 @@ impl Loader<'_> {
                 tc.link_flags = derived.link_flags;
                 tc.link_script = derived.link_script;
                 tc.builtins_source = derived.builtins_source;
+                tc.hosted_flags = derived.hosted_flags;
                 tc.extraction = extraction;
             }
         }
@@ -445,6 +452,13 @@ impl Loader<'_> {
         replace(&mut tc.builtins_flags, &entry.builtins_flags);
         replace(&mut tc.orch_flags, &entry.orch_flags);
         replace(&mut tc.cxx_flags, &entry.cxx_flags);
+        if let Some(cxx) = &entry.hosted_cxx {
+            tc.hosted_cxx.clone_from(cxx);
+        }
+        replace(&mut tc.hosted_flags, &entry.hosted_flags);
+        if let Some(roots) = &entry.include_roots {
+            tc.include_roots = roots.iter().map(|r| self.base_dir.join(r)).collect();
+        }
         replace(&mut tc.link_flags, &entry.link_flags);
         match entry.link_script.as_deref() {
             None => {}

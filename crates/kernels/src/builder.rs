@@ -77,6 +77,9 @@ pub struct Builder {
     link_script: PathBuf,
     /// Compiled on first use, by whichever worker needs it first.
     builtins: [OnceLock<Result<PathBuf, Arc<CompileError>>>; 2],
+    /// The hosted compiler's probe (`compile::probe_hosted`),
+    /// run before the first hosted unit compiles.
+    hosted_probe: OnceLock<Result<(), Arc<CompileError>>>,
     memo: Mutex<HashMap<UnitKey, Memo>>,
     /// Keeps file names unique if the same key is built twice concurrently.
     sequence: AtomicU64,
@@ -158,6 +161,7 @@ impl Builder {
             scratch,
             link_script,
             builtins: [OnceLock::new(), OnceLock::new()],
+            hosted_probe: OnceLock::new(),
             memo: Mutex::new(HashMap::new()),
             sequence: AtomicU64::new(0),
             observer: None,
@@ -553,6 +557,24 @@ impl Builder {
         key: UnitKey,
         dep_file: Option<&Path>,
     ) -> Result<Vec<u8>, CompileError> {
+        if unit.kind.is_hosted() {
+            let dir = self.link_script.parent().unwrap_or(&self.root);
+            self.hosted_probe
+                .get_or_init(|| {
+                    compile::probe_hosted(&self.toolchain, dir, &self.cancel).map_err(Arc::new)
+                })
+                .clone()
+                .map_err(CompileError::Shared)?;
+            let out = self.scratch_file(key, "so");
+            return compile::compile_hosted(
+                &self.toolchain,
+                &self.root,
+                unit,
+                &out,
+                dep_file,
+                &self.cancel,
+            );
+        }
         let builtins = self.builtins(unit.core)?;
         let object = self.scratch_file(key, "o");
         compile::compile_incore(
@@ -795,6 +817,7 @@ fn assemble(
                 name: unit.name.clone(),
                 func_id: unit.func_id,
                 core: unit.core,
+                kind: unit.kind,
                 text: text.as_ref().clone(),
             }),
             Err(error) => failures.push(UnitFailure::Incore {

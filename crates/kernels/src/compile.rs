@@ -171,6 +171,53 @@ pub(crate) fn orch_args(tc: &Toolchain, unit: &OrchUnit) -> Vec<OsString> {
     args
 }
 
+/// The compiler arguments for a hosted incore's shared object (without
+/// `-o`): the hosted flags, the core's flags, `-isystem` per include root,
+/// the unit's defines and include dirs.
+pub(crate) fn hosted_args(tc: &Toolchain, unit: &IncoreUnit) -> Vec<OsString> {
+    let mut args: Vec<OsString> = os(&tc.hosted_flags).collect();
+    args.extend(os(tc.core_flags(unit.core)));
+    for root in &tc.include_roots {
+        args.push("-isystem".into());
+        args.push(root.as_os_str().to_owned());
+    }
+    args.extend(define_flags(&unit.defines));
+    args.extend(include_flags(&unit.include_dirs));
+    args.push(unit.source.as_os_str().to_owned());
+    args
+}
+
+/// Builds a hosted incore into the shared object `out` with the hosted
+/// C++ compiler; returns its bytes.
+pub(crate) fn compile_hosted(
+    tc: &Toolchain,
+    root: &Path,
+    unit: &IncoreUnit,
+    out: &Path,
+    dep_file: Option<&Path>,
+    cancel: &Cancel,
+) -> Result<Vec<u8>, CompileError> {
+    require_source(root, &unit.source)?;
+    let mut args = hosted_args(tc, unit);
+    if let Some(dep_file) = dep_file {
+        args.extend(["-MD".into(), "-MF".into(), dep_file.as_os_str().to_owned()]);
+    }
+    args.push("-o".into());
+    args.push(out.as_os_str().to_owned());
+    Invocation {
+        role: "hosted C++ compiler",
+        stage: Stage::Compile,
+        program: &tc.hosted_cxx,
+        args,
+        cwd: root,
+    }
+    .run(cancel)?;
+    std::fs::read(out).map_err(|source| CompileError::Read {
+        path: out.to_path_buf(),
+        source,
+    })
+}
+
 pub(crate) fn compile_orchestration(
     tc: &Toolchain,
     root: &Path,
@@ -198,5 +245,81 @@ pub(crate) fn explain_compile_failure(language: Language, error: CompileError) -
             cause: Box::new(error),
         },
         None => error,
+    }
+}
+
+/// What [`probe_hosted`] compiles: the C++20 language and library features
+/// PTO-ISA's CPU backend uses (a compiler that lacks one fails on the
+/// first PTO header, with pages of template errors).
+pub const HOSTED_PROBE_SOURCE: &str = r#"
+#include <bit>
+#include <concepts>
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <type_traits>
+#include <vector>
+#if __cplusplus < 202002L
+#error "not C++20"
+#endif
+template <typename T>
+concept Numeric = std::is_arithmetic_v<std::remove_cvref_t<T>>;
+template <Numeric T>
+constexpr T twice(T v) { return v + v; }
+static_assert(std::bit_cast<std::uint32_t>(1.0f) == 0x3f800000u);
+static_assert(twice(21) == 42);
+thread_local std::vector<float> scratch;
+extern "C" int scene_hosted_probe(const float *p, unsigned n) {
+    std::span<const float> s(p, n);
+    std::mutex m;
+    std::lock_guard<std::mutex> g(m);
+    scratch.assign(s.begin(), s.end());
+    return static_cast<int>(scratch.size());
+}
+"#;
+
+/// Checks, in `work_dir`, that `tc.hosted_cxx` with `tc.hosted_flags` builds
+/// a shared object from [`HOSTED_PROBE_SOURCE`]. Run once per builder
+/// before the first hosted unit.
+pub(crate) fn probe_hosted(
+    tc: &Toolchain,
+    work_dir: &Path,
+    cancel: &Cancel,
+) -> Result<(), CompileError> {
+    let unavailable = |why: String| CompileError::HostedToolchain {
+        compiler: tc.hosted_cxx.clone(),
+        why,
+    };
+    let source = work_dir.join("hosted-probe.cpp");
+    std::fs::write(&source, HOSTED_PROBE_SOURCE).map_err(|e| CompileError::WorkDir {
+        path: source.clone(),
+        source: e,
+    })?;
+    let out = work_dir.join("hosted-probe.so");
+    let mut args: Vec<OsString> = tc.hosted_flags.iter().map(OsString::from).collect();
+    args.push(source.clone().into_os_string());
+    args.push("-o".into());
+    args.push(out.into_os_string());
+    let run = Invocation {
+        role: "hosted C++ compiler",
+        stage: Stage::Compile,
+        program: &tc.hosted_cxx,
+        args,
+        cwd: work_dir,
+    }
+    .run(cancel);
+    match run {
+        Ok(()) => Ok(()),
+        Err(e) if e.is_cancelled() => Err(e),
+        Err(CompileError::Tool { stderr, .. }) => Err(unavailable(
+            stderr
+                .lines()
+                .find(|l| l.contains("error"))
+                .unwrap_or("the probe did not compile")
+                .trim()
+                .to_owned(),
+        )),
+        Err(e) => Err(unavailable(e.to_string())),
     }
 }

@@ -67,6 +67,17 @@ pub enum CompileError {
         rule: crate::rules::KernelRule,
         cause: Box<CompileError>,
     },
+    /// The hosted C++ compiler cannot build what PTO-ISA's CPU backend
+    /// needs (checked once, before the first hosted unit).
+    #[error(
+        "the hosted C++ compiler `{}` cannot build hosted kernels: {why}\n\
+         hosted kernels need C++20 with a library that has <bit>, <span>, <concepts>, \
+         std::remove_cvref_t and <thread>: g++ >= 13, clang++ >= 16, or `zig c++` \
+         (pip install ziglang; a script running `python3 -m ziglang c++ \"$@\"`); \
+         name one as `hosted_cxx` in the platform entry (platforms.toml)",
+        compiler.display()
+    )]
+    HostedToolchain { compiler: PathBuf, why: String },
     #[error("{0}")]
     Shared(Arc<CompileError>),
     /// The run was cancelled (a signal) before or while the tool ran.

@@ -429,6 +429,27 @@ impl KeyContext {
         let mut inputs = KeyInputs::default();
         common_inputs(&mut inputs, schema, EntryKind::Incore, tc);
         inputs.set("core", unit.core.as_str());
+        if unit.kind.is_hosted() {
+            // A shared object of the hosted compiler: no linker, link
+            // script or builtins; image units keep exactly their fields.
+            inputs.set("kind", unit.kind.as_str());
+            tool_inputs(
+                &mut inputs,
+                "hosted_cxx",
+                &self.tool(&tc.hosted_cxx, tc.search_path.as_deref()),
+            );
+            inputs.list("flags.hosted", tc.hosted_flags.iter().cloned());
+            inputs.list("flags.core", tc.core_flags(unit.core).iter().cloned());
+            inputs.list(
+                "include_roots",
+                tc.include_roots.iter().map(|d| path_str(d)),
+            );
+            unit_inputs(&mut inputs, &unit.source, &unit.include_dirs, &unit.defines);
+            let mut dirs = unit.include_dirs.clone();
+            dirs.extend(tc.include_roots.iter().cloned());
+            self.source_inputs(&mut inputs, root, &unit.source, &dirs)?;
+            return Ok(inputs);
+        }
         tool_inputs(
             &mut inputs,
             "compiler",
@@ -684,6 +705,7 @@ mod tests {
             name: "k".into(),
             func_id: 0,
             core: CoreType::Aiv,
+            kind: crate::unit::IncoreKind::Image,
             source: source.into(),
             include_dirs: vec!["inc".into()],
             defines: vec![],

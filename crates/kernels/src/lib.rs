@@ -47,8 +47,8 @@ pub use outline::{PlanOutline, PlannedUnit, plan_outline, render_commands};
 pub use report::{BuildOutput, Observer, UnitKind, UnitOutcome, UnitReport};
 pub use toolchain::{BuiltinPlatform, Extraction, Toolchain, ToolchainError, UnknownExtraction};
 pub use unit::{
-    CallableSpec, ChipCallable, CoreType, IncoreImage, IncoreUnit, Language, OrchUnit,
-    ParseCoreTypeError,
+    ArgsConvention, CallableSpec, ChipCallable, CoreType, IncoreImage, IncoreKind, IncoreUnit,
+    Language, OrchUnit, ParseArgsConventionError, ParseCoreTypeError,
 };
 
 /// Hash of this crate's compile/link/extract logic (see `build.rs`).

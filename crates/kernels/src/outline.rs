@@ -192,6 +192,23 @@ fn unit_commands(
         kind: entry.kind,
     };
     match &entry.job {
+        Job::Incore(incore) if incore.kind.is_hosted() => {
+            let output = out_dir.join(format!("u{idx}.so"));
+            let mut args = compile::hosted_args(tc, incore);
+            args.push("-o".into());
+            args.push(output.as_os_str().to_owned());
+            UnitCommands {
+                unit,
+                needs_builtins: None,
+                commands: vec![ToolCommand {
+                    role: "hosted C++ compiler",
+                    program: tc.hosted_cxx.clone(),
+                    args,
+                    cwd: root.to_path_buf(),
+                }],
+                output,
+            }
+        }
         Job::Incore(incore) => {
             let object = out_dir.join(format!("u{idx}.o"));
             let output = out_dir.join(format!("u{idx}.elf"));
@@ -259,6 +276,10 @@ impl ChipCallable {
             field(k.name.as_bytes());
             field(&k.func_id.to_le_bytes());
             field(k.core.as_str().as_bytes());
+            // Image kernels keep the digest they always had.
+            if k.kind.is_hosted() {
+                field(k.kind.as_str().as_bytes());
+            }
             field(&k.text);
         }
         UnitKey(*h.finalize().as_bytes())
@@ -268,7 +289,7 @@ impl ChipCallable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::unit::{IncoreImage, IncoreUnit, OrchUnit};
+    use crate::unit::{IncoreImage, IncoreKind, IncoreUnit, OrchUnit};
 
     fn spec(label: &str, sources: &[&str]) -> CallableSpec {
         CallableSpec {
@@ -291,6 +312,7 @@ mod tests {
                     } else {
                         CoreType::Aic
                     },
+                    kind: IncoreKind::Image,
                     source: (*s).into(),
                     include_dirs: vec![],
                     defines: vec![],
@@ -373,6 +395,7 @@ mod tests {
                 name: "k".into(),
                 func_id: 0,
                 core: CoreType::Aiv,
+                kind: IncoreKind::Image,
                 text: vec![0xc3],
             }],
         };

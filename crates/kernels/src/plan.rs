@@ -115,6 +115,7 @@ mod tests {
             name: name.into(),
             func_id,
             core: CoreType::Aiv,
+            kind: crate::unit::IncoreKind::Image,
             source: source.into(),
             include_dirs: vec![],
             defines: vec![],

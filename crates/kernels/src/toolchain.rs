@@ -240,6 +240,20 @@ pub struct Toolchain {
     /// the incore or orchestration flags: the language features a kernel
     /// image cannot carry (exceptions, RTTI, guarded local statics).
     pub cxx_flags: Vec<String>,
+    /// C++ compiler for hosted incores ([`crate::IncoreKind::Hosted`]):
+    /// C++20 with a hosted standard library, linking shared objects
+    /// against its own C++ runtime (`c++`, `g++-13`, `clang++-16`, `zig
+    /// c++` through a wrapper script...). Checked when first used
+    /// ([`probe_hosted`]).
+    pub hosted_cxx: PathBuf,
+    /// Flags of every hosted incore compile (`-shared -fPIC -std=c++20
+    /// -D__CPU_SIM ...`); `-isystem` for each include root, the unit's
+    /// defines and include dirs, `-o` are added.
+    pub hosted_flags: Vec<String>,
+    /// System include directories of hosted incores (a PTO-ISA checkout's
+    /// `include`, ...), absolute; every header a compile reads from them is
+    /// in the unit's recorded dependencies like any other.
+    pub include_roots: Vec<PathBuf>,
     /// Linker flags for incore images; `-T <script>`, `-o` and inputs are added.
     pub link_flags: Vec<String>,
     pub link_script: String,
@@ -258,6 +272,17 @@ pub struct Toolchain {
 
 /// The built-in [`Toolchain::cxx_flags`].
 pub const CXX_FLAGS: [&str; 3] = ["-fno-exceptions", "-fno-rtti", "-fno-threadsafe-statics"];
+
+/// The built-in hosted flags: a shared object of hosted C++20, with
+/// PTO-ISA's CPU backend selected (`__CPU_SIM`).
+fn hosted_flags(platform_define: &str, extraction: Extraction) -> Vec<String> {
+    let mut flags = strings(&["-shared", "-fPIC", "-O2", "-std=c++20", "-D__CPU_SIM"]);
+    if extraction == Extraction::Elf {
+        flags.push("-Wl,--build-id=sha1".to_owned());
+    }
+    flags.push(platform_define.to_owned());
+    flags
+}
 
 fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| (*s).to_owned()).collect()
@@ -347,6 +372,9 @@ impl Toolchain {
                 platform_define.to_owned(),
             ],
             cxx_flags: strings(&CXX_FLAGS),
+            hosted_cxx: PathBuf::from("c++"),
+            hosted_flags: hosted_flags(platform_define, extraction),
+            include_roots: Vec::new(),
             link_flags,
             link_script: link_script.to_owned(),
             builtins_source,

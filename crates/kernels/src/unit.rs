@@ -77,12 +77,102 @@ impl Language {
     }
 }
 
-/// One incore kernel source, built into a `.text` image.
+/// How an incore kernel is built and entered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub enum IncoreKind {
+    /// Freestanding code linked into one position-independent `.text`
+    /// image, entered at offset 0 (the default: what a card loads).
+    #[default]
+    Image,
+    /// Hosted C++ (`-std=c++20 -D__CPU_SIM` by default) built into a
+    /// shared object with the toolchain's hosted compiler and linked
+    /// against its own C++ runtime: the device runtime `dlopen`s it and
+    /// calls its entry symbol. What PTO-ISA's CPU backend needs (issue 29).
+    Hosted(ArgsConvention),
+}
+
+/// How a hosted kernel's entry takes its arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub enum ArgsConvention {
+    /// `void entry(const SceneKernelArgs *)`, as an image kernel.
+    #[default]
+    Scene,
+    /// The original project's `void kernel_entry(int64_t *args)`: each
+    /// tensor argument the address of a 128-byte tensor record, scalars
+    /// by value.
+    ChipTensor,
+}
+
+impl ArgsConvention {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ArgsConvention::Scene => "scene",
+            ArgsConvention::ChipTensor => "chip_tensor",
+        }
+    }
+}
+
+impl FromStr for ArgsConvention {
+    type Err = ParseArgsConventionError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "scene" => Ok(ArgsConvention::Scene),
+            "chip_tensor" => Ok(ArgsConvention::ChipTensor),
+            other => Err(ParseArgsConventionError(other.to_owned())),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown argument convention `{0}` (expected `scene` or `chip_tensor`)")]
+pub struct ParseArgsConventionError(pub String);
+
+impl IncoreKind {
+    /// `image`, `hosted` or `hosted/chip_tensor`: in keys, reports and
+    /// bundle manifests.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IncoreKind::Image => "image",
+            IncoreKind::Hosted(ArgsConvention::Scene) => "hosted",
+            IncoreKind::Hosted(ArgsConvention::ChipTensor) => "hosted/chip_tensor",
+        }
+    }
+
+    pub fn is_hosted(self) -> bool {
+        matches!(self, IncoreKind::Hosted(_))
+    }
+}
+
+impl fmt::Display for IncoreKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for IncoreKind {
+    type Err = ParseArgsConventionError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "image" => Ok(IncoreKind::Image),
+            "hosted" => Ok(IncoreKind::Hosted(ArgsConvention::Scene)),
+            other => match other.strip_prefix("hosted/") {
+                Some(args) => args.parse().map(IncoreKind::Hosted),
+                None => Err(ParseArgsConventionError(other.to_owned())),
+            },
+        }
+    }
+}
+
+/// One incore kernel source, built into a `.text` image (or, hosted, a
+/// shared object: [`IncoreKind`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct IncoreUnit {
     pub name: String,
     pub func_id: u32,
     pub core: CoreType,
+    pub kind: IncoreKind,
     /// Relative to the builder's root, so `__FILE__` does not depend on where
     /// the checkout lives.
     pub source: PathBuf,
@@ -117,7 +207,9 @@ pub struct IncoreImage {
     pub name: String,
     pub func_id: u32,
     pub core: CoreType,
-    /// Position-independent code; entered at offset 0.
+    pub kind: IncoreKind,
+    /// [`IncoreKind::Image`]: position-independent code, entered at offset
+    /// 0. [`IncoreKind::Hosted`]: the shared object's bytes.
     pub text: Vec<u8>,
 }
 
@@ -153,6 +245,19 @@ mod tests {
         for c in ["k.c", "k", "k.cpp.c", "k.h"] {
             assert_eq!(Language::of(Path::new(c)), Language::C, "{c}");
         }
+    }
+
+    #[test]
+    fn incore_kinds_round_trip() {
+        for kind in [
+            IncoreKind::Image,
+            IncoreKind::Hosted(ArgsConvention::Scene),
+            IncoreKind::Hosted(ArgsConvention::ChipTensor),
+        ] {
+            assert_eq!(kind.as_str().parse::<IncoreKind>(), Ok(kind));
+        }
+        assert!("hosted/cuda".parse::<IncoreKind>().is_err());
+        assert_eq!(IncoreKind::default(), IncoreKind::Image);
     }
 
     #[test]

@@ -279,6 +279,10 @@ pub struct IncoreEntry {
     pub func_id: u32,
     pub core: String,
     pub file: String,
+    /// `image` (absent in bundles written before issue 29), `hosted` or
+    /// `hosted/chip_tensor`: what `file` holds ([`scene_kernels::IncoreKind`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use scene_golden::{Tensor, npy};
-use scene_kernels::{ChipCallable, CoreType, IncoreImage};
+use scene_kernels::{ChipCallable, CoreType, IncoreImage, IncoreKind};
 
 use super::{
     BundleError, MANIFEST_FILE, MAX_MANIFEST_LEN, MAX_SLOT_FILE_LEN, Manifest, RUNTIME_ABI, SCHEMA,
@@ -267,10 +267,18 @@ impl SlotReader<'_> {
                     .map_err(|e: scene_kernels::ParseCoreTypeError| {
                         SlotProblem::Malformed(e.to_string())
                     })?;
+            let kind = if k.kind.is_empty() {
+                IncoreKind::Image
+            } else {
+                k.kind
+                    .parse::<IncoreKind>()
+                    .map_err(|e| SlotProblem::Malformed(e.to_string()))?
+            };
             incores.push(IncoreImage {
                 name: k.name.clone(),
                 func_id: k.func_id,
                 core,
+                kind,
                 text: self.read(&k.file)?,
             });
         }

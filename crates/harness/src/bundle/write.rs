@@ -131,6 +131,11 @@ impl BundleWriter {
                 func_id: k.func_id,
                 core: k.core.to_string(),
                 file,
+                kind: if k.kind.is_hosted() {
+                    k.kind.to_string()
+                } else {
+                    String::new()
+                },
             });
         }
         let mut tensors = |group: &str, list: &[(String, Tensor)]| {

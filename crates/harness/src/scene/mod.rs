@@ -284,6 +284,9 @@ pub struct Incore {
     pub func_id: u32,
     pub name: String,
     pub core: CoreType,
+    /// An image kernel, or a hosted one and its argument convention
+    /// (`build`, `args`; issue 29).
+    pub kind: scene_kernels::IncoreKind,
     pub source: PathBuf,
     pub include_dirs: Vec<PathBuf>,
     pub defines: Vec<(String, String)>,

@@ -50,6 +50,12 @@ pub(super) struct RawScene {
     /// Level 3: the communication domain.
     pub(super) comm: Option<RawComm>,
     pub(super) orchestration: RawOrchestration,
+    /// How the incores are built unless one says otherwise: `"image"`
+    /// (the default) or `"hosted"` (issue 29).
+    pub(super) build: Option<String>,
+    /// How hosted kernels take their arguments: `"scene"` (the default) or
+    /// `"chip_tensor"`.
+    pub(super) args: Option<String>,
     #[serde(default)]
     pub(super) incores: Vec<RawIncore>,
     #[serde(default)]
@@ -143,6 +149,8 @@ pub(super) struct RawIncore {
     pub(super) include_dirs: Vec<PathBuf>,
     #[serde(default)]
     pub(super) defines: BTreeMap<String, String>,
+    /// `"image"` or `"hosted"`: overrides the scene's `build`.
+    pub(super) build: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

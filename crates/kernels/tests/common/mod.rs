@@ -60,6 +60,7 @@ pub fn incore(name: &str, func_id: u32, core: CoreType, source: &str) -> IncoreU
         name: name.into(),
         func_id,
         core,
+        kind: scene_kernels::IncoreKind::Image,
         source: source.into(),
         include_dirs: vec!["include".into()],
         defines: vec![],

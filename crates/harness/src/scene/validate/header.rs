@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use scene_kernels::CoreType;
+use scene_kernels::{ArgsConvention, CoreType, IncoreKind};
 
 use super::{Validator, is_c_identifier};
 use crate::scene::raw::{RawIncore, RawOrchestration, RawScene};
@@ -52,8 +52,48 @@ impl Validator<'_> {
         }
     }
 
+    /// The scene's default incore build (`build`) and the argument
+    /// convention of its hosted kernels (`args`); `None` when either is
+    /// malformed (reported).
+    pub(super) fn incore_kinds(
+        &self,
+        build: Option<&str>,
+        args: Option<&str>,
+    ) -> Option<(IncoreBuild, ArgsConvention)> {
+        let build = match build {
+            None => Some(IncoreBuild::Image),
+            Some(b) => self.build_kind("build", b),
+        };
+        let args = match args {
+            None => Some(ArgsConvention::Scene),
+            Some(a) => self.report(
+                a.parse::<ArgsConvention>()
+                    .map_err(|e| self.err("args", e.to_string())),
+            ),
+        };
+        Some((build?, args?))
+    }
+
+    fn build_kind(&self, field: &str, value: &str) -> Option<IncoreBuild> {
+        match value {
+            "image" => Some(IncoreBuild::Image),
+            "hosted" => Some(IncoreBuild::Hosted),
+            other => {
+                self.problem(
+                    field,
+                    format!("`{other}` is not an incore build (image | hosted)"),
+                );
+                None
+            }
+        }
+    }
+
     /// Unique func_ids and names, known core types, existing sources.
-    pub(super) fn incores(&self, raw: Vec<RawIncore>) -> Option<Vec<Incore>> {
+    pub(super) fn incores(
+        &self,
+        raw: Vec<RawIncore>,
+        kinds: Option<(IncoreBuild, ArgsConvention)>,
+    ) -> Option<Vec<Incore>> {
         if raw.is_empty() {
             self.problem("incores", "a scene needs at least one incore kernel");
             return None;
@@ -97,11 +137,37 @@ impl Validator<'_> {
             }));
             let source = self.report(self.existing_file(&field("source"), &k.source));
             let dirs = self.existing_dirs(&field("include_dirs"), &k.include_dirs);
-            match (ok && dirs, core, source, incores.as_mut()) {
-                (true, Some(core), Some(()), Some(list)) => list.push(Incore {
+            // Checked even when the scene's defaults are malformed.
+            let own = k
+                .build
+                .as_ref()
+                .map(|b| self.build_kind(&field("build"), b));
+            let kind = kinds.and_then(|(default, args)| {
+                let build = match own {
+                    Some(b) => b?,
+                    None => default,
+                };
+                match (build, args) {
+                    (IncoreBuild::Hosted, args) => Some(IncoreKind::Hosted(args)),
+                    (IncoreBuild::Image, ArgsConvention::Scene) => Some(IncoreKind::Image),
+                    (IncoreBuild::Image, ArgsConvention::ChipTensor) => {
+                        self.problem(
+                            field("build"),
+                            format!(
+                                "kernel `{}` is an image kernel, but `args = \"chip_tensor\"` is a convention of hosted kernels (build = \"hosted\")",
+                                k.name
+                            ),
+                        );
+                        None
+                    }
+                }
+            });
+            match (ok && dirs, core, source, kind, incores.as_mut()) {
+                (true, Some(core), Some(()), Some(kind), Some(list)) => list.push(Incore {
                     func_id: k.func_id,
                     name: k.name,
                     core,
+                    kind,
                     source: k.source,
                     include_dirs: k.include_dirs,
                     defines: k.defines.into_iter().collect(),
@@ -132,4 +198,11 @@ impl Validator<'_> {
             );
         }
     }
+}
+
+/// How one incore is built, before the argument convention is applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum IncoreBuild {
+    Image,
+    Hosted,
 }

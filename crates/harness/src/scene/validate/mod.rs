@@ -76,7 +76,8 @@ impl<'a> Validator<'a> {
         let tolerance = self.scene_tolerance(raw.rtol, raw.atol, raw.equal_nan);
         let o = raw.orchestration;
         self.check_orchestration(&o);
-        let incores = self.incores(raw.incores);
+        let kinds = self.incore_kinds(raw.build.as_deref(), raw.args.as_deref());
+        let incores = self.incores(raw.incores, kinds);
         self.check_argument_count(&o.signature, raw.tensors.len(), raw.scalars.len());
         let n_tensors = raw.tensors.len();
         let mut arg_names = BTreeSet::new();

@@ -1,0 +1,209 @@
+//! Hosted incores (issue 29): hosted C++20 built into a shared object with
+//! the toolchain's hosted compiler, cached like any unit, and rebuilt when
+//! a header under an include root (a PTO-ISA checkout, say) changes.
+
+mod common;
+
+use std::num::NonZeroUsize;
+use std::path::Path;
+
+use common::{ORCH_SRC, Root, incore, orch, spec, toolchain};
+use scene_kernels::cache::CacheConfig;
+use scene_kernels::{
+    ArgsConvention, BuildOptions, BuildOutput, Builder, CallableSpec, CoreType, IncoreKind,
+    IncoreUnit, Toolchain, UnitOutcome,
+};
+
+/// A kernel in the style of a tile library: a class template with
+/// fixed-size storage, thread-local scratch, `<vector>` and `<cmath>`, its
+/// operation from `tile_ops.hpp` under an include root.
+const KERNEL: &str = r#"
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+#include <tile_ops.hpp>
+#include "scene_kernel.h"
+
+template <typename T, int Rows, int Cols>
+struct Tile {
+    static_assert(std::is_same_v<std::remove_cvref_t<T>, float>);
+    T data[Rows * Cols];
+};
+
+thread_local Tile<float, 1, 64> scratch;
+
+extern "C" void kernel_entry(const SceneKernelArgs *ka) {
+    float *x = SCENE_ARG_PTR(ka, 0, float);
+    uint64_t n = SCENE_ARG_LEN(ka, 0, float);
+    std::vector<float> seen;
+    SCENE_FOR_BLOCK_RANGE(ka, n, i) {
+        scratch.data[i % 64] = tile_op(x[i]);
+        seen.push_back(std::sqrt(scratch.data[i % 64] * scratch.data[i % 64]));
+        x[i] = scratch.data[i % 64];
+    }
+}
+"#;
+
+fn hosted(unit: IncoreUnit) -> IncoreUnit {
+    IncoreUnit {
+        kind: IncoreKind::Hosted(ArgsConvention::Scene),
+        ..unit
+    }
+}
+
+fn build(root: &Path, cache: &Path, tc: &Toolchain, spec: &CallableSpec) -> BuildOutput {
+    let options = BuildOptions {
+        workers: NonZeroUsize::new(2).expect("non-zero"),
+        cache: Some(CacheConfig::new(cache)),
+        ..BuildOptions::default()
+    };
+    let builder = Builder::new(root, tc.clone(), options).expect("builder");
+    builder.build_all(std::slice::from_ref(spec))
+}
+
+fn outcome(out: &BuildOutput, unit: &str) -> UnitOutcome {
+    out.units
+        .iter()
+        .find(|u| u.unit == unit)
+        .unwrap_or_else(|| panic!("no {unit}: {:?}", out.units))
+        .outcome
+}
+
+fn shared_object(out: &BuildOutput) -> Vec<u8> {
+    let callable = out.callables[0]
+        .as_ref()
+        .unwrap_or_else(|e| panic!("builds: {e}"));
+    let k = &callable.incores[0];
+    assert_eq!(k.kind, IncoreKind::Hosted(ArgsConvention::Scene));
+    k.text.clone()
+}
+
+fn is_shared_object(bytes: &[u8]) -> bool {
+    // ELF, type ET_DYN (a shared object), little-endian field.
+    bytes.starts_with(b"\x7fELF") && bytes.get(16..18) == Some(&[3, 0])
+}
+
+#[test]
+fn a_hosted_kernel_is_a_cached_shared_object_that_follows_its_include_root() {
+    if !cfg!(target_os = "linux") {
+        eprintln!("skipped: the ELF checks are Linux's");
+        return;
+    }
+    let root = Root::new();
+    let roots = tempfile::tempdir().expect("include root");
+    let cache = tempfile::tempdir().expect("cache");
+    std::fs::write(
+        roots.path().join("tile_ops.hpp"),
+        "inline float tile_op(float v) { return v + 1.0f; }\n",
+    )
+    .expect("header");
+    let mut tc = toolchain();
+    tc.include_roots = vec![roots.path().to_path_buf()];
+    root.write("orch.c", ORCH_SRC);
+    root.write("k.cpp", KERNEL);
+    let spec = spec(
+        "s",
+        orch("orch.c", "run_orch"),
+        vec![hosted(incore("k", 0, CoreType::Aiv, "k.cpp"))],
+    );
+
+    let first = build(root.path(), cache.path(), &tc, &spec);
+    assert_eq!(outcome(&first, "s/k"), UnitOutcome::Compiled);
+    let so = shared_object(&first);
+    assert!(is_shared_object(&so), "a shared object, not an image");
+
+    let again = build(root.path(), cache.path(), &tc, &spec);
+    assert_eq!(
+        outcome(&again, "s/k"),
+        UnitOutcome::Cached,
+        "{:?}",
+        again.units
+    );
+    assert_eq!(shared_object(&again), so);
+    let k = again.units.iter().find(|u| u.unit == "s/k").expect("k");
+    assert_eq!(k.deps_unchecked, None, "the compiler's list backs the hit");
+
+    // A header under the include root is a dependency like any other.
+    std::fs::write(
+        roots.path().join("tile_ops.hpp"),
+        "inline float tile_op(float v) { return v * 2.0f; }\n",
+    )
+    .expect("header");
+    let edited = build(root.path(), cache.path(), &tc, &spec);
+    assert_eq!(
+        outcome(&edited, "s/k"),
+        UnitOutcome::Compiled,
+        "{:?}",
+        edited.units
+    );
+    assert_ne!(shared_object(&edited), so);
+
+    // The same source as an image kernel is another unit (another key):
+    // it does not take the hosted entry.
+    let image_spec = common::spec(
+        "s",
+        orch("orch.c", "run_orch"),
+        vec![incore("k", 0, CoreType::Aiv, "k.cpp")],
+    );
+    let image = build(root.path(), cache.path(), &tc, &image_spec);
+    assert_ne!(
+        outcome(&image, "s/k"),
+        UnitOutcome::Cached,
+        "an image build is not served the hosted entry"
+    );
+}
+
+#[test]
+fn a_missing_hosted_compiler_names_itself() {
+    let root = Root::new();
+    let cache = tempfile::tempdir().expect("cache");
+    let mut tc = toolchain();
+    tc.hosted_cxx = "no-such-c++-compiler".into();
+    root.write("orch.c", ORCH_SRC);
+    root.write("k.cpp", KERNEL);
+    let spec = spec(
+        "s",
+        orch("orch.c", "run_orch"),
+        vec![hosted(incore("k", 0, CoreType::Aiv, "k.cpp"))],
+    );
+    let out = build(root.path(), cache.path(), &tc, &spec);
+    let err = out.callables[0].as_ref().expect_err("cannot build");
+    let text = format!("{err}");
+    assert!(
+        text.contains("no-such-c++-compiler") && text.contains("hosted C++ compiler"),
+        "{text}"
+    );
+}
+
+/// A compiler (or flags) without C++20 fails the first hosted unit with
+/// the probe's message listing what works, not pages of template errors.
+#[test]
+fn a_compiler_without_cxx20_says_what_works() {
+    let root = Root::new();
+    let cache = tempfile::tempdir().expect("cache");
+    let mut tc = toolchain();
+    for flag in tc.hosted_flags.iter_mut() {
+        if flag == "-std=c++20" {
+            *flag = "-std=c++17".to_owned();
+        }
+    }
+    root.write("orch.c", ORCH_SRC);
+    root.write("k.cpp", KERNEL);
+    let spec = spec(
+        "s",
+        orch("orch.c", "run_orch"),
+        vec![hosted(incore("k", 0, CoreType::Aiv, "k.cpp"))],
+    );
+    let out = build(root.path(), cache.path(), &tc, &spec);
+    let err = out.callables[0].as_ref().expect_err("cannot build");
+    let text = format!("{err}");
+    for needed in [
+        "cannot build hosted kernels",
+        "g++ >= 13",
+        "zig c++",
+        "hosted_cxx",
+    ] {
+        assert!(text.contains(needed), "`{needed}` not in: {text}");
+    }
+}
