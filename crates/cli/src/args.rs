@@ -38,6 +38,9 @@ pub(crate) struct Cli {
     /// Remote kernel cache tier behind the local one: redis://host:port/db, s3://bucket/prefix or file:///path [env: SCENE_CACHE_REMOTE].
     #[arg(long, global = true, value_name = "URL")]
     pub(crate) cache_remote: Option<String>,
+    /// A PTO-ISA checkout: its `include` directory becomes an include root of hosted kernels (`build = "hosted"`) [env: SCENE_PTO_ISA_ROOT].
+    #[arg(long, global = true, value_name = "DIR")]
+    pub(crate) pto_isa_root: Option<String>,
     /// Print less: only failures and summaries.
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     pub(crate) quiet: bool,

@@ -47,6 +47,11 @@ pub enum UsageError {
     Variable { name: String, source: Source },
     #[error("SCENE_CACHE_REMOTE: {0}")]
     RemoteUrl(RemoteError),
+    #[error(
+        "--pto-isa-root / SCENE_PTO_ISA_ROOT: `{}` is not a PTO-ISA checkout (no include/pto in it)",
+        .0.display()
+    )]
+    PtoIsaRoot(std::path::PathBuf),
     #[error("{0}")]
     Platform(#[from] PlatformError),
     #[error("{0}")]

@@ -413,7 +413,8 @@ fn platform_table(env: &Environment, root: &Path) -> Result<PlatformTable, Usage
 }
 
 /// The platform named by `--platform`, else `SCENE_PLATFORM`, else
-/// `a2a3sim`, with `SCENE_CC` / `SCENE_CXX` / `SCENE_LD` applied to its toolchain and
+/// `a2a3sim`, with `SCENE_CC` / `SCENE_CXX` / `SCENE_LD` applied to its toolchain,
+/// `SCENE_PTO_ISA_ROOT`'s `include` added to its include roots, and
 /// `PATH` as its tool search path.
 pub(crate) fn resolve_platform(
     env: &Environment,
@@ -438,6 +439,13 @@ pub(crate) fn resolve_platform(
     }
     if let Some(ld) = env.path("SCENE_LD") {
         toolchain.linker = ld;
+    }
+    if let Some(pto) = env.path("SCENE_PTO_ISA_ROOT") {
+        let include = pto.join("include");
+        if !include.join("pto").is_dir() {
+            return Err(UsageError::PtoIsaRoot(pto));
+        }
+        toolchain.include_roots.push(include);
     }
     Ok(platform)
 }

@@ -49,6 +49,8 @@ impl LowArgs {
     ) -> Self {
         // `--cache-remote` wins over `SCENE_CACHE_REMOTE` by standing in for it.
         let env = env.with_value("SCENE_CACHE_REMOTE", cli.cache_remote.as_deref());
+        // Likewise `--pto-isa-root` for `SCENE_PTO_ISA_ROOT`.
+        let env = env.with_value("SCENE_PTO_ISA_ROOT", cli.pto_isa_root.as_deref());
         LowArgs {
             root: cli.root,
             scenes_dir: cli.scenes_dir,
