@@ -248,7 +248,7 @@ pub(crate) fn explain_compile_failure(language: Language, error: CompileError) -
     }
 }
 
-/// What [`probe_hosted`] compiles: the C++20 language and library features
+/// What [`probe_hosted`] compiles: the C++ language and library features
 /// PTO-ISA's CPU backend uses (a compiler that lacks one fails on the
 /// first PTO header, with pages of template errors).
 pub const HOSTED_PROBE_SOURCE: &str = r#"
@@ -279,6 +279,19 @@ extern "C" int scene_hosted_probe(const float *p, unsigned n) {
 }
 "#;
 
+/// Added to the probe when an include root holds PTO-ISA
+/// (`pto/pto-inst.hpp`): `static_assert(false)` in a template never
+/// instantiated (P2593: g++ 13, clang 17) and `_Float16` (clang 15 on
+/// x86-64), both in its headers; Debian 12's g++ 12 and clang 14 pass the
+/// plain probe and fail these.
+pub const PTO_PROBE_SOURCE: &str = r#"
+template <typename T>
+struct NotForThis {
+    static void apply() { static_assert(false, "never instantiated"); }
+};
+_Float16 half_one = static_cast<_Float16>(1.0f);
+"#;
+
 /// Checks, in `work_dir`, that `tc.hosted_cxx` with `tc.hosted_flags` builds
 /// a shared object from [`HOSTED_PROBE_SOURCE`]. Run once per builder
 /// before the first hosted unit.
@@ -292,7 +305,16 @@ pub(crate) fn probe_hosted(
         why,
     };
     let source = work_dir.join("hosted-probe.cpp");
-    std::fs::write(&source, HOSTED_PROBE_SOURCE).map_err(|e| CompileError::WorkDir {
+    let pto = tc
+        .include_roots
+        .iter()
+        .any(|r| r.join("pto").join("pto-inst.hpp").is_file());
+    let text = if pto {
+        format!("{HOSTED_PROBE_SOURCE}{PTO_PROBE_SOURCE}")
+    } else {
+        HOSTED_PROBE_SOURCE.to_owned()
+    };
+    std::fs::write(&source, text).map_err(|e| CompileError::WorkDir {
         path: source.clone(),
         source: e,
     })?;

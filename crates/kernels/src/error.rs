@@ -72,7 +72,8 @@ pub enum CompileError {
     #[error(
         "the hosted C++ compiler `{}` cannot build hosted kernels: {why}\n\
          hosted kernels need C++20 with a library that has <bit>, <span>, <concepts>, \
-         std::remove_cvref_t and <thread>: g++ >= 13, clang++ >= 16, or `zig c++` \
+         std::remove_cvref_t and <thread> (PTO-ISA also `static_assert(false)` in \
+         templates and _Float16): g++ >= 13, clang++ >= 17, or `zig c++` \
          (pip install ziglang; a script running `python3 -m ziglang c++ \"$@\"`); \
          name one as `hosted_cxx` in the platform entry (platforms.toml)",
         compiler.display()

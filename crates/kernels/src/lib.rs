@@ -40,6 +40,7 @@ mod unit;
 
 pub use builder::{BuildOptions, Builder};
 pub use cache::{CacheConfig, InputChange, MissReason, PrunePolicy};
+pub use compile::{HOSTED_PROBE_SOURCE, PTO_PROBE_SOURCE};
 pub use error::{BuildError, BuildSetupError, CompileError, Stage, UnitFailure};
 pub use image::{ImageError, extract_text_image};
 pub use key::{CACHE_SCHEMA, UnitKey};

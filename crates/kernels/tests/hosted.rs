@@ -207,3 +207,55 @@ fn a_compiler_without_cxx20_says_what_works() {
         assert!(text.contains(needed), "`{needed}` not in: {text}");
     }
 }
+
+/// With PTO-ISA under an include root the probe asks for what its headers
+/// use. Whether the machine's `c++` has it decides the outcome, so the test
+/// runs the probe's extra source itself to know which outcome to expect.
+#[test]
+fn a_pto_include_root_asks_the_probe_for_what_pto_needs() {
+    let root = Root::new();
+    let cache = tempfile::tempdir().expect("cache");
+    let pto = tempfile::tempdir().expect("pto root");
+    std::fs::create_dir_all(pto.path().join("pto")).expect("mkdir");
+    std::fs::write(pto.path().join("pto/pto-inst.hpp"), "#pragma once\n").expect("header");
+    let mut tc = toolchain();
+    tc.include_roots = vec![pto.path().to_path_buf()];
+    root.write("orch.c", ORCH_SRC);
+    root.write(
+        "k.cpp",
+        &KERNEL.replace(
+            "#include <tile_ops.hpp>",
+            "inline float tile_op(float v) { return v; }",
+        ),
+    );
+    let spec = spec(
+        "s",
+        orch("orch.c", "run_orch"),
+        vec![hosted(incore("k", 0, CoreType::Aiv, "k.cpp"))],
+    );
+    let probe = root.write(
+        "probe.cpp",
+        &format!(
+            "{}{}",
+            scene_kernels::HOSTED_PROBE_SOURCE,
+            scene_kernels::PTO_PROBE_SOURCE
+        ),
+    );
+    let capable = std::process::Command::new(&tc.hosted_cxx)
+        .args(["-std=c++20", "-fsyntax-only"])
+        .arg(root.path().join(probe))
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("c++ runs")
+        .success();
+    let out = build(root.path(), cache.path(), &tc, &spec);
+    match (&out.callables[0], capable) {
+        (Ok(_), true) => {}
+        (Err(e), false) => {
+            let text = e.to_string();
+            assert!(text.contains("PTO-ISA also"), "{text}");
+        }
+        (Ok(_), false) => panic!("built with a compiler that cannot build PTO-ISA"),
+        (Err(e), true) => panic!("refused a capable compiler: {e}"),
+    }
+}
