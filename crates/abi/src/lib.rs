@@ -211,6 +211,54 @@ pub struct SceneCallableDesc {
     pub num_incores: u32,
 }
 
+// Incore kinds (`SceneIncoreDesc2::kind`; optional ABI, issue 29).
+/// `SCENE_INCORE_IMAGE`: a raw position-independent `.text` image entered
+/// at offset 0 (what [`SceneIncoreDesc`] describes).
+pub const SCENE_INCORE_IMAGE: u32 = 0;
+/// `SCENE_INCORE_HOSTED`: the bytes of an ELF shared object built for the
+/// host, loaded with `dlopen`; its entry symbol is called once per block.
+pub const SCENE_INCORE_HOSTED: u32 = 1;
+
+// Entry conventions of a hosted kernel (`SceneIncoreDesc2::args_convention`).
+/// `SCENE_KERNEL_ARGS_SCENE`: `void entry(const SceneKernelArgs *)`, as an
+/// image kernel ([`KernelEntry`]).
+pub const SCENE_KERNEL_ARGS_SCENE: u32 = 0;
+/// `SCENE_KERNEL_ARGS_CHIP_TENSOR`: reserved for `void kernel_entry(int64_t
+/// *args)` of the original project; a runtime may refuse it.
+pub const SCENE_KERNEL_ARGS_CHIP_TENSOR: u32 = 1;
+
+/// `SceneIncoreDesc2` (`scene_rt_register_callable2`, optional ABI, issue
+/// 29): one incore kernel, an image or a hosted shared object.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct SceneIncoreDesc2 {
+    pub func_id: u32,
+    pub core_type: u32,
+    /// `SCENE_INCORE_IMAGE` or `SCENE_INCORE_HOSTED`.
+    pub kind: u32,
+    /// `SCENE_KERNEL_ARGS_*` (0 for images).
+    pub args_convention: u32,
+    /// Image: machine code; hosted: the shared object's bytes.
+    pub image: *const u8,
+    pub image_len: u64,
+    /// Hosted: NUL-terminated entry symbol, NULL = `kernel_entry`.
+    pub symbol: *const c_char,
+    /// Padding: 0, carries nothing.
+    pub reserved: [u64; 4],
+}
+
+/// `SceneCallableDesc2`: as [`SceneCallableDesc`], with [`SceneIncoreDesc2`]
+/// incores.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct SceneCallableDesc2 {
+    pub orch_so: *const u8,
+    pub orch_so_len: u64,
+    pub orch_symbol: *const c_char,
+    pub incores: *const SceneIncoreDesc2,
+    pub num_incores: u32,
+}
+
 /// `SceneRunArg`; identical layout to `SceneOrchArg` / `SceneTaskArg`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -63,6 +63,44 @@ typedef struct SceneCallableDesc {
     uint32_t num_incores;
 } SceneCallableDesc;
 
+/* Optional (issue 29: hosted C++ incores). Kinds of incore kernel
+ * (SceneIncoreDesc2::kind). */
+#define SCENE_INCORE_IMAGE 0  /* raw position-independent .text image, entered at
+                                 offset 0 (what SceneIncoreDesc describes) */
+#define SCENE_INCORE_HOSTED 1 /* the bytes of an ELF shared object built for the
+                                 host: the runtime loads it (dlopen) and calls
+                                 its entry symbol once per block */
+
+/* Argument conventions of a hosted kernel's entry
+ * (SceneIncoreDesc2::args_convention; image kernels: SCENE_KERNEL_ARGS_SCENE). */
+#define SCENE_KERNEL_ARGS_SCENE 0       /* void entry(const SceneKernelArgs *), as
+                                           an image kernel (scene_kernel.h) */
+#define SCENE_KERNEL_ARGS_CHIP_TENSOR 1 /* reserved: void kernel_entry(int64_t *args)
+                                           of the original project; a runtime may
+                                           refuse it with SCENE_RT_E_INVALID */
+
+/* One incore kernel, image or hosted (scene_rt_register_callable2). */
+typedef struct SceneIncoreDesc2 {
+    uint32_t func_id;         /* 0 <= func_id < SCENE_MAX_FUNC_IDS */
+    uint32_t core_type;       /* SCENE_CORE_AIC or SCENE_CORE_AIV */
+    uint32_t kind;            /* SCENE_INCORE_IMAGE or SCENE_INCORE_HOSTED */
+    uint32_t args_convention; /* SCENE_KERNEL_ARGS_*; 0 for images */
+    const uint8_t *image;     /* image: machine code; hosted: shared-object bytes */
+    uint64_t image_len;
+    const char *symbol;       /* hosted: entry symbol, NULL = "kernel_entry";
+                                 images: NULL (ignored) */
+    uint64_t reserved[4];     /* 0 (padding) */
+} SceneIncoreDesc2;
+
+/* A callable whose incores may be hosted (scene_rt_register_callable2). */
+typedef struct SceneCallableDesc2 {
+    const uint8_t *orch_so;   /* bytes of the orchestration shared object */
+    uint64_t orch_so_len;
+    const char *orch_symbol;  /* NUL-terminated entry symbol name */
+    const SceneIncoreDesc2 *incores;
+    uint32_t num_incores;
+} SceneCallableDesc2;
+
 /* One argument of a run, in orchestration-signature order. */
 typedef struct SceneRunArg {
     uint32_t direction;  /* SCENE_DIR_* */
@@ -184,6 +222,25 @@ int32_t scene_rt_args_record(SceneDevice *dev, const char *dir);
  * run). A runtime without this symbol still works: the harness then closes
  * and reopens the device between cases. */
 int32_t scene_rt_reset(SceneDevice *dev);
+
+/* Optional (issue 29: hosted C++20 incores). As scene_rt_register_callable,
+ * with SceneIncoreDesc2 incores, each SCENE_INCORE_IMAGE (treated exactly
+ * as by scene_rt_register_callable) or SCENE_INCORE_HOSTED: the bytes of a
+ * host shared object (built -shared -fPIC, linked against the host's C++
+ * runtime as it likes). The runtime loads it once per content (identical
+ * bytes share one loaded copy while any callable uses them; after every
+ * callable holding it is unregistered, or scene_rt_reset, a new
+ * registration starts with fresh globals), resolves `symbol` (NULL =
+ * "kernel_entry"; missing: SCENE_RT_E_LOAD naming func_id and symbol) and
+ * calls it once per block with the task's SceneKernelArgs, on the same
+ * emulated core threads, with the same checks and crash reports as image
+ * kernels. `args_convention` SCENE_KERNEL_ARGS_SCENE is the entry of
+ * scene_kernel.h; SCENE_KERNEL_ARGS_CHIP_TENSOR may be refused with
+ * SCENE_RT_E_INVALID (the simulator does not implement it yet). Unknown
+ * kinds or conventions: SCENE_RT_E_INVALID. A runtime without this symbol
+ * runs image kernels only (scene_rt_register_callable). */
+int32_t scene_rt_register_callable2(SceneDevice *dev, const SceneCallableDesc2 *desc,
+                                    uint32_t *out_handle);
 
 #ifdef __cplusplus
 }

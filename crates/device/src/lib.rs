@@ -51,8 +51,9 @@ pub use lock::{
     WaitStatus, default_lock_dir, resolve_lock_dir,
 };
 pub use runtime::{
-    CallableHandle, CallableImage, CommDomain, DeviceBuffer, DeviceSession, Direction,
-    IncoreImageRef, RUNTIME_LIB_NAME, RunArg, Runtime, default_runtime_path, monotonic_ns,
+    ArgsConvention, CallableHandle, CallableImage, CommDomain, DeviceBuffer, DeviceSession,
+    Direction, IncoreImageRef, IncoreKind, RUNTIME_LIB_NAME, RunArg, Runtime, default_runtime_path,
+    monotonic_ns,
 };
 
 /// Directory holding the C headers (`scene_runtime.h`, `scene_kernel.h`,

@@ -9,9 +9,10 @@ use std::ffi::{CStr, CString, c_char, c_void};
 use std::path::{Path, PathBuf};
 
 use scene_abi::{
-    SCENE_DIR_IN, SCENE_DIR_INOUT, SCENE_DIR_OUT, SCENE_DIR_SCALAR, SCENE_RT_E_INVALID,
-    SCENE_RT_OK, SCENE_RUNTIME_ABI_VERSION, SceneCallableDesc, SceneIncoreDesc, SceneRunArg,
-    SceneTensorDesc, runtime_version_supported,
+    SCENE_DIR_IN, SCENE_DIR_INOUT, SCENE_DIR_OUT, SCENE_DIR_SCALAR, SCENE_INCORE_HOSTED,
+    SCENE_INCORE_IMAGE, SCENE_KERNEL_ARGS_CHIP_TENSOR, SCENE_KERNEL_ARGS_SCENE, SCENE_RT_E_INVALID,
+    SCENE_RT_OK, SCENE_RUNTIME_ABI_VERSION, SceneCallableDesc, SceneCallableDesc2, SceneIncoreDesc,
+    SceneIncoreDesc2, SceneRunArg, SceneTensorDesc, runtime_version_supported,
 };
 
 use crate::error::RuntimeError;
@@ -89,7 +90,12 @@ struct Api {
     /// Optional (`scene_rt_reset`, issue 28): runtimes without it cannot
     /// clean an open device; the device is closed and reopened instead.
     reset: Option<unsafe extern "C" fn(Dev) -> i32>,
+    /// Optional (`scene_rt_register_callable2`, issue 29): runtimes
+    /// without it run image kernels only.
+    register_callable2: Option<RegisterCallable2>,
 }
+
+type RegisterCallable2 = unsafe extern "C" fn(Dev, *const SceneCallableDesc2, *mut u32) -> i32;
 
 type TraceTake = unsafe extern "C" fn(Dev, *mut c_char, u64, *mut u64) -> i32;
 
@@ -184,19 +190,99 @@ pub struct DeviceBuffer {
     pub size: u64,
 }
 
-/// One incore kernel image of a callable.
+/// One incore kernel of a callable: an image, or a hosted shared object.
 #[derive(Debug, Clone, Copy)]
 pub struct IncoreImageRef<'a> {
     pub func_id: u32,
     /// [`SCENE_CORE_AIC`](scene_abi::SCENE_CORE_AIC) or
     /// [`SCENE_CORE_AIV`](scene_abi::SCENE_CORE_AIV).
     pub core_type: u32,
-    /// Raw position-independent `.text` image, entered at offset 0.
+    /// [`IncoreKind::Image`]: the raw position-independent `.text` image,
+    /// entered at offset 0. [`IncoreKind::Hosted`]: the bytes of a host
+    /// shared object.
     pub image: &'a [u8],
+    /// What `image` is (`SCENE_INCORE_*`).
+    pub kind: IncoreKind<'a>,
+}
+
+impl<'a> IncoreImageRef<'a> {
+    /// A raw `.text` image (`SCENE_INCORE_IMAGE`).
+    pub fn image(func_id: u32, core_type: u32, image: &'a [u8]) -> Self {
+        IncoreImageRef {
+            func_id,
+            core_type,
+            image,
+            kind: IncoreKind::Image,
+        }
+    }
+
+    /// A hosted kernel (`SCENE_INCORE_HOSTED`): the bytes of a host shared
+    /// object whose `symbol` (`None`: `kernel_entry`) is
+    /// `void entry(const SceneKernelArgs *)` ([`ArgsConvention::Scene`]).
+    pub fn hosted(func_id: u32, core_type: u32, so: &'a [u8], symbol: Option<&'a str>) -> Self {
+        IncoreImageRef {
+            func_id,
+            core_type,
+            image: so,
+            kind: IncoreKind::Hosted {
+                symbol,
+                args: ArgsConvention::Scene,
+            },
+        }
+    }
+
+    /// Whether this incore needs `scene_rt_register_callable2`.
+    pub fn is_hosted(&self) -> bool {
+        matches!(self.kind, IncoreKind::Hosted { .. })
+    }
+}
+
+/// What the bytes of an [`IncoreImageRef`] are (`SCENE_INCORE_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum IncoreKind<'a> {
+    /// `SCENE_INCORE_IMAGE`: a raw `.text` image entered at offset 0.
+    #[default]
+    Image,
+    /// `SCENE_INCORE_HOSTED` (issue 29): a host ELF shared object, loaded
+    /// with `dlopen`; `symbol` (`None`: `kernel_entry`) is called per block.
+    Hosted {
+        symbol: Option<&'a str>,
+        args: ArgsConvention,
+    },
+}
+
+/// How a hosted kernel's entry takes its arguments (`SCENE_KERNEL_ARGS_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ArgsConvention {
+    /// `SCENE_KERNEL_ARGS_SCENE`: `void entry(const SceneKernelArgs *)`.
+    #[default]
+    Scene,
+    /// `SCENE_KERNEL_ARGS_CHIP_TENSOR`: `void kernel_entry(int64_t *args)`
+    /// (reserved; the simulator refuses it for now).
+    ChipTensor,
+}
+
+impl ArgsConvention {
+    /// The `SCENE_KERNEL_ARGS_*` value.
+    pub fn to_abi(self) -> u32 {
+        match self {
+            ArgsConvention::Scene => SCENE_KERNEL_ARGS_SCENE,
+            ArgsConvention::ChipTensor => SCENE_KERNEL_ARGS_CHIP_TENSOR,
+        }
+    }
+
+    /// The convention of a `SCENE_KERNEL_ARGS_*` value, `None` if unknown.
+    pub fn from_abi(v: u32) -> Option<Self> {
+        match v {
+            SCENE_KERNEL_ARGS_SCENE => Some(ArgsConvention::Scene),
+            SCENE_KERNEL_ARGS_CHIP_TENSOR => Some(ArgsConvention::ChipTensor),
+            _ => None,
+        }
+    }
 }
 
 /// What [`DeviceSession::register`] uploads: an orchestration shared object
-/// plus its incore images.
+/// plus its incore kernels (images, or hosted shared objects).
 #[derive(Debug, Clone)]
 pub struct CallableImage<'a> {
     pub orch_so: &'a [u8],
@@ -305,6 +391,11 @@ impl Runtime {
             // SAFETY: as for `sym!`: declared in scene_runtime.h with this
             // signature; absent in runtimes that cannot reset an open device.
             reset: unsafe { lib.get(b"scene_rt_reset\0") }.ok().map(|s| *s),
+            // SAFETY: as for `sym!`: declared in scene_runtime.h with this
+            // signature; absent in runtimes without hosted kernels.
+            register_callable2: unsafe { lib.get(b"scene_rt_register_callable2\0") }
+                .ok()
+                .map(|s| *s),
         };
         Ok(Runtime {
             api,
@@ -326,6 +417,13 @@ impl Runtime {
     /// without it, a device is closed and reopened between cases instead.
     pub fn has_reset(&self) -> bool {
         self.api.reset.is_some()
+    }
+
+    /// Whether the runtime offers `scene_rt_register_callable2` (optional,
+    /// issue 29): without it, callables with hosted incores
+    /// ([`IncoreKind::Hosted`]) cannot be registered.
+    pub fn has_hosted_kernels(&self) -> bool {
+        self.api.register_callable2.is_some()
     }
 
     /// The runtime's last error message on this thread.
@@ -532,6 +630,10 @@ impl DeviceSession<'_> {
         self.rt.check("scene_rt_copy_from_device", status)
     }
 
+    /// Registers a callable: through `scene_rt_register_callable` when
+    /// every incore is an image (as before issue 29), through
+    /// `scene_rt_register_callable2` when any is hosted (an error naming the
+    /// runtime and the symbol when the runtime lacks it).
     pub fn register(&self, callable: &CallableImage<'_>) -> Result<CallableHandle, RuntimeError> {
         let symbol = CString::new(callable.orch_symbol).map_err(|_| {
             RuntimeError::InvalidArgument(format!(
@@ -539,6 +641,9 @@ impl DeviceSession<'_> {
                 callable.orch_symbol
             ))
         })?;
+        if let Some(hosted) = callable.incores.iter().find(|i| i.is_hosted()) {
+            return self.register2(callable, &symbol, hosted.func_id);
+        }
         let incores: Vec<SceneIncoreDesc> = callable
             .incores
             .iter()
@@ -563,6 +668,76 @@ impl DeviceSession<'_> {
         // borrowed byte slices) outlive the call; `handle` is a valid out-pointer.
         let status = unsafe { (self.rt.api.register_callable)(self.dev, &desc, &mut handle) };
         self.rt.check("scene_rt_register_callable", status)?;
+        Ok(CallableHandle(handle))
+    }
+
+    /// [`DeviceSession::register`] of a callable with hosted incores
+    /// (`hosted_func_id` is the first, for the message when the runtime
+    /// cannot).
+    fn register2(
+        &self,
+        callable: &CallableImage<'_>,
+        symbol: &CString,
+        hosted_func_id: u32,
+    ) -> Result<CallableHandle, RuntimeError> {
+        let Some(f) = self.rt.api.register_callable2 else {
+            return Err(RuntimeError::InvalidArgument(format!(
+                "the runtime `{}` has no scene_rt_register_callable2: it cannot run hosted incore kernels (func_id {hosted_func_id} is one)",
+                self.rt.path.display()
+            )));
+        };
+        // Entry symbols, kept alive for the call.
+        let entries = callable
+            .incores
+            .iter()
+            .map(|i| match i.kind {
+                IncoreKind::Hosted {
+                    symbol: Some(s), ..
+                } => CString::new(s).map(Some).map_err(|_| {
+                    RuntimeError::InvalidArgument(format!(
+                        "entry symbol {s:?} of hosted kernel func_id {} contains NUL",
+                        i.func_id
+                    ))
+                }),
+                _ => Ok(None),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let incores: Vec<SceneIncoreDesc2> = callable
+            .incores
+            .iter()
+            .zip(&entries)
+            .map(|(i, entry)| {
+                let (kind, args_convention) = match i.kind {
+                    IncoreKind::Image => (SCENE_INCORE_IMAGE, SCENE_KERNEL_ARGS_SCENE),
+                    IncoreKind::Hosted { args, .. } => (SCENE_INCORE_HOSTED, args.to_abi()),
+                };
+                SceneIncoreDesc2 {
+                    func_id: i.func_id,
+                    core_type: i.core_type,
+                    kind,
+                    args_convention,
+                    image: i.image.as_ptr(),
+                    image_len: i.image.len() as u64,
+                    symbol: entry.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
+                    reserved: [0; 4],
+                }
+            })
+            .collect();
+        let num_incores = u32::try_from(incores.len())
+            .map_err(|_| RuntimeError::InvalidArgument(format!("{} incores", incores.len())))?;
+        let desc = SceneCallableDesc2 {
+            orch_so: callable.orch_so.as_ptr(),
+            orch_so_len: callable.orch_so.len() as u64,
+            orch_symbol: symbol.as_ptr(),
+            incores: incores.as_ptr(),
+            num_incores,
+        };
+        let mut handle = 0;
+        // SAFETY: `desc` and everything it points to (`symbol`, `incores`,
+        // `entries`, the borrowed byte slices) outlive the call; `handle` is
+        // a valid out-pointer.
+        let status = unsafe { f(self.dev, &desc, &mut handle) };
+        self.rt.check("scene_rt_register_callable2", status)?;
         Ok(CallableHandle(handle))
     }
 

@@ -67,6 +67,16 @@ fn rust_constants() -> BTreeMap<&'static str, i64> {
             i64::from(SCENE_RT_TRACE_TIMELINE),
         ),
         ("SCENE_RT_TRACE_DEPS", i64::from(SCENE_RT_TRACE_DEPS)),
+        ("SCENE_INCORE_IMAGE", i64::from(SCENE_INCORE_IMAGE)),
+        ("SCENE_INCORE_HOSTED", i64::from(SCENE_INCORE_HOSTED)),
+        (
+            "SCENE_KERNEL_ARGS_SCENE",
+            i64::from(SCENE_KERNEL_ARGS_SCENE),
+        ),
+        (
+            "SCENE_KERNEL_ARGS_CHIP_TENSOR",
+            i64::from(SCENE_KERNEL_ARGS_CHIP_TENSOR),
+        ),
         ("SCENE_DIR_IN", i64::from(SCENE_DIR_IN)),
         ("SCENE_DIR_OUT", i64::from(SCENE_DIR_OUT)),
         ("SCENE_DIR_INOUT", i64::from(SCENE_DIR_INOUT)),
@@ -156,6 +166,8 @@ fn rust_layout() -> Layout {
     layout! {
         SceneIncoreDesc { func_id, core_type, image, image_len }
         SceneCallableDesc { orch_so, orch_so_len, orch_symbol, incores, num_incores }
+        SceneIncoreDesc2 { func_id, core_type, kind, args_convention, image, image_len, symbol, reserved }
+        SceneCallableDesc2 { orch_so, orch_so_len, orch_symbol, incores, num_incores }
         SceneRunArg { direction, reserved, value, size }
         SceneOrchArg { direction, reserved, value, size }
         SceneKernelArgs { abi_version, block_idx, block_num, num_args, args, arg_sizes, descs, comm }

@@ -5,11 +5,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use scene_device::abi::{
-    SCENE_CORE_AIV, SCENE_RT_E_INVALID, SCENE_RT_E_ORCH, SCENE_RT_E_OUT_OF_BOUNDS,
+    SCENE_CORE_AIC, SCENE_CORE_AIV, SCENE_RT_E_INVALID, SCENE_RT_E_LOAD, SCENE_RT_E_ORCH,
+    SCENE_RT_E_OUT_OF_BOUNDS,
 };
 use scene_device::{
-    AcquireOptions, CallableImage, CardLease, CardPool, Direction, IncoreImageRef, RunArg, Runtime,
-    RuntimeError, default_runtime_path,
+    AcquireOptions, ArgsConvention, CallableHandle, CallableImage, CardLease, CardPool, Direction,
+    IncoreImageRef, IncoreKind, RunArg, Runtime, RuntimeError, default_runtime_path,
 };
 use scene_kernels::{BuiltinPlatform, Extraction, Toolchain};
 
@@ -171,11 +172,7 @@ fn sim_runtime_runs_a_callable() {
     let callable = CallableImage {
         orch_so: &orch,
         orch_symbol: "fill_orch",
-        incores: vec![IncoreImageRef {
-            func_id: 3,
-            core_type: SCENE_CORE_AIV,
-            image: &image,
-        }],
+        incores: vec![IncoreImageRef::image(3, SCENE_CORE_AIV, &image)],
     };
     let h = dev.register(&callable).unwrap();
     let buf = dev.malloc(4 * 100).unwrap();
@@ -423,6 +420,35 @@ const char *scene_rt_last_error(void) { return ""; }
         msg.contains("has no scene_rt_args_record") && msg.contains("nocomm.so"),
         "{msg}"
     );
+    // Nor can it run hosted kernels (issue 29): registering one names the
+    // runtime and the missing symbol; image-only callables still take the
+    // old call.
+    assert!(!rt.has_hosted_kernels());
+    let callable = CallableImage {
+        orch_so: b"orch",
+        orch_symbol: "orch",
+        incores: vec![
+            IncoreImageRef::image(0, SCENE_CORE_AIV, b"image"),
+            IncoreImageRef::hosted(4, SCENE_CORE_AIV, b"so", None),
+        ],
+    };
+    let e = a.register(&callable).unwrap_err();
+    assert!(matches!(e, RuntimeError::InvalidArgument(_)), "{e:?}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("has no scene_rt_register_callable2")
+            && msg.contains("nocomm.so")
+            && msg.contains("func_id 4"),
+        "{msg}"
+    );
+    let images_only = CallableImage {
+        incores: vec![IncoreImageRef::image(0, SCENE_CORE_AIV, b"image")],
+        ..callable
+    };
+    match a.register(&images_only).unwrap_err() {
+        RuntimeError::Call { call, .. } => assert_eq!(call, "scene_rt_register_callable"),
+        e => panic!("{e:?}"),
+    }
     // Nor can it reset an open device (issue 28): the caller reopens.
     assert!(!rt.has_reset());
     let e = a.reset().unwrap_err();
@@ -512,4 +538,168 @@ fn sim_runtime_comm_domains_attach_and_detach() {
         .unwrap()
         .destroy()
         .unwrap();
+}
+
+const HOSTED_FILL: &str = r#"#include "scene_kernel.h"
+#include <vector>
+/* C++20 with its runtime: o[i] = v + i over this block's share. */
+extern "C" void fill_entry(const SceneKernelArgs *ka) {
+    uint32_t *o = SCENE_ARG_PTR(ka, 0, uint32_t);
+    uint32_t v = (uint32_t)SCENE_ARG_U64(ka, 1);
+    uint64_t n = SCENE_ARG_LEN(ka, 0, uint32_t);
+    std::vector<uint32_t> part;
+    uint64_t b, e;
+    scene_block_range(ka, n, &b, &e);
+    for (uint64_t i = b; i < e; ++i) part.push_back(v + (uint32_t)i);
+    for (uint64_t i = b; i < e; ++i) o[i] = part[i - b];
+}
+"#;
+
+/// A hosted kernel compiled with the host C++ compiler.
+fn hosted_so(dir: &Path) -> Vec<u8> {
+    let cpp = dir.join("hosted.cpp");
+    let so = dir.join("hosted.so");
+    std::fs::write(&cpp, HOSTED_FILL).unwrap();
+    let inc = include_dir();
+    let out = Command::new("c++")
+        .args(["-std=c++20", "-shared", "-fPIC", "-O1", "-I"])
+        .arg(&inc)
+        .arg(&cpp)
+        .arg("-o")
+        .arg(&so)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "c++: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read(so).unwrap()
+}
+
+/// The loader registers a hosted kernel (issue 29) through the simulator's
+/// `scene_rt_register_callable2`, and the run computes with it; a missing
+/// entry symbol is the runtime's load error.
+#[test]
+fn sim_runtime_registers_a_hosted_kernel() {
+    let dir = tempfile::tempdir().unwrap();
+    let so = hosted_so(dir.path());
+    let orch = std::fs::read(c_so(dir.path(), "orch", FILL_ORCH)).unwrap();
+    let lease = lease(dir.path());
+    let rt = Runtime::load(&lease, &default_runtime_path().unwrap()).unwrap();
+    assert!(rt.has_hosted_kernels());
+    let dev = rt.open(0, "aiv=2").unwrap();
+    let hosted = IncoreImageRef::hosted(3, SCENE_CORE_AIV, &so, Some("fill_entry"));
+    assert!(hosted.is_hosted());
+    assert_eq!(
+        hosted.kind,
+        IncoreKind::Hosted {
+            symbol: Some("fill_entry"),
+            args: ArgsConvention::Scene
+        }
+    );
+    let h = dev
+        .register(&CallableImage {
+            orch_so: &orch,
+            orch_symbol: "fill_orch",
+            incores: vec![hosted],
+        })
+        .unwrap();
+    let buf = dev.malloc(4 * 100).unwrap();
+    dev.run(
+        h,
+        &[RunArg::tensor(Direction::Out, buf), RunArg::Scalar(7000)],
+    )
+    .unwrap();
+    let mut raw = vec![0u8; 400];
+    dev.copy_from(buf.addr, &mut raw).unwrap();
+    let got: Vec<u32> = raw
+        .chunks(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(got, (7000..7100).collect::<Vec<u32>>());
+
+    let missing = CallableImage {
+        orch_so: &orch,
+        orch_symbol: "fill_orch",
+        incores: vec![IncoreImageRef::hosted(3, SCENE_CORE_AIV, &so, None)],
+    };
+    match dev.register(&missing).unwrap_err() {
+        RuntimeError::Call {
+            call,
+            status,
+            message,
+        } => {
+            assert_eq!(call, "scene_rt_register_callable2");
+            assert_eq!(status, SCENE_RT_E_LOAD);
+            assert!(
+                message.contains("func_id 3") && message.contains("`kernel_entry`"),
+                "{message}"
+            );
+        }
+        e => panic!("{e:?}"),
+    }
+}
+
+/// What the loader passes to `scene_rt_register_callable2`: a stub runtime
+/// encodes each incore's kind, convention, symbol and bytes into the
+/// handle, and refuses the old call, so the test sees which call was used.
+#[test]
+fn the_loader_describes_hosted_and_image_incores_to_register_callable2() {
+    let dir = tempfile::tempdir().unwrap();
+    let lease = lease(dir.path());
+    let src = stub_runtime_source("SCENE_RUNTIME_ABI_VERSION")
+        + r#"#include <string.h>
+int32_t scene_rt_register_callable2(SceneDevice *dev, const SceneCallableDesc2 *d, uint32_t *h) {
+    (void)dev;
+    uint32_t code = 0;
+    if (d->num_incores != 2 || strcmp(d->orch_symbol, "orch") != 0) return -1;
+    for (uint32_t i = 0; i < d->num_incores; ++i) {
+        const SceneIncoreDesc2 *k = &d->incores[i];
+        for (int r = 0; r < 4; ++r) if (k->reserved[r]) return -1;
+        if (k->image_len != 2 || k->image[0] != 'k') return -1;
+        code = code * 1000 + k->func_id * 100 + k->kind * 10 + k->args_convention;
+        if (k->symbol) code += strcmp(k->symbol, "entry") == 0 ? 5 : 7;
+    }
+    *h = code;
+    return 0;
+}
+"#;
+    let rt = Runtime::load(&lease, &c_so(dir.path(), "hosted_stub", &src)).unwrap();
+    assert!(rt.has_hosted_kernels());
+    let dev = rt.open(0, "").unwrap();
+    let mut callable = CallableImage {
+        orch_so: b"orch",
+        orch_symbol: "orch",
+        incores: vec![
+            IncoreImageRef::image(1, SCENE_CORE_AIC, b"k1"),
+            IncoreImageRef::hosted(2, SCENE_CORE_AIV, b"k2", Some("entry")),
+        ],
+    };
+    // Image: kind 0, convention 0, no symbol; hosted: kind 1, convention
+    // 0, symbol "entry".
+    assert_eq!(
+        dev.register(&callable).unwrap(),
+        CallableHandle(100 * 1000 + 210 + 5)
+    );
+    callable.incores[1].kind = IncoreKind::Hosted {
+        symbol: None,
+        args: ArgsConvention::ChipTensor,
+    };
+    assert_eq!(
+        dev.register(&callable).unwrap(),
+        CallableHandle(100 * 1000 + 211)
+    );
+    // Without hosted incores: the old call (which this stub refuses).
+    callable.incores[1] = IncoreImageRef::image(2, SCENE_CORE_AIV, b"k2");
+    match dev.register(&callable).unwrap_err() {
+        RuntimeError::Call { call, .. } => assert_eq!(call, "scene_rt_register_callable"),
+        e => panic!("{e:?}"),
+    }
+    // A NUL in an entry symbol is refused before the call.
+    callable.incores[1] = IncoreImageRef::hosted(2, SCENE_CORE_AIV, b"k2", Some("a\0b"));
+    assert!(matches!(
+        dev.register(&callable),
+        Err(RuntimeError::InvalidArgument(_))
+    ));
 }

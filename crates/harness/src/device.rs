@@ -770,11 +770,7 @@ pub(crate) fn callable_image(callable: &ChipCallable) -> CallableImage<'_> {
         incores: callable
             .incores
             .iter()
-            .map(|k| IncoreImageRef {
-                func_id: k.func_id,
-                core_type: k.core.as_abi(),
-                image: &k.text,
-            })
+            .map(|k| IncoreImageRef::image(k.func_id, k.core.as_abi(), &k.text))
             .collect(),
     }
 }

@@ -22,7 +22,7 @@ use submit::{RunCtx, orch_thread, run_descs};
 
 use crate::crash;
 use crate::error::{RtError, RtResult};
-use crate::image::{ExecImage, OrchLib};
+use crate::image::{ExecImage, HostedLib, KernelCode, OrchLib};
 use crate::memory::{Allocator, Arena, page_size};
 use crate::options::Options;
 use scene_abi::*;
@@ -45,7 +45,8 @@ pub fn core_name(core: u32) -> &'static str {
 #[derive(Debug)]
 pub struct Incore {
     pub core: u32,
-    pub image: Arc<ExecImage>,
+    /// An image entered at offset 0, or a hosted kernel's entry.
+    pub code: KernelCode,
 }
 
 /// A registered callable.
@@ -63,7 +64,19 @@ pub struct Callable {
 pub struct IncoreSpec<'a> {
     pub func_id: u32,
     pub core_type: u32,
+    /// The image's machine code, or the hosted kernel's shared object.
     pub image: &'a [u8],
+    pub kind: IncoreKind<'a>,
+}
+
+/// What the bytes of an [`IncoreSpec`] are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IncoreKind<'a> {
+    /// `SCENE_INCORE_IMAGE`: a raw `.text` image entered at offset 0.
+    Image,
+    /// `SCENE_INCORE_HOSTED` with `SCENE_KERNEL_ARGS_SCENE`: a host shared
+    /// object whose `symbol` takes a `const SceneKernelArgs *`.
+    Hosted { symbol: &'a str },
 }
 
 /// Stack of an emulated core thread (kernels) and the orchestration thread.
@@ -276,13 +289,24 @@ impl Device {
                     inc.func_id
                 )));
             }
-            let image = ExecImage::map(inc.image)
-                .map_err(|e| RtError::Load(format!("incore func_id {}: {e}", inc.func_id)))?;
+            let code = match inc.kind {
+                IncoreKind::Image => {
+                    KernelCode::Image(Arc::new(ExecImage::map(inc.image).map_err(|e| {
+                        RtError::Load(format!("incore func_id {}: {e}", inc.func_id))
+                    })?))
+                }
+                IncoreKind::Hosted { symbol } => {
+                    let lib = HostedLib::load(inc.image).map_err(|e| {
+                        RtError::Load(format!("incore func_id {}: {e}", inc.func_id))
+                    })?;
+                    KernelCode::Hosted(Arc::new(lib.entry(inc.func_id, symbol)?))
+                }
+            };
             map.insert(
                 inc.func_id,
                 Incore {
                     core: inc.core_type,
-                    image: Arc::new(image),
+                    code,
                 },
             );
         }
@@ -310,8 +334,10 @@ impl Device {
 
     /// `scene_rt_reset`: returns the device to the state `open` left it in,
     /// without closing it. Every callable is unregistered (dropping the
-    /// last reference to an orchestration library unloads it, so the next
-    /// registration of the same bytes starts with fresh globals); every
+    /// last reference to an orchestration or hosted-kernel library unloads
+    /// it, so the next registration of the same bytes starts with fresh
+    /// globals; tasks of past runs, which also hold kernels, are cleared at
+    /// the end of each run); every
     /// allocation is freed (pages hidden: they read as zero when allocated
     /// again); tracing is switched off and the pending record dropped;
     /// argument recording stops; the run counter (`fault=fatal_on_run:K`,
@@ -342,10 +368,11 @@ impl Device {
         Ok(())
     }
 
-    /// Host address of a registered incore image (for diagnostics and tests).
+    /// Host address of a registered incore image, or of a hosted kernel's
+    /// entry (for diagnostics and tests).
     pub fn image_addr(&self, handle: u32, func_id: u32) -> Option<usize> {
         let c = lock(&self.callables).get(&handle).cloned()?;
-        c.incores.get(&func_id).map(|i| i.image.addr())
+        c.incores.get(&func_id).map(|i| i.code.addr())
     }
 
     /// Runs callable `handle` to completion: count the run (and fail it if

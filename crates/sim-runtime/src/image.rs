@@ -1,8 +1,9 @@
-//! Loading code: incore images mapped executable, and orchestration shared
-//! objects loaded from their registered bytes.
+//! Loading code: incore images mapped executable, and orchestration and
+//! hosted-kernel shared objects loaded from their registered bytes.
 //!
 //! `unsafe` (allowed per item): mapping memory executable, entering machine
-//! code at offset 0, and `dlopen`/`dlsym` of the orchestration.
+//! code at offset 0, `dlopen`/`dlsym` of orchestrations and hosted kernels,
+//! and calling a hosted kernel's entry.
 
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -118,23 +119,11 @@ pub struct OrchLib {
 impl OrchLib {
     /// Loads (or reuses, by content hash) the orchestration `bytes`.
     pub fn load(bytes: &[u8]) -> RtResult<Arc<OrchLib>> {
-        static CACHE: OnceLock<Mutex<HashMap<[u8; 32], Weak<OrchLib>>>> = OnceLock::new();
-        if bytes.is_empty() {
-            return Err(RtError::Load("orchestration shared object is empty".into()));
-        }
-        let hash = blake3::hash(bytes);
-        let cache = CACHE.get_or_init(Default::default);
-        let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
-        cache.retain(|_, w| w.strong_count() > 0);
-        if let Some(lib) = cache.get(hash.as_bytes()).and_then(Weak::upgrade) {
-            return Ok(lib);
-        }
-        let lib = Arc::new(OrchLib {
-            lib: load_from_file(bytes, &hash)?,
+        static CACHE: LibCache<OrchLib> = OnceLock::new();
+        load_cached(&CACHE, bytes, LibKind::Orchestration, |lib, hash| OrchLib {
+            lib,
             hash,
-        });
-        cache.insert(*hash.as_bytes(), Arc::downgrade(&lib));
-        Ok(lib)
+        })
     }
 
     /// Resolves the entry symbol.
@@ -148,54 +137,246 @@ impl OrchLib {
         // pointer is kept alongside an `Arc<OrchLib>` so the library outlives it.
         let f = unsafe { self.lib.get::<OrchEntry>(name.as_bytes_with_nul()) }.map_err(|e| {
             RtError::Load(format!(
-                "orchestration (blake3 {}) has no entry symbol `{symbol}`: {e}",
-                &self.hash.to_hex()[..16]
+                "orchestration (blake3 {}) has no entry symbol `{symbol}`: {}",
+                &self.hash.to_hex()[..16],
+                dl_error(&e)
             ))
         })?;
         Ok(*f)
     }
 }
 
+/// A hosted incore kernel (`SCENE_INCORE_HOSTED`, issue 29): a shared
+/// object built for the host, loaded from its registered bytes like an
+/// orchestration (one loaded copy per content while any callable uses it).
+#[derive(Debug)]
+pub struct HostedLib {
+    lib: libloading::Library,
+    hash: blake3::Hash,
+}
+
+impl HostedLib {
+    /// Loads (or reuses, by content hash) the hosted kernel `bytes`.
+    pub fn load(bytes: &[u8]) -> RtResult<Arc<HostedLib>> {
+        static CACHE: LibCache<HostedLib> = OnceLock::new();
+        load_cached(&CACHE, bytes, LibKind::HostedKernel, |lib, hash| {
+            HostedLib { lib, hash }
+        })
+    }
+
+    /// Resolves the entry `symbol` of kernel `func_id` (a
+    /// `SCENE_KERNEL_ARGS_SCENE` entry: `void entry(const SceneKernelArgs *)`).
+    #[allow(unsafe_code)]
+    pub fn entry(self: &Arc<Self>, func_id: u32, symbol: &str) -> RtResult<HostedEntry> {
+        let name = CString::new(symbol).map_err(|_| {
+            RtError::Invalid(format!(
+                "hosted kernel func_id {func_id}: entry symbol {symbol:?} contains NUL"
+            ))
+        })?;
+        // SAFETY: the symbol is only ever called with the
+        // `SCENE_KERNEL_ARGS_SCENE` signature the registration declared
+        // (scene_runtime.h); the fn pointer is kept in a `HostedEntry` with
+        // an `Arc<HostedLib>`, so the library outlives it.
+        let f = unsafe { self.lib.get::<KernelEntry>(name.as_bytes_with_nul()) }.map_err(|e| {
+            RtError::Load(format!(
+                "hosted kernel func_id {func_id} (shared object blake3 {}) has no entry symbol `{symbol}`: {}",
+                &self.hash.to_hex()[..16],
+                dl_error(&e)
+            ))
+        })?;
+        Ok(HostedEntry {
+            entry: *f,
+            _lib: Arc::clone(self),
+        })
+    }
+}
+
+/// The entry of a hosted kernel, with the library that holds it.
+#[derive(Debug)]
+pub struct HostedEntry {
+    entry: KernelEntry,
+    /// Keeps the library loaded while `entry` may be called.
+    _lib: Arc<HostedLib>,
+}
+
+impl HostedEntry {
+    /// Runs one block of the kernel (on the calling emulated core thread,
+    /// so the kernel's `thread_local` state stays with that core).
+    ///
+    /// As for [`ExecImage::call`]: a fault takes the process down; a kernel
+    /// that never returns blocks this thread. A C++ exception must not
+    /// escape the entry (a C function: unwinding into the runtime is
+    /// undefined; in practice the process aborts).
+    #[allow(unsafe_code)]
+    pub fn call(&self, args: &SceneKernelArgs) {
+        // SAFETY: `entry` was resolved from the library `_lib` keeps loaded,
+        // with the `SCENE_KERNEL_ARGS_SCENE` signature the registration
+        // declared; `args` is valid for the call and its buffer pointers were
+        // bounds-checked against live allocations at submit.
+        unsafe { (self.entry)(args) }
+    }
+
+    /// Host address of the entry (for diagnostics).
+    pub fn addr(&self) -> usize {
+        self.entry as usize
+    }
+}
+
+/// The code of one incore kernel: an executable image or a hosted entry.
+#[derive(Debug, Clone)]
+pub enum KernelCode {
+    Image(Arc<ExecImage>),
+    Hosted(Arc<HostedEntry>),
+}
+
+impl KernelCode {
+    /// Runs one block of the kernel with `args`.
+    pub fn call(&self, args: &SceneKernelArgs) {
+        match self {
+            KernelCode::Image(i) => i.call(args),
+            KernelCode::Hosted(h) => h.call(args),
+        }
+    }
+
+    /// Host address of the kernel's entry.
+    pub fn addr(&self) -> usize {
+        match self {
+            KernelCode::Image(i) => i.addr(),
+            KernelCode::Hosted(h) => h.addr(),
+        }
+    }
+}
+
+/// A cache of loaded shared objects by content hash: while one is alive,
+/// registering the same bytes again reuses it.
+type LibCache<T> = OnceLock<Mutex<HashMap<[u8; 32], Weak<T>>>>;
+
+/// What a loaded shared object is, for file names, messages and flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LibKind {
+    Orchestration,
+    HostedKernel,
+}
+
+impl LibKind {
+    fn what(self) -> &'static str {
+        match self {
+            LibKind::Orchestration => "orchestration",
+            LibKind::HostedKernel => "hosted kernel",
+        }
+    }
+
+    fn file_prefix(self) -> &'static str {
+        match self {
+            LibKind::Orchestration => "scene-orch",
+            LibKind::HostedKernel => "scene-kernel",
+        }
+    }
+}
+
+/// Loads `bytes` as a shared object of `kind`, or returns the loaded copy
+/// of the same content if one is still alive.
+fn load_cached<T>(
+    cache: &LibCache<T>,
+    bytes: &[u8],
+    kind: LibKind,
+    make: impl FnOnce(libloading::Library, blake3::Hash) -> T,
+) -> RtResult<Arc<T>> {
+    if bytes.is_empty() {
+        return Err(RtError::Load(format!(
+            "{} shared object is empty",
+            kind.what()
+        )));
+    }
+    let hash = blake3::hash(bytes);
+    let cache = cache.get_or_init(Default::default);
+    let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
+    cache.retain(|_, w| w.strong_count() > 0);
+    if let Some(lib) = cache.get(hash.as_bytes()).and_then(Weak::upgrade) {
+        return Ok(lib);
+    }
+    let lib = Arc::new(make(load_from_file(bytes, &hash, kind)?, hash));
+    cache.insert(*hash.as_bytes(), Arc::downgrade(&lib));
+    Ok(lib)
+}
+
 /// Writes the bytes to a fresh private file and dlopens it, then unlinks it.
 ///
 /// The file name embeds the content hash: the dynamic loader deduplicates by
 /// name, so a name may only ever stand for one content (a reused
-/// `/proc/self/fd/N` path would alias an earlier, different library).
+/// `/proc/self/fd/N` path would alias an earlier, different library). A
+/// fresh name (and file) per load also means that bytes loaded again after
+/// their last user released them get a fresh copy, with fresh globals,
+/// even when the loader could not unload the old one.
+///
+/// Hosted kernels are bound at load (`RTLD_NOW`): a symbol their host
+/// libraries lack is a load error here, not a crash in the middle of a run.
+/// Both kinds are loaded `RTLD_LOCAL`: their symbols never serve other
+/// libraries (two kernels may both define `kernel_entry`).
 #[allow(unsafe_code)]
-fn load_from_file(bytes: &[u8], hash: &blake3::Hash) -> RtResult<libloading::Library> {
+fn load_from_file(
+    bytes: &[u8],
+    hash: &blake3::Hash,
+    kind: LibKind,
+) -> RtResult<libloading::Library> {
     use std::os::unix::fs::OpenOptionsExt;
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let path = std::env::temp_dir().join(format!(
-        "scene-orch-{}-{}-{}.so",
+        "{}-{}-{}-{}.so",
+        kind.file_prefix(),
         std::process::id(),
         SEQ.fetch_add(1, Ordering::Relaxed),
         hash.to_hex()
     ));
-    let io =
-        |what: &str, e: std::io::Error| RtError::Load(format!("{what} {}: {e}", path.display()));
+    let what = kind.what();
+    let io = |action: &str, e: std::io::Error| {
+        RtError::Load(format!("{action} the {what} file {}: {e}", path.display()))
+    };
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o700)
         .open(&path)
-        .map_err(|e| io("creating the orchestration file", e))?;
+        .map_err(|e| io("creating", e))?;
     let written = file.write_all(bytes).and_then(|()| file.sync_data());
     drop(file);
     if let Err(e) = written {
         let _ = std::fs::remove_file(&path);
-        return Err(io("writing the orchestration file", e));
+        return Err(io("writing", e));
     }
-    // SAFETY: loading runs the object's initialisers. The bytes are the
-    // orchestration the caller registered, which is trusted host code by the
-    // runtime's contract (its entry is called in-process anyway).
-    let lib = unsafe { libloading::Library::new(&path) };
+    let lib = match kind {
+        // SAFETY: loading runs the object's initialisers. The bytes are the
+        // orchestration the caller registered, which is trusted host code by
+        // the runtime's contract (its entry is called in-process anyway).
+        LibKind::Orchestration => unsafe { libloading::Library::new(&path) },
+        // SAFETY: as for orchestrations: a hosted kernel is host code the
+        // caller registered to be called in-process (scene_runtime.h).
+        LibKind::HostedKernel => unsafe {
+            use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
+            Library::open(Some(&path), RTLD_NOW | RTLD_LOCAL).map(libloading::Library::from)
+        },
+    };
     // The loader has mapped the file (or failed); the name can go.
     let _ = std::fs::remove_file(&path);
     lib.map_err(|e| {
         RtError::Load(format!(
-            "cannot load the orchestration shared object ({} bytes, blake3 {}): {e}",
+            "cannot load the {what} shared object ({} bytes, blake3 {}): {}",
             bytes.len(),
-            &hash.to_hex()[..16]
+            &hash.to_hex()[..16],
+            dl_error(&e)
         ))
     })
+}
+
+/// A `libloading` error with its causes: its `Display` is only "dlopen
+/// failed" / "dlsym failed", the loader's own words (`dlerror`) are the source.
+fn dl_error(e: &libloading::Error) -> String {
+    let mut msg = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        source = s.source();
+    }
+    msg
 }

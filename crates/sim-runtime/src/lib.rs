@@ -8,7 +8,11 @@
 //!   live allocations;
 //! - incore images are the raw `.text` bytes a card would receive: they are
 //!   copied into an executable mapping and entered at offset 0 with a
-//!   `SceneKernelArgs` (no dlopen of kernels);
+//!   `SceneKernelArgs` (no dlopen of image kernels);
+//! - hosted incores (`scene_rt_register_callable2`, optional ABI, issue 29)
+//!   are host shared objects (C++20 with its runtime): loaded like the
+//!   orchestration, once per content, and their entry symbol called per
+//!   block, with the same `SceneKernelArgs`, on the same core threads;
 //! - the orchestration shared object is loaded from its registered bytes
 //!   (written to a private file and dlopen'ed; identical bytes are loaded once);
 //! - `scene_rt_run` / `scene_rt_run2` (with each argument's dtype, shape and
@@ -85,7 +89,7 @@ use std::ffi::{CStr, CString, c_char, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use device::{Device, IncoreSpec, lock};
+use device::{Device, IncoreKind, IncoreSpec, lock};
 pub use error::RtError;
 pub use memory::DEVICE_BASE;
 use options::Options;
@@ -399,51 +403,150 @@ pub extern "C" fn scene_rt_register_callable(
     out_handle: *mut u32,
 ) -> i32 {
     ffi("scene_rt_register_callable", || {
-        let d = device(dev)?;
-        if out_handle.is_null() {
-            return Err(RtError::Invalid("out_handle is NULL".into()));
-        }
         #[allow(unsafe_code)]
         // SAFETY: a non-NULL `desc` points at a valid SceneCallableDesc (caller contract).
         let desc =
             unsafe { desc.as_ref() }.ok_or_else(|| RtError::Invalid("desc is NULL".into()))?;
-        let orch = bytes(desc.orch_so, desc.orch_so_len, "desc->orch_so")?;
-        if orch.is_empty() {
-            return Err(RtError::Invalid("desc->orch_so is empty".into()));
-        }
-        let symbol = cstr(desc.orch_symbol, "desc->orch_symbol")?;
-        let incores: &[SceneIncoreDesc] = if desc.num_incores == 0 {
-            &[]
-        } else if desc.incores.is_null() {
-            return Err(RtError::Invalid(format!(
-                "desc->incores is NULL but num_incores is {}",
-                desc.num_incores
-            )));
-        } else {
-            #[allow(unsafe_code)]
-            // SAFETY: `incores` points at `num_incores` descriptors (caller contract).
-            unsafe {
-                std::slice::from_raw_parts(desc.incores, desc.num_incores as usize)
-            }
+        let callable = CallableParts {
+            orch_so: desc.orch_so,
+            orch_so_len: desc.orch_so_len,
+            orch_symbol: desc.orch_symbol,
+            incores: desc.incores,
+            num_incores: desc.num_incores,
         };
-        let specs = incores
-            .iter()
-            .enumerate()
-            .map(|(i, inc)| {
-                Ok(IncoreSpec {
-                    func_id: inc.func_id,
-                    core_type: inc.core_type,
-                    image: bytes(inc.image, inc.image_len, &format!("incores[{i}].image"))?,
-                })
+        register(dev, &callable, out_handle, |i, inc: &SceneIncoreDesc| {
+            Ok(IncoreSpec {
+                func_id: inc.func_id,
+                core_type: inc.core_type,
+                image: bytes(inc.image, inc.image_len, &format!("incores[{i}].image"))?,
+                kind: IncoreKind::Image,
             })
-            .collect::<Result<Vec<_>, RtError>>()?;
-        let h = d.register(orch, symbol, &specs)?;
+        })
+    })
+}
+
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
+#[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
+#[unsafe(no_mangle)]
+pub extern "C" fn scene_rt_register_callable2(
+    dev: *mut SceneDevice,
+    desc: *const SceneCallableDesc2,
+    out_handle: *mut u32,
+) -> i32 {
+    ffi("scene_rt_register_callable2", || {
         #[allow(unsafe_code)]
-        // SAFETY: `out_handle` is non-NULL and writable (caller contract).
+        // SAFETY: a non-NULL `desc` points at a valid SceneCallableDesc2 (caller contract).
+        let desc =
+            unsafe { desc.as_ref() }.ok_or_else(|| RtError::Invalid("desc is NULL".into()))?;
+        let callable = CallableParts {
+            orch_so: desc.orch_so,
+            orch_so_len: desc.orch_so_len,
+            orch_symbol: desc.orch_symbol,
+            incores: desc.incores,
+            num_incores: desc.num_incores,
+        };
+        register(dev, &callable, out_handle, incore_spec2)
+    })
+}
+
+/// The fields `SceneCallableDesc` and `SceneCallableDesc2` share; `D` is
+/// the incore descriptor type.
+struct CallableParts<D> {
+    orch_so: *const u8,
+    orch_so_len: u64,
+    orch_symbol: *const c_char,
+    incores: *const D,
+    num_incores: u32,
+}
+
+/// Registration of either descriptor version: the orchestration, the
+/// incores (each made an [`IncoreSpec`] by `spec`), the handle.
+fn register<D>(
+    dev: *mut SceneDevice,
+    desc: &CallableParts<D>,
+    out_handle: *mut u32,
+    spec: impl for<'a> Fn(usize, &'a D) -> Result<IncoreSpec<'a>, RtError>,
+) -> Result<(), RtError> {
+    let d = device(dev)?;
+    if out_handle.is_null() {
+        return Err(RtError::Invalid("out_handle is NULL".into()));
+    }
+    let orch = bytes(desc.orch_so, desc.orch_so_len, "desc->orch_so")?;
+    if orch.is_empty() {
+        return Err(RtError::Invalid("desc->orch_so is empty".into()));
+    }
+    let symbol = cstr(desc.orch_symbol, "desc->orch_symbol")?;
+    let incores: &[D] = if desc.num_incores == 0 {
+        &[]
+    } else if desc.incores.is_null() {
+        return Err(RtError::Invalid(format!(
+            "desc->incores is NULL but num_incores is {}",
+            desc.num_incores
+        )));
+    } else {
+        #[allow(unsafe_code)]
+        // SAFETY: `incores` points at `num_incores` descriptors (caller contract).
         unsafe {
-            *out_handle = h;
+            std::slice::from_raw_parts(desc.incores, desc.num_incores as usize)
         }
-        Ok(())
+    };
+    let specs = incores
+        .iter()
+        .enumerate()
+        .map(|(i, inc)| spec(i, inc))
+        .collect::<Result<Vec<_>, RtError>>()?;
+    let h = d.register(orch, symbol, &specs)?;
+    #[allow(unsafe_code)]
+    // SAFETY: `out_handle` is non-NULL and writable (caller contract).
+    unsafe {
+        *out_handle = h;
+    }
+    Ok(())
+}
+
+/// A `SceneIncoreDesc2` as an [`IncoreSpec`]: its kind and argument
+/// convention checked (the chip-tensor convention is not implemented).
+fn incore_spec2(i: usize, inc: &SceneIncoreDesc2) -> Result<IncoreSpec<'_>, RtError> {
+    let image = bytes(inc.image, inc.image_len, &format!("incores[{i}].image"))?;
+    let who = format!("incores[{i}] (func_id {})", inc.func_id);
+    let kind = match (inc.kind, inc.args_convention) {
+        (SCENE_INCORE_IMAGE, SCENE_KERNEL_ARGS_SCENE) => IncoreKind::Image,
+        (SCENE_INCORE_IMAGE, c) => {
+            return Err(RtError::Invalid(format!(
+                "{who}: an image kernel takes SCENE_KERNEL_ARGS_SCENE (0), not args_convention {c}"
+            )));
+        }
+        (SCENE_INCORE_HOSTED, SCENE_KERNEL_ARGS_SCENE) => IncoreKind::Hosted {
+            symbol: if inc.symbol.is_null() {
+                "kernel_entry"
+            } else {
+                cstr(inc.symbol, &format!("incores[{i}].symbol"))?
+            },
+        },
+        (SCENE_INCORE_HOSTED, SCENE_KERNEL_ARGS_CHIP_TENSOR) => {
+            return Err(RtError::Invalid(format!(
+                "{who}: args_convention SCENE_KERNEL_ARGS_CHIP_TENSOR (void kernel_entry(int64_t *args)) is not implemented yet by the simulator; build the kernel with SCENE_KERNEL_ARGS_SCENE (void entry(const SceneKernelArgs *))"
+            )));
+        }
+        (SCENE_INCORE_HOSTED, c) => {
+            return Err(RtError::Invalid(format!(
+                "{who}: unknown args_convention {c} (known: SCENE_KERNEL_ARGS_SCENE 0, SCENE_KERNEL_ARGS_CHIP_TENSOR 1)"
+            )));
+        }
+        (k, _) => {
+            return Err(RtError::Invalid(format!(
+                "{who}: unknown kind {k} (known: SCENE_INCORE_IMAGE 0, SCENE_INCORE_HOSTED 1)"
+            )));
+        }
+    };
+    Ok(IncoreSpec {
+        func_id: inc.func_id,
+        core_type: inc.core_type,
+        image,
+        kind,
     })
 }
 

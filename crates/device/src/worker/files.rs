@@ -27,6 +27,19 @@ pub(super) struct JobIncore {
     pub(super) func_id: u32,
     pub(super) core_type: u32,
     pub(super) image: Span,
+    /// A hosted kernel (issue 29): `image` is a host shared object. Absent
+    /// for images.
+    #[serde(default)]
+    pub(super) hosted: Option<JobHosted>,
+}
+
+/// The entry of a hosted incore ([`crate::IncoreKind::Hosted`]).
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct JobHosted {
+    /// `None`: `kernel_entry`.
+    pub(super) symbol: Option<String>,
+    /// `SCENE_KERNEL_ARGS_*`.
+    pub(super) args: u32,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

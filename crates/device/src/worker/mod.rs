@@ -73,7 +73,7 @@ use std::time::Duration;
 
 pub use files::sweep_dead_job_dirs;
 use files::{
-    DATA, FileArg, JOB, JOB_VERSION, JobDir, JobFile, JobIncore, OPEN, OpenFile, RESULT,
+    DATA, FileArg, JOB, JOB_VERSION, JobDir, JobFile, JobHosted, JobIncore, OPEN, OpenFile, RESULT,
     ResultFile, Span, TRACE_PREFIX, create_job_dir, direction_name, job_parent,
     sweep_job_dirs_once,
 };
@@ -81,7 +81,7 @@ pub use pool::{Standby, WorkerPool};
 pub use serve::serve;
 
 use crate::job::{self, DeviceJob, JobArg, SessionStepError};
-use crate::runtime::Direction;
+use crate::runtime::{Direction, IncoreKind};
 
 /// The environment variable that turns an executable into a device worker:
 /// its value is the worker's own directory. Entry points check it first
@@ -296,6 +296,13 @@ pub fn prepare(job: &DeviceJob<'_>, runtime: &Path) -> Result<PreparedJob, Worke
             func_id: k.func_id,
             core_type: k.core_type,
             image: put(k.image)?,
+            hosted: match k.kind {
+                IncoreKind::Image => None,
+                IncoreKind::Hosted { symbol, args } => Some(JobHosted {
+                    symbol: symbol.map(str::to_owned),
+                    args: args.to_abi(),
+                }),
+            },
         });
     }
     let mut args = Vec::with_capacity(job.args.len());

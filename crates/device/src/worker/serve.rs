@@ -42,7 +42,9 @@ use super::files::{
 };
 use crate::held::SupervisedCard;
 use crate::job::{self, DeviceJob, GroupJob, JobArg, SessionOutput, SessionStepError, TensorArg};
-use crate::runtime::{CallableImage, DeviceSession, IncoreImageRef, Runtime};
+use crate::runtime::{
+    ArgsConvention, CallableImage, DeviceSession, IncoreImageRef, IncoreKind, Runtime,
+};
 
 /// The worker's entry point: serves requests until stdin closes. `dir` is
 /// the worker's own directory (its crash report). Returns the process
@@ -89,6 +91,8 @@ enum ServeError {
     ReadData(#[source] std::io::Error),
     #[error("unknown direction `{0}`")]
     Direction(String),
+    #[error("hosted kernel func_id {func_id}: unknown argument convention {args}")]
+    ArgsConvention { func_id: u32, args: u32 },
     #[error("the supervisor holds no card")]
     NoCard,
     #[error("the session returned {returned} output buffers, the job has room for {room}")]
@@ -435,12 +439,27 @@ impl LoadedJob {
                     .incores
                     .iter()
                     .zip(&self.images)
-                    .map(|(k, image)| IncoreImageRef {
-                        func_id: k.func_id,
-                        core_type: k.core_type,
-                        image,
+                    .map(|(k, image)| {
+                        let kind = match &k.hosted {
+                            None => IncoreKind::Image,
+                            Some(h) => IncoreKind::Hosted {
+                                symbol: h.symbol.as_deref(),
+                                args: ArgsConvention::from_abi(h.args).ok_or(
+                                    ServeError::ArgsConvention {
+                                        func_id: k.func_id,
+                                        args: h.args,
+                                    },
+                                )?,
+                            },
+                        };
+                        Ok(IncoreImageRef {
+                            func_id: k.func_id,
+                            core_type: k.core_type,
+                            image,
+                            kind,
+                        })
                     })
-                    .collect(),
+                    .collect::<Result<_, ServeError>>()?,
             },
             args,
             group: spec.group.clone().map(|g| GroupJob {
@@ -510,4 +529,55 @@ fn write_result(
     // write: no rename, no sync needed.
     let path = dir.join(RESULT);
     std::fs::write(&path, &text).map_err(|source| ServeError::Write { path, source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Hosted incores (issue 29) keep their kind, entry symbol and
+    /// convention through the job files; images stay images.
+    #[test]
+    fn hosted_incores_survive_the_job_files() {
+        let job = DeviceJob {
+            card: 0,
+            options: "",
+            callable: CallableImage {
+                orch_so: b"orch",
+                orch_symbol: "orch",
+                incores: vec![
+                    IncoreImageRef::image(0, 1, b"image"),
+                    IncoreImageRef::hosted(1, 0, b"hosted", Some("entry")),
+                    IncoreImageRef {
+                        kind: IncoreKind::Hosted {
+                            symbol: None,
+                            args: ArgsConvention::ChipTensor,
+                        },
+                        ..IncoreImageRef::image(2, 1, b"chip")
+                    },
+                ],
+            },
+            args: Vec::new(),
+            group: None,
+            rounds: 0,
+            trace: 0,
+            args_dump: None,
+        };
+        let prepared = super::super::prepare(&job, Path::new("/nonexistent/runtime.so")).unwrap();
+        let loaded = LoadedJob::read(prepared.dir()).unwrap();
+        let back = loaded.job(0, &[0]).unwrap();
+        let got: Vec<_> = back
+            .callable
+            .incores
+            .iter()
+            .map(|k| (k.func_id, k.core_type, k.image.to_vec(), k.kind))
+            .collect();
+        let want: Vec<_> = job
+            .callable
+            .incores
+            .iter()
+            .map(|k| (k.func_id, k.core_type, k.image.to_vec(), k.kind))
+            .collect();
+        assert_eq!(got, want);
+    }
 }

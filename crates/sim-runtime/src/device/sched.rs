@@ -10,7 +10,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use super::{USER_STACK_BYTES, args_dump, core_name, lock, trace};
 use crate::crash::{self, Activity};
 use crate::error::{RtError, RtResult};
-use crate::image::ExecImage;
+use crate::image::KernelCode;
 use crate::memory::{Allocator, Arena, DEVICE_BASE, Place};
 use scene_abi::*;
 /// A task's kernel arguments: `args.descs` points into `descs`, which the
@@ -32,7 +32,9 @@ unsafe impl Send for KernelArgs {}
 pub(super) struct Task {
     pub(super) func_id: u32,
     pub(super) core: usize,
-    pub(super) image: Arc<ExecImage>,
+    /// The kernel's code: an image or a hosted entry (both hold what they
+    /// need loaded).
+    pub(super) code: KernelCode,
     pub(super) block_num: u32,
     pub(super) next_block: u32,
     pub(super) blocks_done: u32,
@@ -252,7 +254,7 @@ pub(super) fn core_thread(shared: Arc<Shared>, core: usize, lane: u32) {
         if t.next_block == t.block_num {
             sched.ready[core].pop_front();
         }
-        let image = Arc::clone(&t.image);
+        let code = t.code.clone();
         let func_id = t.func_id;
         let buffers = t.buffers.clone();
         // Trace (issue 19): one branch when off; no clock read.
@@ -265,7 +267,7 @@ pub(super) fn core_thread(shared: Arc<Shared>, core: usize, lane: u32) {
             block: args.block_idx,
             blocks: args.block_num,
         };
-        crash::running(activity, || image.call(&args));
+        crash::running(activity, || code.call(&args));
         let end = if traced { trace::now_ns() } else { 0 };
         let damage = shared.damaged_canary(&buffers);
         s = shared.sched();

@@ -212,7 +212,7 @@ pub(super) fn submit(
     let task = Task {
         func_id,
         core: inc.core as usize,
-        image: Arc::clone(&inc.image),
+        code: inc.code.clone(),
         block_num,
         next_block: 0,
         blocks_done: 0,

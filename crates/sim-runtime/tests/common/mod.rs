@@ -82,6 +82,21 @@ pub fn orch_so(dir: &Path, name: &str, src: &str) -> Vec<u8> {
     std::fs::read(&so).unwrap()
 }
 
+/// Compiles a hosted kernel (C++20 source; `scene_kernel.h` included) to a
+/// host shared object with the host C++ compiler and returns its bytes
+/// (issue 29: what `SCENE_INCORE_HOSTED` registers).
+pub fn hosted_so(dir: &Path, name: &str, src: &str) -> Vec<u8> {
+    let cpp = dir.join(format!("{name}.cpp"));
+    let so = dir.join(format!("{name}.so"));
+    std::fs::write(&cpp, format!("#include \"scene_kernel.h\"\n{src}\n")).unwrap();
+    run(Command::new("c++")
+        .args(["-std=c++20", "-shared", "-fPIC", "-O1", "-I", &include()])
+        .arg(&cpp)
+        .arg("-o")
+        .arg(&so));
+    std::fs::read(&so).unwrap()
+}
+
 /// An open device, closed on drop.
 pub struct Dev(pub *mut SceneDevice);
 
