@@ -23,6 +23,7 @@ pub const VARIABLES: &[&str] = &[
     "SCENE_CC",
     "SCENE_CXX",
     "SCENE_LD",
+    "SCENE_HOSTED_CXX",
     "SCENE_PTO_ISA_ROOT",
     "SCENE_RUNTIME_LIB",
     "SCENE_RUNTIME_OPTIONS",

@@ -413,7 +413,7 @@ fn platform_table(env: &Environment, root: &Path) -> Result<PlatformTable, Usage
 }
 
 /// The platform named by `--platform`, else `SCENE_PLATFORM`, else
-/// `a2a3sim`, with `SCENE_CC` / `SCENE_CXX` / `SCENE_LD` applied to its toolchain,
+/// `a2a3sim`, with `SCENE_CC` / `SCENE_CXX` / `SCENE_LD` / `SCENE_HOSTED_CXX` applied to its toolchain,
 /// `SCENE_PTO_ISA_ROOT`'s `include` added to its include roots, and
 /// `PATH` as its tool search path.
 pub(crate) fn resolve_platform(
@@ -439,6 +439,9 @@ pub(crate) fn resolve_platform(
     }
     if let Some(ld) = env.path("SCENE_LD") {
         toolchain.linker = ld;
+    }
+    if let Some(cxx) = env.path("SCENE_HOSTED_CXX") {
+        toolchain.hosted_cxx = cxx;
     }
     if let Some(pto) = env.path("SCENE_PTO_ISA_ROOT") {
         let include = pto.join("include");

@@ -210,12 +210,6 @@ impl DeviceStage {
                 )));
             }
         }
-        if let Some(k) = work.callable.incores.iter().find(|k| k.kind.is_hosted()) {
-            return Err(DeviceFailure::plain(format!(
-                "kernel `{}` (func_id {}) is a hosted kernel (build = \"hosted\"): hosted kernels compile, but the device stage cannot load them yet (issue 29)",
-                k.name, k.func_id
-            )));
-        }
         let runtime_path = self
             .runtime_path()
             .map_err(|e| DeviceFailure::plain(e.to_string()))?;
@@ -770,7 +764,25 @@ pub(crate) fn callable_image(callable: &ChipCallable) -> CallableImage<'_> {
         incores: callable
             .incores
             .iter()
-            .map(|k| IncoreImageRef::image(k.func_id, k.core.as_abi(), &k.text))
+            .map(|k| match k.kind {
+                scene_kernels::IncoreKind::Image => {
+                    IncoreImageRef::image(k.func_id, k.core.as_abi(), &k.text)
+                }
+                scene_kernels::IncoreKind::Hosted(args) => IncoreImageRef {
+                    kind: scene_device::IncoreKind::Hosted {
+                        symbol: None,
+                        args: match args {
+                            scene_kernels::ArgsConvention::Scene => {
+                                scene_device::ArgsConvention::Scene
+                            }
+                            scene_kernels::ArgsConvention::ChipTensor => {
+                                scene_device::ArgsConvention::ChipTensor
+                            }
+                        },
+                    },
+                    ..IncoreImageRef::hosted(k.func_id, k.core.as_abi(), &k.text, None)
+                },
+            })
             .collect(),
     }
 }

@@ -12,6 +12,7 @@ mod rmsnorm;
 mod scalar_data;
 mod scope_loop;
 mod softmax;
+mod tile_add;
 mod vector_example;
 
 use scene_harness::GoldenRegistry;
@@ -34,4 +35,5 @@ pub fn register(r: GoldenRegistry) -> GoldenRegistry {
         .register("reduce_scatter", collectives::reduce_scatter)
         .register("all_to_all", collectives::all_to_all)
         .register("ffn_tp_parallel", collectives::ffn_tp_parallel)
+        .register("tile_add", tile_add::golden)
 }

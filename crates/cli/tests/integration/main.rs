@@ -20,6 +20,7 @@ mod device;
 mod golden;
 mod habits;
 mod hardening;
+mod hosted;
 mod html_report;
 mod install;
 mod junit;

@@ -914,6 +914,14 @@ mod pinned_keys {
                 "227eb7c98a9422471d24f83076ffadae80b48ce5332af3bfe87f1bac585a8d2b",
             ),
             (
+                "hosted_tiles::small",
+                "483153fd342b9e2abb10d98a69c2c30e03374f1db558c3cb68125de032377a06",
+            ),
+            (
+                "hosted_tiles::odd",
+                "0bbccd6204735d127e6786c99f6313f5d606490cd6a43a456d37bfdc02311a27",
+            ),
+            (
                 "matmul::default",
                 "04d307d2076f0aa97cc9e7cb7837b21e40e9dce1b86be7a330b9ede9603aeef6",
             ),

@@ -1,0 +1,246 @@
+//! Hosted kernels (issue 29): C++20 kernels in the style of a tile library
+//! (`tests/scenes/hosted_tiles`: templates, fixed-size tiles in
+//! thread-local storage, `<span>`, `<cmath>`) built as shared objects and
+//! loaded by the runtime, with every guarantee an image kernel has: the
+//! kernel cache, two-pass bundles run with no compiler, crash isolation.
+
+use crate::common;
+
+use std::path::Path;
+
+use common::{TestEnv, copy_dir, package_scenes_dir, report_case, show};
+
+fn compiled_units(report: &serde_json::Value) -> u64 {
+    report["totals"]["units_compiled"]
+        .as_u64()
+        .expect("units_compiled")
+}
+
+#[test]
+fn hosted_tiles_pass_on_both_sim_platforms_and_a_second_run_compiles_nothing() {
+    let env = TestEnv::new();
+    for platform in ["a2a3sim", "a5sim"] {
+        let (out, r) = env.run_with_report(&["run", "hosted_tiles", "--platform", platform]);
+        assert!(out.status.success(), "{platform}: {}", show(&out));
+        assert_eq!(r["totals"]["passed"], 2, "{platform}: {}", show(&out));
+        assert!(compiled_units(&r) >= 3, "{platform}: three kernels built");
+        let (out, again) = env.run_with_report(&["run", "hosted_tiles", "--platform", platform]);
+        assert!(out.status.success(), "{platform}: {}", show(&out));
+        assert_eq!(
+            compiled_units(&again),
+            0,
+            "{platform}: the second run compiles nothing: {}",
+            show(&out)
+        );
+    }
+}
+
+/// Pass 1 on this machine, pass 2 from a copy of the bundle elsewhere,
+/// with no compiler to be found: PATH is an empty directory.
+#[test]
+fn pass_two_of_a_hosted_scene_runs_from_a_copied_bundle_with_no_compiler() {
+    let env = TestEnv::new();
+    let bundle = env.dir.path().join("bundle");
+    let out = env
+        .scene(&[
+            "precompile",
+            "hosted_tiles",
+            "--out",
+            bundle.to_str().expect("utf-8"),
+        ])
+        .output()
+        .expect("precompile");
+    assert!(out.status.success(), "{}", show(&out));
+    let moved = env.dir.path().join("elsewhere").join("bundle");
+    copy_dir(&bundle, &moved);
+    let no_tools = tempfile::tempdir().expect("empty PATH dir");
+    let no_compiler = |cmd: &mut std::process::Command| {
+        // Named by path (an empty PATH finds nothing): `false` compiles
+        // nothing, and the hosted `c++` is nowhere.
+        cmd.env("PATH", no_tools.path())
+            .env("SCENE_CC", "/bin/false")
+            .env("SCENE_LD", "/bin/false")
+            .env("SCENE_CACHE_DIR", env.dir.path().join("pass2-cache"));
+    };
+    // Control: without the bundle, nothing can be built.
+    let (control, _) = env.run_with_report_using(&["run", "hosted_tiles"], no_compiler);
+    assert!(!control.status.success(), "{}", show(&control));
+    let (out, r) = env.run_with_report_using(
+        &[
+            "run",
+            "--from",
+            moved.to_str().expect("utf-8"),
+            "hosted_tiles",
+        ],
+        no_compiler,
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(r["totals"]["passed"], 2, "{}", show(&out));
+    assert_eq!(compiled_units(&r), 0);
+}
+
+/// A hosted kernel that dereferences NULL fails its case, named as image
+/// kernels are; the well-behaved hosted scene in the same run passes.
+#[test]
+fn a_crashing_hosted_kernel_fails_only_its_case() {
+    let env = TestEnv::with_scenes(&[]);
+    let scenes = env.scenes_dir.clone().expect("scenes dir");
+    for name in ["hosted_tiles", "vector_example"] {
+        copy_dir(&package_scenes_dir().join(name), &scenes.join(name));
+    }
+    let bad = scenes.join("hosted_crash");
+    copy_dir(&package_scenes_dir().join("hosted_tiles"), &bad);
+    let toml = std::fs::read_to_string(bad.join("scene.toml")).expect("scene");
+    std::fs::write(
+        bad.join("scene.toml"),
+        toml.replace("name = \"hosted_tiles\"", "name = \"hosted_crash\""),
+    )
+    .expect("scene");
+    let add = std::fs::read_to_string(bad.join("kernels/add.cpp")).expect("add");
+    std::fs::write(
+        bad.join("kernels/add.cpp"),
+        add.replace(
+            "store(c, at, ub.z);",
+            "store(c, at, ub.z); if (at == 0) *static_cast<volatile int *>(nullptr) = 1;",
+        ),
+    )
+    .expect("add");
+    let (out, r) = env.run_with_report(&["run", "hosted_tiles", "hosted_crash"]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    for case in ["hosted_tiles::small", "hosted_tiles::odd"] {
+        assert_eq!(report_case(&r, case)["status"], "passed", "{}", show(&out));
+    }
+    for case in ["hosted_crash::small", "hosted_crash::odd"] {
+        let c = report_case(&r, case);
+        assert_eq!(c["status"], "failed", "{c}");
+        let msg = c["message"].as_str().unwrap_or_default();
+        assert!(
+            msg.contains("killed by SIGSEGV") && msg.contains("kernel func_id 0 (aiv core, block"),
+            "{case}: {msg}"
+        );
+    }
+}
+
+/// A kernel written against the PTO-ISA API (our own, 128x128 tile add),
+/// built with the checkout `SCENE_PTO_ISA_ROOT` names and the compiler
+/// `SCENE_HOSTED_CXX` names (default `c++`). Skipped without a checkout.
+#[test]
+fn a_pto_isa_kernel_runs_when_a_checkout_is_given() {
+    let Some(pto) = std::env::var_os("SCENE_PTO_ISA_ROOT") else {
+        eprintln!(
+            "skipped: set SCENE_PTO_ISA_ROOT to a PTO-ISA checkout (and SCENE_HOSTED_CXX to a compiler that builds it, docs/hosted-kernels.md) to run a PTO-ISA kernel"
+        );
+        return;
+    };
+    let env = TestEnv::with_scenes(&[]);
+    let scenes = env.scenes_dir.clone().expect("scenes dir");
+    write_pto_scene(&scenes.join("pto_tile_add"));
+    let cxx = std::env::var_os("SCENE_HOSTED_CXX");
+    let (out, r) = env.run_with_report_using(&["run", "pto_tile_add"], |cmd| {
+        cmd.env("SCENE_PTO_ISA_ROOT", &pto);
+        if let Some(cxx) = &cxx {
+            cmd.env("SCENE_HOSTED_CXX", cxx);
+        }
+    });
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(r["totals"]["passed"], 2, "{}", show(&out));
+}
+
+fn write_pto_scene(dir: &Path) {
+    std::fs::create_dir_all(dir.join("kernels")).expect("mkdir");
+    std::fs::write(dir.join("scene.toml"), PTO_SCENE).expect("scene");
+    std::fs::write(dir.join("orchestration.c"), PTO_ORCH).expect("orch");
+    std::fs::write(dir.join("kernels/tile_add.cpp"), PTO_KERNEL).expect("kernel");
+}
+
+const PTO_SCENE: &str = r#"
+name = "pto_tile_add"
+level = 2
+platforms = ["a2a3sim", "a5sim"]
+golden = "tile_add"
+build = "hosted"
+
+[orchestration]
+source = "orchestration.c"
+function = "pto_add_orch"
+signature = ["in", "in", "out"]
+
+[[incores]]
+func_id = 0
+name = "tile_add"
+core = "aiv"
+source = "kernels/tile_add.cpp"
+
+[[tensors]]
+name = "a"
+dtype = "f32"
+shape = ["T", 128, 128]
+init = { kind = "uniform", low = -2.0, high = 2.0 }
+
+[[tensors]]
+name = "b"
+dtype = "f32"
+shape = ["T", 128, 128]
+init = { kind = "uniform", low = -2.0, high = 2.0 }
+
+[[tensors]]
+name = "c"
+dtype = "f32"
+shape = ["T", 128, 128]
+
+[[cases]]
+name = "one_tile"
+params = { T = 1 }
+
+[[cases]]
+name = "five_tiles"
+params = { T = 5 }
+"#;
+
+const PTO_ORCH: &str = r#"
+#include "scene_orch.h"
+SCENE_ORCH_ENTRY(pto_add_orch, ctx, args, nargs) {
+    (void)nargs;
+    SceneTaskArg t[3] = {SCENE_IN(args[0]), SCENE_IN(args[1]), SCENE_OUT(args[2])};
+    return scene_orch_submit(ctx, 0, 2, t, 3);
+}
+"#;
+
+/// c = a + b, one 128x128 tile at a time, through PTO-ISA's tiles.
+const PTO_KERNEL: &str = r#"
+#include <cstdint>
+#include <pto/pto-inst.hpp>
+#include <pto/common/constants.hpp>
+#include "scene_kernel.h"
+
+using namespace pto;
+
+template <int N>
+static void add_tile(float *c, float *a, float *b) {
+    using Global = GlobalTensor<float, Shape<1, 1, 1, N, N>, Stride<1, 1, 1, N, 1>>;
+    using Vec = Tile<TileType::Vec, float, N, N, BLayout::RowMajor, -1, -1>;
+    Vec ta(N, N), tb(N, N), tc(N, N);
+    TASSIGN(ta, 0x0);
+    TASSIGN(tb, 0x10000);
+    TASSIGN(tc, 0x20000);
+    Global ga(a), gb(b), gc(c);
+    TLOAD(ta, ga);
+    TLOAD(tb, gb);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    TADD(tc, ta, tb);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    TSTORE(gc, tc);
+}
+
+extern "C" void kernel_entry(const SceneKernelArgs *ka) {
+    float *a = SCENE_ARG_PTR(ka, 0, float);
+    float *b = SCENE_ARG_PTR(ka, 1, float);
+    float *c = SCENE_ARG_PTR(ka, 2, float);
+    const uint64_t tile = 128 * 128;
+    const uint64_t tiles = SCENE_ARG_LEN(ka, 2, float) / tile;
+    for (uint64_t t = ka->block_idx; t < tiles; t += ka->block_num)
+        add_tile<128>(c + t * tile, a + t * tile, b + t * tile);
+}
+"#;
