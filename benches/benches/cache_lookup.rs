@@ -40,7 +40,12 @@ fn spec() -> CallableSpec {
         .map(|s| s.expect("every package scene is valid"))
         .find(|s| s.name == "decode_layer")
         .expect("decode_layer scene");
-    let mut spec = callable_spec(&scene, &root, &scene_device::include_dir());
+    let mut spec = callable_spec(
+        &scene,
+        &root,
+        &scene_device::include_dir(),
+        scene_harness::scene::IncoreBuild::Image,
+    );
     assert!(spec.incores.len() >= UNITS - 1, "decode_layer shrank");
     spec.incores.truncate(UNITS - 1);
     spec

@@ -46,7 +46,7 @@ fn specs(only: Option<&str>) -> Vec<CallableSpec> {
         .into_iter()
         .map(|s| s.expect("every package scene is valid"))
         .filter(|s| only.is_none_or(|n| s.name == n))
-        .map(|s| callable_spec(&s, &root, &abi))
+        .map(|s| callable_spec(&s, &root, &abi, scene_harness::scene::IncoreBuild::Image))
         .collect()
 }
 

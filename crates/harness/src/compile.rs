@@ -14,7 +14,14 @@ use crate::config::RunConfig;
 use crate::scene::Scene;
 
 /// The compile spec of a scene's callable, paths relative to `root`.
-pub fn callable_spec(scene: &Scene, root: &Path, abi_include_dir: &Path) -> CallableSpec {
+/// `default_build` is the platform's `incore_build`, for incores neither
+/// they nor their scene give a `build`.
+pub fn callable_spec(
+    scene: &Scene,
+    root: &Path,
+    abi_include_dir: &Path,
+    default_build: crate::scene::IncoreBuild,
+) -> CallableSpec {
     let rel = |p: &Path| scene.relative_to(root, p);
     let abi_inc = abi_include_dir
         .strip_prefix(root)
@@ -44,7 +51,7 @@ pub fn callable_spec(scene: &Scene, root: &Path, abi_include_dir: &Path) -> Call
                 name: k.name.clone(),
                 func_id: k.func_id,
                 core: k.core,
-                kind: k.kind,
+                kind: k.kind_on(default_build, scene.args),
                 source: rel(&k.source),
                 include_dirs: includes(&k.include_dirs),
                 defines: k.defines.clone(),
@@ -87,7 +94,14 @@ pub struct CompiledScenes {
 pub fn scene_specs(config: &RunConfig, scenes: &[Arc<Scene>]) -> Vec<CallableSpec> {
     scenes
         .iter()
-        .map(|s| callable_spec(s, &config.root, &config.abi_include_dir))
+        .map(|s| {
+            callable_spec(
+                s,
+                &config.root,
+                &config.abi_include_dir,
+                config.platform.incore_build(),
+            )
+        })
         .collect()
 }
 

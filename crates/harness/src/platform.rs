@@ -103,6 +103,9 @@ pub struct Platform {
     scenes: BuiltinPlatform,
     toolchain: Toolchain,
     runtime: Option<PathBuf>,
+    /// How incores build when neither they nor their scene say
+    /// (`incore_build`; issue 29).
+    incore_build: crate::scene::IncoreBuild,
 }
 
 impl Platform {
@@ -114,11 +117,17 @@ impl Platform {
             scenes: platform,
             toolchain: Toolchain::builtin_for(platform, Extraction::host()),
             runtime: None,
+            incore_build: crate::scene::IncoreBuild::Image,
         }
     }
 
     pub fn name(&self) -> &PlatformName {
         &self.name
+    }
+
+    /// How incores build when neither they nor their scene say.
+    pub fn incore_build(&self) -> crate::scene::IncoreBuild {
+        self.incore_build
     }
 
     /// The platform whose scenes and cases this entry runs.
@@ -208,6 +217,8 @@ struct RawEntry {
     hosted_cxx: Option<PathBuf>,
     hosted_flags: Option<Vec<String>>,
     include_roots: Option<Vec<PathBuf>>,
+    /// `"image"` or `"hosted"`: the default build of incores.
+    incore_build: Option<String>,
     link_flags: Option<Vec<String>>,
     /// `"builtin"` or a path relative to the platforms file.
     link_script: Option<String>,
@@ -475,6 +486,11 @@ impl Loader<'_> {
                     .map_err(|e| field_err("link_script", format!("{}: {e}", path.display())))?;
             }
         }
+        if let Some(build) = entry.incore_build.as_deref() {
+            p.incore_build = build
+                .parse()
+                .map_err(|e: String| field_err("incore_build", e))?;
+        }
         match entry.runtime.as_deref() {
             None => {}
             Some("sim") => p.runtime = None,
@@ -733,6 +749,29 @@ runtime = "lib/librt.so"
         assert_eq!(e.extraction, Extraction::Elf);
         assert_eq!(e.link_script, KERNEL_LINK_SCRIPT);
         assert_eq!(t.get("f").expect("f").toolchain().link_flags, ["-x"]);
+    }
+
+    #[test]
+    fn incore_build_is_a_platform_default_of_image_or_hosted() {
+        let t = table(
+            "[platforms.h]\nextends = \"a2a3sim\"\nincore_build = \"hosted\"\n\
+             [platforms.i]\nextends = \"h\"\nincore_build = \"image\"\n",
+        )
+        .expect("valid");
+        assert_eq!(
+            t.get("h").expect("h").incore_build(),
+            crate::scene::IncoreBuild::Hosted
+        );
+        assert_eq!(
+            t.get("i").expect("i").incore_build(),
+            crate::scene::IncoreBuild::Image
+        );
+        assert_eq!(
+            t.get("a2a3sim").expect("builtin").incore_build(),
+            crate::scene::IncoreBuild::Image
+        );
+        let e = err("[platforms.x]\nextends = \"a2a3sim\"\nincore_build = \"jit\"\n");
+        assert_names(&e, "x.incore_build", "`jit`");
     }
 
     #[test]

@@ -661,6 +661,7 @@ mod tests {
                 defines: vec![],
             },
             incores: vec![],
+            args: Default::default(),
             tensors: vec![],
             scalars,
             derived: vec![],

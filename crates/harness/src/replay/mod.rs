@@ -327,7 +327,12 @@ fn compile(
         message,
     };
     let source = replay_source(config).map_err(|e| compile_err(e.to_string()))?;
-    let mut spec: CallableSpec = callable_spec(scene, &config.root, &config.abi_include_dir);
+    let mut spec: CallableSpec = callable_spec(
+        scene,
+        &config.root,
+        &config.abi_include_dir,
+        config.platform.incore_build(),
+    );
     spec.label = format!("{} (replay of func_id {})", scene.name, incore.func_id);
     spec.incores.retain(|k| k.func_id == task.func_id);
     let abi_inc = config

@@ -226,6 +226,8 @@ pub struct Scene {
     pub group: Option<GroupSpec>,
     pub orchestration: Orchestration,
     pub incores: Vec<Incore>,
+    /// How the scene's hosted kernels take their arguments (`args`).
+    pub args: scene_kernels::ArgsConvention,
     pub tensors: Vec<TensorSpec>,
     pub scalars: Vec<ScalarSpec>,
     /// `[derived]`: params computed per case from the case's params, in
@@ -285,11 +287,48 @@ pub struct Incore {
     pub name: String,
     pub core: CoreType,
     /// An image kernel, or a hosted one and its argument convention
-    /// (`build`, `args`; issue 29).
-    pub kind: scene_kernels::IncoreKind,
+    /// (`build`, `args`; issue 29); `None` when neither the incore nor the
+    /// scene says: the platform's `incore_build` decides ([`Incore::kind_on`]).
+    pub kind: Option<scene_kernels::IncoreKind>,
     pub source: PathBuf,
     pub include_dirs: Vec<PathBuf>,
     pub defines: Vec<(String, String)>,
+}
+
+impl Incore {
+    /// This incore's kind on a platform whose default build is `default`
+    /// (hosted kernels take the scene's argument convention `args`).
+    pub fn kind_on(
+        &self,
+        default: IncoreBuild,
+        args: scene_kernels::ArgsConvention,
+    ) -> scene_kernels::IncoreKind {
+        self.kind.unwrap_or(match default {
+            IncoreBuild::Image => scene_kernels::IncoreKind::Image,
+            IncoreBuild::Hosted => scene_kernels::IncoreKind::Hosted(args),
+        })
+    }
+}
+
+/// How an incore is built (`build = "image" | "hosted"`), before the
+/// argument convention is applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IncoreBuild {
+    #[default]
+    Image,
+    Hosted,
+}
+
+impl std::str::FromStr for IncoreBuild {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "image" => Ok(IncoreBuild::Image),
+            "hosted" => Ok(IncoreBuild::Hosted),
+            other => Err(format!("`{other}` is not an incore build (image | hosted)")),
+        }
+    }
 }
 
 #[derive(Clone, Debug)]

@@ -7,7 +7,7 @@ use scene_kernels::{ArgsConvention, CoreType, IncoreKind};
 
 use super::{Validator, is_c_identifier};
 use crate::scene::raw::{RawIncore, RawOrchestration, RawScene};
-use crate::scene::{ArgDirection, Incore};
+use crate::scene::{ArgDirection, Incore, IncoreBuild};
 
 impl Validator<'_> {
     /// Name, level, devices and platforms, each checked on its own.
@@ -52,17 +52,18 @@ impl Validator<'_> {
         }
     }
 
-    /// The scene's default incore build (`build`) and the argument
-    /// convention of its hosted kernels (`args`); `None` when either is
-    /// malformed (reported).
+    /// The scene's default incore build (`build`; `None`: unsaid, the
+    /// platform decides, except that `args = "chip_tensor"` means hosted)
+    /// and the argument convention of its hosted kernels (`args`); `None`
+    /// when either is malformed (reported).
     pub(super) fn incore_kinds(
         &self,
         build: Option<&str>,
         args: Option<&str>,
-    ) -> Option<(IncoreBuild, ArgsConvention)> {
+    ) -> Option<(Option<IncoreBuild>, ArgsConvention)> {
         let build = match build {
-            None => Some(IncoreBuild::Image),
-            Some(b) => self.build_kind("build", b),
+            None => Some(None),
+            Some(b) => self.build_kind("build", b).map(Some),
         };
         let args = match args {
             None => Some(ArgsConvention::Scene),
@@ -71,28 +72,23 @@ impl Validator<'_> {
                     .map_err(|e| self.err("args", e.to_string())),
             ),
         };
-        Some((build?, args?))
+        let (build, args) = (build?, args?);
+        let build = match (build, args) {
+            (None, ArgsConvention::ChipTensor) => Some(IncoreBuild::Hosted),
+            (b, _) => b,
+        };
+        Some((build, args))
     }
 
     fn build_kind(&self, field: &str, value: &str) -> Option<IncoreBuild> {
-        match value {
-            "image" => Some(IncoreBuild::Image),
-            "hosted" => Some(IncoreBuild::Hosted),
-            other => {
-                self.problem(
-                    field,
-                    format!("`{other}` is not an incore build (image | hosted)"),
-                );
-                None
-            }
-        }
+        self.report(value.parse::<IncoreBuild>().map_err(|e| self.err(field, e)))
     }
 
     /// Unique func_ids and names, known core types, existing sources.
     pub(super) fn incores(
         &self,
         raw: Vec<RawIncore>,
-        kinds: Option<(IncoreBuild, ArgsConvention)>,
+        kinds: Option<(Option<IncoreBuild>, ArgsConvention)>,
     ) -> Option<Vec<Incore>> {
         if raw.is_empty() {
             self.problem("incores", "a scene needs at least one incore kernel");
@@ -144,13 +140,16 @@ impl Validator<'_> {
                 .map(|b| self.build_kind(&field("build"), b));
             let kind = kinds.and_then(|(default, args)| {
                 let build = match own {
-                    Some(b) => b?,
+                    Some(b) => Some(b?),
                     None => default,
                 };
                 match (build, args) {
-                    (IncoreBuild::Hosted, args) => Some(IncoreKind::Hosted(args)),
-                    (IncoreBuild::Image, ArgsConvention::Scene) => Some(IncoreKind::Image),
-                    (IncoreBuild::Image, ArgsConvention::ChipTensor) => {
+                    (None, _) => Some(None),
+                    (Some(IncoreBuild::Hosted), args) => Some(Some(IncoreKind::Hosted(args))),
+                    (Some(IncoreBuild::Image), ArgsConvention::Scene) => {
+                        Some(Some(IncoreKind::Image))
+                    }
+                    (Some(IncoreBuild::Image), ArgsConvention::ChipTensor) => {
                         self.problem(
                             field("build"),
                             format!(
@@ -198,11 +197,4 @@ impl Validator<'_> {
             );
         }
     }
-}
-
-/// How one incore is built, before the argument convention is applied.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum IncoreBuild {
-    Image,
-    Hosted,
 }

@@ -77,6 +77,7 @@ impl<'a> Validator<'a> {
         let o = raw.orchestration;
         self.check_orchestration(&o);
         let kinds = self.incore_kinds(raw.build.as_deref(), raw.args.as_deref());
+        let args = kinds.map(|(_, a)| a).unwrap_or_default();
         let incores = self.incores(raw.incores, kinds);
         self.check_argument_count(&o.signature, raw.tensors.len(), raw.scalars.len());
         let n_tensors = raw.tensors.len();
@@ -135,6 +136,7 @@ impl<'a> Validator<'a> {
                 defines: o.defines.into_iter().collect(),
             },
             incores: incores?,
+            args,
             tensors: tensors?,
             scalars: scalars?,
             derived: derived?,
