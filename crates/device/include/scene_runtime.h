@@ -75,9 +75,47 @@ typedef struct SceneCallableDesc {
  * (SceneIncoreDesc2::args_convention; image kernels: SCENE_KERNEL_ARGS_SCENE). */
 #define SCENE_KERNEL_ARGS_SCENE 0       /* void entry(const SceneKernelArgs *), as
                                            an image kernel (scene_kernel.h) */
-#define SCENE_KERNEL_ARGS_CHIP_TENSOR 1 /* reserved: void kernel_entry(int64_t *args)
-                                           of the original project; a runtime may
-                                           refuse it with SCENE_RT_E_INVALID */
+#define SCENE_KERNEL_ARGS_CHIP_TENSOR 1 /* void kernel_entry(int64_t *args) of the
+                                           original project (hosted kernels only; a
+                                           runtime may refuse it with
+                                           SCENE_RT_E_INVALID) */
+/*
+ * SCENE_KERNEL_ARGS_CHIP_TENSOR: `args[i]`, for each task argument i in
+ * order, is a scalar's 64-bit value, or for a tensor the address of a
+ * 128-byte, 64-aligned tensor record. The records follow the original's
+ * published layout (hw-native-sys/simpler, src/common/task_interface/
+ * tensor.h, `struct alignas(64) ChipTensor`, and its static_asserts):
+ *
+ *   @0   uint64_t buffer.addr        host address of the data
+ *   @8   uint64_t buffer.size        bytes
+ *   @16  uint64_t owner_task_id      PTO2TaskId; UINT64_MAX (invalid): none
+ *   @24  uint64_t start_offset       ELEMENT offset of the view origin
+ *   @32  int32_t  version            0
+ *   @36  uint32_t ndims              1..5
+ *   @40  uint8_t  dtype              DataType: 0 FLOAT32, 1 FLOAT16, 2 INT32,
+ *                                    3 INT16, 4 INT8, 5 UINT8, 6 BFLOAT16,
+ *                                    7 INT64, 8 UINT64, 9 UINT16, 10 UINT32,
+ *                                    11 BOOL
+ *   @41  bool     manual_dep         false
+ *   @42  bool     is_contiguous      strides are row-major of shapes
+ *   @43  uint8_t  address_space      AddressSpace: 0 HOST
+ *   @44  uint32_t shapes[5]          elements per dimension
+ *   @64  uint64_t extent_elem_cache  1 + sum((shapes[i] - 1) * strides[i])
+ *   @72  uint32_t strides[5]         element strides, > 0
+ *   @92  36 reserved bytes, 0
+ *
+ * The simulator fills them from what the `scene` convention hands a
+ * kernel: buffer.addr = the view's origin (so start_offset is 0),
+ * buffer.size = the bytes the view spans, dtype / ndims / shapes / strides
+ * from the task argument's SceneTensorDesc (a v1 argument: UINT8, one
+ * dimension of its bytes); SCENE_DTYPE_F64, more than 5 dimensions, sizes
+ * beyond 32 bits and a stride 0 in a dimension of several elements fail
+ * the submit with SCENE_RT_E_INVALID. Records and the array live while the
+ * task's blocks run; each block gets its own copy of the array, the
+ * records are shared: read them only. The block index is not an argument:
+ * such kernels ask pto_cpu_sim_get_execution_context (see
+ * scene_rt_register_callable2).
+ */
 
 /* One incore kernel, image or hosted (scene_rt_register_callable2). */
 typedef struct SceneIncoreDesc2 {
@@ -235,10 +273,23 @@ int32_t scene_rt_reset(SceneDevice *dev);
  * calls it once per block with the task's SceneKernelArgs, on the same
  * emulated core threads, with the same checks and crash reports as image
  * kernels. `args_convention` SCENE_KERNEL_ARGS_SCENE is the entry of
- * scene_kernel.h; SCENE_KERNEL_ARGS_CHIP_TENSOR may be refused with
- * SCENE_RT_E_INVALID (the simulator does not implement it yet). Unknown
- * kinds or conventions: SCENE_RT_E_INVALID. A runtime without this symbol
- * runs image kernels only (scene_rt_register_callable). */
+ * scene_kernel.h; SCENE_KERNEL_ARGS_CHIP_TENSOR (hosted kernels only) takes
+ * the records described above, and may be refused with SCENE_RT_E_INVALID
+ * by a runtime without it. Unknown kinds or conventions:
+ * SCENE_RT_E_INVALID. A runtime without this symbol runs image kernels
+ * only (scene_rt_register_callable).
+ *
+ * Hooks (the simulator): before it loads the first hosted kernel, the
+ * simulator runtime adds itself to the process's global symbol scope, so
+ * that a kernel's dlsym(RTLD_DEFAULT, ...) finds what PTO-ISA's CPU
+ * backend asks for:
+ *   void pto_cpu_sim_get_execution_context(uint32_t *block_idx,
+ *                                          uint32_t *subblock_id,
+ *                                          uint32_t *subblock_dim);
+ * the calling emulated core thread's current block, sub-block 0 of 1 (0,
+ * 0, 1 outside a kernel block). A chip_tensor kernel gets its block only
+ * this way; if the runtime cannot make the hook visible, registering one
+ * fails with SCENE_RT_E_LOAD saying why. */
 int32_t scene_rt_register_callable2(SceneDevice *dev, const SceneCallableDesc2 *desc,
                                     uint32_t *out_handle);
 

@@ -258,7 +258,8 @@ pub enum ArgsConvention {
     #[default]
     Scene,
     /// `SCENE_KERNEL_ARGS_CHIP_TENSOR`: `void kernel_entry(int64_t *args)`
-    /// (reserved; the simulator refuses it for now).
+    /// of the original project (tensor records and scalars; a runtime may
+    /// refuse it; the simulator implements it).
     ChipTensor,
 }
 

@@ -703,3 +703,295 @@ int32_t scene_rt_register_callable2(SceneDevice *dev, const SceneCallableDesc2 *
         Err(RuntimeError::InvalidArgument(_))
     ));
 }
+
+/// Hosted kernels that ask the process for PTO-ISA's execution-context hook
+/// the way PTO-ISA's CPU backend does (`dlsym(RTLD_DEFAULT, ...)`), and
+/// kernels in the original project's `chip_tensor` convention (issue 29).
+/// `Record` is the test's own struct with the original's published layout.
+const HOOK_KERNELS: &str = r#"#include "scene_kernel.h"
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <dlfcn.h>
+
+using ExecutionContextHook = void (*)(uint32_t *, uint32_t *, uint32_t *);
+
+/* What the hook reports, or all ones when the process has no hook. */
+static void context(uint32_t *block, uint32_t *sub, uint32_t *dim) {
+    static const auto hook = reinterpret_cast<ExecutionContextHook>(
+        dlsym(RTLD_DEFAULT, "pto_cpu_sim_get_execution_context"));
+    *block = *sub = *dim = 0xffffffffu;
+    if (hook) hook(block, sub, dim);
+}
+
+/* scene convention: out[3 * b .. 3 * b + 3] = what block b's hook said. */
+extern "C" void where_entry(const SceneKernelArgs *ka) {
+    uint32_t *o = SCENE_ARG_PTR(ka, 0, uint32_t) + 3 * ka->block_idx;
+    context(&o[0], &o[1], &o[2]);
+}
+
+struct alignas(64) Record {
+    uint64_t addr;           /* buffer.addr */
+    uint64_t size;           /* buffer.size (bytes) */
+    uint64_t owner_task_id;  /* UINT64_MAX: no creating task */
+    uint64_t start_offset;   /* elements */
+    int32_t version;
+    uint32_t ndims;
+    uint8_t dtype;           /* 0 FLOAT32, 5 UINT8, ... */
+    bool manual_dep;
+    bool is_contiguous;
+    uint8_t address_space;   /* 0 host */
+    uint32_t shapes[5];
+    uint64_t extent_elem_cache;
+    uint32_t strides[5];
+    uint8_t reserved[36];
+};
+static_assert(sizeof(Record) == 128 && alignof(Record) == 64);
+static_assert(offsetof(Record, size) == 8 && offsetof(Record, owner_task_id) == 16);
+static_assert(offsetof(Record, start_offset) == 24 && offsetof(Record, version) == 32);
+static_assert(offsetof(Record, ndims) == 36 && offsetof(Record, dtype) == 40);
+static_assert(offsetof(Record, manual_dep) == 41 && offsetof(Record, is_contiguous) == 42);
+static_assert(offsetof(Record, address_space) == 43 && offsetof(Record, shapes) == 44);
+static_assert(offsetof(Record, extent_elem_cache) == 64 && offsetof(Record, strides) == 72);
+
+static const Record *rec(int64_t word) { return reinterpret_cast<const Record *>(word); }
+
+template <typename T> static T *data(const Record *r) {
+    return reinterpret_cast<T *>(r->addr) + r->start_offset;
+}
+
+/* A plain 1-D host tensor of `dtype` and `n` elements. */
+static bool plain(const Record *r, uint8_t dtype, uint64_t n, uint64_t elem) {
+    return r->dtype == dtype && r->ndims == 1 && r->shapes[0] == n && r->strides[0] == 1 &&
+           r->is_contiguous && r->extent_elem_cache == n && r->size == n * elem &&
+           r->start_offset == 0 && r->owner_task_id == UINT64_MAX && r->version == 0 &&
+           !r->manual_dep && r->address_space == 0;
+}
+
+static void share(uint64_t n, uint32_t blocks, uint64_t *b, uint64_t *e) {
+    uint32_t block = 0, sub = 0, dim = 0;
+    context(&block, &sub, &dim);
+    uint64_t per = (n + blocks - 1) / blocks;
+    *b = std::min<uint64_t>(n, per * block);
+    *e = std::min<uint64_t>(n, *b + per);
+}
+
+/* chip_tensor: a, b (f32 [n]), c (f32 [n]), k, blocks: c = a + b * k. */
+extern "C" void kernel_entry(int64_t *args) {
+    const Record *a = rec(args[0]), *b = rec(args[1]), *c = rec(args[2]);
+    const int64_t k = args[3];
+    const uint32_t blocks = (uint32_t)args[4];
+    const uint64_t n = c->shapes[0];
+    const bool ok = plain(a, 0, n, 4) && plain(b, 0, n, 4) && plain(c, 0, n, 4);
+    uint64_t i0, i1;
+    share(n, blocks, &i0, &i1);
+    for (uint64_t i = i0; i < i1; ++i)
+        data<float>(c)[i] = ok ? data<float>(a)[i] + data<float>(b)[i] * (float)k : -12345.0f;
+}
+
+/* chip_tensor over byte tensors (v1 submits): t, o (u32 data), k, blocks: o = t + k. */
+extern "C" void add_k_entry(int64_t *args) {
+    const Record *t = rec(args[0]), *o = rec(args[1]);
+    const uint32_t k = (uint32_t)args[2], blocks = (uint32_t)args[3];
+    const uint64_t n = o->shapes[0] / 4;
+    const bool ok = plain(t, 5, 4 * n, 1) && plain(o, 5, 4 * n, 1);
+    uint64_t i0, i1;
+    share(n, blocks, &i0, &i1);
+    for (uint64_t i = i0; i < i1; ++i)
+        data<uint32_t>(o)[i] = ok ? data<uint32_t>(t)[i] + k : 0xdeadbeefu;
+}
+"#;
+
+const HOOK_ORCH: &str = r#"#include "scene_orch.h"
+/* out, func_id, blocks: one task. */
+SCENE_ORCH_ENTRY(one_orch, ctx, args, nargs) {
+    if (nargs != 3) { ctx->ops->fail(ctx, "want 3 args"); return -1; }
+    SceneTaskArg t[1] = { SCENE_OUT(args[0]) };
+    return scene_orch_submit(ctx, (uint32_t)args[1].value, (uint32_t)args[2].value, t, 1);
+}
+/* a, b, c, k, blocks: func 1 with the run's descriptions (v2). */
+SCENE_ORCH_ENTRY(chip_orch, ctx, args, nargs) {
+    if (nargs != 5) { ctx->ops->fail(ctx, "want 5 args"); return -1; }
+    SceneTaskArgV2 t[5] = {
+        scene_task_arg(ctx, args, 0, SCENE_DIR_IN), scene_task_arg(ctx, args, 1, SCENE_DIR_IN),
+        scene_task_arg(ctx, args, 2, SCENE_DIR_OUT), scene_task_scalar(args[3].value),
+        scene_task_scalar(args[4].value) };
+    return scene_orch_submit_v2(ctx, 1, (uint32_t)args[4].value, t, 5);
+}
+/* t, o, v, k: t = v + i (image func 3, 4 blocks), then o = t + k (chip func 2, 3 blocks). */
+SCENE_ORCH_ENTRY(mixed_orch, ctx, args, nargs) {
+    if (nargs != 4) { ctx->ops->fail(ctx, "want 4 args"); return -1; }
+    SceneTaskArg f[2] = { SCENE_OUT(args[0]), SCENE_SCALAR_U64(args[2].value) };
+    int32_t rc = scene_orch_submit(ctx, 3, 4, f, 2);
+    if (rc) return rc;
+    SceneTaskArg g[4] = { SCENE_IN(args[0]), SCENE_OUT(args[1]), SCENE_SCALAR_U64(args[3].value),
+                          SCENE_SCALAR_U64(3) };
+    return scene_orch_submit(ctx, 2, 3, g, 4);
+}
+"#;
+
+fn hook_kernels_so(dir: &Path) -> Vec<u8> {
+    let cpp = dir.join("hooks.cpp");
+    let so = dir.join("hooks.so");
+    std::fs::write(&cpp, HOOK_KERNELS).unwrap();
+    let out = Command::new("c++")
+        .args(["-std=c++20", "-shared", "-fPIC", "-O1", "-I"])
+        .arg(include_dir())
+        .arg(&cpp)
+        .arg("-o")
+        .arg(&so)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "c++: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read(so).unwrap()
+}
+
+fn chip_incore<'a>(func_id: u32, so: &'a [u8], symbol: Option<&'a str>) -> IncoreImageRef<'a> {
+    IncoreImageRef {
+        kind: IncoreKind::Hosted {
+            symbol,
+            args: ArgsConvention::ChipTensor,
+        },
+        ..IncoreImageRef::image(func_id, SCENE_CORE_AIV, so)
+    }
+}
+
+fn words<T>(raw: &[u8], f: fn([u8; 4]) -> T) -> Vec<T> {
+    raw.chunks(4).map(|c| f(c.try_into().unwrap())).collect()
+}
+
+/// The runtime is loaded `RTLD_LOCAL` (as the harness does), yet a hosted
+/// kernel finds `pto_cpu_sim_get_execution_context` with
+/// `dlsym(RTLD_DEFAULT, ...)` (PTO-ISA's `get_block_idx()`), and every
+/// block hears its own index, sub-block 0 of 1.
+#[test]
+fn hosted_kernels_find_the_execution_context_hook() {
+    let dir = tempfile::tempdir().unwrap();
+    let so = hook_kernels_so(dir.path());
+    let orch = std::fs::read(c_so(dir.path(), "orch", HOOK_ORCH)).unwrap();
+    let lease = lease(dir.path());
+    let rt = Runtime::load(&lease, &default_runtime_path().unwrap()).unwrap();
+    let dev = rt.open(0, "aiv=3").unwrap();
+    let h = dev
+        .register(&CallableImage {
+            orch_so: &orch,
+            orch_symbol: "one_orch",
+            incores: vec![IncoreImageRef::hosted(
+                0,
+                SCENE_CORE_AIV,
+                &so,
+                Some("where_entry"),
+            )],
+        })
+        .unwrap();
+    let blocks = 7u32;
+    let buf = dev.malloc(12 * u64::from(blocks)).unwrap();
+    dev.run(
+        h,
+        &[
+            RunArg::tensor(Direction::Out, buf),
+            RunArg::Scalar(0),
+            RunArg::Scalar(u64::from(blocks)),
+        ],
+    )
+    .unwrap();
+    let mut raw = vec![0u8; 12 * blocks as usize];
+    dev.copy_from(buf.addr, &mut raw).unwrap();
+    let got = words(&raw, u32::from_le_bytes);
+    let want: Vec<u32> = (0..blocks).flat_map(|b| [b, 0, 1]).collect();
+    assert_eq!(got, want, "(block, subblock_id, subblock_dim) per block");
+}
+
+/// `chip_tensor` kernels (`void kernel_entry(int64_t *args)`): tensor
+/// words are records in the original's layout (dtype, ndims, shape,
+/// contiguity, buffer, owner), scalars are values, the block comes from the
+/// hook; several blocks each compute their share. A callable mixing an
+/// image kernel and a chip_tensor kernel runs both, in dependency order.
+#[test]
+fn chip_tensor_kernels_get_records_and_scalars() {
+    let dir = tempfile::tempdir().unwrap();
+    let so = hook_kernels_so(dir.path());
+    let image = kernel_image(dir.path());
+    let orch = std::fs::read(c_so(dir.path(), "orch", HOOK_ORCH)).unwrap();
+    let lease = lease(dir.path());
+    let rt = Runtime::load(&lease, &default_runtime_path().unwrap()).unwrap();
+    let dev = rt.open(0, "aiv=2").unwrap();
+
+    let h = dev
+        .register(&CallableImage {
+            orch_so: &orch,
+            orch_symbol: "chip_orch",
+            incores: vec![chip_incore(1, &so, None)],
+        })
+        .unwrap();
+    let n = 1000usize;
+    let a: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+    let b: Vec<f32> = (0..n).map(|i| (i % 13) as f32 - 6.0).collect();
+    let bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let size = 4 * n as u64;
+    let (ba, bb, bc) = (
+        dev.malloc(size).unwrap(),
+        dev.malloc(size).unwrap(),
+        dev.malloc(size).unwrap(),
+    );
+    dev.copy_to(ba.addr, &bytes(&a)).unwrap();
+    dev.copy_to(bb.addr, &bytes(&b)).unwrap();
+    let f32_desc = scene_device::abi::SceneTensorDesc::contiguous(
+        scene_device::abi::SCENE_DTYPE_F32,
+        &[n as u64],
+    );
+    for blocks in [1u64, 4, 7] {
+        dev.run_described(
+            h,
+            &[
+                RunArg::tensor(Direction::In, ba),
+                RunArg::tensor(Direction::In, bb),
+                RunArg::tensor(Direction::Out, bc),
+                RunArg::Scalar(3),
+                RunArg::Scalar(blocks),
+            ],
+            &[f32_desc, f32_desc, f32_desc, f32_desc, f32_desc],
+        )
+        .unwrap();
+        let mut raw = vec![0u8; 4 * n];
+        dev.copy_from(bc.addr, &mut raw).unwrap();
+        let got = words(&raw, f32::from_le_bytes);
+        let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y * 3.0).collect();
+        assert_eq!(got, want, "{blocks} blocks");
+        dev.copy_to(bc.addr, &vec![0u8; 4 * n]).unwrap();
+    }
+
+    // One image kernel (func 3: t = v + i, 4 blocks) and one chip_tensor
+    // kernel (func 2: o = t + k over byte tensors, 3 blocks).
+    let h = dev
+        .register(&CallableImage {
+            orch_so: &orch,
+            orch_symbol: "mixed_orch",
+            incores: vec![
+                IncoreImageRef::image(3, SCENE_CORE_AIV, &image),
+                chip_incore(2, &so, Some("add_k_entry")),
+            ],
+        })
+        .unwrap();
+    let (bt, bo) = (dev.malloc(400).unwrap(), dev.malloc(400).unwrap());
+    dev.run(
+        h,
+        &[
+            RunArg::tensor(Direction::Out, bt),
+            RunArg::tensor(Direction::Out, bo),
+            RunArg::Scalar(1000),
+            RunArg::Scalar(5),
+        ],
+    )
+    .unwrap();
+    let mut raw = vec![0u8; 400];
+    dev.copy_from(bo.addr, &mut raw).unwrap();
+    assert_eq!(
+        words(&raw, u32::from_le_bytes),
+        (1005..1105).collect::<Vec<u32>>()
+    );
+}

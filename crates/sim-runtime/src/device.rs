@@ -22,7 +22,7 @@ use submit::{RunCtx, orch_thread, run_descs};
 
 use crate::crash;
 use crate::error::{RtError, RtResult};
-use crate::image::{ExecImage, HostedLib, KernelCode, OrchLib};
+use crate::image::{Convention, ExecImage, HostedLib, KernelCode, OrchLib};
 use crate::memory::{Allocator, Arena, page_size};
 use crate::options::Options;
 use scene_abi::*;
@@ -74,9 +74,13 @@ pub struct IncoreSpec<'a> {
 pub enum IncoreKind<'a> {
     /// `SCENE_INCORE_IMAGE`: a raw `.text` image entered at offset 0.
     Image,
-    /// `SCENE_INCORE_HOSTED` with `SCENE_KERNEL_ARGS_SCENE`: a host shared
-    /// object whose `symbol` takes a `const SceneKernelArgs *`.
-    Hosted { symbol: &'a str },
+    /// `SCENE_INCORE_HOSTED`: a host shared object whose `symbol` takes
+    /// its arguments by `convention` (`const SceneKernelArgs *`, or the
+    /// `chip_tensor` `int64_t *`).
+    Hosted {
+        symbol: &'a str,
+        convention: Convention,
+    },
 }
 
 /// Stack of an emulated core thread (kernels) and the orchestration thread.
@@ -295,11 +299,22 @@ impl Device {
                         RtError::Load(format!("incore func_id {}: {e}", inc.func_id))
                     })?))
                 }
-                IncoreKind::Hosted { symbol } => {
+                IncoreKind::Hosted { symbol, convention } => {
                     let lib = HostedLib::load(inc.image).map_err(|e| {
                         RtError::Load(format!("incore func_id {}: {e}", inc.func_id))
                     })?;
-                    KernelCode::Hosted(Arc::new(lib.entry(inc.func_id, symbol)?))
+                    // A chip_tensor kernel learns its block only from the
+                    // execution-context hook (hooks.rs): without it every
+                    // block would compute block 0's share.
+                    if convention == Convention::ChipTensor
+                        && let Err(why) = crate::hooks::promote_to_global()
+                    {
+                        return Err(RtError::Load(format!(
+                            "incore func_id {} (chip_tensor): its block index would come from pto_cpu_sim_get_execution_context, which hosted kernels cannot find with dlsym(RTLD_DEFAULT): {why}",
+                            inc.func_id
+                        )));
+                    }
+                    KernelCode::Hosted(Arc::new(lib.entry(inc.func_id, symbol, convention)?))
                 }
             };
             map.insert(

@@ -11,8 +11,9 @@ use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
+use crate::chip::ChipArgs;
 use crate::error::{RtError, RtResult};
-use scene_abi::{KernelEntry, OrchEntry, SceneKernelArgs};
+use scene_abi::{KernelEntry, OrchEntry, SCENE_MAX_ARGS, SceneKernelArgs};
 
 /// An incore image copied into its own executable mapping and entered at
 /// offset 0 — the same bytes a card would receive; nothing is dlopen'ed.
@@ -157,68 +158,143 @@ pub struct HostedLib {
 
 impl HostedLib {
     /// Loads (or reuses, by content hash) the hosted kernel `bytes`.
+    ///
+    /// Before the first hosted kernel loads, the runtime puts itself into
+    /// the global scope, where a kernel's `dlsym(RTLD_DEFAULT, ...)` finds
+    /// the hooks of `hooks.rs` (PTO-ISA's execution context). If that
+    /// fails, `scene` kernels still run (they get their block in
+    /// `SceneKernelArgs`); `chip_tensor` registrations check
+    /// [`crate::hooks::promote_to_global`] themselves and are refused.
     pub fn load(bytes: &[u8]) -> RtResult<Arc<HostedLib>> {
+        let _ = crate::hooks::promote_to_global();
         static CACHE: LibCache<HostedLib> = OnceLock::new();
         load_cached(&CACHE, bytes, LibKind::HostedKernel, |lib, hash| {
             HostedLib { lib, hash }
         })
     }
 
-    /// Resolves the entry `symbol` of kernel `func_id` (a
-    /// `SCENE_KERNEL_ARGS_SCENE` entry: `void entry(const SceneKernelArgs *)`).
+    /// Resolves the entry `symbol` of kernel `func_id`, called with
+    /// `convention` (`void entry(const SceneKernelArgs *)` or, for
+    /// `chip_tensor`, `void entry(int64_t *args)`).
     #[allow(unsafe_code)]
-    pub fn entry(self: &Arc<Self>, func_id: u32, symbol: &str) -> RtResult<HostedEntry> {
+    pub fn entry(
+        self: &Arc<Self>,
+        func_id: u32,
+        symbol: &str,
+        convention: Convention,
+    ) -> RtResult<HostedEntry> {
         let name = CString::new(symbol).map_err(|_| {
             RtError::Invalid(format!(
                 "hosted kernel func_id {func_id}: entry symbol {symbol:?} contains NUL"
             ))
         })?;
-        // SAFETY: the symbol is only ever called with the
-        // `SCENE_KERNEL_ARGS_SCENE` signature the registration declared
-        // (scene_runtime.h); the fn pointer is kept in a `HostedEntry` with
-        // an `Arc<HostedLib>`, so the library outlives it.
-        let f = unsafe { self.lib.get::<KernelEntry>(name.as_bytes_with_nul()) }.map_err(|e| {
+        let missing = |e: libloading::Error| {
             RtError::Load(format!(
                 "hosted kernel func_id {func_id} (shared object blake3 {}) has no entry symbol `{symbol}`: {}",
                 &self.hash.to_hex()[..16],
                 dl_error(&e)
             ))
-        })?;
+        };
+        let entry = match convention {
+            // SAFETY: the symbol is only ever called with the
+            // `SCENE_KERNEL_ARGS_SCENE` signature the registration declared
+            // (scene_runtime.h); the fn pointer is kept in a `HostedEntry`
+            // with an `Arc<HostedLib>`, so the library outlives it.
+            Convention::Scene => HostedFn::Scene(
+                *unsafe { self.lib.get::<KernelEntry>(name.as_bytes_with_nul()) }
+                    .map_err(missing)?,
+            ),
+            // SAFETY: as above, with the `SCENE_KERNEL_ARGS_CHIP_TENSOR`
+            // signature the registration declared.
+            Convention::ChipTensor => HostedFn::ChipTensor(
+                *unsafe { self.lib.get::<ChipEntry>(name.as_bytes_with_nul()) }.map_err(missing)?,
+            ),
+        };
         Ok(HostedEntry {
-            entry: *f,
+            entry,
             _lib: Arc::clone(self),
         })
     }
 }
 
+/// How a hosted kernel's entry takes its arguments (`SCENE_KERNEL_ARGS_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Convention {
+    /// `SCENE_KERNEL_ARGS_SCENE`: `void entry(const SceneKernelArgs *)`.
+    Scene,
+    /// `SCENE_KERNEL_ARGS_CHIP_TENSOR`: `void entry(int64_t *args)`, tensor
+    /// words pointing at [`crate::chip::ChipTensorRecord`]s.
+    ChipTensor,
+}
+
+/// `void kernel_entry(int64_t *args)` of the `chip_tensor` convention.
+pub type ChipEntry = unsafe extern "C" fn(args: *mut i64);
+
+/// A resolved hosted entry, by convention.
+#[derive(Debug, Clone, Copy)]
+enum HostedFn {
+    Scene(KernelEntry),
+    ChipTensor(ChipEntry),
+}
+
 /// The entry of a hosted kernel, with the library that holds it.
 #[derive(Debug)]
 pub struct HostedEntry {
-    entry: KernelEntry,
+    entry: HostedFn,
     /// Keeps the library loaded while `entry` may be called.
     _lib: Arc<HostedLib>,
 }
 
 impl HostedEntry {
     /// Runs one block of the kernel (on the calling emulated core thread,
-    /// so the kernel's `thread_local` state stays with that core).
+    /// so the kernel's `thread_local` state stays with that core): a
+    /// `scene` entry gets `args`, a `chip_tensor` entry a private copy of
+    /// the task's argument words (`chip`; `None` only for a task built
+    /// without them, which then gets an array of zeros).
     ///
     /// As for [`ExecImage::call`]: a fault takes the process down; a kernel
     /// that never returns blocks this thread. A C++ exception must not
     /// escape the entry (a C function: unwinding into the runtime is
     /// undefined; in practice the process aborts).
     #[allow(unsafe_code)]
-    pub fn call(&self, args: &SceneKernelArgs) {
-        // SAFETY: `entry` was resolved from the library `_lib` keeps loaded,
-        // with the `SCENE_KERNEL_ARGS_SCENE` signature the registration
-        // declared; `args` is valid for the call and its buffer pointers were
-        // bounds-checked against live allocations at submit.
-        unsafe { (self.entry)(args) }
+    pub fn call(&self, args: &SceneKernelArgs, chip: Option<&ChipArgs>) {
+        match self.entry {
+            // SAFETY: `f` was resolved from the library `_lib` keeps loaded,
+            // with the `SCENE_KERNEL_ARGS_SCENE` signature the registration
+            // declared; `args` is valid for the call and its buffer pointers
+            // were bounds-checked against live allocations at submit.
+            HostedFn::Scene(f) => unsafe { f(args) },
+            HostedFn::ChipTensor(f) => {
+                // The block's own copy of the words (a kernel may write its
+                // `int64_t *`); the records they point at are the task's,
+                // alive until its last block returns.
+                let mut words = [0i64; SCENE_MAX_ARGS];
+                if let Some(c) = chip {
+                    let n = c.words().len().min(SCENE_MAX_ARGS);
+                    words[..n].copy_from_slice(&c.words()[..n]);
+                }
+                // SAFETY: `f` was resolved from the library `_lib` keeps
+                // loaded, with the `SCENE_KERNEL_ARGS_CHIP_TENSOR` signature
+                // the registration declared; `words` is valid for the call,
+                // its tensor words point at records `chip` keeps alive, whose
+                // buffers were bounds-checked against live allocations at
+                // submit.
+                unsafe { f(words.as_mut_ptr()) }
+            }
+        }
+    }
+
+    /// Whether the entry takes the `chip_tensor` convention.
+    pub fn is_chip_tensor(&self) -> bool {
+        matches!(self.entry, HostedFn::ChipTensor(_))
     }
 
     /// Host address of the entry (for diagnostics).
     pub fn addr(&self) -> usize {
-        self.entry as usize
+        match self.entry {
+            HostedFn::Scene(f) => f as usize,
+            HostedFn::ChipTensor(f) => f as usize,
+        }
     }
 }
 
@@ -230,12 +306,18 @@ pub enum KernelCode {
 }
 
 impl KernelCode {
-    /// Runs one block of the kernel with `args`.
-    pub fn call(&self, args: &SceneKernelArgs) {
+    /// Runs one block of the kernel with `args` (and, for a `chip_tensor`
+    /// entry, the task's argument words `chip`).
+    pub fn call(&self, args: &SceneKernelArgs, chip: Option<&ChipArgs>) {
         match self {
             KernelCode::Image(i) => i.call(args),
-            KernelCode::Hosted(h) => h.call(args),
+            KernelCode::Hosted(h) => h.call(args, chip),
         }
+    }
+
+    /// Whether blocks of this kernel take `chip_tensor` argument words.
+    pub fn is_chip_tensor(&self) -> bool {
+        matches!(self, KernelCode::Hosted(h) if h.is_chip_tensor())
     }
 
     /// Host address of the kernel's entry.

@@ -12,7 +12,11 @@
 //! - hosted incores (`scene_rt_register_callable2`, optional ABI, issue 29)
 //!   are host shared objects (C++20 with its runtime): loaded like the
 //!   orchestration, once per content, and their entry symbol called per
-//!   block, with the same `SceneKernelArgs`, on the same core threads;
+//!   block, with the same `SceneKernelArgs` (or, in the `chip_tensor`
+//!   convention, the original project's `int64_t *` of tensor records and
+//!   scalars: `chip.rs`), on the same core threads; the runtime puts itself
+//!   into the global scope so that their `dlsym(RTLD_DEFAULT)` finds
+//!   PTO-ISA's execution-context hook (`hooks.rs`);
 //! - the orchestration shared object is loaded from its registered bytes
 //!   (written to a private file and dlopen'ed; identical bytes are loaded once);
 //! - `scene_rt_run` / `scene_rt_run2` (with each argument's dtype, shape and
@@ -66,8 +70,9 @@
 //! open devices), so a closed or bogus handle is an error, not a crash.
 //!
 //! The workspace denies `unsafe_code`; this crate allows it item by item,
-//! each block with a `// SAFETY:` comment, in eight modules only: here (the
-//! `no_mangle` C exports and reading their pointer arguments), `device`
+//! each block with a `// SAFETY:` comment, in nine modules only: here (the
+//! `no_mangle` C exports and reading their pointer arguments), `hooks`
+//! (the PTO-ISA hook export, `dladdr`/`dlopen` of this library), `device`
 //! (calling the orchestration), `device/orch_v2` (the orchestration's v2
 //! pointer arguments), `device/comm` (level-3 windows and the contexts
 //! kernels pass back), `image` (executable mappings, `dlopen`),
@@ -76,9 +81,11 @@
 //! handlers, alternate stacks, `atexit`). An implementation of a C ABI that runs
 //! machine code cannot do without it.
 
+mod chip;
 mod crash;
 mod device;
 pub mod error;
+mod hooks;
 mod image;
 mod memory;
 pub mod options;
@@ -91,6 +98,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use device::{Device, IncoreKind, IncoreSpec, lock};
 pub use error::RtError;
+pub use hooks::pto_cpu_sim_get_execution_context;
+use image::Convention;
 pub use memory::DEVICE_BASE;
 use options::Options;
 /// The ABI definitions this runtime implements, also under their own names below.
@@ -508,7 +517,7 @@ fn register<D>(
 }
 
 /// A `SceneIncoreDesc2` as an [`IncoreSpec`]: its kind and argument
-/// convention checked (the chip-tensor convention is not implemented).
+/// convention checked (`chip_tensor` is a convention of hosted kernels only).
 fn incore_spec2(i: usize, inc: &SceneIncoreDesc2) -> Result<IncoreSpec<'_>, RtError> {
     let image = bytes(inc.image, inc.image_len, &format!("incores[{i}].image"))?;
     let who = format!("incores[{i}] (func_id {})", inc.func_id);
@@ -519,17 +528,19 @@ fn incore_spec2(i: usize, inc: &SceneIncoreDesc2) -> Result<IncoreSpec<'_>, RtEr
                 "{who}: an image kernel takes SCENE_KERNEL_ARGS_SCENE (0), not args_convention {c}"
             )));
         }
-        (SCENE_INCORE_HOSTED, SCENE_KERNEL_ARGS_SCENE) => IncoreKind::Hosted {
-            symbol: if inc.symbol.is_null() {
-                "kernel_entry"
-            } else {
-                cstr(inc.symbol, &format!("incores[{i}].symbol"))?
-            },
-        },
-        (SCENE_INCORE_HOSTED, SCENE_KERNEL_ARGS_CHIP_TENSOR) => {
-            return Err(RtError::Invalid(format!(
-                "{who}: args_convention SCENE_KERNEL_ARGS_CHIP_TENSOR (void kernel_entry(int64_t *args)) is not implemented yet by the simulator; build the kernel with SCENE_KERNEL_ARGS_SCENE (void entry(const SceneKernelArgs *))"
-            )));
+        (SCENE_INCORE_HOSTED, c @ (SCENE_KERNEL_ARGS_SCENE | SCENE_KERNEL_ARGS_CHIP_TENSOR)) => {
+            IncoreKind::Hosted {
+                symbol: if inc.symbol.is_null() {
+                    "kernel_entry"
+                } else {
+                    cstr(inc.symbol, &format!("incores[{i}].symbol"))?
+                },
+                convention: if c == SCENE_KERNEL_ARGS_SCENE {
+                    Convention::Scene
+                } else {
+                    Convention::ChipTensor
+                },
+            }
         }
         (SCENE_INCORE_HOSTED, c) => {
             return Err(RtError::Invalid(format!(

@@ -431,7 +431,7 @@ extern "C" void entry(const SceneKernelArgs *) { scene_test_undefined_function()
 }
 
 #[test]
-fn the_chip_tensor_convention_and_unknown_kinds_are_refused() {
+fn chip_tensor_needs_the_visible_hooks_and_unknown_kinds_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let so = hosted_so(dir.path(), "tiles", TILE_KERNELS);
     let orch = orch_so(dir.path(), "orch", ORCH);
@@ -444,11 +444,18 @@ fn the_chip_tensor_convention_and_unknown_kinds_are_refused() {
         &so[..],
         Some("add_entry"),
     );
+    // This test links the runtime into its executable, where nothing exports
+    // the execution-context hook to `dlsym(RTLD_DEFAULT)`: a chip_tensor
+    // kernel (which learns its block only from the hook) is refused, naming
+    // why. (Loaded as the shared object it is, the runtime promotes itself:
+    // crates/device/tests/chip_tensor.rs.)
     let (rc, _) = try_register2(&dev, &orch, "orch_two", &[chip]);
-    assert_eq!(rc, SCENE_RT_E_INVALID);
+    assert_eq!(rc, SCENE_RT_E_LOAD);
     let msg = last_error_message();
     assert!(
-        msg.contains("SCENE_KERNEL_ARGS_CHIP_TENSOR") && msg.contains("not implemented yet"),
+        msg.contains("func_id 0 (chip_tensor)")
+            && msg.contains("pto_cpu_sim_get_execution_context")
+            && msg.contains("dlsym(RTLD_DEFAULT)"),
         "{msg}"
     );
     for (kind, conv, want) in [
@@ -626,4 +633,15 @@ fn a_hosted_kernel_that_faults_is_reported_as_a_kernel_crash() {
             "report lacks `{line}`:\n{report}"
         );
     }
+}
+
+/// PTO-ISA's execution-context hook, called outside any kernel block (here:
+/// the test's thread): block 0, sub-block 0 of 1; NULL out-pointers are
+/// skipped.
+#[test]
+fn the_execution_context_outside_a_block_is_block_0_of_1() {
+    let (mut b, mut s, mut d) = (7u32, 7u32, 7u32);
+    pto_cpu_sim_get_execution_context(&mut b, &mut s, &mut d);
+    assert_eq!((b, s, d), (0, 0, 1));
+    pto_cpu_sim_get_execution_context(std::ptr::null_mut(), &mut s, std::ptr::null_mut());
 }

@@ -8,8 +8,10 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use super::{USER_STACK_BYTES, args_dump, core_name, lock, trace};
+use crate::chip::ChipArgs;
 use crate::crash::{self, Activity};
 use crate::error::{RtError, RtResult};
+use crate::hooks;
 use crate::image::KernelCode;
 use crate::memory::{Allocator, Arena, DEVICE_BASE, Place};
 use scene_abi::*;
@@ -20,6 +22,9 @@ pub(super) struct KernelArgs {
     pub(super) args: Box<SceneKernelArgs>,
     /// Only kept alive (and read by kernels through `args.descs`).
     pub(super) _descs: Box<[SceneTensorDesc]>,
+    /// A `chip_tensor` kernel's argument words and tensor records (built
+    /// once per task, shared by its blocks while they run).
+    pub(super) chip: Option<Arc<ChipArgs>>,
 }
 
 #[allow(unsafe_code)]
@@ -241,6 +246,7 @@ pub(super) fn core_thread(shared: Arc<Shared>, core: usize, lane: u32) {
             continue;
         };
         let mut args = *payload.args;
+        let chip = payload.chip.clone();
         // --- args dump (issue 19): inputs before the first block ---
         if t.next_block == 0
             && let (Some(rec), Some(recorder)) = (&t.record, &sched.recorder)
@@ -267,7 +273,12 @@ pub(super) fn core_thread(shared: Arc<Shared>, core: usize, lane: u32) {
             block: args.block_idx,
             blocks: args.block_num,
         };
-        crash::running(activity, || code.call(&args));
+        // The block is the thread's execution context while it runs (what
+        // PTO-ISA's `get_block_idx()` asks `pto_cpu_sim_get_execution_context`).
+        crash::running(activity, || {
+            hooks::in_block(args.block_idx, || code.call(&args, chip.as_deref()))
+        });
+        drop(chip);
         let end = if traced { trace::now_ns() } else { 0 };
         let damage = shared.damaged_canary(&buffers);
         s = shared.sched();

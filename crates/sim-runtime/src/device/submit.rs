@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use super::sched::{Access, KernelArgs, Shared, Task};
 use super::{Callable, Incore, USER_STACK_BYTES, args_dump, comm, core_name, lock, orch_v2, trace};
+use crate::chip::{ChipArgs, ChipTensorRecord};
 use crate::crash::{self, Activity};
 use crate::error::{RtError, RtResult};
 use crate::memory::{Allocator, DEVICE_BASE, Place};
@@ -201,7 +202,10 @@ pub(super) fn submit(
         s.recorder.is_some()
     };
     let inc = runnable_incore(rc, func_id, block_num)?;
-    let (payload, accesses, buffers) = kernel_args(rc, func_id, block_num, args)?;
+    let (mut payload, accesses, buffers) = kernel_args(rc, func_id, block_num, args)?;
+    if inc.code.is_chip_tensor() {
+        payload.chip = Some(Arc::new(chip_args(func_id, args, &payload)?));
+    }
     let record = if recording {
         Some(args_dump::describe(
             &rc.shared, func_id, inc.core, block_num, args,
@@ -362,10 +366,34 @@ fn kernel_args(
         KernelArgs {
             args: kargs,
             _descs: descs,
+            chip: None,
         },
         accesses,
         buffers,
     ))
+}
+
+/// The `chip_tensor` arguments of a task (`SCENE_KERNEL_ARGS_CHIP_TENSOR`):
+/// a record per tensor, describing exactly what the `scene` convention
+/// hands a kernel (`payload`: the view's origin as host address, the bytes
+/// its view spans, the view's dtype, shape and strides with the offset
+/// already applied, so `start_offset` is 0), and each scalar's bits.
+fn chip_args(func_id: u32, args: &[SceneTaskArgV2], payload: &KernelArgs) -> RtResult<ChipArgs> {
+    let ka = &payload.args;
+    let words = args
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            if a.direction == SCENE_DIR_SCALAR {
+                return Ok(Err(a.value));
+            }
+            let mut view = a.desc;
+            view.offset = 0;
+            let what = format!("task func_id {func_id} argument {i}");
+            ChipTensorRecord::of_view(&view, ka.args[i], ka.arg_sizes[i], &what).map(Ok)
+        })
+        .collect::<RtResult<Vec<_>>>()?;
+    Ok(ChipArgs::new(words))
 }
 
 /// Adds the task to the graph: it depends on every unfinished task whose

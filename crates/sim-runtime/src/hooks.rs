@@ -1,0 +1,187 @@
+//! Hooks a hosted kernel's libraries find in the process (issue 29).
+//!
+//! PTO-ISA's CPU backend (`pto/common/cpu_stub.hpp`) looks for the
+//! simulator it runs in with `dlsym(RTLD_DEFAULT, "pto_cpu_sim_*")`; without
+//! a hook, `get_block_idx()` reads its own thread-local default (0), so a
+//! multi-block kernel would compute block 0's share in every block. What it
+//! asks for, and what the simulator provides:
+//!
+//! - `pto_cpu_sim_get_execution_context(&block, &subblock, &subblock_dim)`:
+//!   **provided**. The calling emulated core thread's current block
+//!   (`block_idx`), sub-block 0 of 1 (the simulator runs one block per core
+//!   thread, no AIC/AIV sub-block pairs); outside a kernel block (the
+//!   orchestration, a kernel's own threads) 0, 0, 1.
+//! - `pto_cpu_sim_set_execution_context`: not provided. PTO's own launcher
+//!   calls it to tell a simulator which block it runs; here the simulator
+//!   decides the block, a kernel does not.
+//! - `pto_cpu_sim_get_task_cookie` (control bits a task carries, read by
+//!   quantising conversions): not provided; the simulator has no such bits
+//!   to give, and PTO's default (0) is what a task without them gets.
+//! - `pto_sim_get_subblock_id`: not provided (the execution context already
+//!   says sub-block 0).
+//! - `pto_sim_get_pipe_shared_state` / `pto_cpu_sim_get_shared_storage`
+//!   (storage shared by the cube and vector halves of one mixed block, for
+//!   `TPUSH`/`TPOP` pipes): not provided. The simulator runs each task on
+//!   one core type and has no mixed blocks; PTO then uses one process-wide
+//!   static per pipe. (The second one also takes a `std::string` by value,
+//!   a C++ type no C ABI can honestly implement.)
+//!
+//! The hooks must be visible to `dlsym(RTLD_DEFAULT, ...)`, but the harness
+//! loads the runtime `RTLD_LOCAL`: [`promote_to_global`] moves this library
+//! into the global scope before the first hosted kernel loads.
+//!
+//! `unsafe` (allowed per item): the `no_mangle` export, writing through its
+//! out-pointers, and `dladdr` / `dlopen` / `dlsym` of this library itself.
+
+use std::cell::Cell;
+use std::ffi::{CStr, c_void};
+use std::sync::OnceLock;
+
+thread_local! {
+    /// The block the calling emulated core thread is running, if any.
+    static BLOCK: Cell<Option<u32>> = const { Cell::new(None) };
+}
+
+/// Runs `f` (one kernel block) with the calling thread's execution context
+/// saying block `block_idx`; afterwards (even if `f` unwinds) it says "no
+/// block" again.
+pub(crate) fn in_block<R>(block_idx: u32, f: impl FnOnce() -> R) -> R {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            BLOCK.with(|b| b.set(None));
+        }
+    }
+    BLOCK.with(|b| b.set(Some(block_idx)));
+    let _reset = Reset;
+    f()
+}
+
+/// The calling thread's block (`None` outside a kernel block).
+pub(crate) fn current_block() -> Option<u32> {
+    BLOCK.with(Cell::get)
+}
+
+/// PTO-ISA's execution-context hook (`GetExecutionContextHookFn` of
+/// `pto/common/cpu_stub.hpp`): the calling emulated core thread's block,
+/// sub-block 0, sub-block count 1; outside a kernel block 0, 0, 1. NULL
+/// out-pointers are skipped.
+// SAFETY: `no_mangle` export: no other symbol of the process is named
+// `pto_cpu_sim_get_execution_context` but the hook PTO-ISA looks for, whose
+// signature (three `uint32_t *`) this is. The pointers are checked for NULL;
+// non-NULL ones are the caller's writable `uint32_t`s (PTO passes locals).
+#[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
+#[unsafe(no_mangle)]
+pub extern "C" fn pto_cpu_sim_get_execution_context(
+    block_idx: *mut u32,
+    subblock_id: *mut u32,
+    subblock_dim: *mut u32,
+) {
+    let block = current_block().unwrap_or(0);
+    for (p, v) in [(block_idx, block), (subblock_id, 0), (subblock_dim, 1)] {
+        if !p.is_null() {
+            // SAFETY: non-NULL out-pointer of the hook's contract (above).
+            unsafe { p.write(v) };
+        }
+    }
+}
+
+/// Makes this library's exports (the hooks above, and the `scene_rt_*`
+/// calls) visible to `dlsym(RTLD_DEFAULT, ...)`, once per loaded copy of
+/// the runtime. `Err` says why they are not.
+///
+/// The harness loads the runtime `RTLD_LOCAL`, so its symbols serve no
+/// other library, and `dlsym(RTLD_DEFAULT)` from a hosted kernel (PTO-ISA's
+/// way of finding the simulator) would not see them. Opening our own file
+/// again with `RTLD_NOLOAD | RTLD_GLOBAL` loads nothing (`RTLD_NOLOAD`: the
+/// already loaded copy, or NULL) but adds that copy to the global scope
+/// (glibc and musl promote an already loaded object this way). The extra
+/// reference is dropped at once: the object stays global while it is
+/// loaded, and leaves the global scope when the harness unloads it, so a
+/// later, different runtime file is not shadowed by this one. The result is
+/// checked the way a kernel would see it: `dlsym(RTLD_DEFAULT)` must return
+/// this very function.
+pub(crate) fn promote_to_global() -> Result<(), String> {
+    static DONE: OnceLock<Result<(), String>> = OnceLock::new();
+    DONE.get_or_init(promote).clone()
+}
+
+const HOOK: &CStr = c"pto_cpu_sim_get_execution_context";
+
+#[allow(unsafe_code)]
+fn promote() -> Result<(), String> {
+    let ours = pto_cpu_sim_get_execution_context as *const c_void;
+    // What a kernel's `dlsym(RTLD_DEFAULT)` finds. Not our own
+    // `dlsym(RTLD_DEFAULT)`: glibc searches the caller's scope, and ours
+    // holds this library even while it is local. The main program's handle
+    // (`dlopen(NULL)`) searches the global scope only, which is what a
+    // kernel loaded `RTLD_LOCAL` sees beyond its own dependencies.
+    let visible = || {
+        // SAFETY: `dlopen(NULL)` returns the main program's handle (loads
+        // nothing); closed below.
+        let main = unsafe { libc::dlopen(std::ptr::null(), libc::RTLD_NOW) };
+        if main.is_null() {
+            return false;
+        }
+        // SAFETY: `main` is a live handle; the name is NUL-terminated.
+        let found = unsafe { libc::dlsym(main, HOOK.as_ptr()) }.cast_const();
+        // SAFETY: the handle `dlopen` returned above, closed once.
+        unsafe { libc::dlclose(main) };
+        found == ours
+    };
+    if visible() {
+        return Ok(());
+    }
+    // SAFETY: `Dl_info` is plain data (pointers and integers); all zero is
+    // a valid value, overwritten by `dladdr`.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: `ours` is an address inside this library; `info` is writable.
+    let found = unsafe { libc::dladdr(ours, &mut info) };
+    if found == 0 || info.dli_fname.is_null() {
+        return Err("dladdr cannot name the file the simulator runtime was loaded from".into());
+    }
+    // SAFETY: `dli_fname` is the loader's NUL-terminated name of a loaded
+    // object, valid while it stays loaded (this library: it is running).
+    let file = unsafe { CStr::from_ptr(info.dli_fname) }
+        .to_string_lossy()
+        .into_owned();
+    // SAFETY: RTLD_NOLOAD loads nothing and runs no initialiser: it returns
+    // the already loaded copy (this one, found by its name) or NULL.
+    let h = unsafe {
+        libc::dlopen(
+            info.dli_fname,
+            libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_GLOBAL,
+        )
+    };
+    if h.is_null() {
+        return Err(format!(
+            "dlopen({file}, RTLD_NOLOAD | RTLD_GLOBAL) failed: {}",
+            dl_error()
+        ));
+    }
+    // SAFETY: `h` is the handle the successful dlopen above returned, closed
+    // once; the runtime's own reference keeps the object loaded.
+    unsafe { libc::dlclose(h) };
+    if visible() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{}` of {file} is still not what dlsym(RTLD_DEFAULT) finds (is the runtime linked into an executable instead of loaded as a shared object?)",
+            HOOK.to_string_lossy()
+        ))
+    }
+}
+
+/// The loader's last error text.
+#[allow(unsafe_code)]
+fn dl_error() -> String {
+    // SAFETY: `dlerror` returns NULL or a NUL-terminated string valid until
+    // the next dl* call on this thread; it is copied at once.
+    let e = unsafe { libc::dlerror() };
+    if e.is_null() {
+        "no loaded object has that name".into()
+    } else {
+        // SAFETY: non-NULL `dlerror` result (above).
+        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
+    }
+}
