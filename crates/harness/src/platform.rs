@@ -105,7 +105,7 @@ pub struct Platform {
     runtime: Option<PathBuf>,
     /// How incores build when neither they nor their scene say
     /// (`incore_build`; issue 29).
-    incore_build: crate::scene::IncoreBuild,
+    incore_build: IncoreBuild,
 }
 
 impl Platform {
@@ -117,7 +117,7 @@ impl Platform {
             scenes: platform,
             toolchain: Toolchain::builtin_for(platform, Extraction::host()),
             runtime: None,
-            incore_build: crate::scene::IncoreBuild::Image,
+            incore_build: IncoreBuild::Image,
         }
     }
 
@@ -126,7 +126,7 @@ impl Platform {
     }
 
     /// How incores build when neither they nor their scene say.
-    pub fn incore_build(&self) -> crate::scene::IncoreBuild {
+    pub fn incore_build(&self) -> IncoreBuild {
         self.incore_build
     }
 
@@ -489,7 +489,7 @@ impl Loader<'_> {
         if let Some(build) = entry.incore_build.as_deref() {
             p.incore_build = build
                 .parse()
-                .map_err(|e: String| field_err("incore_build", e))?;
+                .map_err(|e: ParseIncoreBuildError| field_err("incore_build", e.to_string()))?;
         }
         match entry.runtime.as_deref() {
             None => {}
@@ -499,6 +499,32 @@ impl Loader<'_> {
         }
         p.name = name;
         Ok(p)
+    }
+}
+
+/// How an incore is built (`build = "image" | "hosted"`), before the
+/// argument convention is applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IncoreBuild {
+    #[default]
+    Image,
+    Hosted,
+}
+
+/// A `build` that is neither `image` nor `hosted`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not an incore build (image | hosted)")]
+pub struct ParseIncoreBuildError(pub String);
+
+impl std::str::FromStr for IncoreBuild {
+    type Err = ParseIncoreBuildError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "image" => Ok(IncoreBuild::Image),
+            "hosted" => Ok(IncoreBuild::Hosted),
+            other => Err(ParseIncoreBuildError(other.to_owned())),
+        }
     }
 }
 
@@ -758,17 +784,11 @@ runtime = "lib/librt.so"
              [platforms.i]\nextends = \"h\"\nincore_build = \"image\"\n",
         )
         .expect("valid");
-        assert_eq!(
-            t.get("h").expect("h").incore_build(),
-            crate::scene::IncoreBuild::Hosted
-        );
-        assert_eq!(
-            t.get("i").expect("i").incore_build(),
-            crate::scene::IncoreBuild::Image
-        );
+        assert_eq!(t.get("h").expect("h").incore_build(), IncoreBuild::Hosted);
+        assert_eq!(t.get("i").expect("i").incore_build(), IncoreBuild::Image);
         assert_eq!(
             t.get("a2a3sim").expect("builtin").incore_build(),
-            crate::scene::IncoreBuild::Image
+            IncoreBuild::Image
         );
         let e = err("[platforms.x]\nextends = \"a2a3sim\"\nincore_build = \"jit\"\n");
         assert_names(&e, "x.incore_build", "`jit`");

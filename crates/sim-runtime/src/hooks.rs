@@ -101,15 +101,20 @@ pub extern "C" fn pto_cpu_sim_get_execution_context(
 /// later, different runtime file is not shadowed by this one. The result is
 /// checked the way a kernel would see it: `dlsym(RTLD_DEFAULT)` must return
 /// this very function.
-pub(crate) fn promote_to_global() -> Result<(), String> {
-    static DONE: OnceLock<Result<(), String>> = OnceLock::new();
+pub(crate) fn promote_to_global() -> Result<(), HooksHidden> {
+    static DONE: OnceLock<Result<(), HooksHidden>> = OnceLock::new();
     DONE.get_or_init(promote).clone()
 }
 
 const HOOK: &CStr = c"pto_cpu_sim_get_execution_context";
 
+/// Why the hooks stay invisible to `dlsym(RTLD_DEFAULT)`.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct HooksHidden(String);
+
 #[allow(unsafe_code)]
-fn promote() -> Result<(), String> {
+fn promote() -> Result<(), HooksHidden> {
     let ours = pto_cpu_sim_get_execution_context as *const c_void;
     // What a kernel's `dlsym(RTLD_DEFAULT)` finds. Not our own
     // `dlsym(RTLD_DEFAULT)`: glibc searches the caller's scope, and ours
@@ -138,7 +143,9 @@ fn promote() -> Result<(), String> {
     // SAFETY: `ours` is an address inside this library; `info` is writable.
     let found = unsafe { libc::dladdr(ours, &mut info) };
     if found == 0 || info.dli_fname.is_null() {
-        return Err("dladdr cannot name the file the simulator runtime was loaded from".into());
+        return Err(HooksHidden(
+            "dladdr cannot name the file the simulator runtime was loaded from".into(),
+        ));
     }
     // SAFETY: `dli_fname` is the loader's NUL-terminated name of a loaded
     // object, valid while it stays loaded (this library: it is running).
@@ -154,10 +161,10 @@ fn promote() -> Result<(), String> {
         )
     };
     if h.is_null() {
-        return Err(format!(
+        return Err(HooksHidden(format!(
             "dlopen({file}, RTLD_NOLOAD | RTLD_GLOBAL) failed: {}",
             dl_error()
-        ));
+        )));
     }
     // SAFETY: `h` is the handle the successful dlopen above returned, closed
     // once; the runtime's own reference keeps the object loaded.
@@ -165,10 +172,10 @@ fn promote() -> Result<(), String> {
     if visible() {
         Ok(())
     } else {
-        Err(format!(
+        Err(HooksHidden(format!(
             "`{}` of {file} is still not what dlsym(RTLD_DEFAULT) finds (is the runtime linked into an executable instead of loaded as a shared object?)",
             HOOK.to_string_lossy()
-        ))
+        )))
     }
 }
 

@@ -295,6 +295,8 @@ pub struct Incore {
     pub defines: Vec<(String, String)>,
 }
 
+pub use crate::platform::IncoreBuild;
+
 impl Incore {
     /// This incore's kind on a platform whose default build is `default`
     /// (hosted kernels take the scene's argument convention `args`).
@@ -307,27 +309,6 @@ impl Incore {
             IncoreBuild::Image => scene_kernels::IncoreKind::Image,
             IncoreBuild::Hosted => scene_kernels::IncoreKind::Hosted(args),
         })
-    }
-}
-
-/// How an incore is built (`build = "image" | "hosted"`), before the
-/// argument convention is applied.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum IncoreBuild {
-    #[default]
-    Image,
-    Hosted,
-}
-
-impl std::str::FromStr for IncoreBuild {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "image" => Ok(IncoreBuild::Image),
-            "hosted" => Ok(IncoreBuild::Hosted),
-            other => Err(format!("`{other}` is not an incore build (image | hosted)")),
-        }
     }
 }
 

@@ -81,7 +81,11 @@ impl Validator<'_> {
     }
 
     fn build_kind(&self, field: &str, value: &str) -> Option<IncoreBuild> {
-        self.report(value.parse::<IncoreBuild>().map_err(|e| self.err(field, e)))
+        self.report(
+            value
+                .parse::<IncoreBuild>()
+                .map_err(|e| self.err(field, e.to_string())),
+        )
     }
 
     /// Unique func_ids and names, known core types, existing sources.
