@@ -283,7 +283,8 @@ fn hosted_tasks_are_traced_dumped_and_replayed() {
 /// A kernel in the original project's `chip_tensor` convention (`args =
 /// "chip_tensor"`): `kernel_entry(int64_t *args)` reads its tensors through
 /// 128-byte records (its own struct, the original's published layout) and
-/// its block from PTO-ISA's execution-context hook, end to end on a2a3sim:
+/// its block from PTO-ISA's execution-context hook, end to end on a2a3sim
+/// and a5sim:
 /// compiled, run in the device worker, compared with the golden.
 #[test]
 fn a_chip_tensor_kernel_runs_end_to_end() {
@@ -294,15 +295,17 @@ fn a_chip_tensor_kernel_runs_end_to_end() {
     std::fs::write(dir.join("scene.toml"), CHIP_SCENE).expect("scene");
     std::fs::write(dir.join("orchestration.c"), CHIP_ORCH).expect("orch");
     std::fs::write(dir.join("kernels/add.cpp"), CHIP_KERNEL).expect("kernel");
-    let (out, r) = env.run_with_report(&["run", "chip_add", "--platform", "a2a3sim"]);
-    assert!(out.status.success(), "{}", show(&out));
-    assert_eq!(r["totals"]["passed"], 2, "{}", show(&out));
+    for platform in ["a2a3sim", "a5sim"] {
+        let (out, r) = env.run_with_report(&["run", "chip_add", "--platform", platform]);
+        assert!(out.status.success(), "{platform}: {}", show(&out));
+        assert_eq!(r["totals"]["passed"], 2, "{platform}: {}", show(&out));
+    }
 }
 
 const CHIP_SCENE: &str = r#"
 name = "chip_add"
 level = 2
-platforms = ["a2a3sim"]
+platforms = ["a2a3sim", "a5sim"]
 golden = "tile_add"
 build = "hosted"
 args = "chip_tensor"
