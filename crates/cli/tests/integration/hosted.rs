@@ -413,3 +413,37 @@ extern "C" void kernel_entry(int64_t *args) {
         data(c)[i] = ok ? data(a)[i] + data(b)[i] : NAN;
 }
 "#;
+
+/// `tests/scenes/hosted_tiles` with a second hosted compiler, the one
+/// `SCENE_TEST_HOSTED_CXX` names (`.ci/run` installs `zig c++`, which also
+/// builds PTO-ISA): through `SCENE_HOSTED_CXX`, its units get keys of
+/// their own (another compiler identity) and pass. Skipped without one,
+/// except under CI.
+#[test]
+fn hosted_tiles_pass_with_a_second_hosted_compiler() {
+    let Some(cxx) = std::env::var_os("SCENE_TEST_HOSTED_CXX") else {
+        assert!(
+            !common::in_ci(),
+            "CI must set SCENE_TEST_HOSTED_CXX (.ci/run installs zig c++)"
+        );
+        eprintln!(
+            "skipped: set SCENE_TEST_HOSTED_CXX to a C++20 compiler (e.g. a `zig c++` wrapper)"
+        );
+        return;
+    };
+    let env = TestEnv::new();
+    let (out, first) = env.run_with_report(&["run", "hosted_tiles"]);
+    assert!(out.status.success(), "{}", show(&out));
+    let (out, r) = env.run_with_report_using(&["run", "hosted_tiles"], |cmd| {
+        cmd.env("SCENE_HOSTED_CXX", &cxx);
+    });
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(r["totals"]["passed"], 2, "{}", show(&out));
+    assert!(compiled_units(&first) >= 3);
+    assert_eq!(
+        compiled_units(&r),
+        3,
+        "another hosted compiler is another key for each hosted kernel, the image orchestration stays: {}",
+        show(&out)
+    );
+}
