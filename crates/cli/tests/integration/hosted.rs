@@ -300,6 +300,25 @@ fn a_chip_tensor_kernel_runs_end_to_end() {
         assert!(out.status.success(), "{platform}: {}", show(&out));
         assert_eq!(r["totals"]["passed"], 2, "{platform}: {}", show(&out));
     }
+    // The dump records each argument's view; a replay rebuilds the records
+    // from it and matches the run bit for bit.
+    let args = env.dir.path().join("args");
+    let out = env
+        .scene(&["run", "chip_add", &format!("--dump-args={}", args.display())])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", show(&out));
+    let case = args.join("chip_add").join("small");
+    let out = env
+        .scene(&["replay", case.to_str().expect("utf-8"), "0"])
+        .output()
+        .expect("replay");
+    assert!(
+        out.status.success()
+            && String::from_utf8_lossy(&out.stdout).contains("outputs match bit for bit"),
+        "{}",
+        show(&out)
+    );
 }
 
 const CHIP_SCENE: &str = r#"
