@@ -304,7 +304,11 @@ fn a_chip_tensor_kernel_runs_end_to_end() {
     // from it and matches the run bit for bit.
     let args = env.dir.path().join("args");
     let out = env
-        .scene(&["run", "chip_add", &format!("--dump-args={}", args.display())])
+        .scene(&[
+            "run",
+            "chip_add",
+            &format!("--dump-args={}", args.display()),
+        ])
         .output()
         .expect("run");
     assert!(out.status.success(), "{}", show(&out));
