@@ -198,10 +198,6 @@ struct FileMemo {
 #[derive(Debug, Default)]
 pub struct KeyContext {
     files: Mutex<HashMap<PathBuf, FileMemo>>,
-    /// Where an `#include` resolved, per (directory of the including file
-    /// for `"..."`, name, include dirs): a hosted kernel's closure is
-    /// ~1,000 headers whose includes repeat, each probe a `stat` per dir.
-    resolved: Mutex<HashMap<IncludeQuery, Option<PathBuf>>>,
     tools: Mutex<HashMap<PathBuf, (SystemTime, u64, ToolIdentity)>>,
     /// Where `--version` outputs are persisted across processes (the cache's
     /// `tools/` dir), so a fully warm run starts no compiler process at all.
@@ -211,10 +207,6 @@ pub struct KeyContext {
     /// The builder's cancellation: probes run registered with it.
     cancel: scene_util::Cancel,
 }
-
-/// What an `#include` resolution depends on: the including file's
-/// directory (quoted includes only), the name, the include dirs.
-type IncludeQuery = (Option<PathBuf>, String, Vec<PathBuf>);
 
 /// A file modified this recently may be modified again within the same
 /// timestamp tick without changing size; such files are not memoised (the
@@ -251,40 +243,6 @@ impl KeyContext {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
-        self.resolved
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
-    }
-
-    /// [`resolve_include`], memoised for this process (forgotten with the
-    /// files: a test that edits sources between builds forgets both).
-    fn resolve(
-        &self,
-        root: &Path,
-        including: &Path,
-        name: &str,
-        quoted: bool,
-        include_dirs: &[PathBuf],
-    ) -> Option<PathBuf> {
-        let dir = quoted
-            .then(|| including.parent().map(Path::to_path_buf))
-            .flatten();
-        let query = (dir, name.to_owned(), include_dirs.to_vec());
-        if let Some(hit) = self
-            .resolved
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&query)
-        {
-            return hit.clone();
-        }
-        let found = resolve_include(root, including, name, quoted, include_dirs);
-        self.resolved
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(query, found.clone());
-        found
     }
 
     /// blake3 hex of a file's content (memoised like every key input).
@@ -599,7 +557,7 @@ impl KeyContext {
             inputs.set(format!("file:{}", path_str(&file)), memo.digest.clone());
             let mut edges = Vec::new();
             for (name, quoted) in memo.includes.iter() {
-                let Some(found) = self.resolve(root, &file, name, *quoted, include_dirs) else {
+                let Some(found) = resolve_include(root, &file, name, *quoted, include_dirs) else {
                     continue;
                 };
                 edges.push(path_str(&found));
