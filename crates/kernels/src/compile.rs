@@ -84,6 +84,24 @@ fn compile_unit(
     tc: &Toolchain,
     root: &Path,
     source: &Path,
+    args: Vec<OsString>,
+    out: &Path,
+    dep_file: Option<&Path>,
+    cancel: &Cancel,
+) -> Result<(), CompileError> {
+    let language = Language::of(source);
+    let compiler = (compiler_role(language), tc.compiler_for(language).as_path());
+    run_compiler(compiler, root, source, args, out, dep_file, cancel)
+        .map_err(|e| explain_compile_failure(language, e))
+}
+
+/// Runs `compiler` (its role in errors, its program) on `source` in
+/// `root`: the source checked first, `args` plus `-MD -MF dep_file` and
+/// `-o out`.
+fn run_compiler(
+    (role, program): (&'static str, &Path),
+    root: &Path,
+    source: &Path,
     mut args: Vec<OsString>,
     out: &Path,
     dep_file: Option<&Path>,
@@ -95,17 +113,26 @@ fn compile_unit(
     }
     args.push("-o".into());
     args.push(out.as_os_str().to_owned());
-    let language = Language::of(source);
     Invocation {
-        role: compiler_role(language),
+        role,
         stage: Stage::Compile,
-        program: tc.compiler_for(language),
+        program,
         args,
         cwd: root,
     }
     .run(cancel)
-    .map_err(|e| explain_compile_failure(language, e))
 }
+
+/// The bytes a compile wrote to `out` (a shared object).
+fn read_output(out: &Path) -> Result<Vec<u8>, CompileError> {
+    std::fs::read(out).map_err(|source| CompileError::Read {
+        path: out.to_path_buf(),
+        source,
+    })
+}
+
+/// How the hosted C++ compiler is named in errors and rendered commands.
+pub(crate) const HOSTED_COMPILER: &str = "hosted C++ compiler";
 
 /// How a compiler is named in errors: `compiler` or `C++ compiler`.
 pub(crate) fn compiler_role(language: Language) -> &'static str {
@@ -197,25 +224,10 @@ pub(crate) fn compile_hosted(
     dep_file: Option<&Path>,
     cancel: &Cancel,
 ) -> Result<Vec<u8>, CompileError> {
-    require_source(root, &unit.source)?;
-    let mut args = hosted_args(tc, unit);
-    if let Some(dep_file) = dep_file {
-        args.extend(["-MD".into(), "-MF".into(), dep_file.as_os_str().to_owned()]);
-    }
-    args.push("-o".into());
-    args.push(out.as_os_str().to_owned());
-    Invocation {
-        role: "hosted C++ compiler",
-        stage: Stage::Compile,
-        program: &tc.hosted_cxx,
-        args,
-        cwd: root,
-    }
-    .run(cancel)?;
-    std::fs::read(out).map_err(|source| CompileError::Read {
-        path: out.to_path_buf(),
-        source,
-    })
+    let compiler = (HOSTED_COMPILER, tc.hosted_cxx.as_path());
+    let args = hosted_args(tc, unit);
+    run_compiler(compiler, root, &unit.source, args, out, dep_file, cancel)?;
+    read_output(out)
 }
 
 pub(crate) fn compile_orchestration(
@@ -228,10 +240,7 @@ pub(crate) fn compile_orchestration(
 ) -> Result<Vec<u8>, CompileError> {
     let args = orch_args(tc, unit);
     compile_unit(tc, root, &unit.source, args, out, dep_file, cancel)?;
-    std::fs::read(out).map_err(|source| CompileError::Read {
-        path: out.to_path_buf(),
-        source,
-    })
+    read_output(out)
 }
 
 /// Puts the rule in front of a C++ compile failure that one explains.
@@ -324,7 +333,7 @@ pub(crate) fn probe_hosted(
     args.push("-o".into());
     args.push(out.into_os_string());
     let run = Invocation {
-        role: "hosted C++ compiler",
+        role: HOSTED_COMPILER,
         stage: Stage::Compile,
         program: &tc.hosted_cxx,
         args,

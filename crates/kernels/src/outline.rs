@@ -201,7 +201,7 @@ fn unit_commands(
                 unit,
                 needs_builtins: None,
                 commands: vec![ToolCommand {
-                    role: "hosted C++ compiler",
+                    role: compile::HOSTED_COMPILER,
                     program: tc.hosted_cxx.clone(),
                     args,
                     cwd: root.to_path_buf(),
