@@ -52,6 +52,18 @@ fn hosted(unit: IncoreUnit) -> IncoreUnit {
     }
 }
 
+/// `s`: the test orchestration and `kernel` as hosted incore `k`
+/// (func_id 0, aiv), both written into `root`.
+fn hosted_spec(root: &Root, kernel: &str) -> CallableSpec {
+    root.write("orch.c", ORCH_SRC);
+    root.write("k.cpp", kernel);
+    spec(
+        "s",
+        orch("orch.c", "run_orch"),
+        vec![hosted(incore("k", 0, CoreType::Aiv, "k.cpp"))],
+    )
+}
+
 fn build(root: &Path, cache: &Path, tc: &Toolchain, spec: &CallableSpec) -> BuildOutput {
     let options = BuildOptions {
         workers: NonZeroUsize::new(2).expect("non-zero"),
@@ -100,13 +112,7 @@ fn a_hosted_kernel_is_a_cached_shared_object_that_follows_its_include_root() {
     .expect("header");
     let mut tc = toolchain();
     tc.include_roots = vec![roots.path().to_path_buf()];
-    root.write("orch.c", ORCH_SRC);
-    root.write("k.cpp", KERNEL);
-    let spec = spec(
-        "s",
-        orch("orch.c", "run_orch"),
-        vec![hosted(incore("k", 0, CoreType::Aiv, "k.cpp"))],
-    );
+    let spec = hosted_spec(&root, KERNEL);
 
     let first = build(root.path(), cache.path(), &tc, &spec);
     assert_eq!(outcome(&first, "s/k"), UnitOutcome::Compiled);
@@ -160,13 +166,7 @@ fn a_missing_hosted_compiler_names_itself() {
     let cache = tempfile::tempdir().expect("cache");
     let mut tc = toolchain();
     tc.hosted_cxx = "no-such-c++-compiler".into();
-    root.write("orch.c", ORCH_SRC);
-    root.write("k.cpp", KERNEL);
-    let spec = spec(
-        "s",
-        orch("orch.c", "run_orch"),
-        vec![hosted(incore("k", 0, CoreType::Aiv, "k.cpp"))],
-    );
+    let spec = hosted_spec(&root, KERNEL);
     let out = build(root.path(), cache.path(), &tc, &spec);
     let err = out.callables[0].as_ref().expect_err("cannot build");
     let text = format!("{err}");
@@ -188,13 +188,7 @@ fn a_compiler_without_cxx20_says_what_works() {
             *flag = "-std=c++17".to_owned();
         }
     }
-    root.write("orch.c", ORCH_SRC);
-    root.write("k.cpp", KERNEL);
-    let spec = spec(
-        "s",
-        orch("orch.c", "run_orch"),
-        vec![hosted(incore("k", 0, CoreType::Aiv, "k.cpp"))],
-    );
+    let spec = hosted_spec(&root, KERNEL);
     let out = build(root.path(), cache.path(), &tc, &spec);
     let err = out.callables[0].as_ref().expect_err("cannot build");
     let text = format!("{err}");
@@ -220,18 +214,12 @@ fn a_pto_include_root_asks_the_probe_for_what_pto_needs() {
     std::fs::write(pto.path().join("pto/pto-inst.hpp"), "#pragma once\n").expect("header");
     let mut tc = toolchain();
     tc.include_roots = vec![pto.path().to_path_buf()];
-    root.write("orch.c", ORCH_SRC);
-    root.write(
-        "k.cpp",
+    let spec = hosted_spec(
+        &root,
         &KERNEL.replace(
             "#include <tile_ops.hpp>",
             "inline float tile_op(float v) { return v; }",
         ),
-    );
-    let spec = spec(
-        "s",
-        orch("orch.c", "run_orch"),
-        vec![hosted(incore("k", 0, CoreType::Aiv, "k.cpp"))],
     );
     let probe = root.write(
         "probe.cpp",
