@@ -769,6 +769,9 @@ pub(crate) fn callable_image(callable: &ChipCallable) -> CallableImage<'_> {
                     IncoreImageRef::image(k.func_id, k.core.as_abi(), &k.text)
                 }
                 scene_kernels::IncoreKind::Hosted(args) => IncoreImageRef {
+                    func_id: k.func_id,
+                    core_type: k.core.as_abi(),
+                    image: &k.text,
                     kind: scene_device::IncoreKind::Hosted {
                         symbol: None,
                         args: match args {
@@ -780,7 +783,6 @@ pub(crate) fn callable_image(callable: &ChipCallable) -> CallableImage<'_> {
                             }
                         },
                     },
-                    ..IncoreImageRef::hosted(k.func_id, k.core.as_abi(), &k.text, None)
                 },
             })
             .collect(),

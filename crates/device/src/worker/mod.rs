@@ -386,6 +386,18 @@ impl PreparedJob {
             .unwrap_or_default()
     }
 
+    /// What the worker's result file says of a case it replied to: the
+    /// session's time, or its failure.
+    fn verdict(&self) -> Result<Duration, WorkerError> {
+        match self.result_file() {
+            Some(r) => match r.error {
+                Some(e) => Err(WorkerError::Session(e)),
+                None => Ok(Duration::from_secs_f64(r.session_s.max(0.0))),
+            },
+            None => Err(WorkerError::Setup(WorkerSetupError::NoResult)),
+        }
+    }
+
     /// The worker's result file, if it wrote a readable one.
     fn result_file(&self) -> Option<ResultFile> {
         std::fs::read(self.dir.path().join(RESULT))

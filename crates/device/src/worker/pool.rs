@@ -146,64 +146,16 @@ impl WorkerPool {
         &self,
         mut standby: Standby<'_>,
         job: &PreparedJob,
-        held: &dyn HeldCard,
+        _held: &dyn HeldCard,
         cards: &[u32],
         deadline: Option<Duration>,
     ) -> WorkerRun {
-        let _ = held.held_cards();
         let started = Instant::now();
         let began_ns = crate::runtime::monotonic_ns();
-        let run = |worker: Option<Worker>| -> (Result<Duration, WorkerError>, Option<Worker>) {
-            let mut worker = match worker {
-                Some(w) => w,
-                // Rare: the standby was taken by a bound worker's death.
-                None => match Worker::spawn(&self.command, &self.cancel) {
-                    Ok(w) => w,
-                    Err(e) => return (Err(e), None),
-                },
-            };
-            let end = worker.case(job, cards, deadline);
-            let result = match end {
-                CaseEnd::Replied { retire } => {
-                    let result = match job.result_file() {
-                        Some(r) => match r.error {
-                            Some(e) => Err(WorkerError::Session(e)),
-                            None => Ok(Duration::from_secs_f64(r.session_s.max(0.0))),
-                        },
-                        None => Err(WorkerError::Setup(WorkerSetupError::NoResult)),
-                    };
-                    if retire {
-                        worker.retire();
-                        return (result, None);
-                    }
-                    return (result, Some(worker));
-                }
-                CaseEnd::Died(status) => {
-                    let report =
-                        std::fs::read_to_string(worker.dir.path().join(CRASH)).unwrap_or_default();
-                    Err(WorkerError::Crashed(crash_report(
-                        &report,
-                        status,
-                        job.names(),
-                    )))
-                }
-                CaseEnd::Failed(e @ WorkerError::Unkillable { .. }) => {
-                    // Reaped (after one more SIGKILL) whenever it dies; the
-                    // run goes on meanwhile.
-                    std::thread::spawn(move || drop(worker));
-                    return (Err(e), None);
-                }
-                CaseEnd::Failed(e) => Err(e),
-            };
-            (result, None)
-        };
         let bound = self.lock().bound.remove(cards).filter(Worker::alive);
-        let worker = match bound {
-            Some(w) => Some(w),
-            None => standby.worker.take().filter(Worker::alive),
-        };
+        let worker = bound.or_else(|| standby.worker.take().filter(Worker::alive));
         drop(standby);
-        let (result, keep) = run(worker);
+        let (result, keep) = self.serve(worker, job, cards, deadline);
         if let Some(w) = keep {
             self.lock().bound.insert(cards.to_vec(), w);
         }
@@ -219,6 +171,43 @@ impl WorkerPool {
             began_ns,
             opens: open.opens,
             open: Duration::from_secs_f64(open.open_s.max(0.0)),
+        }
+    }
+
+    /// The case on `worker` (a new one when there is none: no standby was
+    /// set aside because the card had its worker, and that one was gone):
+    /// its outcome, and the worker when it may serve the next case.
+    fn serve(
+        &self,
+        worker: Option<Worker>,
+        job: &PreparedJob,
+        cards: &[u32],
+        deadline: Option<Duration>,
+    ) -> (Result<Duration, WorkerError>, Option<Worker>) {
+        let mut worker = match worker.map_or_else(|| Worker::spawn(&self.command, &self.cancel), Ok)
+        {
+            Ok(w) => w,
+            Err(e) => return (Err(e), None),
+        };
+        match worker.case(job, cards, deadline) {
+            CaseEnd::Replied { retire: false } => (job.verdict(), Some(worker)),
+            CaseEnd::Replied { retire: true } => {
+                worker.retire();
+                (job.verdict(), None)
+            }
+            CaseEnd::Died(status) => {
+                let report =
+                    std::fs::read_to_string(worker.dir.path().join(CRASH)).unwrap_or_default();
+                let crash = crash_report(&report, status, job.names());
+                (Err(WorkerError::Crashed(crash)), None)
+            }
+            CaseEnd::Failed(e @ WorkerError::Unkillable { .. }) => {
+                // Reaped (after one more SIGKILL) whenever it dies; the run
+                // goes on meanwhile.
+                std::thread::spawn(move || drop(worker));
+                (Err(e), None)
+            }
+            CaseEnd::Failed(e) => (Err(e), None),
         }
     }
 
