@@ -217,6 +217,9 @@ struct RawEntry {
     hosted_cxx: Option<PathBuf>,
     hosted_flags: Option<Vec<String>>,
     include_roots: Option<Vec<PathBuf>>,
+    /// Whether hosted incores compile from a precompiled preamble
+    /// (default: true).
+    hosted_pch: Option<bool>,
     /// `"image"` or `"hosted"`: the default build of incores.
     incore_build: Option<String>,
     link_flags: Option<Vec<String>>,
@@ -469,6 +472,9 @@ impl Loader<'_> {
         replace(&mut tc.hosted_flags, &entry.hosted_flags);
         if let Some(roots) = &entry.include_roots {
             tc.include_roots = roots.iter().map(|r| self.base_dir.join(r)).collect();
+        }
+        if let Some(pch) = entry.hosted_pch {
+            tc.hosted_pch = pch;
         }
         replace(&mut tc.link_flags, &entry.link_flags);
         match entry.link_script.as_deref() {

@@ -198,10 +198,11 @@ pub(crate) fn orch_args(tc: &Toolchain, unit: &OrchUnit) -> Vec<OsString> {
     args
 }
 
-/// The compiler arguments for a hosted incore's shared object (without
-/// `-o`): the hosted flags, the core's flags, `-isystem` per include root,
-/// the unit's defines and include dirs.
-pub(crate) fn hosted_args(tc: &Toolchain, unit: &IncoreUnit) -> Vec<OsString> {
+/// The compiler arguments of a hosted incore, without its source or `-o`:
+/// the hosted flags, the core's flags, `-isystem` per include root, the
+/// unit's defines and include dirs. Its precompiled preamble is built with
+/// exactly these (a compiler refuses a PCH built with other macros).
+fn hosted_flags(tc: &Toolchain, unit: &IncoreUnit) -> Vec<OsString> {
     let mut args: Vec<OsString> = os(&tc.hosted_flags).collect();
     args.extend(os(tc.core_flags(unit.core)));
     for root in &tc.include_roots {
@@ -210,24 +211,85 @@ pub(crate) fn hosted_args(tc: &Toolchain, unit: &IncoreUnit) -> Vec<OsString> {
     }
     args.extend(define_flags(&unit.defines));
     args.extend(include_flags(&unit.include_dirs));
+    args
+}
+
+/// The compiler arguments for a hosted incore's shared object (without
+/// `-o`).
+pub(crate) fn hosted_args(tc: &Toolchain, unit: &IncoreUnit) -> Vec<OsString> {
+    let mut args = hosted_flags(tc, unit);
     args.push(unit.source.as_os_str().to_owned());
     args
 }
 
+/// A hosted compile from a precompiled preamble (see `preamble.rs`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PchUse<'a> {
+    /// The preamble header, beside its PCH (`<header>.gch`, which gcc and
+    /// clang both look for when the header is named by `-include`).
+    pub header: &'a Path,
+    /// The source's copy with its preamble blanked (absolute).
+    pub copy: &'a Path,
+}
+
+/// The PCH file compilers look for beside `header`.
+pub(crate) fn pch_file(header: &Path) -> PathBuf {
+    let mut name = header.as_os_str().to_owned();
+    name.push(".gch");
+    PathBuf::from(name)
+}
+
 /// Builds a hosted incore into the shared object `out` with the hosted
-/// C++ compiler; returns its bytes.
+/// C++ compiler, from its precompiled preamble when given one; returns its
+/// bytes.
 pub(crate) fn compile_hosted(
     tc: &Toolchain,
     root: &Path,
     unit: &IncoreUnit,
+    pch: Option<PchUse<'_>>,
     out: &Path,
     dep_file: Option<&Path>,
     cancel: &Cancel,
 ) -> Result<Vec<u8>, CompileError> {
     let compiler = (HOSTED_COMPILER, tc.hosted_cxx.as_path());
-    let args = hosted_args(tc, unit);
-    run_compiler(compiler, root, &unit.source, args, out, dep_file, cancel)?;
+    let args = match pch {
+        None => hosted_args(tc, unit),
+        Some(pch) => {
+            // First, so quoted includes search the original's directory
+            // right after the copy's own (which holds nothing else).
+            let dir = unit.source.parent().filter(|d| !d.as_os_str().is_empty());
+            let mut args = vec!["-iquote".into(), dir.unwrap_or(Path::new(".")).into()];
+            args.extend(hosted_flags(tc, unit));
+            args.push("-include".into());
+            args.push(pch.header.as_os_str().to_owned());
+            args.push(pch.copy.as_os_str().to_owned());
+            args
+        }
+    };
+    let source = pch.map_or(unit.source.as_path(), |p| p.copy);
+    run_compiler(compiler, root, source, args, out, dep_file, cancel)?;
     read_output(out)
+}
+
+/// Precompiles the preamble `header` for `unit` into `out`, with the
+/// unit's own flags; `clang`: told not to record input mtimes.
+pub(crate) fn compile_preamble(
+    tc: &Toolchain,
+    root: &Path,
+    unit: &IncoreUnit,
+    (header, clang): (&Path, bool),
+    out: &Path,
+    dep_file: Option<&Path>,
+    cancel: &Cancel,
+) -> Result<(), CompileError> {
+    let compiler = (HOSTED_COMPILER, tc.hosted_cxx.as_path());
+    let mut args = hosted_flags(tc, unit);
+    if clang {
+        args.extend(["-Xclang".into(), "-fno-pch-timestamp".into()]);
+    }
+    args.extend(["-x".into(), "c++-header".into()]);
+    args.push(header.as_os_str().to_owned());
+    run_compiler(compiler, root, header, args, out, dep_file, cancel)
 }
 
 pub(crate) fn compile_orchestration(
@@ -301,11 +363,26 @@ struct NotForThis {
 _Float16 half_one = static_cast<_Float16>(1.0f);
 "#;
 
+/// What [`probe_hosted`] compiles for `tc`: [`HOSTED_PROBE_SOURCE`], and
+/// [`PTO_PROBE_SOURCE`] when an include root holds PTO-ISA.
+pub(crate) fn hosted_probe_text(tc: &Toolchain) -> String {
+    let pto = tc
+        .include_roots
+        .iter()
+        .any(|r| r.join("pto").join("pto-inst.hpp").is_file());
+    if pto {
+        format!("{HOSTED_PROBE_SOURCE}{PTO_PROBE_SOURCE}")
+    } else {
+        HOSTED_PROBE_SOURCE.to_owned()
+    }
+}
+
 /// Checks, in `work_dir`, that `tc.hosted_cxx` with `tc.hosted_flags` builds
-/// a shared object from [`HOSTED_PROBE_SOURCE`]. Run once per builder
-/// before the first hosted unit.
+/// a shared object from `text` ([`hosted_probe_text`]). Run before the
+/// first hosted unit, unless the cache remembers it passed.
 pub(crate) fn probe_hosted(
     tc: &Toolchain,
+    text: &str,
     work_dir: &Path,
     cancel: &Cancel,
 ) -> Result<(), CompileError> {
@@ -314,15 +391,6 @@ pub(crate) fn probe_hosted(
         why,
     };
     let source = work_dir.join("hosted-probe.cpp");
-    let pto = tc
-        .include_roots
-        .iter()
-        .any(|r| r.join("pto").join("pto-inst.hpp").is_file());
-    let text = if pto {
-        format!("{HOSTED_PROBE_SOURCE}{PTO_PROBE_SOURCE}")
-    } else {
-        HOSTED_PROBE_SOURCE.to_owned()
-    };
     std::fs::write(&source, text).map_err(|e| CompileError::WorkDir {
         path: source.clone(),
         source: e,

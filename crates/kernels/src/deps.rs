@@ -172,16 +172,23 @@ pub enum NoDeps {
 }
 
 /// The recorded dependencies of one compile, from the dependency file at
-/// `dep_file`. A file modified after `started` may not be what the compiler
-/// read, so nothing is recorded (and the entry is not published).
+/// `dep_file`, plus the files named in `also` (read by the compile under
+/// another name). Files under `own` (the builder's: a source's copy,
+/// preamble headers) are not recorded: they are not the scene's inputs,
+/// and may be gone when the entry is next checked. A file modified after `started` may not be what the
+/// compiler read, so nothing is recorded (and the entry is not published).
 pub(crate) fn record(
     ctx: &KeyContext,
     root: &Path,
     dep_file: &Path,
     started: SystemTime,
+    own: &[PathBuf],
+    also: &[&Path],
 ) -> Result<Deps, NoDeps> {
     let text = std::fs::read(dep_file).map_err(|e| NoDeps::Missing(e.to_string()))?;
-    let names = parse_make_deps(&String::from_utf8_lossy(&text));
+    let mut names = parse_make_deps(&String::from_utf8_lossy(&text));
+    names.retain(|raw| !own.iter().any(|dir| root.join(raw).starts_with(dir)));
+    names.extend(also.iter().map(|p| p.to_string_lossy().into_owned()));
     if names.is_empty() {
         return Err(NoDeps::Empty);
     }

@@ -108,15 +108,18 @@ pub enum EntryKind {
     Incore,
     /// An orchestration's shared object.
     Orchestration,
+    /// A hosted kernel's precompiled preamble (`preamble.rs`).
+    Preamble,
 }
 
 impl EntryKind {
-    pub const ALL: [EntryKind; 5] = [
+    pub const ALL: [EntryKind; 6] = [
         EntryKind::Builtins,
         EntryKind::Callable,
         EntryKind::Golden,
         EntryKind::Incore,
         EntryKind::Orchestration,
+        EntryKind::Preamble,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -126,6 +129,7 @@ impl EntryKind {
             EntryKind::Golden => "golden",
             EntryKind::Incore => "incore",
             EntryKind::Orchestration => "orchestration",
+            EntryKind::Preamble => "preamble",
         }
     }
 
@@ -191,6 +195,17 @@ struct FileMemo {
     digest: String,
     /// `#include` directives, as (name, quoted).
     includes: Arc<Vec<(String, bool)>>,
+}
+
+impl FileMemo {
+    fn of_bytes(mtime: SystemTime, bytes: &[u8]) -> Self {
+        FileMemo {
+            mtime,
+            size: bytes.len() as u64,
+            digest: blake3::hash(bytes).to_hex().to_string(),
+            includes: Arc::new(includes(bytes)),
+        }
+    }
 }
 
 /// Per-process memory of file digests and tool identities, so a header
@@ -264,12 +279,7 @@ impl KeyContext {
             }
         }
         let bytes = std::fs::read(abs)?;
-        let memo = FileMemo {
-            mtime,
-            size,
-            digest: blake3::hash(&bytes).to_hex().to_string(),
-            includes: Arc::new(includes(&bytes)),
-        };
+        let memo = FileMemo::of_bytes(mtime, &bytes);
         let settled = SystemTime::now()
             .duration_since(mtime)
             .is_ok_and(|age| age >= RACY_WINDOW);
@@ -405,17 +415,29 @@ fn unit_inputs(
 ) {
     inputs.set("source", path_str(source));
     inputs.list("include_dirs", include_dirs.iter().map(|d| path_str(d)));
-    inputs.list(
-        "defines",
-        defines.iter().map(|(n, v)| {
-            if v.is_empty() {
-                n.clone()
-            } else {
-                format!("{n}={v}")
-            }
-        }),
-    );
+    inputs.list("defines", define_strings(defines));
 }
+
+/// `NAME` or `NAME=value`, as a key lists defines.
+fn define_strings(defines: &[(String, String)]) -> impl Iterator<Item = String> + '_ {
+    defines.iter().map(|(n, v)| {
+        if v.is_empty() {
+            n.clone()
+        } else {
+            format!("{n}={v}")
+        }
+    })
+}
+
+/// A hosted unit's header search: its include dirs, then the include roots.
+fn hosted_dirs(tc: &Toolchain, unit: &IncoreUnit) -> Vec<PathBuf> {
+    let mut dirs = unit.include_dirs.clone();
+    dirs.extend(tc.include_roots.iter().cloned());
+    dirs
+}
+
+/// How a precompiled preamble's text is named among its key's files.
+const PREAMBLE_NAME: &str = "<preamble>";
 
 impl KeyContext {
     /// Every input of an incore unit's key.
@@ -433,21 +455,20 @@ impl KeyContext {
             // A shared object of the hosted compiler: no linker, link
             // script or builtins; image units keep exactly their fields.
             inputs.set("kind", unit.kind.as_str());
-            tool_inputs(
-                &mut inputs,
-                "hosted_cxx",
-                &self.tool(&tc.hosted_cxx, tc.search_path.as_deref()),
-            );
-            inputs.list("flags.hosted", tc.hosted_flags.iter().cloned());
-            inputs.list("flags.core", tc.core_flags(unit.core).iter().cloned());
-            inputs.list(
-                "include_roots",
-                tc.include_roots.iter().map(|d| path_str(d)),
-            );
+            self.hosted_inputs(&mut inputs, tc, unit);
+            // Same bytes either way; keyed so turning it off recompiles
+            // (and `--explain` says why).
+            if tc.hosted_pch {
+                inputs.set("hosted_pch", "preamble");
+            }
             unit_inputs(&mut inputs, &unit.source, &unit.include_dirs, &unit.defines);
-            let mut dirs = unit.include_dirs.clone();
-            dirs.extend(tc.include_roots.iter().cloned());
-            self.source_inputs(&mut inputs, root, &unit.source, &dirs)?;
+            let first = self.source_memo(root, &unit.source)?;
+            self.closure_inputs(
+                &mut inputs,
+                root,
+                (unit.source.clone(), first),
+                &hosted_dirs(tc, unit),
+            )?;
             return Ok(inputs);
         }
         tool_inputs(
@@ -501,6 +522,50 @@ impl KeyContext {
         inputs
     }
 
+    /// The hosted compiler and the flags every hosted compile of `unit`
+    /// shares with its precompiled preamble.
+    fn hosted_inputs(&self, inputs: &mut KeyInputs, tc: &Toolchain, unit: &IncoreUnit) {
+        tool_inputs(
+            inputs,
+            "hosted_cxx",
+            &self.tool(&tc.hosted_cxx, tc.search_path.as_deref()),
+        );
+        inputs.list("flags.hosted", tc.hosted_flags.iter().cloned());
+        inputs.list("flags.core", tc.core_flags(unit.core).iter().cloned());
+        inputs.list(
+            "include_roots",
+            tc.include_roots.iter().map(|d| path_str(d)),
+        );
+    }
+
+    /// Every input of the precompiled `preamble` (its directives) of
+    /// hosted `unit`: what its compile shares with the unit's (compiler,
+    /// flags, include dirs, defines) and the preamble's text and include
+    /// closure, but not the unit's source, so kernels that open alike
+    /// share one. Cached in the support-object tier.
+    pub(crate) fn preamble_inputs(
+        &self,
+        schema: u32,
+        tc: &Toolchain,
+        root: &Path,
+        unit: &IncoreUnit,
+        preamble: &str,
+    ) -> Result<KeyInputs, CompileError> {
+        let mut inputs = KeyInputs::default();
+        common_inputs(&mut inputs, schema, EntryKind::Preamble, tc);
+        inputs.set("core", unit.core.as_str());
+        self.hosted_inputs(&mut inputs, tc, unit);
+        inputs.list(
+            "include_dirs",
+            unit.include_dirs.iter().map(|d| path_str(d)),
+        );
+        inputs.list("defines", define_strings(&unit.defines));
+        let memo = FileMemo::of_bytes(UNIX_EPOCH, preamble.as_bytes());
+        let start = (PathBuf::from(PREAMBLE_NAME), memo);
+        self.closure_inputs(&mut inputs, root, start, &hosted_dirs(tc, unit))?;
+        Ok(inputs)
+    }
+
     /// Every input of an orchestration's key. The orchestration is linked by
     /// the compiler driver, so the compiler identity covers its linker.
     pub fn orch_inputs(
@@ -538,7 +603,13 @@ impl KeyContext {
         source: &Path,
         include_dirs: &[PathBuf],
     ) -> Result<(), CompileError> {
-        let first = self.file(&root.join(source)).map_err(|e| {
+        let first = self.source_memo(root, source)?;
+        self.closure_inputs(inputs, root, (source.to_path_buf(), first), include_dirs)
+    }
+
+    /// The source's memo, or an error naming it.
+    fn source_memo(&self, root: &Path, source: &Path) -> Result<FileMemo, CompileError> {
+        self.file(&root.join(source)).map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
                 CompileError::MissingSource {
                     path: source.to_path_buf(),
@@ -550,9 +621,21 @@ impl KeyContext {
                     source: e,
                 }
             }
-        })?;
-        let mut pending = vec![(source.to_path_buf(), first)];
-        let mut seen = std::collections::BTreeSet::from([source.to_path_buf()]);
+        })
+    }
+
+    /// [`KeyContext::source_inputs`] from a file already read (`first`:
+    /// its path as recorded, and its memo).
+    fn closure_inputs(
+        &self,
+        inputs: &mut KeyInputs,
+        root: &Path,
+        first: (PathBuf, FileMemo),
+        include_dirs: &[PathBuf],
+    ) -> Result<(), CompileError> {
+        let source = first.0.clone();
+        let mut seen = std::collections::BTreeSet::from([source]);
+        let mut pending = vec![first];
         while let Some((file, memo)) = pending.pop() {
             inputs.set(format!("file:{}", path_str(&file)), memo.digest.clone());
             let mut edges = Vec::new();

@@ -32,6 +32,7 @@ pub mod key;
 mod link;
 pub mod outline;
 mod plan;
+mod preamble;
 mod process;
 mod report;
 pub mod rules;

@@ -254,6 +254,11 @@ pub struct Toolchain {
     /// `include`, ...), absolute; every header a compile reads from them is
     /// in the unit's recorded dependencies like any other.
     pub include_roots: Vec<PathBuf>,
+    /// Hosted incores whose opening directives include a header from an
+    /// include root compile from a precompiled preamble (built once per
+    /// preamble text and flags, cached like a unit; see `preamble.rs`).
+    /// `false`: every hosted compile parses its headers itself.
+    pub hosted_pch: bool,
     /// Linker flags for incore images; `-T <script>`, `-o` and inputs are added.
     pub link_flags: Vec<String>,
     pub link_script: String,
@@ -375,6 +380,7 @@ impl Toolchain {
             hosted_cxx: PathBuf::from("c++"),
             hosted_flags: hosted_flags(platform_define, extraction),
             include_roots: Vec::new(),
+            hosted_pch: true,
             link_flags,
             link_script: link_script.to_owned(),
             builtins_source,

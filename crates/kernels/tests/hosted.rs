@@ -247,3 +247,161 @@ fn a_pto_include_root_asks_the_probe_for_what_pto_needs() {
         (Err(e), true) => panic!("refused a capable compiler: {e}"),
     }
 }
+
+/// A hosted compiler that logs each command line to `log` and runs `c++`.
+fn logging_cxx(dir: &Path, log: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let script = dir.join("logging-c++");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec c++ \"$@\"\n",
+            log.display()
+        ),
+    )
+    .expect("script");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    script
+}
+
+fn logged(log: &Path, needle: &str) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(needle))
+        .count()
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+/// Opening directives (a licence comment, `<cstdint>`, a guarded macro,
+/// then a header of the include root) that differ between kernels only in
+/// comments: one precompiled preamble for both.
+fn opening(comment: &str) -> String {
+    format!(
+        "/* {comment} */\n#include <cstdint>\n#ifndef TILE\n#define TILE 64 // tile size\n#endif\n\
+         #include <lib/ops.hpp>\n"
+    )
+}
+
+const BODY: &str = r#"#include "scene_kernel.h"
+#include "near.h"
+#define STR2(x) #x
+#define STR(x) STR2(x)
+extern "C" const char where_built[] = __FILE__ ":" STR(__LINE__) " " NEAR;
+extern "C" void kernel_entry(const SceneKernelArgs *ka) {
+    float *x = SCENE_ARG_PTR(ka, 0, float);
+    uint64_t n = SCENE_ARG_LEN(ka, 0, float);
+    SCENE_FOR_BLOCK_RANGE(ka, n, i) { x[i] = op(x[i]) + TILE; }
+}
+"#;
+
+/// Kernels that open with the same directives compile from one
+/// precompiled preamble, built once and then cached like a unit; the
+/// kernel is compiled exactly as written (its own line numbers, file name
+/// and quoted includes; an unguarded header of the preamble read once),
+/// and `hosted_pch = false` compiles without it.
+#[test]
+fn kernels_that_open_alike_share_one_cached_precompiled_preamble() {
+    if !cfg!(target_os = "linux") {
+        eprintln!("skipped: the logging compiler is a shell script for c++ on Linux");
+        return;
+    }
+    let root = Root::new();
+    let roots = tempfile::tempdir().expect("include root");
+    let cache = tempfile::tempdir().expect("cache");
+    let tools = tempfile::tempdir().expect("tools");
+    let log = tools.path().join("log");
+    std::fs::create_dir_all(roots.path().join("lib")).expect("mkdir");
+    // Unguarded: reading the preamble twice would redefine `op`.
+    std::fs::write(
+        roots.path().join("lib/ops.hpp"),
+        "inline float op(float v) { return v + 1.0f; }\n",
+    )
+    .expect("header");
+    root.write("orch.c", ORCH_SRC);
+    root.write("a/near.h", "#define NEAR \"near-a\"\n");
+    root.write("b/near.h", "#define NEAR \"near-b\"\n");
+    root.write("a/k.cpp", &format!("{}{BODY}", opening("kernel a")));
+    root.write(
+        "b/k.cpp",
+        &format!("{}{BODY}", opening("kernel b, other text")),
+    );
+    let mut tc = toolchain();
+    tc.include_roots = vec![roots.path().to_path_buf()];
+    tc.hosted_cxx = logging_cxx(tools.path(), &log);
+    let spec = spec(
+        "s",
+        orch("orch.c", "run_orch"),
+        vec![
+            hosted(incore("ka", 0, CoreType::Aiv, "a/k.cpp")),
+            hosted(incore("kb", 1, CoreType::Aiv, "b/k.cpp")),
+        ],
+    );
+
+    let first = build(root.path(), cache.path(), &tc, &spec);
+    let callable = first.callables[0]
+        .as_ref()
+        .unwrap_or_else(|e| panic!("builds: {e}"));
+    assert_eq!(logged(&log, "c++-header"), 1, "one preamble for both");
+    assert_eq!(logged(&log, "-include "), 2, "both compiled from it");
+    // `where_built` is line 5 of BODY, after the six lines of `opening`.
+    for (k, file, near) in [(0, "a/k.cpp", "near-a"), (1, "b/k.cpp", "near-b")] {
+        let so = &callable.incores[k].text;
+        assert!(is_shared_object(so));
+        let expected = format!("{file}:11 {near}");
+        assert!(contains(so, &expected), "`{expected}` in {file}'s object");
+    }
+
+    // A new process, one kernel edited: its preamble comes from the cache.
+    let a = root.path().join("a/k.cpp");
+    let edited = std::fs::read_to_string(&a)
+        .expect("a")
+        .replace("+ TILE", "- TILE");
+    std::fs::write(&a, edited).expect("edit");
+    let second = build(root.path(), cache.path(), &tc, &spec);
+    assert_eq!(outcome(&second, "s/ka"), UnitOutcome::Compiled);
+    assert_eq!(outcome(&second, "s/kb"), UnitOutcome::Cached);
+    assert_eq!(logged(&log, "c++-header"), 1, "not compiled again");
+    assert_eq!(logged(&log, "-include "), 3);
+    let ka = second.units.iter().find(|u| u.unit == "s/ka").expect("ka");
+    assert_eq!(ka.deps_unchecked, None, "its compile's reads are recorded");
+
+    // Its header is a dependency of the unit compiled from the preamble.
+    std::fs::write(
+        roots.path().join("lib/ops.hpp"),
+        "inline float op(float v) { return v * 3.0f; }\n",
+    )
+    .expect("header");
+    let third = build(root.path(), cache.path(), &tc, &spec);
+    assert_eq!(outcome(&third, "s/ka"), UnitOutcome::Compiled);
+    assert_eq!(outcome(&third, "s/kb"), UnitOutcome::Compiled);
+    assert_eq!(
+        logged(&log, "c++-header"),
+        2,
+        "a new preamble for the new header"
+    );
+
+    // A compile error after the preamble names the original file and line.
+    let broken = std::fs::read_to_string(&a)
+        .expect("a")
+        .replace("x[i] = op", "x[i] = no_such_op");
+    std::fs::write(&a, broken).expect("break");
+    let failed = build(root.path(), cache.path(), &tc, &spec);
+    let err = failed.callables[0].as_ref().expect_err("a/k.cpp is broken");
+    let text = format!("{err:?}");
+    assert!(text.contains("a/k.cpp:15:"), "{text}");
+
+    // Off: every kernel parses its headers itself (and is another key).
+    std::fs::write(&a, format!("{}{BODY}", opening("kernel a"))).expect("restore");
+    tc.hosted_pch = false;
+    let includes = logged(&log, "-include ");
+    let off = build(root.path(), cache.path(), &tc, &spec);
+    assert_eq!(outcome(&off, "s/ka"), UnitOutcome::Compiled);
+    assert_eq!(outcome(&off, "s/kb"), UnitOutcome::Compiled);
+    assert_eq!(logged(&log, "-include "), includes);
+}

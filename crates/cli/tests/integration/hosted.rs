@@ -470,3 +470,142 @@ fn hosted_tiles_pass_with_a_second_hosted_compiler() {
         show(&out)
     );
 }
+
+/// `hosted_tiles` with its tile library moved under an include root
+/// (`<tiles/tile.hpp>`), built by the compiler `SCENE_TEST_HOSTED_CXX`
+/// names (clang: `zig c++` under CI) through a logging wrapper. Two of
+/// its kernels open with the same include, so they compile from one
+/// precompiled preamble (`add_scalar.cpp` opens with `<bit>` first, its
+/// own). clang checks a PCH's inputs: the cached one must survive another
+/// mtime on the header (another checkout of the same files), and be
+/// rebuilt, not fail, when what it was compiled from is not where it was.
+#[test]
+fn hosted_kernels_compile_from_a_cached_preamble_clang_accepts() {
+    let Some(cxx) = std::env::var_os("SCENE_TEST_HOSTED_CXX") else {
+        assert!(
+            !common::in_ci(),
+            "CI must set SCENE_TEST_HOSTED_CXX (.ci/run installs zig c++)"
+        );
+        eprintln!("skipped: set SCENE_TEST_HOSTED_CXX to a clang-based C++20 compiler");
+        return;
+    };
+    let env = TestEnv::with_scenes(&[]);
+    let scenes = env.scenes_dir.clone().expect("scenes dir");
+    // Its orchestration is vector_example's.
+    for name in ["hosted_tiles", "vector_example"] {
+        copy_dir(&package_scenes_dir().join(name), &scenes.join(name));
+    }
+    let scene = scenes.join("hosted_tiles");
+    let root = env.dir.path().join("tiles_root");
+    std::fs::create_dir_all(root.join("tiles")).expect("mkdir");
+    let header = root.join("tiles/tile.hpp");
+    std::fs::rename(scene.join("kernels/tile.hpp"), &header).expect("move tile.hpp");
+    for kernel in ["add", "mul", "add_scalar"] {
+        let path = scene.join(format!("kernels/{kernel}.cpp"));
+        let text = std::fs::read_to_string(&path).expect("kernel");
+        assert!(text.contains("#include \"tile.hpp\""), "{kernel}");
+        std::fs::write(&path, text.replace("\"tile.hpp\"", "<tiles/tile.hpp>")).expect("kernel");
+    }
+    let log = env.dir.path().join("cxx.log");
+    let wrapper = env.dir.path().join("logging-cxx");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            Path::new(&cxx).display()
+        ),
+    )
+    .expect("wrapper");
+    make_executable(&wrapper);
+    let table = env.dir.path().join("platforms.toml");
+    std::fs::write(
+        &table,
+        format!(
+            "[platforms.rooted]\nextends = \"a2a3sim\"\nhosted_cxx = \"{}\"\ninclude_roots = [\"{}\"]\n",
+            wrapper.display(),
+            root.display()
+        ),
+    )
+    .expect("platforms");
+    let preambles_built = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("c++-header"))
+            .count()
+    };
+    let add = scene.join("kernels/add.cpp");
+    let run = |what: &str, cache: &Path| {
+        let (out, r) =
+            env.run_with_report_using(&["run", "hosted_tiles", "--platform", "rooted"], |cmd| {
+                cmd.env("SCENE_PLATFORMS_FILE", &table)
+                    .env("SCENE_CACHE_DIR", cache);
+            });
+        assert!(out.status.success(), "{what}: {}", show(&out));
+        assert_eq!(r["totals"]["passed"], 2, "{what}: {}", show(&out));
+        compiled_units(&r)
+    };
+
+    assert_eq!(
+        run("cold", &env.cache_dir),
+        4,
+        "three kernels and the orchestration"
+    );
+    assert_eq!(preambles_built(), 2, "two preambles for the three kernels");
+
+    // Same content, another mtime: the cached PCH is still taken.
+    let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_600_000_000);
+    std::fs::File::options()
+        .write(true)
+        .open(&header)
+        .and_then(|f| f.set_modified(old))
+        .expect("set mtime");
+    append(&add, "// edited once\n");
+    assert_eq!(
+        run("header touched", &env.cache_dir),
+        1,
+        "the edited kernel only"
+    );
+    assert_eq!(preambles_built(), 2, "the cached preamble, accepted");
+
+    // The header it was compiled from is gone (a hand-cleaned cache): put
+    // back from the preamble's text, and the PCH is still taken.
+    let preambles = env.cache_dir.join("preambles");
+    let headers: Vec<_> = std::fs::read_dir(&preambles)
+        .expect("the cache keeps preamble headers")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert_eq!(headers.len(), 2, "{headers:?}");
+    for h in &headers {
+        std::fs::remove_file(h).expect("remove");
+    }
+    append(&add, "// edited twice\n");
+    assert_eq!(run("headers gone", &env.cache_dir), 1);
+    assert_eq!(preambles_built(), 2, "still the cached preamble");
+    assert_eq!(
+        headers.iter().filter(|h| h.is_file()).count(),
+        1,
+        "the edited kernel's preamble header is back"
+    );
+
+    // The cache at another path (or a PCH from another machine's remote
+    // tier): clang refuses a PCH whose input is not where it was, so it is
+    // rebuilt, once, and the kernel compiles.
+    let moved = env.dir.path().join("moved-cache");
+    std::fs::rename(&env.cache_dir, &moved).expect("move the cache");
+    append(&add, "// edited three times\n");
+    assert_eq!(run("cache moved", &moved), 1);
+    assert_eq!(preambles_built(), 3, "rebuilt once");
+}
+
+fn append(path: &Path, text: &str) {
+    let mut body = std::fs::read_to_string(path).expect("read");
+    body.push_str(text);
+    std::fs::write(path, body).expect("write");
+}
+
+fn make_executable(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}

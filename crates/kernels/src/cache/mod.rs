@@ -19,7 +19,8 @@
 //!   and the unit recompiles.
 //!
 //! Support objects that are not scene units (the builtins object linked into
-//! every incore image of a core type) are cached the same way, under the same
+//! every incore image of a core type, hosted kernels' precompiled
+//! preambles) are cached the same way, under the same
 //! protocol and locks, in a second tier (`objects/`), so `entries/` holds
 //! exactly a scene's units and callables. Whole-cache operations ([`prune`],
 //! [`verify_all`], [`stats`], [`clear`]) cover both tiers, each through the
@@ -41,17 +42,21 @@
 //!
 //! ```text
 //! <dir>/entries/<aa>/<key>/{artifact,manifest.json}   entries, sharded by key prefix
-//! <dir>/objects/<aa>/<key>/{artifact,manifest.json}   support objects (builtins), same shape
+//! <dir>/objects/<aa>/<key>/{artifact,manifest.json}   support objects (builtins, preambles), same shape
 //! <dir>/goldens/store/<aa>/<key>/{artifact,...}       computed goldens, same shape
 //! <dir>/goldens/{last,fixtures}/                      the golden cache's own records
 //! <dir>/locks/<aa>/<key>.lock                         per-key flock files, every tier
 //! <dir>/units/<unit id>.json                          last inputs per unit (explain)
 //! <dir>/tools/<id>.txt                                memoised `--version` outputs
+//! <dir>/preambles/<key>.hpp                           what preamble PCHs were compiled from
 //! <dir>/stats.jsonl                                   one line per process run
 //! ```
 
 mod explain;
 mod lock;
+
+/// Where the headers of cached precompiled preambles live (`<dir>/preambles/`).
+pub(crate) const PREAMBLES_DIR: &str = "preambles";
 mod manifest;
 mod prune;
 mod remote;
@@ -183,7 +188,7 @@ impl Tier {
     /// The tier entries of `kind` are published to.
     pub fn of(kind: EntryKind) -> Tier {
         match kind {
-            EntryKind::Builtins => Tier::Objects,
+            EntryKind::Builtins | EntryKind::Preamble => Tier::Objects,
             EntryKind::Golden => Tier::Goldens,
             EntryKind::Incore | EntryKind::Orchestration | EntryKind::Callable => Tier::Entries,
         }
@@ -468,7 +473,12 @@ impl Cache {
     /// Removes an entry whose recorded dependencies no longer match (call
     /// with the key's lock held), so the recompiled one can take its place.
     pub fn remove_stale(&self, key: &UnitKey) {
-        if let Err(e) = self.tier(Tier::Entries).remove(key) {
+        self.remove_stale_in(Tier::Entries, key);
+    }
+
+    /// [`Cache::remove_stale`] in `tier`.
+    pub fn remove_stale_in(&self, tier: Tier, key: &UnitKey) {
+        if let Err(e) = self.tier(tier).remove(key) {
             self.degrade(&e.to_string());
         }
     }

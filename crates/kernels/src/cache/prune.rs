@@ -176,6 +176,7 @@ pub fn prune(dir: &Path, policy: &PrunePolicy) -> Result<CachePruneReport, Cache
     };
 
     report.stale_locks = prune_locks(&locks, policy.max_age);
+    prune_preambles(dir, &objects);
 
     let mut records = Vec::new();
     scene_util::files_under(&dir.join("units"), &mut records);
@@ -186,6 +187,26 @@ pub fn prune(dir: &Path, policy: &PrunePolicy) -> Result<CachePruneReport, Cache
         }
     }
     Ok(report)
+}
+
+/// Removes the preamble headers whose PCH entry is gone: a PCH is only
+/// ever compiled from its header, so the header lives as long as it.
+fn prune_preambles(dir: &Path, objects: &LocalDisk) {
+    let mut headers = Vec::new();
+    scene_util::files_under(&dir.join(super::PREAMBLES_DIR), &mut headers);
+    for path in headers {
+        let key = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .and_then(UnitKey::from_hex);
+        let orphan = match key {
+            Some(key) => matches!(objects.get_manifest(&key), Ok(None)),
+            None => true,
+        };
+        if orphan {
+            let _ = fs::remove_file(&path);
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -285,7 +306,7 @@ pub fn clear(dir: &Path) -> Result<ClearReport, CacheError> {
         entries: entries.clear()?,
         objects: objects.clear()?,
     };
-    for sub in [LOCKS_DIR, "units", "tools"] {
+    for sub in [LOCKS_DIR, "units", "tools", super::PREAMBLES_DIR] {
         let path = dir.join(sub);
         match fs::remove_dir_all(&path) {
             Ok(()) => {}
@@ -556,6 +577,33 @@ mod tests {
     }
 
     #[test]
+    fn preamble_headers_live_as_long_as_their_entries() {
+        let dir = tempfile::tempdir().expect("cache");
+        let objects = LocalDisk::objects(dir.path());
+        let kept = UnitKey([1; 32]);
+        let orphan = UnitKey([2; 32]);
+        objects.put(&kept, b"pch", b"{}").expect("put");
+        let home = dir.path().join(super::super::PREAMBLES_DIR);
+        fs::create_dir_all(&home).expect("mkdir");
+        for name in [
+            format!("{}.hpp", kept.to_hex()),
+            format!("{}.hpp", orphan.to_hex()),
+            "not-a-key.hpp".to_owned(),
+        ] {
+            fs::write(home.join(name), "#include <x.h>\n").expect("header");
+        }
+        prune(dir.path(), &PrunePolicy::default()).expect("prune");
+        let mut left: Vec<_> = fs::read_dir(&home)
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, [format!("{}.hpp", kept.to_hex())]);
+        clear(dir.path()).expect("clear");
+        assert!(!home.exists(), "clear removes them all");
+    }
+
+    #[test]
     fn whole_cache_operations_work_on_any_storage() {
         let locks = tempfile::tempdir().expect("locks");
         let memory = Memory::default();
@@ -566,6 +614,7 @@ mod tests {
         let bad = memory.put_entry(3, EntryKind::Builtins, 10, now);
         let short = memory.put_entry(4, EntryKind::Orchestration, 10, now);
         let golden = memory.put_entry(5, EntryKind::Golden, 10, now);
+        let preamble = memory.put_entry(6, EntryKind::Preamble, 10, now);
         // Damage two: a flipped byte, and an artifact of the wrong length.
         if let Some((raw, _)) = memory.map().get_mut(&bad) {
             raw.artifact = Part::Bytes(vec![9; 10]);
@@ -575,14 +624,14 @@ mod tests {
         }
 
         let tier = stats_in(&memory).expect("stats");
-        assert_eq!(tier.entries, 5);
+        assert_eq!(tier.entries, 6);
         for kind in EntryKind::ALL {
             assert_eq!(tier.by_kind.get(&StatKind::Kind(kind)), Some(&1), "{kind}");
         }
         assert!(tier.bytes > 40);
 
         let report = verify_in(&memory, locks.path()).expect("verify");
-        assert_eq!(report.checked, 5);
+        assert_eq!(report.checked, 6);
         let mut damaged: Vec<_> = report
             .damaged
             .iter()
@@ -623,7 +672,7 @@ mod tests {
             }
         })
         .expect("verify");
-        assert_eq!(report.checked, 3);
+        assert_eq!(report.checked, 4);
         assert_eq!(
             report
                 .damaged
@@ -639,12 +688,13 @@ mod tests {
 
         let report = prune_in(&memory, locks.path(), &PrunePolicy::default()).expect("prune");
         assert_eq!(report.removed_old, 1);
-        assert_eq!(report.kept, 1);
+        assert_eq!(report.kept, 2);
         assert!(memory.get(&old).expect("get").is_none());
         assert!(memory.get(&good).expect("get").is_some());
+        assert!(memory.get(&preamble).expect("get").is_some());
         assert_eq!(report.leftovers, 0, "the default sweep does nothing");
 
-        assert_eq!(memory.clear().expect("clear"), 1);
+        assert_eq!(memory.clear().expect("clear"), 2);
         assert_eq!(stats_in(&memory).expect("stats").entries, 0);
     }
 }
