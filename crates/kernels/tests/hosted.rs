@@ -404,4 +404,9 @@ fn kernels_that_open_alike_share_one_cached_precompiled_preamble() {
     assert_eq!(outcome(&off, "s/ka"), UnitOutcome::Compiled);
     assert_eq!(outcome(&off, "s/kb"), UnitOutcome::Compiled);
     assert_eq!(logged(&log, "-include "), includes);
+    assert_eq!(
+        logged(&log, "hosted-probe.cpp"),
+        1,
+        "five builders, one probe: the cache remembers it passed"
+    );
 }
