@@ -153,9 +153,12 @@ impl Builder {
         });
         let budget = Arc::new(Budget::new(options.workers.get()));
         // `cc --version` probes are tool processes too: same budget.
-        let keys = KeyContext::new(cache.as_ref().map(|c| c.dir().join("tools")))
+        let mut keys = KeyContext::new(cache.as_ref().map(|c| c.dir().join("tools")))
             .with_budget(Arc::clone(&budget))
             .with_cancel(options.cancel.clone());
+        if let Some(cache) = &cache {
+            keys = keys.with_digest_store(crate::digests::store_path(cache.dir()));
+        }
 
         Ok(Builder {
             root,
@@ -198,7 +201,9 @@ impl Builder {
     }
 
     /// Forgets memoised file digests, so the next key computation reads
-    /// every source and header again (benchmarks, long-lived tools).
+    /// every source and header again (benchmarks, long-lived tools). The
+    /// cache's persistent digest store is bypassed from then on by this
+    /// builder (neither read nor written).
     pub fn forget_file_digests(&self) {
         self.keys.forget_files();
     }
@@ -319,6 +324,13 @@ impl Builder {
             // A cancelled run ends quickly: the next run prunes.
             if self.published.swap(false, Ordering::Relaxed) && !self.cancel.is_cancelled() {
                 cache.prune_after_publish();
+            }
+            // Here rather than on drop: every file of this build (keys,
+            // compiled units' dependency lists, hit re-checks) is memoised
+            // by now, a long-lived harness persists while it keeps running,
+            // and a drop is not guaranteed (process::exit, leaked builders).
+            if !self.cancel.is_cancelled() {
+                self.keys.persist_digests();
             }
         }
         BuildOutput {

@@ -24,10 +24,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::budget::Budget;
+use crate::digests::{self, FileMemo, Stamp};
 use crate::error::CompileError;
 use crate::toolchain::{Toolchain, resolve_program};
 use crate::unit::{CoreType, IncoreUnit, Language, OrchUnit};
@@ -188,39 +190,63 @@ pub struct ToolIdentity {
     pub version: String,
 }
 
-#[derive(Debug, Clone)]
-struct FileMemo {
-    mtime: SystemTime,
-    size: u64,
-    digest: String,
-    /// `#include` directives, as (name, quoted).
-    includes: Arc<Vec<(String, bool)>>,
-}
-
-impl FileMemo {
-    fn of_bytes(mtime: SystemTime, bytes: &[u8]) -> Self {
-        FileMemo {
-            mtime,
-            size: bytes.len() as u64,
-            digest: blake3::hash(bytes).to_hex().to_string(),
-            includes: Arc::new(includes(bytes)),
-        }
-    }
-}
-
 /// Per-process memory of file digests and tool identities, so a header
-/// shared by many units is read once and `cc --version` runs once.
-#[derive(Debug, Default)]
+/// shared by many units is read once and `cc --version` runs once; with a
+/// digest store ([`KeyContext::with_digest_store`]) file digests also
+/// outlive the process (see `crate::digests`).
+#[derive(Debug)]
 pub struct KeyContext {
     files: Mutex<HashMap<PathBuf, FileMemo>>,
     tools: Mutex<HashMap<PathBuf, (SystemTime, u64, ToolIdentity)>>,
     /// Where `--version` outputs are persisted across processes (the cache's
     /// `tools/` dir), so a fully warm run starts no compiler process at all.
     tool_store: Option<PathBuf>,
+    /// The persistent digest memo (the cache's `digests/` dir).
+    digest_store: Option<DigestStore>,
+    /// How old a file's mtime and ctime must be for its digest to be
+    /// memoised ([`RACY_WINDOW`]; tests shorten it, since ctime cannot be
+    /// set back).
+    racy_window: Duration,
     /// The builder's tool-process budget, taken while `--version` runs.
     budget: Option<Arc<Budget>>,
     /// The builder's cancellation: probes run registered with it.
     cancel: scene_util::Cancel,
+    /// Files read and hashed (the proof, in tests, that a memo was used).
+    #[cfg(test)]
+    reads: std::sync::atomic::AtomicUsize,
+}
+
+impl Default for KeyContext {
+    fn default() -> Self {
+        KeyContext {
+            files: Mutex::default(),
+            tools: Mutex::default(),
+            tool_store: None,
+            digest_store: None,
+            racy_window: RACY_WINDOW,
+            budget: None,
+            cancel: scene_util::Cancel::default(),
+            #[cfg(test)]
+            reads: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+}
+
+/// The persistent digest memo of one context: loaded on first use, written
+/// back by [`KeyContext::persist_digests`].
+#[derive(Debug)]
+struct DigestStore {
+    path: PathBuf,
+    /// The store as it was when first needed (a snapshot: entries taken
+    /// from it are copied into the per-process memo).
+    loaded: OnceLock<digests::Entries>,
+    /// Off after [`KeyContext::forget_files`]: neither read nor written.
+    off: AtomicBool,
+    /// Something the store lacks (or holds with a stale use time) was
+    /// memoised since the last write.
+    dirty: AtomicBool,
+    /// One write-back at a time (concurrent `build_all`s of one builder).
+    writing: Mutex<()>,
 }
 
 /// A file modified this recently may be modified again within the same
@@ -234,6 +260,28 @@ impl KeyContext {
             tool_store,
             ..KeyContext::default()
         }
+    }
+
+    /// Memoises file digests across processes in the store file at `path`
+    /// (`crate::digests`; the cache's `digests/files.bin`). Not used where
+    /// file metadata cannot prove a file unchanged (non-unix).
+    pub fn with_digest_store(mut self, path: PathBuf) -> Self {
+        if cfg!(unix) {
+            self.digest_store = Some(DigestStore {
+                path,
+                loaded: OnceLock::new(),
+                off: AtomicBool::new(false),
+                dirty: AtomicBool::new(false),
+                writing: Mutex::new(()),
+            });
+        }
+        self
+    }
+
+    #[cfg(test)]
+    fn with_racy_window(mut self, window: Duration) -> Self {
+        self.racy_window = window;
+        self
     }
 
     /// Runs `--version` probes under `budget`. Only for callers that hold
@@ -252,12 +300,48 @@ impl KeyContext {
     }
 
     /// Drops memoised file digests (tool identities are kept): the next key
-    /// computation reads and hashes every file again.
+    /// computation reads and hashes every file again. The persistent digest
+    /// store is no longer consulted or written by this context, so that
+    /// "again" holds for files another process stored too (benchmarks
+    /// measure exactly the reading).
     pub fn forget_files(&self) {
+        if let Some(store) = &self.digest_store {
+            store.off.store(true, Ordering::Relaxed);
+        }
         self.files
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
+    }
+
+    /// Writes the digests memoised since the last call to the persistent
+    /// store, if there are any it lacks: the store on disk is re-read,
+    /// merged, capped and replaced atomically. Best effort, never an error.
+    pub fn persist_digests(&self) {
+        let Some(store) = &self.digest_store else {
+            return;
+        };
+        if store.off.load(Ordering::Relaxed) || !store.dirty.load(Ordering::Relaxed) {
+            return;
+        }
+        let _writing = store.writing.lock().unwrap_or_else(PoisonError::into_inner);
+        if !store.dirty.swap(false, Ordering::Relaxed) {
+            return;
+        }
+        // Every memo of this process was used by it: all are "used now".
+        let used = digests::unix_secs(SystemTime::now());
+        let ours: digests::Entries = self
+            .files
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|(path, _)| digests::persistable(path))
+            .map(|(path, memo)| {
+                let memo = memo.clone();
+                (path.clone(), digests::Stored { memo, used })
+            })
+            .collect();
+        digests::merge_and_write(&store.path, ours, digests::MAX_ENTRIES);
     }
 
     /// blake3 hex of a file's content (memoised like every key input).
@@ -266,30 +350,74 @@ impl KeyContext {
     }
 
     fn file(&self, abs: &Path) -> std::io::Result<FileMemo> {
-        let meta = std::fs::metadata(abs)?;
-        let mtime = meta.modified().unwrap_or(UNIX_EPOCH);
-        let size = meta.len();
+        let stamp = Stamp::of(&std::fs::metadata(abs)?);
         {
             let files = self.files.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(m) = files.get(abs)
-                && m.mtime == mtime
-                && m.size == size
+                && m.stamp == stamp
             {
                 return Ok(m.clone());
             }
         }
-        let bytes = std::fs::read(abs)?;
-        let memo = FileMemo::of_bytes(mtime, &bytes);
-        let settled = SystemTime::now()
-            .duration_since(mtime)
-            .is_ok_and(|age| age >= RACY_WINDOW);
-        if settled && bytes.len() as u64 == size {
+        if let Some(memo) = self.stored(abs, stamp) {
+            return Ok(memo);
+        }
+        let (memo, unchanged) = self.read(abs)?;
+        if unchanged && memo.stamp.settled(SystemTime::now(), self.racy_window) {
             self.files
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .insert(abs.to_path_buf(), memo.clone());
+            if let Some(store) = &self.digest_store
+                && digests::persistable(abs)
+            {
+                store.dirty.store(true, Ordering::Relaxed);
+            }
         }
         Ok(memo)
+    }
+
+    /// The persistent store's memo of `abs`, if it is for this `stamp`
+    /// (then also memoised for this process).
+    fn stored(&self, abs: &Path, stamp: Stamp) -> Option<FileMemo> {
+        let store = self.digest_store.as_ref()?;
+        if store.off.load(Ordering::Relaxed) || !digests::persistable(abs) {
+            return None;
+        }
+        let stored = store
+            .loaded
+            .get_or_init(|| digests::load(&store.path))
+            .get(abs)
+            .filter(|s| s.memo.stamp == stamp)?;
+        let now = digests::unix_secs(SystemTime::now());
+        if now.saturating_sub(stored.used) > digests::USED_REFRESH.as_secs() {
+            store.dirty.store(true, Ordering::Relaxed);
+        }
+        self.files
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(abs.to_path_buf(), stored.memo.clone());
+        Some(stored.memo.clone())
+    }
+
+    /// Reads and hashes `abs`; `true` if its metadata (of the open file,
+    /// so a rename-over cannot slip in) did not change while it was read,
+    /// i.e. the memo's stamp is the content's.
+    fn read(&self, abs: &Path) -> std::io::Result<(FileMemo, bool)> {
+        use std::io::Read;
+        #[cfg(test)]
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        let mut file = std::fs::File::open(abs)?;
+        let stamp = Stamp::of(&file.metadata()?);
+        let mut bytes = Vec::with_capacity(usize::try_from(stamp.size).unwrap_or(0));
+        file.read_to_end(&mut bytes)?;
+        let unchanged = bytes.len() as u64 == stamp.size && Stamp::of(&file.metadata()?) == stamp;
+        let memo = FileMemo {
+            stamp,
+            digest: blake3::hash(&bytes).to_hex().to_string(),
+            includes: Arc::new(includes(&bytes)),
+        };
+        Ok((memo, unchanged))
     }
 
     /// Resolved path, content digest and `--version` output of `program`.
@@ -560,7 +688,18 @@ impl KeyContext {
             unit.include_dirs.iter().map(|d| path_str(d)),
         );
         inputs.list("defines", define_strings(&unit.defines));
-        let memo = FileMemo::of_bytes(UNIX_EPOCH, preamble.as_bytes());
+        let memo = FileMemo {
+            // Never compared: it is not a file.
+            stamp: Stamp {
+                dev: 0,
+                ino: 0,
+                size: preamble.len() as u64,
+                mtime_ns: 0,
+                ctime_ns: 0,
+            },
+            digest: digest_str(preamble),
+            includes: Arc::new(includes(preamble.as_bytes())),
+        };
         let start = (PathBuf::from(PREAMBLE_NAME), memo);
         self.closure_inputs(&mut inputs, root, start, &hosted_dirs(tc, unit))?;
         Ok(inputs)
@@ -945,6 +1084,229 @@ mod tests {
             orch_key(&tc, root, &orch("k.c")).expect("key"),
             orch_key(&other, root, &orch("k.c")).expect("key")
         );
+    }
+
+    /// A file with content `text` whose mtime is an hour old (its ctime is
+    /// now: ctime cannot be set back).
+    fn old_file(path: &Path, text: &str) -> SystemTime {
+        std::fs::write(path, text).expect("write");
+        let hour_ago = SystemTime::now() - Duration::from_secs(3600);
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .and_then(|f| f.set_modified(hour_ago))
+            .expect("set mtime");
+        std::fs::metadata(path)
+            .and_then(|m| m.modified())
+            .expect("mtime")
+    }
+
+    /// A context on the store in `cache`. `settled`: every file counts as
+    /// old enough to memoise (tests cannot age a ctime); otherwise the
+    /// real racy window applies.
+    fn stored_ctx(cache: &Path, settled: bool) -> KeyContext {
+        let ctx = KeyContext::default().with_digest_store(digests::store_path(cache));
+        if settled {
+            ctx.with_racy_window(Duration::ZERO)
+        } else {
+            ctx
+        }
+    }
+
+    fn reads(ctx: &KeyContext) -> usize {
+        ctx.reads.load(Ordering::Relaxed)
+    }
+
+    fn hex(text: &str) -> String {
+        blake3::hash(text.as_bytes()).to_hex().to_string()
+    }
+
+    fn stamp(path: &Path) -> Stamp {
+        Stamp::of(&std::fs::metadata(path).expect("stat"))
+    }
+
+    /// Rewrites `probe` until the filesystem's clock has passed `ctime_ns`,
+    /// so the next change of any file there gets a later ctime (timestamps
+    /// come from a coarse clock: two writes within one tick share one).
+    fn tick_past(probe: &Path, ctime_ns: i128) {
+        for _ in 0..1_000_000 {
+            std::fs::write(probe, "tick").expect("write");
+            if stamp(probe).ctime_ns > ctime_ns {
+                return;
+            }
+            std::thread::yield_now();
+        }
+        panic!("the filesystem clock did not advance");
+    }
+
+    #[test]
+    fn a_second_context_takes_digests_from_the_store_without_reading() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (root, cache) = (dir.path().join("root"), dir.path().join("cache"));
+        std::fs::create_dir_all(root.join("inc")).expect("mkdir");
+        old_file(&root.join("k.c"), "#include \"h.h\"\n");
+        old_file(&root.join("inc/h.h"), "#include <g.h>\nint h;\n");
+        old_file(&root.join("inc/g.h"), "int g;\n");
+        let tc = Toolchain::builtin("a5sim")
+            .expect("tc")
+            .with_search_path(std::env::var_os("PATH"));
+        let plain = KeyContext::default()
+            .incore_inputs(CACHE_SCHEMA, &tc, &root, &unit("k.c"))
+            .expect("inputs");
+
+        let first = stored_ctx(&cache, true);
+        let inputs = first
+            .incore_inputs(CACHE_SCHEMA, &tc, &root, &unit("k.c"))
+            .expect("inputs");
+        assert!(reads(&first) >= 3, "the first context reads every file");
+        first.persist_digests();
+        assert!(digests::store_path(&cache).is_file());
+        assert_eq!(inputs, plain, "the store never changes a key");
+
+        // Sources, headers and the compiler binary all come from the store.
+        let second = stored_ctx(&cache, true);
+        let again = second
+            .incore_inputs(CACHE_SCHEMA, &tc, &root, &unit("k.c"))
+            .expect("inputs");
+        assert_eq!(reads(&second), 0, "nothing read in the second context");
+        assert_eq!(again, plain);
+        assert_eq!(again.key(), plain.key());
+        assert_eq!(
+            again.get("includes:inc/h.h"),
+            Some(r#"["inc/g.h"]"#),
+            "the stored #include directives are used"
+        );
+        // All hits: nothing new to write.
+        let before = stamp(&digests::store_path(&cache));
+        second.persist_digests();
+        assert_eq!(stamp(&digests::store_path(&cache)), before);
+    }
+
+    #[test]
+    fn an_edit_keeping_size_and_restoring_mtime_is_caught_by_ctime() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (file, cache) = (dir.path().join("h.h"), dir.path().join("cache"));
+        let mtime = old_file(&file, "int a;\n");
+        let first = stored_ctx(&cache, true);
+        assert_eq!(first.digest(&file).expect("digest"), hex("int a;\n"));
+        first.persist_digests();
+        let stored = stamp(&file);
+
+        tick_past(&dir.path().join("probe"), stored.ctime_ns);
+        std::fs::write(&file, "int b;\n").expect("write");
+        std::fs::File::options()
+            .write(true)
+            .open(&file)
+            .and_then(|f| f.set_modified(mtime))
+            .expect("restore mtime");
+        let now = stamp(&file);
+        assert_eq!(
+            (now.dev, now.ino, now.size, now.mtime_ns),
+            (stored.dev, stored.ino, stored.size, stored.mtime_ns),
+            "only ctime tells the edit apart"
+        );
+
+        let second = stored_ctx(&cache, true);
+        assert_eq!(second.digest(&file).expect("digest"), hex("int b;\n"));
+        assert_eq!(reads(&second), 1);
+    }
+
+    #[test]
+    fn a_rename_over_with_the_same_size_and_mtime_is_caught_by_inode() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (file, cache) = (dir.path().join("h.h"), dir.path().join("cache"));
+        let mtime = old_file(&file, "int a;\n");
+        let first = stored_ctx(&cache, true);
+        assert_eq!(first.digest(&file).expect("digest"), hex("int a;\n"));
+        first.persist_digests();
+        let stored = stamp(&file);
+
+        let other = dir.path().join("h.h.new");
+        std::fs::write(&other, "int b;\n").expect("write");
+        std::fs::File::options()
+            .write(true)
+            .open(&other)
+            .and_then(|f| f.set_modified(mtime))
+            .expect("set mtime");
+        std::fs::rename(&other, &file).expect("rename");
+        let now = stamp(&file);
+        assert_eq!((now.size, now.mtime_ns), (stored.size, stored.mtime_ns));
+        assert_ne!(now.ino, stored.ino);
+
+        let second = stored_ctx(&cache, true);
+        assert_eq!(second.digest(&file).expect("digest"), hex("int b;\n"));
+        assert_eq!(reads(&second), 1);
+    }
+
+    #[test]
+    fn a_corrupt_store_is_ignored_and_rewritten() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (file, cache) = (dir.path().join("h.h"), dir.path().join("cache"));
+        old_file(&file, "int a;\n");
+        let store = digests::store_path(&cache);
+        std::fs::create_dir_all(store.parent().expect("parent")).expect("mkdir");
+        for junk in [
+            &b""[..],
+            b"scene-digests 1\n",
+            b"\xff\x00 not a store at all",
+        ] {
+            std::fs::write(&store, junk).expect("write");
+            let first = stored_ctx(&cache, true);
+            assert_eq!(first.digest(&file).expect("digest"), hex("int a;\n"));
+            assert_eq!(reads(&first), 1);
+            first.persist_digests();
+            assert!(digests::load(&store).contains_key(&file), "rewritten");
+            let second = stored_ctx(&cache, true);
+            assert_eq!(second.digest(&file).expect("digest"), hex("int a;\n"));
+            assert_eq!(reads(&second), 0);
+        }
+    }
+
+    #[test]
+    fn recently_changed_files_are_not_stored() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = dir.path().join("cache");
+        // Written just now; and an hour-old mtime, but a ctime of now.
+        let fresh = dir.path().join("fresh.h");
+        std::fs::write(&fresh, "int a;\n").expect("write");
+        let touched = dir.path().join("touched.h");
+        old_file(&touched, "int b;\n");
+
+        let first = stored_ctx(&cache, false);
+        for file in [&fresh, &touched] {
+            first.digest(file).expect("digest");
+            first.digest(file).expect("digest");
+        }
+        assert_eq!(reads(&first), 4, "not memoised in the process either");
+        first.persist_digests();
+        assert!(
+            !digests::store_path(&cache).exists(),
+            "nothing settled, nothing written"
+        );
+        let second = stored_ctx(&cache, false);
+        second.digest(&fresh).expect("digest");
+        assert_eq!(reads(&second), 1);
+    }
+
+    #[test]
+    fn forgetting_files_bypasses_the_store() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (file, cache) = (dir.path().join("h.h"), dir.path().join("cache"));
+        old_file(&file, "int a;\n");
+        let first = stored_ctx(&cache, true);
+        first.digest(&file).expect("digest");
+        first.persist_digests();
+
+        let second = stored_ctx(&cache, true);
+        second.forget_files();
+        second.digest(&file).expect("digest");
+        assert_eq!(reads(&second), 1, "read although the store has it");
+        std::fs::remove_file(digests::store_path(&cache)).expect("rm");
+        let other = dir.path().join("g.h");
+        old_file(&other, "int g;\n");
+        second.digest(&other).expect("digest");
+        second.persist_digests();
+        assert!(!digests::store_path(&cache).exists(), "and not written");
     }
 
     #[test]

@@ -26,6 +26,7 @@ mod builder;
 pub mod cache;
 mod compile;
 pub mod deps;
+mod digests;
 mod error;
 pub mod image;
 pub mod key;

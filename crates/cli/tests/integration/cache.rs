@@ -651,6 +651,41 @@ fn cache_dir_flag_and_clear() {
     assert!(entries(&dir).is_empty());
 }
 
+/// File digests outlive the process (`<cache>/digests/files.bin`, holding
+/// the workspace's device headers, which are old enough to memoise): a
+/// second `scene compile` is still all hits, and `cache clear` removes the
+/// store with the rest.
+#[test]
+fn a_second_compile_hits_with_persisted_digests_and_clear_removes_them() {
+    let f = Fixture::new();
+    let compile = || {
+        let out = f.scene(&["compile", "--explain"]).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    };
+    let first = compile();
+    assert!(first.contains(" 0 cached,"), "{first}");
+    let store = f.env.cache_dir.join("digests").join("files.bin");
+    assert!(store.is_file(), "no digest store after a build");
+    let second = compile();
+    assert!(second.contains(", 0 compiled,"), "{second}");
+    assert!(
+        !second
+            .lines()
+            .any(|l| l.starts_with("compiled vector_example")),
+        "{second}"
+    );
+
+    let out = f.scene(&["cache", "clear"]).output().unwrap();
+    assert!(out.status.success());
+    assert!(!store.exists() && !store.parent().unwrap().exists());
+}
+
 /// The builtins object is cached too (in `<cache>/objects/`): a new process
 /// with a warm cache that must link an edited kernel compiles no builtins.
 #[test]

@@ -5,7 +5,7 @@
 //! files of a local lock directory; [`prune`], [`verify_all`], [`stats`]
 //! and [`clear`] apply them to the kernel tiers of a cache directory
 //! (`entries/`, `objects/`) plus its local-only parts (lock files, `units/`
-//! records, `tools/` memos, the run history). The golden tier gets the same
+//! records, `tools/` and `digests/` memos, the run history). The golden tier gets the same
 //! functions from the harness's golden cache, which reports it separately.
 
 use std::fs;
@@ -164,7 +164,7 @@ fn tiers(dir: &Path) -> (LocalDisk, LocalDisk) {
 }
 
 /// Prunes both tiers of the cache in `dir` ([`prune_in`]), then stale lock
-/// files, per-unit records and tool memos.
+/// files, per-unit records, tool memos and the digest store.
 pub fn prune(dir: &Path, policy: &PrunePolicy) -> Result<CachePruneReport, CacheError> {
     let now = SystemTime::now();
     let locks = dir.join(LOCKS_DIR);
@@ -181,6 +181,9 @@ pub fn prune(dir: &Path, policy: &PrunePolicy) -> Result<CachePruneReport, Cache
     let mut records = Vec::new();
     scene_util::files_under(&dir.join("units"), &mut records);
     scene_util::files_under(&dir.join("tools"), &mut records);
+    // The digest store is bounded by its own cap; one unwritten for this
+    // long belongs to an unused cache.
+    scene_util::files_under(&dir.join(crate::digests::DIGESTS_DIR), &mut records);
     for path in records {
         if age(now, scene_util::mtime_or_epoch(&path)) > policy.max_age {
             let _ = fs::remove_file(&path);
@@ -299,14 +302,20 @@ pub struct ClearReport {
 }
 
 /// Removes every entry of both tiers ([`Storage::clear`]), and every lock
-/// file, record and the run history.
+/// file, record, memo (tools, digests) and the run history.
 pub fn clear(dir: &Path) -> Result<ClearReport, CacheError> {
     let (entries, objects) = tiers(dir);
     let report = ClearReport {
         entries: entries.clear()?,
         objects: objects.clear()?,
     };
-    for sub in [LOCKS_DIR, "units", "tools", super::PREAMBLES_DIR] {
+    for sub in [
+        LOCKS_DIR,
+        "units",
+        "tools",
+        crate::digests::DIGESTS_DIR,
+        super::PREAMBLES_DIR,
+    ] {
         let path = dir.join(sub);
         match fs::remove_dir_all(&path) {
             Ok(()) => {}
