@@ -81,7 +81,7 @@ pub(crate) fn store_path(cache_dir: &Path) -> PathBuf {
 }
 
 /// What identifies one version of a file without reading it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Stamp {
     pub dev: u64,
     pub ino: u64,

@@ -412,12 +412,7 @@ impl KeyContext {
         let mut bytes = Vec::with_capacity(usize::try_from(stamp.size).unwrap_or(0));
         file.read_to_end(&mut bytes)?;
         let unchanged = bytes.len() as u64 == stamp.size && Stamp::of(&file.metadata()?) == stamp;
-        let memo = FileMemo {
-            stamp,
-            digest: blake3::hash(&bytes).to_hex().to_string(),
-            includes: Arc::new(includes(&bytes)),
-        };
-        Ok((memo, unchanged))
+        Ok((memo_of(stamp, &bytes), unchanged))
     }
 
     /// Resolved path, content digest and `--version` output of `program`.
@@ -506,6 +501,15 @@ impl KeyContext {
             let _ = scene_util::write_atomically(&path, version.as_bytes());
         }
         version
+    }
+}
+
+/// The memo of a file's `bytes`, read with `stamp`.
+fn memo_of(stamp: Stamp, bytes: &[u8]) -> FileMemo {
+    FileMemo {
+        stamp,
+        digest: blake3::hash(bytes).to_hex().to_string(),
+        includes: Arc::new(includes(bytes)),
     }
 }
 
@@ -688,18 +692,8 @@ impl KeyContext {
             unit.include_dirs.iter().map(|d| path_str(d)),
         );
         inputs.list("defines", define_strings(&unit.defines));
-        let memo = FileMemo {
-            // Never compared: it is not a file.
-            stamp: Stamp {
-                dev: 0,
-                ino: 0,
-                size: preamble.len() as u64,
-                mtime_ns: 0,
-                ctime_ns: 0,
-            },
-            digest: digest_str(preamble),
-            includes: Arc::new(includes(preamble.as_bytes())),
-        };
+        // Not a file: its stamp is never compared.
+        let memo = memo_of(Stamp::default(), preamble.as_bytes());
         let start = (PathBuf::from(PREAMBLE_NAME), memo);
         self.closure_inputs(&mut inputs, root, start, &hosted_dirs(tc, unit))?;
         Ok(inputs)
