@@ -20,6 +20,32 @@ fn output(ctx: &GoldenCtx<'_>, rows: Vec<Vec<f32>>) -> Result<GoldenOutputs, Gol
     Ok(GoldenOutputs::new().with("y", Tensor::from_f32(DType::F32, &shape, &flat)?))
 }
 
+/// y[r] = x[r] @ w[r]: every rank on its own shards (no communication).
+pub fn rank_local_linear(ctx: &GoldenCtx<'_>) -> Result<GoldenOutputs, GoldenError> {
+    let x = ctx.tensor("x")?;
+    let w = ctx.tensor("w")?;
+    let (xs, ws) = (x.shape().to_vec(), w.shape().to_vec());
+    let (p, m, k, n) = (xs[0], xs[1], xs[2], ws[2]);
+    let (x, w) = (x.to_f32_vec(), w.to_f32_vec());
+    let per_rank = (0..p)
+        .map(|r| {
+            let mut y = vec![0f32; m * n];
+            for i in 0..m {
+                for j in 0..n {
+                    let acc: f64 = (0..k)
+                        .map(|q| {
+                            f64::from(x[(r * m + i) * k + q]) * f64::from(w[(r * k + q) * n + j])
+                        })
+                        .sum();
+                    y[i * n + j] = acc as f32;
+                }
+            }
+            y
+        })
+        .collect();
+    output(ctx, per_rank)
+}
+
 /// y[r] = sum over k of x[k], for every rank r.
 pub fn allreduce_sum(ctx: &GoldenCtx<'_>) -> Result<GoldenOutputs, GoldenError> {
     let (x, _) = rows(ctx, "x")?;

@@ -35,5 +35,6 @@ pub fn register(r: GoldenRegistry) -> GoldenRegistry {
         .register("reduce_scatter", collectives::reduce_scatter)
         .register("all_to_all", collectives::all_to_all)
         .register("ffn_tp_parallel", collectives::ffn_tp_parallel)
+        .register("rank_local_linear", collectives::rank_local_linear)
         .register("tile_add", tile_add::golden)
 }

@@ -14,7 +14,7 @@ use serde_json::Value;
 use common::{TestEnv, assert_no_card_held_twice, copy_dir, package_scenes_dir};
 
 /// Every level-3 scene of the package.
-const PORTS: [&str; 9] = [
+const PORTS: [&str; 10] = [
     "allreduce_onephase",
     "allreduce_bidirectional_ring",
     "allreduce_twophase",
@@ -24,6 +24,7 @@ const PORTS: [&str; 9] = [
     "reduce_scatter",
     "all_to_all",
     "ffn_tp_parallel",
+    "rank_local_linear",
 ];
 
 /// A private scenes dir with `scenes` and the collectives' shared orchestration.
@@ -74,8 +75,9 @@ fn every_port_passes_one_rank_per_card_with_per_rank_times() {
     let (ok, text, report) = run(&env, &[], &[]);
     assert!(ok, "{text}");
     let cases = cases(&report);
-    // allreduce: 4 algorithms x 2, 4, 8 ranks; 4 others x 2, 4; ffn x 2, 4.
-    assert_eq!(cases.len(), 12 + 8 + 2, "{text}");
+    // allreduce: 4 algorithms x 2, 4, 8 ranks; 4 others x 2, 4; ffn x 2, 4;
+    // rank_local_linear x 2, 4.
+    assert_eq!(cases.len(), 12 + 8 + 2 + 2, "{text}");
     for c in cases {
         let name = c["name"].as_str().unwrap();
         let ranks: usize = name
@@ -225,6 +227,49 @@ fn ffn_tp_parallel_fails_reading_the_wrong_mailbox_slot() {
         "scene_comm_local_ptr(c, c->rank * slot_bytes)",
     );
     assert_fails_on_y(&env, "ffn_tp_parallel::tp4", "wrong mailbox slot");
+}
+
+/// A group whose ranks do not communicate runs with `window = "0"` on both
+/// sims (`rank_local_linear`, which shares `ffn_tp_parallel`'s kernel);
+/// its operands swapped, it fails on `y`; and a group that does
+/// communicate, given no window, fails on `y` too (its peer pointers are
+/// NULL), never passes silently.
+#[test]
+fn a_group_that_does_not_communicate_needs_no_window() {
+    let env = env_with(&["rank_local_linear", "ffn_tp_parallel"]);
+    for platform in ["a2a3sim", "a5sim"] {
+        let (out, report) = env.run_with_report_using(
+            &[
+                "run",
+                "rank_local_linear",
+                "--platform",
+                platform,
+                "--device",
+                "0-7",
+            ],
+            |_| {},
+        );
+        assert!(out.status.success(), "{platform}: {}", common::show(&out));
+        assert_eq!(report["totals"]["passed"], 2, "{platform}");
+    }
+    mutate(
+        &env,
+        "ffn_tp_parallel/scene.toml",
+        "window = \"nranks * M * N * 4\"",
+        "window = \"0\"",
+    );
+    assert_fails_on_y(
+        &env,
+        "ffn_tp_parallel::tp2",
+        "a communicating group without a window",
+    );
+    mutate(
+        &env,
+        "rank_local_linear/orchestration.c",
+        "SCENE_IN(args[0]), SCENE_IN(args[1])",
+        "SCENE_IN(args[1]), SCENE_IN(args[0])",
+    );
+    assert_fails_on_y(&env, "rank_local_linear::dp2", "operands swapped");
 }
 
 /// `hang_a::p2`: rank 1 waits for rank 0's signal 3, which rank 0 never

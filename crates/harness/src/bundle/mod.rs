@@ -986,6 +986,14 @@ mod pinned_keys {
                 "df428b73486fd733154f92498a565e9aebb7da679380072baceba16d69adb5a5",
             ),
             (
+                "rank_local_linear::dp2",
+                "904dc2b71d9a3dde6efba3879bf01776835b69f2a780f28b60247a71ff88ac74",
+            ),
+            (
+                "rank_local_linear::dp4",
+                "4816fdfd9949ff08221cba0f0df2e9770cc84cd5421f6ab7bc2dba65355e6a1f",
+            ),
+            (
                 "reduce_scatter::p2",
                 "464f63629f78b75566f4d1660ee4fca828c785e36d67ce9552cd2635a096b08c",
             ),

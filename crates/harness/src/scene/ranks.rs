@@ -136,6 +136,39 @@ params = {{ nranks = 4, N = 8 }}
         );
     }
 
+    /// A group whose ranks do not communicate needs no window: 0 is a
+    /// size, a negative one is not, whether written or computed.
+    #[test]
+    fn a_window_may_be_0_but_not_negative() {
+        for window in ["0", "\"0\"", "\"N - N\""] {
+            let l3 = format!("level = 3\nranks = \"nranks\"\n[comm]\nwindow = {window}\n");
+            let s = load(&toml(&l3, "per_rank = true", "per_rank = true")).unwrap();
+            assert_eq!(
+                s.cases[0].group,
+                Some(CaseGroup {
+                    ranks: 4,
+                    window: 0
+                }),
+                "{window}"
+            );
+        }
+        let l3 = "level = 3\nranks = \"nranks\"\n[comm]\nwindow = -8\n";
+        let e = load(&toml(l3, "per_rank = true", "per_rank = true")).unwrap_err();
+        assert!(
+            e.contains("comm.window") && e.contains("must be 0 or more, got -8"),
+            "{e}"
+        );
+        let l3 = "level = 3\nranks = \"nranks\"\n[comm]\nwindow = \"N - 9\"\n";
+        let e = load(&toml(l3, "per_rank = true", "per_rank = true")).unwrap_err();
+        assert!(
+            e.contains("comm.window") && e.contains("not a size (0 or more)"),
+            "{e}"
+        );
+        let l3 = "level = 3\nranks = 0\n[comm]\nwindow = 0\n";
+        let e = load(&toml(l3, "per_rank = true", "per_rank = true")).unwrap_err();
+        assert!(e.contains("ranks") && e.contains("must be positive"), "{e}");
+    }
+
     #[test]
     fn level_3_fields_are_checked_naming_the_field() {
         let e = load(&toml("level = 3\n", "per_rank = true", "per_rank = true")).unwrap_err();

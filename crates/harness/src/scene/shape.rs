@@ -14,6 +14,8 @@ pub enum ShapeError {
     Expr(#[from] ExprError),
     #[error("`{expr}` evaluates to {value}, not a positive size")]
     NotPositiveValue { expr: String, value: i64 },
+    #[error("`{expr}` evaluates to {value}, not a size (0 or more)")]
+    NegativeValue { expr: String, value: i64 },
     #[error("`{expr}` evaluates to {value}, not an integer size")]
     NotInteger { expr: String, value: f64 },
 }
@@ -38,11 +40,25 @@ impl Dim {
     }
 
     pub fn eval(&self, params: &Params) -> Result<usize, ShapeError> {
+        self.eval_at_least(params, 1)
+    }
+
+    /// [`Dim::eval`] of a count that may be 0 (the communication window of
+    /// a rank group that does not communicate).
+    pub fn eval_count(&self, params: &Params) -> Result<usize, ShapeError> {
+        self.eval_at_least(params, 0)
+    }
+
+    fn eval_at_least(&self, params: &Params, least: i64) -> Result<usize, ShapeError> {
         match self {
             Dim::Fixed(n) => Ok(*n),
             Dim::Expr { text, expr } => match expr.eval(params)? {
-                Num::Int(v) if v > 0 => usize::try_from(v)
+                Num::Int(v) if v >= least => usize::try_from(v)
                     .map_err(|_| ShapeError::Expr(ExprError::Overflow(text.clone()))),
+                Num::Int(value) if least == 0 => Err(ShapeError::NegativeValue {
+                    expr: text.clone(),
+                    value,
+                }),
                 Num::Int(value) => Err(ShapeError::NotPositiveValue {
                     expr: text.clone(),
                     value,

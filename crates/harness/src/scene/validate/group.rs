@@ -18,8 +18,13 @@ impl Validator<'_> {
         comm: Option<RawComm>,
         tensors: &[TensorSpec],
     ) -> Option<Option<GroupSpec>> {
-        let dim = |field: &str, d: RawDim| match d {
-            RawDim::Fixed(n) if n > 0 => Ok(Dim::Fixed(n as usize)),
+        // `least`: 1 for ranks, 0 for the window (a group whose ranks do
+        // not communicate needs none).
+        let dim = |field: &str, d: RawDim, least| match d {
+            RawDim::Fixed(n) if n >= least => Ok(Dim::Fixed(n as usize)),
+            RawDim::Fixed(n) if least == 0 => {
+                Err(self.err(field, format!("must be 0 or more, got {n}")))
+            }
             RawDim::Fixed(n) => Err(self.err(field, format!("must be positive, got {n}"))),
             RawDim::Expr(e) => Dim::parse(&e).map_err(|e| self.err(field, e.to_string())),
         };
@@ -50,7 +55,7 @@ impl Validator<'_> {
                 self.problem("ranks", "a level-3 scene says how many ranks (ranks = 2, or an expression of the case params)");
                 None
             }
-            Some(r) => self.report(dim("ranks", r)),
+            Some(r) => self.report(dim("ranks", r, 1)),
         };
         let window = match comm {
             None => {
@@ -60,7 +65,7 @@ impl Validator<'_> {
                 );
                 None
             }
-            Some(c) => self.report(dim("comm.window", c.window)),
+            Some(c) => self.report(dim("comm.window", c.window, 0)),
         };
         let per_rank = match tensors
             .iter()
@@ -106,7 +111,7 @@ impl Validator<'_> {
         }
         let window = g
             .window
-            .eval(&case.params)
+            .eval_count(&case.params)
             .map_err(|e| self.err("comm.window", format!("{prefix}`{}`: {e}", g.window)))?;
         for (t, r) in tensors.iter().zip(&case.tensors) {
             if t.per_rank && r.shape.first() != Some(&ranks) {
