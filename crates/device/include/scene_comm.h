@@ -112,6 +112,65 @@ static inline int32_t scene_comm_wait_from(const SceneCommCtx *ctx, uint32_t fro
     return ctx->wait(ctx, (int32_t)from, slot, expected);
 }
 
+/* Window atomics: read-modify-write of one aligned 4- or 8-byte word in
+ * any rank's window (simpler's TNOTIFY(.., NotifyOp::AtomicAdd) on a
+ * window address), atomic against every other rank's atomics on that word.
+ *
+ * Memory ordering: relaxed. An atomic orders nothing else, and another
+ * rank is only guaranteed to see its result after this rank's next
+ * scene_comm_signal (release) has been observed by that rank's wait
+ * (acquire): scene_comm_barrier after the atomics is the usual way (as
+ * simpler's dispatch kernel needs its pipe_barrier between the AtomicAdd
+ * TNOTIFYs and the count_done signals). A plain load or store of a word
+ * while another rank may update it atomically is a data race.
+ *
+ * A status: SCENE_RT_OK, or SCENE_RT_E_INVALID for a bad peer, a word past
+ * the end of the window, or an offset not a multiple of the word's size
+ * (nothing is written then). `old` (may be NULL) receives the value
+ * before the add. */
+static inline void *scene_comm_word(const SceneCommCtx *ctx, uint32_t peer, uint64_t offset,
+                                    uint64_t size) {
+    if (offset % size != 0 || offset + size < offset || offset + size > ctx->window_size)
+        return (void *)0;
+    return scene_comm_peer_ptr(ctx, peer, offset);
+}
+
+static inline int32_t scene_comm_fetch_add_i32(const SceneCommCtx *ctx, uint32_t peer,
+                                               uint64_t offset, int32_t value, int32_t *old) {
+    int32_t *word = (int32_t *)scene_comm_word(ctx, peer, offset, sizeof(int32_t));
+    if (!word) return SCENE_RT_E_INVALID;
+    int32_t before = __atomic_fetch_add(word, value, __ATOMIC_RELAXED);
+    if (old) *old = before;
+    return SCENE_RT_OK;
+}
+
+static inline int32_t scene_comm_fetch_add_i64(const SceneCommCtx *ctx, uint32_t peer,
+                                               uint64_t offset, int64_t value, int64_t *old) {
+    int64_t *word = (int64_t *)scene_comm_word(ctx, peer, offset, sizeof(int64_t));
+    if (!word) return SCENE_RT_E_INVALID;
+    int64_t before = __atomic_fetch_add(word, value, __ATOMIC_RELAXED);
+    if (old) *old = before;
+    return SCENE_RT_OK;
+}
+
+/* Adds `value` to the f32 at `offset` of `peer`'s window (a compare-and-
+ * swap loop: float addition is not associative, so the sum of concurrent
+ * adds depends on their order, as on the hardware). */
+static inline int32_t scene_comm_atomic_add_f32(const SceneCommCtx *ctx, uint32_t peer,
+                                                uint64_t offset, float value) {
+    uint32_t *word = (uint32_t *)scene_comm_word(ctx, peer, offset, sizeof(uint32_t));
+    if (!word) return SCENE_RT_E_INVALID;
+    uint32_t seen = __atomic_load_n(word, __ATOMIC_RELAXED);
+    for (;;) {
+        union { uint32_t u; float f; } sum;
+        sum.u = seen;
+        sum.f += value;
+        if (__atomic_compare_exchange_n(word, &seen, sum.u, 1, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED))
+            return SCENE_RT_OK;
+    }
+}
+
 /* All-rank barrier on slots [base, base + nranks): every rank adds 1 to
  * slot base + rank of every peer, then waits for slot base + peer >= 1 of
  * each peer. Each base is used once per run (slots are never reset).

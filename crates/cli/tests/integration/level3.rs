@@ -14,7 +14,7 @@ use serde_json::Value;
 use common::{TestEnv, assert_no_card_held_twice, copy_dir, package_scenes_dir};
 
 /// Every level-3 scene of the package.
-const PORTS: [&str; 10] = [
+const PORTS: [&str; 11] = [
     "allreduce_onephase",
     "allreduce_bidirectional_ring",
     "allreduce_twophase",
@@ -25,6 +25,7 @@ const PORTS: [&str; 10] = [
     "all_to_all",
     "ffn_tp_parallel",
     "rank_local_linear",
+    "allreduce_atomic",
 ];
 
 /// A private scenes dir with `scenes` and the collectives' shared orchestration.
@@ -76,8 +77,8 @@ fn every_port_passes_one_rank_per_card_with_per_rank_times() {
     assert!(ok, "{text}");
     let cases = cases(&report);
     // allreduce: 4 algorithms x 2, 4, 8 ranks; 4 others x 2, 4; ffn x 2, 4;
-    // rank_local_linear x 2, 4.
-    assert_eq!(cases.len(), 12 + 8 + 2 + 2, "{text}");
+    // rank_local_linear x 2, 4; allreduce_atomic x 2, 4, 8.
+    assert_eq!(cases.len(), 12 + 8 + 2 + 2 + 3, "{text}");
     for c in cases {
         let name = c["name"].as_str().unwrap();
         let ranks: usize = name
@@ -270,6 +271,32 @@ fn a_group_that_does_not_communicate_needs_no_window() {
         "SCENE_IN(args[1]), SCENE_IN(args[0])",
     );
     assert_fails_on_y(&env, "rank_local_linear::dp2", "operands swapped");
+}
+
+/// Window atomics (`allreduce_atomic`): the sum lands where it is added,
+/// and what the fetch-adds counted is read back after the barrier.
+#[test]
+fn allreduce_atomic_fails_adding_into_the_wrong_word() {
+    let env = env_with(&["allreduce_atomic"]);
+    mutate(
+        &env,
+        "allreduce_atomic/kernel.c",
+        "scene_comm_atomic_add_f32(c, peer, i * sizeof(float), in[i])",
+        "scene_comm_atomic_add_f32(c, peer, (i + 1) % n * sizeof(float), in[i])",
+    );
+    assert_fails_on_y(&env, "allreduce_atomic::p4", "wrong word");
+}
+
+#[test]
+fn allreduce_atomic_fails_when_a_counter_is_not_what_the_ranks_added() {
+    let env = env_with(&["allreduce_atomic"]);
+    mutate(
+        &env,
+        "allreduce_atomic/kernel.c",
+        "scene_comm_fetch_add_i64(c, 0, count64, (int64_t)1 << 40, &before64)",
+        "scene_comm_fetch_add_i64(c, 0, count64, (int64_t)1 << 39, &before64)",
+    );
+    assert_fails_on_y(&env, "allreduce_atomic::p2", "counter");
 }
 
 /// `hang_a::p2`: rank 1 waits for rank 0's signal 3, which rank 0 never

@@ -814,6 +814,18 @@ mod pinned_keys {
                 "58cad2e20d826b6662149a460e639e494737e360d3fdf845b57d9484dc4a50eb",
             ),
             (
+                "allreduce_atomic::p2",
+                "3d9513b27de9e909191afd9dc01d04e1ab78082e4a60a02a520e208339b4e0fc",
+            ),
+            (
+                "allreduce_atomic::p4",
+                "641cc48f41812cce8adae48da1e5d56d0c1667fc79f711a813e6069d33a87210",
+            ),
+            (
+                "allreduce_atomic::p8",
+                "6940ebe3efc5390eb5a250db8f94d6aa311ce5dac94b51f658fc3273c52ad317",
+            ),
+            (
                 "allreduce_bidirectional_ring::p2",
                 "c8fa48f1021f8071e66a930f21a3dc3e25a3b62b2336f40cb0e71a189c18277b",
             ),
