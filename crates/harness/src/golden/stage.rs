@@ -2,6 +2,7 @@
 //! Python's `generate_inputs`, a registered Rust golden or Python's
 //! `compute_golden`, through the golden cache when it is on.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use scene_golden::{DType, FixtureSeed, Tensor, make_fixture};
@@ -12,7 +13,7 @@ use crate::config::RunConfig;
 use crate::golden::cache::{GoldenCache, GoldenInputs, why_recomputed};
 use crate::golden::python::{DRIVER, PyError, PythonRunner};
 use crate::golden::{GoldenOutputs, GoldenRegistry};
-use crate::scene::expr::Num;
+use crate::scene::expr::{Num, Value};
 use crate::scene::ranks;
 use crate::scene::{ArgDirection, Case, Scene};
 
@@ -219,6 +220,7 @@ impl GoldenStage {
             .field("case", case.name.as_bytes())
             .field("params", &canonical(&case.params))
             .field("seed", &seed.to_le_bytes());
+        derived_field(&mut h, case);
         for (t, r) in scene.tensors.iter().zip(&case.tensors) {
             h.field(
                 "tensor",
@@ -583,6 +585,7 @@ fn tensors_digest(tensors: &[(String, Tensor)]) -> String {
 fn params_digest(scene: &Scene, case: &Case) -> String {
     let mut h = scene_util::FieldHasher::new("scene-golden-params");
     h.field("params", &canonical(&case.params));
+    derived_field(&mut h, case);
     for (s, v) in scene.scalars.iter().zip(&case.scalars) {
         let v = match v {
             Num::Int(i) => format!("i{i}"),
@@ -591,6 +594,21 @@ fn params_digest(scene: &Scene, case: &Case) -> String {
         h.field("scalar", format!("{}:{}:{v}", s.name, s.dtype).as_bytes());
     }
     h.finalize().to_hex().to_string()
+}
+
+/// The `[derived]` values of a case, which goldens read like params (Rust
+/// `ctx.value`, Python's `params`): a changed `[derived]` expression must
+/// not hit a golden computed with the old value. Only when there are any,
+/// so the keys of scenes without `[derived]` stay as they were.
+fn derived_field(h: &mut scene_util::FieldHasher, case: &Case) {
+    let derived: BTreeMap<&String, &Value> = case
+        .values
+        .iter()
+        .filter(|(k, _)| !case.params.contains_key(*k))
+        .collect();
+    if !derived.is_empty() {
+        h.field("derived", &canonical(&derived));
+    }
 }
 
 fn outputs_digest(expected: &[(&str, DType, &[usize])]) -> String {
