@@ -7,6 +7,7 @@ mod decode_layer;
 mod dtype_copy;
 mod gemm;
 mod matmul;
+mod optional_list_params;
 mod paged_attention;
 mod rmsnorm;
 mod scalar_data;
@@ -36,4 +37,5 @@ pub fn register(r: GoldenRegistry) -> GoldenRegistry {
         .register("all_to_all", collectives::all_to_all)
         .register("ffn_tp_parallel", collectives::ffn_tp_parallel)
         .register("tile_add", tile_add::golden)
+        .register("optional_list_params", optional_list_params::golden)
 }
