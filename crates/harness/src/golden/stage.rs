@@ -681,3 +681,68 @@ pub fn build_fixtures(scene: &Scene, case: &Case) -> Result<Vec<(String, Tensor)
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(derived: &str) -> Scene {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("demo");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("orch.c"), "").unwrap();
+        std::fs::write(dir.join("k.c"), "").unwrap();
+        let text = format!(
+            r#"
+name = "demo"
+platforms = ["a2a3sim"]
+golden = "demo"
+
+[orchestration]
+source = "orch.c"
+function = "demo_orch"
+signature = ["in", "out"]
+
+[[incores]]
+func_id = 0
+name = "k"
+core = "aiv"
+source = "k.c"
+
+{derived}
+
+[[tensors]]
+name = "x"
+dtype = "f32"
+shape = ["N"]
+
+[[tensors]]
+name = "y"
+dtype = "f32"
+shape = ["N"]
+
+[[cases]]
+name = "c"
+params = {{ N = 8, lens = [3, 9] }}
+"#
+        );
+        std::fs::write(dir.join("scene.toml"), text).unwrap();
+        Scene::load(&dir).unwrap()
+    }
+
+    /// A `[derived]` value only a golden reads (no shape, no scalar) is in
+    /// the golden key: `max` -> `min` must not hit the old golden.
+    #[test]
+    fn derived_values_are_in_the_golden_params_key() {
+        let max = load("[derived]\nlongest = \"max(get(lens, [N]))\"");
+        let min = load("[derived]\nlongest = \"min(get(lens, [N]))\"");
+        let none = load("");
+        let key = |s: &Scene| params_digest(s, &s.cases[0]);
+        assert_ne!(key(&max), key(&min));
+        // Without `[derived]` the key is what it was before derived values
+        // were hashed: the params and the scalars only.
+        let mut h = scene_util::FieldHasher::new("scene-golden-params");
+        h.field("params", &canonical(&none.cases[0].params));
+        assert_eq!(key(&none), h.finalize().to_hex().to_string());
+    }
+}
