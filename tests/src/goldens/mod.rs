@@ -7,6 +7,7 @@ mod decode_layer;
 mod dtype_copy;
 mod gemm;
 mod matmul;
+mod optional_list_params;
 mod paged_attention;
 mod rmsnorm;
 mod scalar_data;
@@ -37,4 +38,5 @@ pub fn register(r: GoldenRegistry) -> GoldenRegistry {
         .register("ffn_tp_parallel", collectives::ffn_tp_parallel)
         .register("rank_local_linear", collectives::rank_local_linear)
         .register("tile_add", tile_add::golden)
+        .register("optional_list_params", optional_list_params::golden)
 }

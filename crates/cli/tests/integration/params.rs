@@ -3,7 +3,8 @@
 //! by a `dtype` param runs its f32 and f16 cases on a2a3sim, a fixture
 //! filled from a list param reaches the device and the dump, a manual-only
 //! selection says which case is manual, and a hardware-only case is listed
-//! marked and never run.
+//! marked and never run. `optional_list_params` (optional and list params)
+//! fails as it should when its `[derived]` expressions are mutated.
 
 use crate::common;
 
@@ -259,4 +260,94 @@ fn a_bundle_runs_both_dtype_cases() {
     assert!(stdout.contains("PASS dtype_copy::f16"), "{stdout}");
     assert!(stdout.contains("2 passed, 0 failed"), "{stdout}");
     assert!(!stderr.contains("rebuil"), "no slot was stale: {stderr}");
+}
+
+/// `optional_list_params` (issue 30 item 4) with its `[derived]` text
+/// replaced (`from` -> `to`), in a private scenes dir; its kernel is
+/// vector_example's, so that scene comes along.
+fn mutated_optional_list_params(from: &str, to: &str) -> TestEnv {
+    let env = TestEnv::with_scenes(&[]);
+    common::copy_scene(&env, "vector_example", "vector_example");
+    let dir = common::copy_scene(&env, "optional_list_params", "optional_list_params");
+    let toml = dir.join("scene.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    assert!(text.contains(from), "the scene still says `{from}`");
+    std::fs::write(&toml, text.replacen(from, to, 1)).unwrap();
+    env
+}
+
+fn run_optional_list_params(env: &TestEnv) -> (String, String, Option<i32>) {
+    let out = env
+        .scene(&["run", "optional_list_params", "--platform", "a2a3sim"])
+        .output()
+        .unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.status.code(),
+    )
+}
+
+/// `max` -> `min` over the optional list: the cases that give
+/// `context_lens` get too few blocks, and the golden, which recomputes the
+/// sizes from the case's own params, says so; the case with one
+/// `context_len` (a list of one) still passes.
+#[test]
+fn optional_list_params_with_min_for_max_fails_on_the_shape() {
+    let env = mutated_optional_list_params(
+        r#"max_len = "max(get(context_lens, [context_len]))""#,
+        r#"max_len = "min(get(context_lens, [context_len]))""#,
+    );
+    let (stdout, stderr, code) = run_optional_list_params(&env);
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("PASS optional_list_params::one_request"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("FAIL optional_list_params::four_requests"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("tensor `x` has shape [4, 16]; the case's lengths [33, 7, 64, 20] in blocks of 16 make [16, 16]"),
+        "{stdout}"
+    );
+}
+
+/// `sum` -> `max` for the scalar: the shapes are right, the device adds
+/// the wrong offset, and the comparison of `y` fails.
+#[test]
+fn optional_list_params_with_max_for_sum_fails_the_comparison() {
+    let env = mutated_optional_list_params(
+        r#"tokens = "sum(get(context_lens, [context_len]))""#,
+        r#"tokens = "max(get(context_lens, [context_len]))""#,
+    );
+    let (stdout, stderr, code) = run_optional_list_params(&env);
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("PASS optional_list_params::one_request"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("FAIL optional_list_params::four_requests"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("tensor `y` mismatch"), "{stdout}");
+}
+
+/// Without `get`'s default the list param is required: the scene does not
+/// load, and the message names the derived param and the case lacking it.
+#[test]
+fn optional_list_params_without_the_default_is_a_load_error() {
+    let env = mutated_optional_list_params(
+        r#"num_requests = "len(get(context_lens, [context_len]))""#,
+        r#"num_requests = "len(context_lens)""#,
+    );
+    let (stdout, stderr, code) = run_optional_list_params(&env);
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("`derived.num_requests`: case `one_request`: unknown param `context_lens`"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("PASS"), "{stdout}");
 }

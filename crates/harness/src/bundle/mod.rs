@@ -938,6 +938,18 @@ mod pinned_keys {
                 "04d307d2076f0aa97cc9e7cb7837b21e40e9dce1b86be7a330b9ede9603aeef6",
             ),
             (
+                "optional_list_params::one_request",
+                "9daf223502e28d1cc530e5967bc218b3f8d0e4fb0e94ee06b54b9ed815740564",
+            ),
+            (
+                "optional_list_params::four_requests",
+                "31a52b88871ba4d73463d7658c2a327a1fcea6b06364016c57b38ffdd6975df1",
+            ),
+            (
+                "optional_list_params::wide_blocks",
+                "e4443c354d468676d2cca3e836b2a7849b0f10d741f02dd907bfa1a9297b3fa9",
+            ),
+            (
                 "overlap_pair::pair",
                 "eab953c165d45cea480caf11822a40809e6e1680aec631fdf8bd8598aa58ab4a",
             ),

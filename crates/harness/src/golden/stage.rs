@@ -2,6 +2,7 @@
 //! Python's `generate_inputs`, a registered Rust golden or Python's
 //! `compute_golden`, through the golden cache when it is on.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use scene_golden::{DType, FixtureSeed, Tensor, make_fixture};
@@ -12,7 +13,7 @@ use crate::config::RunConfig;
 use crate::golden::cache::{GoldenCache, GoldenInputs, why_recomputed};
 use crate::golden::python::{DRIVER, PyError, PythonRunner};
 use crate::golden::{GoldenOutputs, GoldenRegistry};
-use crate::scene::expr::Num;
+use crate::scene::expr::{Num, Value};
 use crate::scene::ranks;
 use crate::scene::{ArgDirection, Case, Scene};
 
@@ -219,6 +220,7 @@ impl GoldenStage {
             .field("case", case.name.as_bytes())
             .field("params", &canonical(&case.params))
             .field("seed", &seed.to_le_bytes());
+        derived_field(&mut h, case);
         for (t, r) in scene.tensors.iter().zip(&case.tensors) {
             h.field(
                 "tensor",
@@ -583,6 +585,7 @@ fn tensors_digest(tensors: &[(String, Tensor)]) -> String {
 fn params_digest(scene: &Scene, case: &Case) -> String {
     let mut h = scene_util::FieldHasher::new("scene-golden-params");
     h.field("params", &canonical(&case.params));
+    derived_field(&mut h, case);
     for (s, v) in scene.scalars.iter().zip(&case.scalars) {
         let v = match v {
             Num::Int(i) => format!("i{i}"),
@@ -591,6 +594,21 @@ fn params_digest(scene: &Scene, case: &Case) -> String {
         h.field("scalar", format!("{}:{}:{v}", s.name, s.dtype).as_bytes());
     }
     h.finalize().to_hex().to_string()
+}
+
+/// The `[derived]` values of a case, which goldens read like params (Rust
+/// `ctx.value`, Python's `params`): a changed `[derived]` expression must
+/// not hit a golden computed with the old value. Only when there are any,
+/// so the keys of scenes without `[derived]` stay as they were.
+fn derived_field(h: &mut scene_util::FieldHasher, case: &Case) {
+    let derived: BTreeMap<&String, &Value> = case
+        .values
+        .iter()
+        .filter(|(k, _)| !case.params.contains_key(*k))
+        .collect();
+    if !derived.is_empty() {
+        h.field("derived", &canonical(&derived));
+    }
 }
 
 fn outputs_digest(expected: &[(&str, DType, &[usize])]) -> String {
@@ -662,4 +680,69 @@ pub fn build_fixtures(scene: &Scene, case: &Case) -> Result<Vec<(String, Tensor)
             Ok((t.name.clone(), tensor))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(derived: &str) -> Scene {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("demo");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("orch.c"), "").unwrap();
+        std::fs::write(dir.join("k.c"), "").unwrap();
+        let text = format!(
+            r#"
+name = "demo"
+platforms = ["a2a3sim"]
+golden = "demo"
+
+[orchestration]
+source = "orch.c"
+function = "demo_orch"
+signature = ["in", "out"]
+
+[[incores]]
+func_id = 0
+name = "k"
+core = "aiv"
+source = "k.c"
+
+{derived}
+
+[[tensors]]
+name = "x"
+dtype = "f32"
+shape = ["N"]
+
+[[tensors]]
+name = "y"
+dtype = "f32"
+shape = ["N"]
+
+[[cases]]
+name = "c"
+params = {{ N = 8, lens = [3, 9] }}
+"#
+        );
+        std::fs::write(dir.join("scene.toml"), text).unwrap();
+        Scene::load(&dir).unwrap()
+    }
+
+    /// A `[derived]` value only a golden reads (no shape, no scalar) is in
+    /// the golden key: `max` -> `min` must not hit the old golden.
+    #[test]
+    fn derived_values_are_in_the_golden_params_key() {
+        let max = load("[derived]\nlongest = \"max(get(lens, [N]))\"");
+        let min = load("[derived]\nlongest = \"min(get(lens, [N]))\"");
+        let none = load("");
+        let key = |s: &Scene| params_digest(s, &s.cases[0]);
+        assert_ne!(key(&max), key(&min));
+        // Without `[derived]` the key is what it was before derived values
+        // were hashed: the params and the scalars only.
+        let mut h = scene_util::FieldHasher::new("scene-golden-params");
+        h.field("params", &canonical(&none.cases[0].params));
+        assert_eq!(key(&none), h.finalize().to_hex().to_string());
+    }
 }

@@ -6,11 +6,18 @@
 //! those params instead: `+ - * / %`, unary `-`, parentheses, `ceil_div(a,
 //! b)`, `min(a, b, ...)`, `max(a, b, ...)`, param names and `LIST[i]`.
 //!
+//! Lists: `max(L)`, `min(L)`, `sum(L)` and `len(L)` take one list, a list
+//! param or a literal `[a, b, ...]`; a list is never a number by itself.
+//! Optional params: `get(NAME, DEFAULT)` is the param `NAME` where the case
+//! binds it, else `DEFAULT` (a number or a list), so a param that only some
+//! cases give can still be used by all of them.
+//!
 //! Evaluation is exact on integers (`i64`, checked: overflow is an error),
 //! integer `/` and `%` floor (as in Python: `-7 / 2 = -4`, `-7 % 2 = 1`),
 //! and any float operand makes the operation a float one. Division by
-//! zero, an unknown param, a string or boolean param used as a number and
-//! an index out of range are errors, never a silent value.
+//! zero, an unknown param, a string or boolean param used as a number, an
+//! index out of range and `max` / `min` of an empty list are errors, never
+//! a silent value.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -104,7 +111,7 @@ pub enum ExprError {
     },
     #[error("unknown param `{name}` (the case binds: {bound})")]
     UnknownParam { name: String, bound: String },
-    #[error("unknown function `{0}` (known: ceil_div, min, max)")]
+    #[error("unknown function `{0}` (known: ceil_div, min, max, sum, len, get)")]
     UnknownFunction(String),
     #[error("`{func}` takes {expected} arguments, got {got}")]
     Arity {
@@ -128,6 +135,15 @@ pub enum ExprError {
         index: i64,
         len: usize,
     },
+    /// A function of one list was given something else.
+    #[error("`{func}` of one argument takes a list (a list param or `[a, b, ...]`), got {got}")]
+    NeedsList { func: &'static str, got: String },
+    /// `max` / `min` of an empty list has no value.
+    #[error("`{func}` of an empty list ({list})")]
+    EmptyList { func: &'static str, list: String },
+    /// A list literal where a number is needed.
+    #[error("`{0}` is a list, not a number: use it in max, min, sum or len")]
+    ListNotANumber(String),
     #[error("an index must be an integer, got {0}")]
     NonIntegerIndex(String),
     #[error("division by zero in `{0}`")]
@@ -197,6 +213,9 @@ pub enum Expr {
     Float(f64),
     Param(String),
     Index(String, Box<Expr>),
+    /// A list literal `[a, b, ...]`: only an argument of a list function
+    /// (or `get`'s default there).
+    List(Vec<Expr>),
     Neg(Box<Expr>),
     Bin(Op, Box<Expr>, Box<Expr>),
     Call(Func, Vec<Expr>),
@@ -208,6 +227,11 @@ pub enum Func {
     CeilDiv,
     Min,
     Max,
+    Sum,
+    Len,
+    /// `get(NAME, DEFAULT)`: the parser guarantees the first argument is
+    /// an [`Expr::Param`].
+    Get,
 }
 
 impl Func {
@@ -216,6 +240,9 @@ impl Func {
             Func::CeilDiv => "ceil_div",
             Func::Min => "min",
             Func::Max => "max",
+            Func::Sum => "sum",
+            Func::Len => "len",
+            Func::Get => "get",
         }
     }
 }
@@ -267,7 +294,11 @@ impl Expr {
                 a.collect_params(out);
                 b.collect_params(out);
             }
-            Expr::Call(_, args) => args.iter().for_each(|a| a.collect_params(out)),
+            // `get`'s name counts: a derived param may not `get` one
+            // computed below it (the order would decide the value).
+            Expr::Call(_, args) | Expr::List(args) => {
+                args.iter().for_each(|a| a.collect_params(out))
+            }
         }
     }
 
@@ -361,6 +392,26 @@ impl Expr {
                 }
             }
             Expr::Neg(_) | Expr::Bin(..) => self.eval_at(params, depth),
+            Expr::List(_) => Err(ExprError::ListNotANumber(self.to_string())),
+            Expr::Call(Func::Get, args) => match args.as_slice() {
+                [Expr::Param(name), _] if params.contains_key(name) => {
+                    args[0].eval_at(params, depth)
+                }
+                [Expr::Param(_), default] => default.eval_at(params, depth),
+                _ => Err(get_arity(args.len())),
+            },
+            Expr::Call(func @ (Func::Min | Func::Max | Func::Sum | Func::Len), args)
+                if args.len() == 1 || matches!(func, Func::Sum | Func::Len) =>
+            {
+                let [list] = args.as_slice() else {
+                    return Err(ExprError::Arity {
+                        func: func.name().to_string(),
+                        expected: "1",
+                        got: args.len(),
+                    });
+                };
+                self.list_function(*func, list, params, depth)
+            }
             Expr::Call(func, args) => {
                 let vals = args
                     .iter()
@@ -372,6 +423,8 @@ impl Expr {
                     got: vals.len(),
                 };
                 match func {
+                    // Handled above; here only to keep the match total.
+                    Func::Get | Func::Sum | Func::Len => Err(arity("1")),
                     Func::CeilDiv => {
                         let &[x, y] = vals.as_slice() else {
                             return Err(arity("2"));
@@ -399,7 +452,7 @@ impl Expr {
                         let Some((&first, rest)) =
                             vals.split_first().filter(|(_, r)| !r.is_empty())
                         else {
-                            return Err(arity("2 or more"));
+                            return Err(arity("one list, or 2 or more"));
                         };
                         let mut best = first;
                         for &v in rest {
@@ -431,6 +484,117 @@ impl Expr {
                     }
                 }
             }
+        }
+    }
+
+    /// `max` / `min` / `sum` / `len` of one list (`self` is the call).
+    #[inline(never)]
+    fn list_function(
+        &self,
+        func: Func,
+        list: &Expr,
+        params: &Params,
+        depth: usize,
+    ) -> Result<Num, ExprError> {
+        let (what, items) = list.eval_list(func, params, depth)?;
+        if func == Func::Len {
+            return i64::try_from(items.len())
+                .map(Num::Int)
+                .map_err(|_| ExprError::Overflow(self.to_string()));
+        }
+        let Some((&first, rest)) = items.split_first() else {
+            return match func {
+                // The sum of nothing is 0, as in Python; a max or min of
+                // nothing has no value.
+                Func::Sum => Ok(Num::Int(0)),
+                _ => Err(ExprError::EmptyList {
+                    func: func.name(),
+                    list: what,
+                }),
+            };
+        };
+        let any_float = items.iter().any(|v| matches!(v, Num::Float(_)));
+        let mut acc = first;
+        for &v in rest {
+            acc = match (func, acc, v) {
+                (Func::Sum, Num::Int(a), Num::Int(b)) => a
+                    .checked_add(b)
+                    .map(Num::Int)
+                    .ok_or_else(|| ExprError::Overflow(self.to_string()))?,
+                (Func::Sum, a, b) => Num::Float(a.as_f64() + b.as_f64()),
+                (Func::Min, Num::Int(a), Num::Int(b)) => Num::Int(a.min(b)),
+                (Func::Max, Num::Int(a), Num::Int(b)) => Num::Int(a.max(b)),
+                (Func::Min, a, b) if b.as_f64() < a.as_f64() => b,
+                (Func::Max, a, b) if b.as_f64() > a.as_f64() => b,
+                (_, a, _) => a,
+            };
+        }
+        // As with `max(a, b, ...)`: a float anywhere makes the result one.
+        if any_float {
+            let f = acc.as_f64();
+            if !f.is_finite() {
+                return Err(ExprError::NotFinite(self.to_string()));
+            }
+            acc = Num::Float(f);
+        }
+        Ok(acc)
+    }
+
+    /// The numbers of a list argument, with what it is for messages (`param
+    /// `L``, or the literal's text).
+    fn eval_list(
+        &self,
+        func: Func,
+        params: &Params,
+        depth: usize,
+    ) -> Result<(String, Vec<Num>), ExprError> {
+        // `get` defaults may nest: each level counts, as in `eval_at`.
+        if depth >= MAX_TREE_DEPTH {
+            return Err(too_deep_to_evaluate());
+        }
+        let depth = depth + 1;
+        match self {
+            Expr::Param(name) => match lookup(params, name)? {
+                Value::List(items) => {
+                    let nums = items
+                        .iter()
+                        .enumerate()
+                        .map(|(i, v)| match v {
+                            Value::Int(x) => Ok(Num::Int(*x)),
+                            Value::Float(x) if x.is_finite() => Ok(Num::Float(*x)),
+                            Value::Float(_) => Err(ExprError::NotFinite(format!("{name}[{i}]"))),
+                            v => Err(ExprError::NotANumber {
+                                name: format!("{name}[{i}]"),
+                                kind: v.kind(),
+                                value: v.to_string(),
+                            }),
+                        })
+                        .collect::<Result<Vec<_>, _>>()?;
+                    Ok((format!("param `{name}`"), nums))
+                }
+                v => Err(ExprError::NeedsList {
+                    func: func.name(),
+                    got: format!("param `{name}`, {} ({v})", v.kind()),
+                }),
+            },
+            Expr::List(items) => {
+                let nums = items
+                    .iter()
+                    .map(|e| e.eval_at(params, depth))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok((format!("`{self}`"), nums))
+            }
+            Expr::Call(Func::Get, args) => match args.as_slice() {
+                [name @ Expr::Param(p), _] if params.contains_key(p) => {
+                    name.eval_list(func, params, depth)
+                }
+                [Expr::Param(_), default] => default.eval_list(func, params, depth),
+                _ => Err(get_arity(args.len())),
+            },
+            e => Err(ExprError::NeedsList {
+                func: func.name(),
+                got: format!("`{e}`"),
+            }),
         }
     }
 
@@ -475,6 +639,15 @@ impl Expr {
     }
 }
 
+/// A hand-built `get` that is not `get(NAME, DEFAULT)`.
+fn get_arity(got: usize) -> ExprError {
+    ExprError::Arity {
+        func: "get".to_string(),
+        expected: "2 (a param name, then the default)",
+        got,
+    }
+}
+
 #[inline(never)]
 fn too_deep_to_evaluate() -> ExprError {
     ExprError::TooLarge {
@@ -512,6 +685,16 @@ impl fmt::Display for Expr {
             Expr::Float(x) => write!(f, "{x:?}"),
             Expr::Param(p) => f.write_str(p),
             Expr::Index(p, i) => write!(f, "{p}[{i}]"),
+            Expr::List(items) => {
+                f.write_str("[")?;
+                for (i, a) in items.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{a}")?;
+                }
+                f.write_str("]")
+            }
             Expr::Neg(e) => write!(f, "-({e})"),
             Expr::Bin(op, a, b) => write!(f, "({a} {} {b})", op.symbol()),
             Expr::Call(func, args) => {
@@ -530,7 +713,8 @@ impl fmt::Display for Expr {
 
 /// Recursive descent: sum := product (('+'|'-') product)*;
 /// product := unary (('*'|'/'|'%') unary)*; unary := '-' unary | atom;
-/// atom := number | name | name '[' sum ']' | name '(' args ')' | '(' sum ')'.
+/// atom := number | name | name '[' sum ']' | name '(' args ')' | '(' sum ')'
+///       | '[' (sum (',' sum)*)? ']'.
 ///
 /// Every rule returns the tree it built with that tree's depth, so the
 /// limits hold for the tree itself, not only for the parser's recursion.
@@ -677,6 +861,11 @@ impl Parser<'_> {
                 }
                 Ok(e)
             }
+            Some(b'[') => {
+                self.pos += 1;
+                let (items, deepest) = self.list_items(b']', depth)?;
+                self.node(Expr::List(items), deepest + 1)
+            }
             Some(c) if c.is_ascii_digit() || c == b'.' => {
                 let n = self.number()?;
                 self.node(n, 1)
@@ -695,26 +884,26 @@ impl Parser<'_> {
                         "ceil_div" => Func::CeilDiv,
                         "min" => Func::Min,
                         "max" => Func::Max,
+                        "sum" => Func::Sum,
+                        "len" => Func::Len,
+                        "get" => Func::Get,
                         _ => return Err(ExprError::UnknownFunction(name.to_string())),
                     };
-                    let mut args = Vec::new();
-                    let mut deepest = 0;
-                    if !self.eat(b')') {
-                        loop {
-                            let (arg, d) = self.sum_at(depth + 1)?;
-                            args.push(arg);
-                            deepest = deepest.max(d);
-                            if self.eat(b')') {
-                                break;
-                            }
-                            if !self.eat(b',') {
-                                return Err(self.error("expected `,` or `)`"));
-                            }
-                        }
+                    let at = self.pos;
+                    let (args, deepest) = self.list_items(b')', depth)?;
+                    if func == Func::Get && args.len() == 2 && !matches!(args[0], Expr::Param(_)) {
+                        return Err(ExprError::Syntax {
+                            text: self.text.to_string(),
+                            what: "`get` takes a param name first: `get(NAME, DEFAULT)`"
+                                .to_string(),
+                            at,
+                        });
                     }
                     let (ok, expected) = match func {
                         Func::CeilDiv => (args.len() == 2, "2"),
-                        Func::Min | Func::Max => (args.len() >= 2, "2 or more"),
+                        Func::Min | Func::Max => (!args.is_empty(), "one list, or 2 or more"),
+                        Func::Sum | Func::Len => (args.len() == 1, "1 (a list)"),
+                        Func::Get => (args.len() == 2, "2 (a param name, then the default)"),
                     };
                     if !ok {
                         return Err(ExprError::Arity {
@@ -737,6 +926,32 @@ impl Parser<'_> {
                 self.node(Expr::Param(name), 1)
             }
             Some(_) => Err(self.error("unexpected character")),
+        }
+    }
+
+    /// Comma-separated expressions up to `close` (already past the
+    /// opening bracket), with the deepest one's depth.
+    fn list_items(&mut self, close: u8, depth: usize) -> Result<(Vec<Expr>, usize), ExprError> {
+        let mut items = Vec::new();
+        let mut deepest = 0;
+        if self.eat(close) {
+            return Ok((items, deepest));
+        }
+        loop {
+            let (item, d) = self.sum_at(depth + 1)?;
+            items.push(item);
+            deepest = deepest.max(d);
+            if self.eat(close) {
+                return Ok((items, deepest));
+            }
+            if !self.eat(b',') {
+                let what = if close == b')' {
+                    "expected `,` or `)`"
+                } else {
+                    "expected `,` or `]`"
+                };
+                return Err(self.error(what));
+            }
         }
     }
 
@@ -882,16 +1097,221 @@ mod tests {
         assert!(matches!(ev("BIG + 1"), Err(ExprError::Overflow(_))));
         assert!(matches!(ev("BIG * 2"), Err(ExprError::Overflow(_))));
         assert!(matches!(ev("sqrt(N)"), Err(ExprError::UnknownFunction(_))));
-        assert!(matches!(ev("min(N)"), Err(ExprError::Arity { .. })));
+        // One argument is a list; a number alone is not one.
+        assert!(matches!(ev("min(N)"), Err(ExprError::NeedsList { .. })));
+        assert!(matches!(ev("max()"), Err(ExprError::Arity { .. })));
         assert!(matches!(
             ev("ceil_div(N, H, 1)"),
             Err(ExprError::Arity { .. })
         ));
         // A hand-built call of the wrong arity is an error, not a panic.
-        for func in [Func::CeilDiv, Func::Min, Func::Max] {
+        for func in [Func::CeilDiv, Func::Get] {
             let e = Expr::Call(func, vec![Expr::Int(1)]).eval(&params());
             assert!(matches!(e, Err(ExprError::Arity { got: 1, .. })), "{e:?}");
         }
+        for func in [Func::Min, Func::Max, Func::Sum, Func::Len] {
+            let e = Expr::Call(func, vec![]).eval(&params());
+            assert!(matches!(e, Err(ExprError::Arity { got: 0, .. })), "{e:?}");
+            let e = Expr::Call(func, vec![Expr::Int(1)]).eval(&params());
+            assert!(matches!(e, Err(ExprError::NeedsList { .. })), "{e:?}");
+        }
+        for func in [Func::Sum, Func::Len] {
+            let two = vec![Expr::Int(1), Expr::Int(2)];
+            let e = Expr::Call(func, two).eval(&params());
+            assert!(matches!(e, Err(ExprError::Arity { got: 2, .. })), "{e:?}");
+        }
+    }
+
+    fn with(extra: &[(&str, Value)]) -> Params {
+        let mut p = params();
+        for (k, v) in extra {
+            p.insert(k.to_string(), v.clone());
+        }
+        p
+    }
+
+    fn ints(xs: &[i64]) -> Value {
+        Value::List(xs.iter().map(|&x| Value::Int(x)).collect())
+    }
+
+    #[test]
+    fn max_and_min_of_one_list() {
+        assert_eq!(
+            ev("max(L)").unwrap(),
+            Num::Float(7.0),
+            "a float makes it one"
+        );
+        assert_eq!(ev("min(L)").unwrap(), Num::Float(1.5));
+        let p = with(&[("lens", ints(&[33, 7, 128, 20]))]);
+        let e = |t: &str| Expr::parse(t).unwrap().eval(&p);
+        assert_eq!(e("max(lens)").unwrap(), Num::Int(128));
+        assert_eq!(e("min(lens)").unwrap(), Num::Int(7));
+        assert_eq!(e("max(lens) / 16 + 1").unwrap(), Num::Int(9));
+        assert_eq!(e("max([N, H * 5, 3])").unwrap(), Num::Int(20));
+        assert_eq!(e("min([N])").unwrap(), Num::Int(10));
+        // The variadic form is unchanged, list arguments are not mixed in.
+        assert_eq!(e("max(N, H)").unwrap(), Num::Int(10));
+        assert!(matches!(
+            e("max(lens, 1)"),
+            Err(ExprError::UnindexedList { .. })
+        ));
+    }
+
+    #[test]
+    fn sum_and_len() {
+        let p = with(&[("lens", ints(&[33, 7, 128, 20])), ("none", ints(&[]))]);
+        let e = |t: &str| Expr::parse(t).unwrap().eval(&p);
+        assert_eq!(e("sum(lens)").unwrap(), Num::Int(188));
+        assert_eq!(e("len(lens)").unwrap(), Num::Int(4));
+        assert_eq!(e("sum(none)").unwrap(), Num::Int(0), "as in Python");
+        assert_eq!(e("len(none)").unwrap(), Num::Int(0));
+        assert_eq!(e("len([])").unwrap(), Num::Int(0));
+        assert_eq!(e("sum([N, 1, H])").unwrap(), Num::Int(15));
+        assert_eq!(e("sum(L)").unwrap(), Num::Float(11.5));
+        assert_eq!(e("ceil_div(sum(lens), len(lens))").unwrap(), Num::Int(47));
+    }
+
+    #[test]
+    fn indexing_takes_an_expression() {
+        let p = with(&[("lens", ints(&[33, 7, 128, 20]))]);
+        let e = |t: &str| Expr::parse(t).unwrap().eval(&p);
+        assert_eq!(e("lens[len(lens) - 1]").unwrap(), Num::Int(20));
+        assert_eq!(e("lens[N % 4]").unwrap(), Num::Int(128));
+        let err = e("lens[len(lens)]").unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                ExprError::IndexOutOfRange {
+                    index: 4,
+                    len: 4,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("`lens`"), "{err}");
+    }
+
+    #[test]
+    fn list_function_errors() {
+        let p = with(&[
+            ("none", ints(&[])),
+            ("huge", ints(&[i64::MAX, 1])),
+            (
+                "nan",
+                Value::List(vec![Value::Int(1), Value::Float(f64::NAN)]),
+            ),
+            (
+                "words",
+                Value::List(vec![Value::Int(1), Value::Str("x".into())]),
+            ),
+        ]);
+        let e = |t: &str| Expr::parse(t).unwrap().eval(&p);
+        // Empty: max and min name the param.
+        for text in ["max(none)", "min(none)"] {
+            let err = e(text).unwrap_err();
+            assert!(matches!(err, ExprError::EmptyList { .. }), "{err:?}");
+            assert!(err.to_string().contains("param `none`"), "{err}");
+        }
+        assert!(matches!(e("max([])"), Err(ExprError::EmptyList { .. })));
+        // Overflow in a sum is an error, not a wrap.
+        assert!(matches!(e("sum(huge)"), Err(ExprError::Overflow(_))));
+        assert_eq!(e("max(huge)").unwrap(), Num::Int(i64::MAX));
+        // A non-number in a list (only a hand-made case: load refuses it).
+        let err = e("sum(words)").unwrap_err();
+        assert!(
+            matches!(&err, ExprError::NotANumber { name, .. } if name == "words[1]"),
+            "{err:?}"
+        );
+        assert!(matches!(e("max(nan)"), Err(ExprError::NotFinite(_))));
+        // Not a list.
+        for text in ["max(N)", "sum(N)", "len(H)", "len(DT)", "sum(N + 1)"] {
+            let err = e(text).unwrap_err();
+            assert!(
+                matches!(err, ExprError::NeedsList { .. }),
+                "{text}: {err:?}"
+            );
+        }
+        assert!(e("len(DT)").unwrap_err().to_string().contains("a string"));
+        // A list is not a number.
+        assert!(matches!(e("[1, 2] + 1"), Err(ExprError::ListNotANumber(_))));
+        assert!(matches!(
+            e("none * 2"),
+            Err(ExprError::UnindexedList { .. })
+        ));
+        // Unknown list param.
+        assert!(matches!(
+            e("max(lens)"),
+            Err(ExprError::UnknownParam { .. })
+        ));
+        assert!(matches!(
+            Expr::parse("sum(L, L)"),
+            Err(ExprError::Arity { .. })
+        ));
+        assert!(matches!(Expr::parse("len()"), Err(ExprError::Arity { .. })));
+        assert!(matches!(
+            Expr::parse("[1, 2"),
+            Err(ExprError::Syntax { .. })
+        ));
+    }
+
+    #[test]
+    fn get_with_and_without_the_param() {
+        assert_eq!(ev("get(N, 3)").unwrap(), Num::Int(10), "bound: its value");
+        assert_eq!(
+            ev("get(M, 3)").unwrap(),
+            Num::Int(3),
+            "unbound: the default"
+        );
+        assert_eq!(ev("get(M, N * 2) + 1").unwrap(), Num::Int(21));
+        assert_eq!(ev("get(X, 1)").unwrap(), Num::Float(0.5));
+        // A list param, or a list default, in a list function.
+        assert_eq!(ev("max(get(L, [N]))").unwrap(), Num::Float(7.0));
+        assert_eq!(ev("max(get(lens, [N]))").unwrap(), Num::Int(10));
+        assert_eq!(ev("len(get(lens, [N, H]))").unwrap(), Num::Int(2));
+        assert_eq!(
+            ev("sum(get(lens, get(more, [1, 2])))").unwrap(),
+            Num::Int(3)
+        );
+        // The default is evaluated only when used.
+        assert_eq!(ev("get(N, 1 / 0)").unwrap(), Num::Int(10));
+        assert!(matches!(
+            ev("get(M, 1 / 0)"),
+            Err(ExprError::DivisionByZero(_))
+        ));
+        // A bound param keeps its type's errors.
+        assert!(matches!(
+            ev("get(DT, 1)"),
+            Err(ExprError::NotANumber { .. })
+        ));
+        assert!(matches!(
+            ev("get(L, 1)"),
+            Err(ExprError::UnindexedList { .. })
+        ));
+        assert!(matches!(
+            ev("get(M, [1])"),
+            Err(ExprError::ListNotANumber(_))
+        ));
+        // Only a name comes first, and exactly two arguments.
+        for bad in ["get(N + 1, 2)", "get(L[0], 2)", "get(2, 3)"] {
+            assert!(
+                matches!(Expr::parse(bad), Err(ExprError::Syntax { .. })),
+                "{bad}: {:?}",
+                Expr::parse(bad)
+            );
+        }
+        assert!(matches!(
+            Expr::parse("get(N)"),
+            Err(ExprError::Arity { .. })
+        ));
+        assert!(matches!(
+            Expr::parse("get(N, 1, 2)"),
+            Err(ExprError::Arity { .. })
+        ));
+        // `get`'s name counts as read (the derived order check uses it).
+        let e = Expr::parse("get(A, max(get(B, [C])))").unwrap();
+        assert_eq!(e.params(), ["A", "B", "C"]);
+        assert_eq!(e.to_string(), "get(A, max(get(B, [C])))");
     }
 
     #[test]

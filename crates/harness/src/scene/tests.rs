@@ -547,3 +547,124 @@ fn torch_and_numpy_dtype_names_are_aliases() {
     let s = load(&GOOD.replace("dtype = \"i64\"", "dtype = \"int64\"")).unwrap();
     assert_eq!(s.scalars[0].dtype, DType::I64);
 }
+
+/// Issue 30 item 4: a list param only some cases give, read through
+/// `get` (with a default) and the list functions, everywhere numbers go.
+const OPTIONAL_LIST: &str = r#"
+name = "demo"
+platforms = ["a2a3sim"]
+golden = "demo"
+atol = "get(tol, 0.001)"
+
+[orchestration]
+source = "orch.c"
+function = "demo_orch"
+signature = ["in", "out", "scalar"]
+
+[[incores]]
+func_id = 0
+name = "k"
+core = "aiv"
+source = "k.c"
+
+[derived]
+n_req = "len(get(lens, [ctx]))"
+longest = "max(get(lens, [ctx]))"
+total = "n_req * ceil_div(longest, block)"
+
+[[tensors]]
+name = "x"
+dtype = "f32"
+shape = ["total", "block"]
+init = { kind = "uniform", low = "-min(get(lens, [1]))", high = 1.0 }
+
+[[tensors]]
+name = "y"
+dtype = "f32"
+shape = ["sum(get(lens, [ctx]))"]
+
+[[scalars]]
+name = "n"
+dtype = "i64"
+value = "get(rows, total)"
+
+[[cases]]
+name = "one"
+params = { block = 16, ctx = 40 }
+
+[[cases]]
+name = "varied"
+params = { block = 16, lens = [33, 7, 64, 20], rows = 5, tol = 0.5 }
+"#;
+
+#[test]
+fn optional_list_params_resolve_in_every_case() {
+    let s = load(OPTIONAL_LIST).unwrap();
+    let (one, varied) = (&s.cases[0], &s.cases[1]);
+    assert_eq!(one.values["n_req"], Value::Int(1));
+    assert_eq!(one.values["longest"], Value::Int(40));
+    assert_eq!(one.values["total"], Value::Int(3));
+    assert_eq!(one.tensors[0].shape, [3, 16]);
+    assert_eq!(one.tensors[1].shape, [40]);
+    assert_eq!(
+        one.tensors[0].init,
+        Init::Uniform {
+            low: -1.0,
+            high: 1.0
+        }
+    );
+    assert_eq!(one.tensors[1].tolerance.atol, 0.001);
+    assert_eq!(one.scalars, [Num::Int(3)]);
+    assert_eq!(varied.values["n_req"], Value::Int(4));
+    assert_eq!(varied.values["longest"], Value::Int(64));
+    assert_eq!(varied.int_params()["total"], 16);
+    assert_eq!(varied.tensors[0].shape, [16, 16]);
+    assert_eq!(varied.tensors[1].shape, [124]);
+    assert_eq!(
+        varied.tensors[0].init,
+        Init::Uniform {
+            low: -7.0,
+            high: 1.0
+        }
+    );
+    assert_eq!(varied.tensors[1].tolerance.atol, 0.5);
+    assert_eq!(varied.scalars, [Num::Int(5)]);
+}
+
+#[test]
+fn a_plain_use_of_a_param_some_case_lacks_is_still_an_error() {
+    let text = OPTIONAL_LIST.replace(
+        r#"shape = ["sum(get(lens, [ctx]))"]"#,
+        r#"shape = ["sum(lens)"]"#,
+    );
+    let e = load(&text).unwrap_err().to_string();
+    assert!(e.contains("`tensors[1].shape[0]`"), "{e}");
+    assert!(e.contains("case `one`"), "{e}");
+    assert!(e.contains("unknown param `lens`"), "{e}");
+    assert!(
+        !e.contains("case `varied`"),
+        "the case with it resolves: {e}"
+    );
+    // In `[derived]` too, naming the derived param.
+    let text = OPTIONAL_LIST.replace(
+        r#"n_req = "len(get(lens, [ctx]))""#,
+        r#"n_req = "len(lens)""#,
+    );
+    let e = load(&text).unwrap_err().to_string();
+    assert!(e.contains("`derived.n_req`: case `one`"), "{e}");
+    // An empty list param is an error naming it, in the case that has it.
+    let text = OPTIONAL_LIST.replace("lens = [33, 7, 64, 20]", "lens = []");
+    let e = load(&text).unwrap_err().to_string();
+    assert!(e.contains("case `varied`"), "{e}");
+    assert!(e.contains("`max` of an empty list (param `lens`)"), "{e}");
+    // `get` of a derived param written below it is a forward reference.
+    let text = OPTIONAL_LIST.replace(
+        r#"n_req = "len(get(lens, [ctx]))""#,
+        r#"n_req = "get(total, 1)""#,
+    );
+    let e = load(&text).unwrap_err().to_string();
+    assert!(
+        e.contains("refers to `derived.total`, which comes later"),
+        "{e}"
+    );
+}

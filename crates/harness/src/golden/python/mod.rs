@@ -711,7 +711,9 @@ impl PythonRunner {
             "file": file,
             "sys_path": sys_path(scene),
             "seed": seed,
-            "params": case.params,
+            // The `[derived]` ones included: a param like the others, as
+            // Rust goldens see it (`ctx.value`); the keys hash them too.
+            "params": case.values,
             "tensors": specs,
         });
         let reply = self
@@ -800,7 +802,9 @@ impl PythonRunner {
             "op": "golden",
             "file": file,
             "sys_path": sys_path(scene),
-            "params": case.params,
+            // The `[derived]` ones included: a param like the others, as
+            // Rust goldens see it (`ctx.value`); the keys hash them too.
+            "params": case.values,
             "tensors": tensors,
             "scalars": scalars,
             "outputs": out_specs,
