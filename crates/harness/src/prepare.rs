@@ -121,6 +121,8 @@ pub struct CpuStages {
     golden_pool: rayon::ThreadPool,
     /// Python worker and golden cache.
     goldens: GoldenStage,
+    /// What decides a case's device memory besides its scene.
+    memory: crate::device_memory::MemorySettings,
 }
 
 impl std::fmt::Debug for CpuStages {
@@ -138,6 +140,7 @@ impl CpuStages {
         let golden_pool = scene_golden::reference::try_golden_pool(config.golden_threads)?;
         let goldens = GoldenStage::new(&config, builder.cache());
         Ok(Self {
+            memory: crate::device_memory::MemorySettings::of(&config),
             config,
             builder,
             registry,
@@ -234,6 +237,12 @@ impl CpuStages {
             }
         };
 
+        // Before anything is built (issue 30): a case whose tensors cannot
+        // fit the device memory it would get fails now, naming the setting,
+        // not with the runtime's OOM after its fixtures and golden.
+        if let Err(e) = crate::device_memory::check(&self.memory, scene, case) {
+            return Err(fail(report, CaseFailure::DeviceMemory(e)));
+        }
         // Before allocating: a case too large for this machine fails alone,
         // with a message, instead of aborting the process.
         if let Some(bound) = self.config.max_case_bytes {
@@ -630,6 +639,7 @@ mod tests {
                 Num::Float(0.5),
             ],
             group: None,
+            device_memory: None,
         };
         let scalar = |name: &str, dtype, value| ScalarSpec {
             name: name.into(),
@@ -652,6 +662,7 @@ mod tests {
             python: Default::default(),
             tolerance: Default::default(),
             devices: 1,
+            device_memory: None,
             group: None,
             orchestration: crate::scene::Orchestration {
                 source: "o.c".into(),
