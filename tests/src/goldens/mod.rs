@@ -4,6 +4,7 @@ mod collectives;
 mod common;
 mod compare_demo;
 mod decode_layer;
+mod device_memory;
 mod dtype_copy;
 mod gemm;
 mod matmul;
@@ -36,4 +37,5 @@ pub fn register(r: GoldenRegistry) -> GoldenRegistry {
         .register("all_to_all", collectives::all_to_all)
         .register("ffn_tp_parallel", collectives::ffn_tp_parallel)
         .register("tile_add", tile_add::golden)
+        .register("device_memory", device_memory::golden)
 }
