@@ -237,12 +237,6 @@ impl CpuStages {
             }
         };
 
-        // Before anything is built (issue 30): a case whose tensors cannot
-        // fit the device memory it would get fails now, naming the setting,
-        // not with the runtime's OOM after its fixtures and golden.
-        if let Err(e) = crate::device_memory::check(&self.memory, scene, case) {
-            return Err(fail(report, CaseFailure::DeviceMemory(e)));
-        }
         // Before allocating: a case too large for this machine fails alone,
         // with a message, instead of aborting the process.
         if let Some(bound) = self.config.max_case_bytes {
@@ -251,6 +245,14 @@ impl CpuStages {
             if bytes.is_none_or(|b| b > bound) {
                 return Err(fail(report, CaseFailure::TooLarge { bytes, bound }));
             }
+        }
+        // Then, still before anything is built (issue 30): a case whose
+        // tensors cannot fit the device memory it would get fails now,
+        // naming the setting, not with the runtime's OOM after its
+        // fixtures and golden. (The host bound goes first: a case this
+        // machine cannot hold is that, whatever the device.)
+        if let Err(e) = crate::device_memory::check(&self.memory, scene, case) {
+            return Err(fail(report, CaseFailure::DeviceMemory(e)));
         }
         let t = Instant::now();
         let Fixtures {
