@@ -91,8 +91,8 @@ impl fmt::Display for MemorySource {
 }
 
 /// The last `arena_mb=N` in a runtime options string (`key=value;...`),
-/// as the simulator reads it; a malformed one is left to the runtime to
-/// refuse.
+/// as the simulator reads it; a malformed one (or 0) is left to the
+/// runtime to refuse.
 pub fn explicit_arena_mb(options: &str) -> Option<u64> {
     options
         .split(';')
@@ -100,6 +100,7 @@ pub fn explicit_arena_mb(options: &str) -> Option<u64> {
         .filter(|(k, _)| k.trim() == ARENA_OPTION)
         .filter_map(|(_, v)| v.trim().parse::<u64>().ok())
         .next_back()
+        .filter(|&mb| mb > 0)
 }
 
 /// What of the run decides a case's device memory besides its scene.
@@ -363,6 +364,11 @@ mod tests {
             Some(1024)
         );
         assert_eq!(explicit_arena_mb("arena_mb=lots"), None);
+        assert_eq!(
+            explicit_arena_mb("arena_mb=0"),
+            None,
+            "the runtime refuses it"
+        );
     }
 
     #[test]

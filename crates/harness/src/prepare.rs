@@ -251,7 +251,7 @@ impl CpuStages {
         // naming the setting, not with the runtime's OOM after its
         // fixtures and golden. (The host bound goes first: a case this
         // machine cannot hold is that, whatever the device.)
-        if let Err(e) = crate::device_memory::check(&self.memory, scene, case) {
+        if let Err(e) = self.check_device_memory(sel) {
             return Err(fail(report, CaseFailure::DeviceMemory(e)));
         }
         let t = Instant::now();
@@ -297,6 +297,16 @@ impl CpuStages {
     /// arguments it takes; the error names the file, field and case.
     pub fn check_comparisons(&self, sel: &SelectedCase) -> Result<(), CustomComparisonError> {
         check_custom_comparisons(&self.registry, &sel.scene, sel.case())
+    }
+
+    /// The case's argument tensors fit the device memory it would run
+    /// with (`device_memory`, issue 30); for bundle slots, whose CPU
+    /// stages ran in pass 1.
+    pub fn check_device_memory(
+        &self,
+        sel: &SelectedCase,
+    ) -> Result<(), crate::device_memory::DeviceMemoryError> {
+        crate::device_memory::check(&self.memory, &sel.scene, sel.case())
     }
 
     /// The registry of goldens and comparisons.

@@ -160,3 +160,32 @@ fn too_little_from_the_scene_the_platform_or_the_runtime_option_is_named() {
         ],
     );
 }
+
+/// Two passes: pass 1 (no card) built the slot with enough memory; pass 2
+/// runs with an explicit smaller `arena_mb` and checks again before any
+/// card is taken (a bundle slot's CPU stages are not rerun).
+#[test]
+fn pass_two_checks_device_memory_again_before_taking_a_card() {
+    let env = TestEnv::with_scenes(&[]);
+    scene_with(&env, "two_pass", "device_memory = \"1 GiB\"");
+    let bundle = env.dir.path().join("bundle");
+    let filter = format!("two_pass::{BIG}");
+    let out = env
+        .scene(&["precompile", filter.as_str(), "--out"])
+        .arg(&bundle)
+        .env_remove("SCENE_RUNTIME_OPTIONS")
+        .output()
+        .unwrap();
+    common::assert_success(&out);
+    let from = bundle.to_str().unwrap();
+    let report = run(
+        &env,
+        &["--from", from, filter.as_str()],
+        &[("SCENE_RUNTIME_OPTIONS", Path::new("arena_mb=256"))],
+    );
+    assert_failed_fast(
+        &report,
+        &filter,
+        &["more than the 256 MiB in force (`arena_mb` in SCENE_RUNTIME_OPTIONS"],
+    );
+}
