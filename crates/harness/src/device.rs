@@ -78,6 +78,11 @@ pub struct DeviceStage {
     runtime: RuntimeChoice,
     runtime_path: Mutex<Option<Result<PathBuf, RuntimeLibError>>>,
     open_options: String,
+    /// What decides each case's device memory besides its scene (the
+    /// `arena_mb` added to `open_options` per case).
+    memory: crate::device_memory::MemorySettings,
+    /// The run's `SCENE_RUNTIME_OPTIONS`, for composing per-case options.
+    runtime_options: String,
     lock_timeout: Option<Duration>,
     verbose: bool,
     /// Run sessions in supervised worker processes, one per card kept for
@@ -114,6 +119,8 @@ impl DeviceStage {
             runtime: RuntimeChoice::of(config),
             runtime_path: Mutex::new(None),
             open_options: open_options(config),
+            memory: crate::device_memory::MemorySettings::of(config),
+            runtime_options: config.runtime_options.clone(),
             lock_timeout: config.lock_timeout,
             verbose: config.verbose,
             workers: config
@@ -133,6 +140,23 @@ impl DeviceStage {
             cancel: config.cancel.clone(),
             retirements: Mutex::default(),
         })
+    }
+
+    /// The runtime's open options for `sel`: the run's, with the case's
+    /// device memory (scene or platform `device_memory`) as `arena_mb`
+    /// ahead of the run's own options, so an explicit `arena_mb` in
+    /// `SCENE_RUNTIME_OPTIONS` still wins. A worker whose devices were
+    /// opened with other options closes and reopens them (`serve.rs`), so
+    /// a case never runs on an arena sized for another.
+    fn case_options(&self, sel: &SelectedCase) -> String {
+        let arena = self
+            .memory
+            .in_force(&sel.scene, sel.case())
+            .and_then(|m| m.arena_option());
+        match arena {
+            Some(mb) => with_arena(&self.open_options, &self.runtime_options, mb),
+            None => self.open_options.clone(),
+        }
     }
 
     /// Runs of one session: warmup plus measured rounds.
@@ -213,7 +237,8 @@ impl DeviceStage {
         let runtime_path = self
             .runtime_path()
             .map_err(|e| DeviceFailure::plain(e.to_string()))?;
-        let mut job = device_job(work, &self.open_options, &self.comm_options);
+        let options = self.case_options(work.sel);
+        let mut job = device_job(work, &options, &self.comm_options);
         job.rounds = self.runs();
         job.trace = self.trace_flags;
         // --- args dump (issue 19): the runtime records into a raw dir ---
@@ -607,6 +632,26 @@ pub(crate) fn worker_deadline(config: &RunConfig) -> Option<Duration> {
     })
 }
 
+/// `options` (from [`open_options`], ending with the run's own
+/// `runtime_options`) with `arena_mb=<mb>` just before those: the runtime
+/// keeps the last value of a key, so the run's own `arena_mb` still wins.
+fn with_arena(options: &str, runtime_options: &str, mb: u64) -> String {
+    let arena = format!("{}={mb}", crate::device_memory::ARENA_OPTION);
+    let harness = if runtime_options.is_empty() {
+        options
+    } else {
+        options
+            .strip_suffix(runtime_options)
+            .and_then(|o| o.strip_suffix(';'))
+            .unwrap_or(options)
+    };
+    if harness.len() == options.len() {
+        format!("{harness};{arena}")
+    } else {
+        format!("{harness};{arena};{runtime_options}")
+    }
+}
+
 /// Options string for the runtime's `open` (also `scene replay`'s).
 pub(crate) fn open_options(config: &RunConfig) -> String {
     let mut o = format!("platform={}", config.platform.scenes());
@@ -901,5 +946,23 @@ fn abi_dtype(dtype: scene_golden::DType) -> u32 {
         DType::I32 => SCENE_DTYPE_I32,
         DType::I64 => SCENE_DTYPE_I64,
         DType::Bool => SCENE_DTYPE_BOOL,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_arena;
+
+    #[test]
+    fn the_arena_goes_before_the_runs_own_options() {
+        assert_eq!(
+            with_arena("platform=a5sim;timeout_ms=10", "", 512),
+            "platform=a5sim;timeout_ms=10;arena_mb=512"
+        );
+        // An explicit `arena_mb` of the run comes later: the runtime keeps it.
+        assert_eq!(
+            with_arena("platform=a5sim;aiv=4;arena_mb=64", "aiv=4;arena_mb=64", 512),
+            "platform=a5sim;arena_mb=512;aiv=4;arena_mb=64"
+        );
     }
 }

@@ -28,6 +28,7 @@ pub mod compare;
 pub mod compile;
 pub mod config;
 pub mod device;
+pub mod device_memory;
 pub mod golden;
 pub mod judge;
 pub mod observe;
@@ -38,6 +39,7 @@ pub mod report;
 pub mod scene;
 pub mod schedule;
 pub mod select;
+pub mod size;
 
 pub use compare::{
     Comparison, ComparisonCtx, ComparisonFailure, ComparisonFn, OutputReport, Verdict,

@@ -106,6 +106,9 @@ pub struct Platform {
     /// How incores build when neither they nor their scene say
     /// (`incore_build`; issue 29).
     incore_build: IncoreBuild,
+    /// Device memory of a case whose scene does not say (`device_memory`,
+    /// bytes); `None`: the simulator's built-in 256 MiB.
+    device_memory: Option<u64>,
 }
 
 impl Platform {
@@ -118,6 +121,7 @@ impl Platform {
             toolchain: Toolchain::builtin_for(platform, Extraction::host()),
             runtime: None,
             incore_build: IncoreBuild::Image,
+            device_memory: None,
         }
     }
 
@@ -148,6 +152,12 @@ impl Platform {
     /// The runtime library of this entry; `None` = the built sim runtime.
     pub fn runtime(&self) -> Option<&Path> {
         self.runtime.as_deref()
+    }
+
+    /// The entry's default device memory in bytes (`device_memory`), for
+    /// scenes that do not set their own.
+    pub fn device_memory(&self) -> Option<u64> {
+        self.device_memory
     }
 }
 
@@ -229,6 +239,17 @@ struct RawEntry {
     extraction: Option<String>,
     /// `"sim"` or a path relative to the platforms file.
     runtime: Option<String>,
+    /// Device memory for scenes that do not set `device_memory`: a size
+    /// (`"1 GiB"`) or a number of bytes.
+    device_memory: Option<RawSize>,
+}
+
+/// A size as a platform entry writes it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum RawSize {
+    Bytes(i64),
+    Text(String),
 }
 
 /// Every platform a run can name: the built-ins, then a file's entries.
@@ -503,6 +524,21 @@ impl Loader<'_> {
             Some("") => return Err(field_err("runtime", "`sim` or a path, not empty".into())),
             Some(path) => p.runtime = Some(self.base_dir.join(path)),
         }
+        match &entry.device_memory {
+            None => {}
+            Some(RawSize::Bytes(n)) => {
+                p.device_memory =
+                    Some(u64::try_from(*n).ok().filter(|&n| n > 0).ok_or_else(|| {
+                        field_err("device_memory", format!("{n} bytes: must be at least 1"))
+                    })?);
+            }
+            Some(RawSize::Text(t)) => {
+                p.device_memory = Some(
+                    crate::size::parse_size(t)
+                        .map_err(|e| field_err("device_memory", e.to_string()))?,
+                );
+            }
+        }
         p.name = name;
         Ok(p)
     }
@@ -726,6 +762,27 @@ runtime = "lib/librt.so"
     fn bad_scenes_is_an_error() {
         let e = err("[platforms.x]\nextends = \"a2a3sim\"\nscenes = \"x\"\n");
         assert_names(&e, "x.scenes", "unknown platform `x`");
+    }
+
+    #[test]
+    fn device_memory_is_a_size_inherited_and_checked() {
+        let t = table(
+            "[platforms.big]\nextends = \"a2a3sim\"\ndevice_memory = \"1 GiB\"\n\
+             [platforms.bigger]\nextends = \"big\"\n\
+             [platforms.exact]\nextends = \"big\"\ndevice_memory = 1000\n",
+        )
+        .expect("table");
+        assert_eq!(t.get("a2a3sim").expect("builtin").device_memory(), None);
+        assert_eq!(t.get("big").expect("big").device_memory(), Some(1 << 30));
+        assert_eq!(
+            t.get("bigger").expect("bigger").device_memory(),
+            Some(1 << 30)
+        );
+        assert_eq!(t.get("exact").expect("exact").device_memory(), Some(1000));
+        let e = err("[platforms.x]\nextends = \"a2a3sim\"\ndevice_memory = \"1 gig\"\n");
+        assert_names(&e, "x.device_memory", "is not a size");
+        let e = err("[platforms.x]\nextends = \"a2a3sim\"\ndevice_memory = 0\n");
+        assert_names(&e, "x.device_memory", "at least 1");
     }
 
     #[test]

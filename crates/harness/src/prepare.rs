@@ -121,6 +121,8 @@ pub struct CpuStages {
     golden_pool: rayon::ThreadPool,
     /// Python worker and golden cache.
     goldens: GoldenStage,
+    /// What decides a case's device memory besides its scene.
+    memory: crate::device_memory::MemorySettings,
 }
 
 impl std::fmt::Debug for CpuStages {
@@ -138,6 +140,7 @@ impl CpuStages {
         let golden_pool = scene_golden::reference::try_golden_pool(config.golden_threads)?;
         let goldens = GoldenStage::new(&config, builder.cache());
         Ok(Self {
+            memory: crate::device_memory::MemorySettings::of(&config),
             config,
             builder,
             registry,
@@ -243,6 +246,14 @@ impl CpuStages {
                 return Err(fail(report, CaseFailure::TooLarge { bytes, bound }));
             }
         }
+        // Then, still before anything is built (issue 30): a case whose
+        // tensors cannot fit the device memory it would get fails now,
+        // naming the setting, not with the runtime's OOM after its
+        // fixtures and golden. (The host bound goes first: a case this
+        // machine cannot hold is that, whatever the device.)
+        if let Err(e) = self.check_device_memory(sel) {
+            return Err(fail(report, CaseFailure::DeviceMemory(e)));
+        }
         let t = Instant::now();
         let Fixtures {
             inputs,
@@ -286,6 +297,16 @@ impl CpuStages {
     /// arguments it takes; the error names the file, field and case.
     pub fn check_comparisons(&self, sel: &SelectedCase) -> Result<(), CustomComparisonError> {
         check_custom_comparisons(&self.registry, &sel.scene, sel.case())
+    }
+
+    /// The case's argument tensors fit the device memory it would run
+    /// with (`device_memory`, issue 30); for bundle slots, whose CPU
+    /// stages ran in pass 1.
+    pub fn check_device_memory(
+        &self,
+        sel: &SelectedCase,
+    ) -> Result<(), crate::device_memory::DeviceMemoryError> {
+        crate::device_memory::check(&self.memory, &sel.scene, sel.case())
     }
 
     /// The registry of goldens and comparisons.
@@ -630,6 +651,7 @@ mod tests {
                 Num::Float(0.5),
             ],
             group: None,
+            device_memory: None,
         };
         let scalar = |name: &str, dtype, value| ScalarSpec {
             name: name.into(),
@@ -652,6 +674,7 @@ mod tests {
             python: Default::default(),
             tolerance: Default::default(),
             devices: 1,
+            device_memory: None,
             group: None,
             orchestration: crate::scene::Orchestration {
                 source: "o.c".into(),

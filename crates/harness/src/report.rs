@@ -79,6 +79,10 @@ pub enum CaseFailure {
         bytes.map_or_else(|| "more than 2^64".to_string(), |b| b.to_string())
     )]
     TooLarge { bytes: Option<u64>, bound: u64 },
+    /// The case's tensors cannot fit the device memory it would run with
+    /// (`device_memory`): failed before fixtures, golden or card.
+    #[error("{0}")]
+    DeviceMemory(#[from] crate::device_memory::DeviceMemoryError),
     #[error("{0}")]
     Fixtures(String),
     #[error("{0}")]
@@ -107,7 +111,9 @@ impl CaseFailure {
         match self {
             Self::Load(_) => FailureStage::Load,
             Self::Compile(_) => FailureStage::Compile,
-            Self::TooLarge { .. } | Self::Fixtures(_) => FailureStage::Fixtures,
+            Self::TooLarge { .. } | Self::DeviceMemory(_) | Self::Fixtures(_) => {
+                FailureStage::Fixtures
+            }
             Self::Golden(_) => FailureStage::Golden,
             Self::Device(_) => FailureStage::Device,
             Self::Compare(_) => FailureStage::Compare,

@@ -363,6 +363,14 @@ impl Session {
                     r.fail(FailureStage::Compare, e.to_string());
                     return Err(Box::new(r));
                 }
+                // Pass 2 may run with other settings than pass 1 (its own
+                // SCENE_RUNTIME_OPTIONS, platform file): its device memory
+                // is checked again, still before a card is taken.
+                if let Err(e) = self.cpu.check_device_memory(sel) {
+                    let mut r = CaseReport::new(&sel.scene.name, &sel.case().name);
+                    r.fail_with(crate::report::CaseFailure::DeviceMemory(e));
+                    return Err(Box::new(r));
+                }
                 Ok(Prepared {
                     sel: sel.clone(),
                     callable: slot.callable,

@@ -243,7 +243,8 @@ impl Block {
 }
 
 /// The runtime option that sizes the arena (`scene_rt_open`'s options
-/// string; the harness passes `SCENE_RUNTIME_OPTIONS` through).
+/// string; the harness passes `SCENE_RUNTIME_OPTIONS` through, after the
+/// `arena_mb` it derives from a scene's or platform's `device_memory`).
 pub const ARENA_OPTION: &str = "arena_mb";
 
 /// `12 MiB`, `1.5 KiB`, `100 bytes`: a size for a message.
@@ -268,9 +269,10 @@ pub fn human_bytes(n: u64) -> String {
     }
 }
 
-/// How to give the device more memory: the arena option with a size
-/// (a power of two of MiB) that holds `needed` bytes and more than the
-/// current `budget`.
+/// How to give the device more memory: a size (a power of two of MiB)
+/// that holds `needed` bytes and more than the current `budget`, as the
+/// scene setting the harness turns into this runtime's `arena_mb` option,
+/// and as the option itself.
 pub fn raise_hint(budget: u64, needed: u64) -> String {
     let mib = |b: u64| b.div_ceil(1 << 20);
     let suggest = mib(needed)
@@ -278,8 +280,9 @@ pub fn raise_hint(budget: u64, needed: u64) -> String {
         .checked_next_power_of_two()
         .unwrap_or(u64::MAX);
     format!(
-        "raise it with the runtime option {ARENA_OPTION}={suggest} \
-         (SCENE_RUNTIME_OPTIONS={ARENA_OPTION}={suggest}; the default is {} MiB)",
+        "raise it with `device_memory = \"{suggest} MiB\"` in scene.toml (or a platform entry), \
+         or the runtime option {ARENA_OPTION}={suggest} (SCENE_RUNTIME_OPTIONS={ARENA_OPTION}={suggest}); \
+         the default is {} MiB",
         crate::options::DEFAULT_ARENA_MB
     )
 }
@@ -567,7 +570,8 @@ mod tests {
         );
         assert!(
             err.contains(
-                "raise it with the runtime option arena_mb=2 (SCENE_RUNTIME_OPTIONS=arena_mb=2"
+                "raise it with `device_memory = \"2 MiB\"` in scene.toml (or a platform entry), \
+                 or the runtime option arena_mb=2 (SCENE_RUNTIME_OPTIONS=arena_mb=2)"
             ),
             "{err}"
         );

@@ -4,6 +4,7 @@ mod collectives;
 mod common;
 mod compare_demo;
 mod decode_layer;
+mod device_memory;
 mod dtype_copy;
 mod gemm;
 mod matmul;
@@ -39,4 +40,5 @@ pub fn register(r: GoldenRegistry) -> GoldenRegistry {
         .register("rank_local_linear", collectives::rank_local_linear)
         .register("tile_add", tile_add::golden)
         .register("optional_list_params", optional_list_params::golden)
+        .register("device_memory", device_memory::golden)
 }

@@ -17,6 +17,7 @@ mod compare;
 mod compile;
 mod crash;
 mod device;
+mod device_memory;
 mod golden;
 mod habits;
 mod hardening;

@@ -133,6 +133,25 @@ impl fmt::Display for NumSpec {
     }
 }
 
+/// A scene's `device_memory` as written: a size, or an expression of the
+/// case params giving bytes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DeviceMemorySpec {
+    /// `"1 GiB"`, `"786 MB"` (the text kept for messages), or an integer.
+    Size { text: String, bytes: u64 },
+    /// `"BIG + 64 * 1024 * 1024"`.
+    Expr(NumSpec),
+}
+
+impl fmt::Display for DeviceMemorySpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeviceMemorySpec::Size { text, .. } => f.write_str(text),
+            DeviceMemorySpec::Expr(e) => e.fmt(f),
+        }
+    }
+}
+
 /// A tensor's dtype: fixed, or named by a string param of each case.
 #[derive(Clone, Debug, PartialEq)]
 pub enum DTypeSpec {
@@ -222,6 +241,9 @@ pub struct Scene {
     pub python: PythonFiles,
     pub tolerance: ToleranceSpec,
     pub devices: usize,
+    /// `device_memory` as written (each case's value is
+    /// [`Case::device_memory`]); `None`: the platform's, else the default.
+    pub device_memory: Option<DeviceMemorySpec>,
     /// Level 3: the rank group (`ranks`, `[comm] window`).
     pub group: Option<GroupSpec>,
     pub orchestration: Orchestration,
@@ -363,6 +385,9 @@ pub struct Case {
     pub scalars: Vec<Num>,
     /// Level 3: ranks and window size in this case.
     pub group: Option<CaseGroup>,
+    /// The scene's `device_memory` in this case, in bytes (per rank at
+    /// level 3: each rank's device has that much).
+    pub device_memory: Option<u64>,
 }
 
 impl Case {

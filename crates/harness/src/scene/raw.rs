@@ -45,6 +45,9 @@ pub(super) struct RawScene {
     pub(super) equal_nan: bool,
     #[serde(default = "default_devices")]
     pub(super) devices: usize,
+    /// Device memory each case needs: a size (`"1 GiB"`), a number of
+    /// bytes, or an expression of the case params (bytes).
+    pub(super) device_memory: Option<RawNum>,
     /// Level 3: ranks of the group (a number or an expression).
     pub(super) ranks: Option<RawDim>,
     /// Level 3: the communication domain.

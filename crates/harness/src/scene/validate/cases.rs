@@ -215,6 +215,7 @@ impl Validator<'_> {
             tensors: tensors?,
             scalars: values?,
             group: None,
+            device_memory: None,
         })
     }
 

@@ -12,7 +12,7 @@
 //! arguments), [`cases`] (case names, params, `[derived]`, per-case
 //! resolution), [`init`] (fixtures), [`group`] (level 3), [`compare`]
 //! (`compare`, `skip_golden`), [`python`] (Python golden, fixtures and
-//! their requirements).
+//! their requirements), [`memory`] (`device_memory`).
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -30,6 +30,7 @@ mod compare;
 mod group;
 mod header;
 mod init;
+mod memory;
 mod python;
 mod tensors;
 
@@ -102,10 +103,16 @@ impl<'a> Validator<'a> {
             }
             _ => None,
         };
+        let device_memory = self.device_memory(raw.device_memory);
         let mut cases = self.cases(raw.cases, declared.as_ref());
         if let (Some(Some(g)), Some(cases), Some(tensors)) = (&group, &mut cases, &tensors) {
             for (i, c) in cases.iter_mut().enumerate() {
                 c.group = self.report(self.case_group(i, g, c, tensors));
+            }
+        }
+        if let (Some(Some(spec)), Some(cases)) = (&device_memory, &mut cases) {
+            for c in cases.iter_mut() {
+                c.device_memory = self.report(self.case_device_memory(spec, c));
             }
         }
         let python = self
@@ -127,6 +134,7 @@ impl<'a> Validator<'a> {
             python,
             tolerance: tolerance?,
             devices: raw.devices,
+            device_memory: device_memory?,
             group: group?,
             orchestration: Orchestration {
                 source: o.source,
