@@ -169,6 +169,10 @@ pub const SCENE_DIR_IN: u32 = 0;
 pub const SCENE_DIR_OUT: u32 = 1;
 pub const SCENE_DIR_INOUT: u32 = 2;
 pub const SCENE_DIR_SCALAR: u32 = 3;
+/// `SCENE_DIR_MANUAL_DEP` (`scene_orch.h`): OR'd into a v2 task argument's
+/// direction, the access is not dependency-tracked (only ordered after the
+/// bytes' tracked producers).
+pub const SCENE_DIR_MANUAL_DEP: u32 = 0x100;
 
 /// The `SCENE_RT_*` name of a status, for messages.
 pub fn status_name(status: i32) -> &'static str {

@@ -245,6 +245,21 @@ static inline SceneTaskArgV2 scene_task_arg(SceneOrchCtx *ctx, const SceneOrchAr
 }
 
 /* A buffer the orchestration allocated, described as a contiguous tensor. */
+/* Manual dependency (the original runtime's `manual_dep`): OR'd into a v2
+ * tensor argument's direction. The runtime neither orders this access
+ * after earlier ones nor orders later ones after it, except that it still
+ * waits for the tasks that wrote those bytes through ordinary (tracked)
+ * arguments: the tensor's producers. The orchestration orders what else
+ * it needs (a scope, a read, another task's tracked argument). Two
+ * unordered tasks whose manual accesses overlap, one of them writing,
+ * fail the run with a data-race error naming both. */
+#define SCENE_DIR_MANUAL_DEP 0x100u
+
+static inline SceneTaskArgV2 scene_task_manual_dep(SceneTaskArgV2 a) {
+    a.direction |= SCENE_DIR_MANUAL_DEP;
+    return a;
+}
+
 static inline SceneTaskArgV2 scene_task_buf(uint32_t direction, uint64_t addr, uint32_t dtype,
                                             uint32_t rank, const uint64_t *shape) {
     SceneTaskArgV2 t;

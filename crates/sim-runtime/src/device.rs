@@ -598,6 +598,7 @@ impl Device {
         };
         s.tasks.clear();
         s.accesses.clear();
+        s.manual.clear();
         Ok(outcome)
     }
 

@@ -7,6 +7,7 @@ mod decode_layer;
 mod device_memory;
 mod dtype_copy;
 mod gemm;
+mod manual_dep_columns;
 mod matmul;
 mod optional_list_params;
 mod paged_attention;
@@ -41,4 +42,5 @@ pub fn register(r: GoldenRegistry) -> GoldenRegistry {
         .register("tile_add", tile_add::golden)
         .register("optional_list_params", optional_list_params::golden)
         .register("device_memory", device_memory::golden)
+        .register("manual_dep_columns", manual_dep_columns::golden)
 }

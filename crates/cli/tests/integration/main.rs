@@ -27,6 +27,7 @@ mod install;
 mod junit;
 mod level3;
 mod lock_accounting;
+mod manual_dep;
 mod orch_v2;
 mod outputs;
 mod params;

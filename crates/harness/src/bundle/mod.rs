@@ -943,6 +943,14 @@ mod pinned_keys {
                 "0bbccd6204735d127e6786c99f6313f5d606490cd6a43a456d37bfdc02311a27",
             ),
             (
+                "manual_dep_columns::tracked",
+                "5b161dea69d48f4fc0bf4cc31ab6893d8830059defaef2ed67ef941d94f5bdc6",
+            ),
+            (
+                "manual_dep_columns::manual",
+                "3a20c1a622d95c471b1d90c7b7b632787db1ddf262f4472ca7e4634015396305",
+            ),
+            (
                 "matmul::default",
                 "04d307d2076f0aa97cc9e7cb7837b21e40e9dce1b86be7a330b9ede9603aeef6",
             ),

@@ -74,7 +74,7 @@ pub fn render(t: &CaseTrace<'_>) -> Result<(String, Value), TraceError> {
                 .iter()
                 .map(|a| {
                     json!({"tensor": t.tensor_name(&a.buffer, a.index), "start": a.start,
-                        "end": a.end, "write": a.write})
+                        "end": a.end, "write": a.write, "manual": a.manual})
                 })
                 .collect();
             let deps: Vec<Value> = task
@@ -82,7 +82,7 @@ pub fn render(t: &CaseTrace<'_>) -> Result<(String, Value), TraceError> {
                 .iter()
                 .map(|d| {
                     json!({"task": d.task, "kind": d.kind, "tensor": t.tensor_name(&d.buffer, d.index),
-                        "start": d.start, "end": d.end, "pending": d.pending})
+                        "start": d.start, "end": d.end, "pending": d.pending, "manual": d.manual})
                 })
                 .collect();
             tasks.push(
@@ -98,11 +98,17 @@ pub fn render(t: &CaseTrace<'_>) -> Result<(String, Value), TraceError> {
                     "WAR" => "darkorange",
                     _ => "red",
                 };
+                // A manual_dep access's edge: from a producer of its bytes.
+                let kind = if d.manual {
+                    format!("{} (manual_dep)", d.kind)
+                } else {
+                    d.kind.clone()
+                };
                 dot.push_str(&format!(
                     "{indent}{} -> {} [label=\"{} {} [{}, {})\", style={}, color={color}];\n",
                     node(level3, rank, d.task),
                     node(level3, rank, task.id),
-                    d.kind,
+                    kind,
                     quote(&t.tensor_name(&d.buffer, d.index)),
                     d.start,
                     d.end,

@@ -130,6 +130,9 @@ pub struct TaskRec {
 #[derive(Debug, Clone, Deserialize)]
 pub struct ArgRec {
     pub dir: String,
+    /// A `manual_dep` tensor argument.
+    #[serde(default)]
+    pub manual: bool,
     #[serde(default)]
     pub dtype: u32,
     #[serde(default)]
@@ -145,6 +148,9 @@ pub struct AccessRec {
     pub start: u64,
     pub end: u64,
     pub write: bool,
+    /// Through a `manual_dep` argument (not dependency-tracked).
+    #[serde(default)]
+    pub manual: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -156,6 +162,9 @@ pub struct DepRec {
     pub start: u64,
     pub end: u64,
     pub pending: bool,
+    /// The edge of a `manual_dep` access from a producer of its bytes.
+    #[serde(default)]
+    pub manual: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -68,10 +68,13 @@ fn trace_data(rc: &RunCtx, op: &'static str, off: u64, size: u64, begin: u64, wa
 }
 
 /// Whether an unfinished task touches `[start, end)` (only its writes
-/// when `writes_only`).
+/// when `writes_only`), through a tracked or a `manual_dep` argument: the
+/// orchestration's own reads and writes wait for manual accesses too.
 fn conflicts(s: &Sched, start: u64, end: u64, writes_only: bool) -> bool {
-    s.accesses.iter().any(|a| {
-        !s.tasks[a.task].done && a.start < end && start < a.end && (a.write || !writes_only)
+    let tracked = s.accesses.iter().map(|a| (a.task, a.start, a.end, a.write));
+    let manual = s.manual.iter().map(|m| (m.task, m.start, m.end, m.write));
+    tracked.chain(manual).any(|(task, a_start, a_end, write)| {
+        !s.tasks[task].done && a_start < end && start < a_end && (write || !writes_only)
     })
 }
 

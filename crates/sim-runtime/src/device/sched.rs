@@ -50,6 +50,9 @@ pub(super) struct Task {
     pub(super) buffers: Vec<u64>,
     pub(super) pending: usize,
     pub(super) dependents: Vec<usize>,
+    /// The tasks it waited for (kept when done, unlike `dependents`): the
+    /// happens-before the `manual_dep` race check follows.
+    pub(super) parents: Vec<usize>,
     pub(super) done: bool,
     /// `--dump-args`: the task's arguments, when the run records them.
     pub(super) record: Option<Box<args_dump::TaskRecord>>,
@@ -63,6 +66,22 @@ pub(super) struct Access {
     pub(super) write: bool,
 }
 
+/// A task's access through a `manual_dep` argument (`SCENE_DIR_MANUAL_DEP`):
+/// not dependency-tracked, kept to find unordered overlapping ones.
+#[derive(Debug, Clone)]
+pub(super) struct ManualAccess {
+    pub(super) task: usize,
+    pub(super) func_id: u32,
+    /// The task argument it is.
+    pub(super) arg: usize,
+    pub(super) start: u64,
+    pub(super) end: u64,
+    pub(super) write: bool,
+    /// The arena byte ranges its view covers, sorted (a strided view's
+    /// rows are apart: two column blocks of one matrix do not overlap).
+    pub(super) runs: Arc<Vec<(u64, u64)>>,
+}
+
 /// Scheduler state of the current run (runs on one device are serialised).
 #[derive(Debug, Default)]
 pub(super) struct Sched {
@@ -71,6 +90,10 @@ pub(super) struct Sched {
     pub(super) ready: [VecDeque<usize>; 2],
     pub(super) completed: usize,
     pub(super) accesses: Vec<Access>,
+    /// The run's `manual_dep` accesses, finished tasks' too (a race does
+    /// not depend on which task happened to finish first; never in
+    /// `accesses`): only the data-race check reads them.
+    pub(super) manual: Vec<ManualAccess>,
     pub(super) error: Option<RtError>,
     pub(super) fail_msgs: Vec<String>,
     pub(super) orch_rc: Option<i32>,

@@ -10,7 +10,7 @@ use std::ffi::{CStr, c_char, c_void};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::sched::{Access, KernelArgs, Shared, Task};
+use super::sched::{Access, KernelArgs, ManualAccess, Shared, Task};
 use super::{Callable, Incore, USER_STACK_BYTES, args_dump, comm, core_name, lock, orch_v2, trace};
 use crate::chip::{ChipArgs, ChipTensorRecord};
 use crate::crash::{self, Activity};
@@ -202,7 +202,10 @@ pub(super) fn submit(
         s.recorder.is_some()
     };
     let inc = runnable_incore(rc, func_id, block_num)?;
-    let (mut payload, accesses, buffers) = kernel_args(rc, func_id, block_num, args)?;
+    let (args, manual) = &split_manual(func_id, args)?;
+    let args = args.as_slice();
+    let (mut payload, accesses, manual_accesses, buffers) =
+        kernel_args(rc, func_id, block_num, args, manual)?;
     if inc.code.is_chip_tensor() {
         payload.chip = Some(Arc::new(chip_args(func_id, args, &payload)?));
     }
@@ -224,10 +227,119 @@ pub(super) fn submit(
         buffers,
         pending: 0,
         dependents: Vec::new(),
+        parents: Vec::new(),
         done: false,
         record,
     };
-    enqueue(rc, task, &accesses, (args, begin))
+    enqueue(
+        rc,
+        task,
+        (&accesses, manual_accesses),
+        (args, manual, begin),
+    )
+}
+
+/// The arguments with `SCENE_DIR_MANUAL_DEP` taken out of their
+/// directions, and which had it (tensors only).
+fn split_manual(
+    func_id: u32,
+    args: &[SceneTaskArgV2],
+) -> RtResult<(Vec<SceneTaskArgV2>, Vec<bool>)> {
+    let mut plain = args.to_vec();
+    let mut manual = Vec::with_capacity(args.len());
+    for (i, a) in plain.iter_mut().enumerate() {
+        let flagged = a.direction & SCENE_DIR_MANUAL_DEP != 0;
+        a.direction &= !SCENE_DIR_MANUAL_DEP;
+        if flagged && a.direction == SCENE_DIR_SCALAR {
+            return Err(RtError::Invalid(format!(
+                "task func_id {func_id} argument {i}: SCENE_DIR_MANUAL_DEP on a scalar (only tensors have dependencies)"
+            )));
+        }
+        manual.push(flagged);
+    }
+    Ok((plain, manual))
+}
+
+/// Most runs a manual view is split into for the race check; a view with
+/// more is checked by its whole span (which may report a race between
+/// interleaved views that never touch the same byte).
+const MAX_VIEW_RUNS: u64 = 1 << 16;
+
+/// The arena byte ranges a view covers, sorted and merged: one per
+/// innermost row when that dimension is contiguous, else one per element.
+/// `off` is the arena offset of its first element ([`view_span`]).
+fn view_runs(d: &SceneTensorDesc, off: u64, bytes: u64) -> Vec<(u64, u64)> {
+    let rank = (d.rank as usize).min(SCENE_MAX_RANK);
+    let es = dtype_size(d.dtype);
+    let shape = &d.shape[..rank];
+    let strides = &d.strides[..rank];
+    let (outer, run_elems) = match (shape.last(), strides.last()) {
+        (Some(&n), Some(&1)) => (rank - 1, n),
+        _ => (rank, 1),
+    };
+    let count: u64 = shape[..outer].iter().product();
+    if rank == 0 || count > MAX_VIEW_RUNS || shape.contains(&0) {
+        return vec![(off, off + bytes)];
+    }
+    let mut runs = Vec::with_capacity(count as usize);
+    let mut idx = vec![0u64; outer];
+    for _ in 0..count {
+        let elem: u64 = idx.iter().zip(strides).map(|(i, s)| i * s).sum();
+        let start = off + elem * es;
+        runs.push((start, start + run_elems * es));
+        for dim in (0..outer).rev() {
+            idx[dim] += 1;
+            if idx[dim] < shape[dim] {
+                break;
+            }
+            idx[dim] = 0;
+        }
+    }
+    runs.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(runs.len());
+    for (a, b) in runs {
+        match merged.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => merged.push((a, b)),
+        }
+    }
+    merged
+}
+
+/// Whether two sorted, merged run lists share a byte.
+fn runs_meet(a: &[(u64, u64)], b: &[(u64, u64)]) -> bool {
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if a[i].0 < b[j].1 && b[j].0 < a[i].1 {
+            return true;
+        }
+        if a[i].1 <= b[j].1 {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    false
+}
+
+/// Whether task `p` is ordered before a task whose direct dependencies
+/// are `deps`: it is one of them, or an ancestor of one (through `parents`,
+/// which finished tasks keep). Ids grow along edges, so nothing below `p`
+/// can lead back to it.
+fn ordered_before<'a>(parents: impl Fn(usize) -> &'a [usize], p: usize, deps: &[usize]) -> bool {
+    let mut seen = std::collections::HashSet::new();
+    let mut todo: Vec<usize> = deps.iter().copied().filter(|&d| d >= p).collect();
+    while let Some(t) = todo.pop() {
+        if t == p {
+            return true;
+        }
+        for &q in parents(t) {
+            if q >= p && seen.insert(q) {
+                todo.push(q);
+            }
+        }
+    }
+    false
 }
 
 /// The incore a task for `func_id` runs, if this device can run it.
@@ -258,6 +370,11 @@ fn runnable_incore(rc: &RunCtx, func_id: u32, block_num: u32) -> RtResult<&Incor
 
 /// A byte range of the arena a task touches: `(start, end, writes)`.
 type ArenaAccess = (u64, u64, bool);
+
+/// A task's arguments as [`kernel_args`] translates them: the kernel's
+/// view, the tracked accesses, the `manual_dep` ones, and the data offsets
+/// of the buffers they lie in.
+type Translated = (KernelArgs, Vec<ArenaAccess>, Vec<ManualAccess>, Vec<u64>);
 
 /// Where a tensor argument's view lies: the arena offset of its element 0
 /// and the byte length of the range it spans (its bounding range).
@@ -303,7 +420,8 @@ fn kernel_args(
     func_id: u32,
     block_num: u32,
     args: &[SceneTaskArgV2],
-) -> RtResult<(KernelArgs, Vec<ArenaAccess>, Vec<u64>)> {
+    manual: &[bool],
+) -> RtResult<Translated> {
     let mut kargs = Box::new(SceneKernelArgs {
         abi_version: SCENE_KERNEL_ABI_VERSION,
         block_idx: 0,
@@ -319,6 +437,7 @@ fn kernel_args(
     });
     let mut descs: Box<[SceneTensorDesc]> = args.iter().map(|a| a.desc).collect();
     let mut accesses = Vec::with_capacity(args.len());
+    let mut manual_accesses = Vec::new();
     let mut buffers = Vec::with_capacity(args.len());
     let mem = lock(&rc.shared.mem);
     for (i, a) in args.iter().enumerate() {
@@ -350,8 +469,19 @@ fn kernel_args(
                 {
                     buffers.push(block.data);
                 }
-                if bytes > 0 {
-                    accesses.push((off, off + bytes, a.direction != SCENE_DIR_IN));
+                let write = a.direction != SCENE_DIR_IN;
+                if bytes > 0 && manual.get(i).copied().unwrap_or(false) {
+                    manual_accesses.push(ManualAccess {
+                        task: 0,
+                        func_id,
+                        arg: i,
+                        start: off,
+                        end: off + bytes,
+                        write,
+                        runs: Arc::new(view_runs(&a.desc, off, bytes)),
+                    });
+                } else if bytes > 0 {
+                    accesses.push((off, off + bytes, write));
                 }
             }
             d => {
@@ -369,6 +499,7 @@ fn kernel_args(
             chip: None,
         },
         accesses,
+        manual_accesses,
         buffers,
     ))
 }
@@ -398,14 +529,19 @@ fn chip_args(func_id: u32, args: &[SceneTaskArgV2], payload: &KernelArgs) -> RtR
 
 /// Adds the task to the graph: it depends on every unfinished task whose
 /// accesses overlap its own with a write on either side (RAW, WAR, WAW),
-/// and is ready at once if there is none.
-/// `submitted` is the task's arguments and when its submit began, for the
-/// trace.
+/// and is ready at once if there is none. Its `manual_dep` accesses only
+/// wait for the unfinished tasks that wrote those bytes through tracked
+/// arguments (their producers), are not tracked for later tasks, and must
+/// not overlap another manual access of the run with a write on either
+/// side unless a dependency path orders the two: that is a data race, and
+/// fails the submit (whichever task happened to finish first).
+/// `submitted` is the task's arguments, which are manual, and when its
+/// submit began, for the trace.
 fn enqueue(
     rc: &RunCtx,
     mut task: Task,
-    accesses: &[ArenaAccess],
-    submitted: (&[SceneTaskArgV2], u64),
+    (accesses, mut manual): (&[ArenaAccess], Vec<ManualAccess>),
+    submitted: (&[SceneTaskArgV2], &[bool], u64),
 ) -> RtResult<()> {
     let mut s = rc.shared.sched();
     if s.shutdown {
@@ -423,23 +559,44 @@ fn enqueue(
             }
         }
     }
+    for m in &manual {
+        for p in &sched.accesses {
+            if p.write && p.start < m.end && m.start < p.end {
+                deps.push(p.task);
+            }
+        }
+    }
     deps.sort_unstable();
     deps.dedup();
     let tid = sched.tasks.len();
+    for m in &mut manual {
+        m.task = tid;
+        for p in &sched.manual {
+            if (m.write || p.write)
+                && p.start < m.end
+                && m.start < p.end
+                && runs_meet(&m.runs, &p.runs)
+                && !ordered_before(|t| &sched.tasks[t].parents, p.task, &deps)
+            {
+                return Err(manual_race(m, p));
+            }
+        }
+    }
     for &d in &deps {
         sched.tasks[d].dependents.push(tid);
     }
+    task.parents.clone_from(&deps);
     let core = task.core;
     if let Some(tr) = &mut sched.trace {
-        let (args, begin) = submitted;
+        let (args, manual_args, begin) = submitted;
         let (func_id, block_num) = (task.func_id, task.block_num);
+        let manual_spans: Vec<ArenaAccess> =
+            manual.iter().map(|m| (m.start, m.end, m.write)).collect();
         tr.submit(
             tid,
-            func_id,
-            core as u32,
-            block_num,
-            args,
-            accesses,
+            (func_id, core as u32, block_num),
+            (args, manual_args),
+            (accesses, &manual_spans),
             &deps,
             begin,
         );
@@ -449,6 +606,7 @@ fn enqueue(
         *sched.users.entry(DEVICE_BASE + data).or_default() += 1;
     }
     sched.tasks.push(task);
+    sched.manual.extend(manual);
     sched
         .accesses
         .extend(accesses.iter().map(|&(start, end, write)| Access {
@@ -462,6 +620,23 @@ fn enqueue(
         rc.shared.work_cv[core].notify_all();
     }
     Ok(())
+}
+
+/// The error of two unordered tasks' overlapping manual accesses.
+fn manual_race(m: &ManualAccess, p: &ManualAccess) -> RtError {
+    let verb = |write| if write { "writes" } else { "reads" };
+    let (start, end) = (m.start.max(p.start), m.end.min(p.end));
+    RtError::Invalid(format!(
+        "data race: task {} (func_id {}, argument {}) {} arena bytes in [{start:#x}, {end:#x}) that task {} (func_id {}, argument {}) {}, and no dependency orders the two: both are manual_dep (SCENE_DIR_MANUAL_DEP), which the runtime does not track; order them (pass the tensor tracked to one of them, or to a task between) or leave manual_dep off",
+        m.task,
+        m.func_id,
+        m.arg,
+        verb(m.write),
+        p.task,
+        p.func_id,
+        p.arg,
+        verb(p.write),
+    ))
 }
 
 /// The run arguments' metadata: given (checked against each tensor's
@@ -507,4 +682,48 @@ fn view_outside_parent(a: &SceneTaskArgV2, what: &str) -> RtError {
         d.offset,
         &d.shape[..rank],
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn desc(shape: &[u64], strides: &[u64]) -> SceneTensorDesc {
+        let mut d = SceneTensorDesc {
+            dtype: SCENE_DTYPE_F32,
+            rank: shape.len() as u32,
+            ..Default::default()
+        };
+        d.shape[..shape.len()].copy_from_slice(shape);
+        d.strides[..strides.len()].copy_from_slice(strides);
+        d
+    }
+
+    /// Column blocks of a 4 x 16 f32 matrix: rows apart, so two blocks
+    /// never meet though their spans overlap; a block meets itself.
+    #[test]
+    fn column_blocks_are_runs_that_do_not_meet() {
+        let block = desc(&[4, 8], &[16, 1]);
+        let left = view_runs(&block, 0, (3 * 16 + 8) * 4);
+        let right = view_runs(&block, 8 * 4, (3 * 16 + 8) * 4);
+        assert_eq!(left, vec![(0, 32), (64, 96), (128, 160), (192, 224)]);
+        assert!(!runs_meet(&left, &right));
+        assert!(runs_meet(&left, &left));
+        // A whole contiguous matrix is one run.
+        assert_eq!(view_runs(&desc(&[4, 16], &[16, 1]), 0, 256), vec![(0, 256)]);
+        // A column (innermost stride 16): one run per element.
+        assert_eq!(view_runs(&desc(&[4], &[16]), 4, 4 * 49).len(), 4);
+    }
+
+    /// 0 -> 1 -> 3, 2 alone: 0 is ordered before a task waiting for 3,
+    /// 2 is not; nothing is ordered before a task that waits for none.
+    #[test]
+    fn ordering_follows_parents_through_finished_tasks() {
+        let parents: Vec<Vec<usize>> = vec![vec![], vec![0], vec![], vec![1]];
+        let of = |t: usize| parents[t].as_slice();
+        assert!(ordered_before(of, 0, &[3]));
+        assert!(ordered_before(of, 1, &[1]));
+        assert!(!ordered_before(of, 2, &[3]));
+        assert!(!ordered_before(of, 0, &[]));
+    }
 }

@@ -76,13 +76,21 @@ struct Acc {
     start: u64,
     end: u64,
     write: bool,
+    /// Through a `manual_dep` argument: not tracked, so never a later
+    /// access's dependency.
+    manual: bool,
     buf: Option<(BufRef, u64)>,
 }
+
+/// A byte range of the arena a task touches: `(start, end, writes)`.
+type Span = (u64, u64, bool);
 
 #[derive(Debug)]
 enum ArgRec {
     Tensor {
         dir: u32,
+        /// `manual_dep` (`SCENE_DIR_MANUAL_DEP`).
+        manual: bool,
         dtype: u32,
         shape: Vec<u64>,
     },
@@ -97,6 +105,8 @@ struct Dep {
     end: u64,
     buf: Option<(BufRef, u64)>,
     pending: bool,
+    /// Of a `manual_dep` access: the edge from a producer of its bytes.
+    manual: bool,
 }
 
 #[derive(Debug)]
@@ -228,26 +238,28 @@ impl TraceRun {
 
     /// A task entered the graph as `tid`; `pending` are the unfinished
     /// tasks the scheduler made it wait for; `begin` is when its submit
-    /// call started.
-    #[allow(clippy::too_many_arguments)]
+    /// call started. `manual` says which arguments were `manual_dep`, and
+    /// `manual_accesses` are theirs: as in the scheduler, they depend only
+    /// on tracked writes of their bytes and are never a later access's
+    /// dependency.
     pub fn submit(
         &mut self,
         tid: usize,
-        func_id: u32,
-        core: u32,
-        block_num: u32,
-        args: &[SceneTaskArgV2],
-        accesses: &[(u64, u64, bool)],
+        (func_id, core, block_num): (u32, u32, u32),
+        (args, manual): (&[SceneTaskArgV2], &[bool]),
+        (accesses, manual_accesses): (&[Span], &[Span]),
         pending: &[usize],
         begin: u64,
     ) {
         let now = if self.timeline() { now_ns() } else { 0 };
         let args = args
             .iter()
-            .map(|a| match a.direction {
+            .zip(manual.iter().chain(std::iter::repeat(&false)))
+            .map(|(a, &manual)| match a.direction {
                 SCENE_DIR_SCALAR => ArgRec::Scalar(a.value),
                 dir => ArgRec::Tensor {
                     dir,
+                    manual,
                     dtype: a.desc.dtype,
                     shape: a.desc.shape[..(a.desc.rank as usize).min(SCENE_MAX_RANK)].to_vec(),
                 },
@@ -256,16 +268,22 @@ impl TraceRun {
         let mut accs = Vec::new();
         let mut deps = Vec::new();
         if self.deps() {
-            for &(start, end, write) in accesses {
+            let tagged = accesses
+                .iter()
+                .map(|&a| (a, false))
+                .chain(manual_accesses.iter().map(|&a| (a, true)));
+            for ((start, end, write), manual) in tagged {
                 let mine = Acc {
                     task: tid,
                     start,
                     end,
                     write,
+                    manual,
                     buf: self.resolve(start),
                 };
                 for p in &self.all {
-                    if p.start < end && start < p.end && (write || p.write) {
+                    let conflict = if manual { p.write } else { write || p.write };
+                    if !p.manual && p.start < end && start < p.end && conflict {
                         let kind = match (write, p.write) {
                             (true, true) => "WAW",
                             (true, false) => "WAR",
@@ -283,6 +301,7 @@ impl TraceRun {
                                 end: e,
                                 buf: self.resolve(s),
                                 pending: pending.contains(&p.task),
+                                manual,
                             });
                         }
                     }
@@ -444,10 +463,15 @@ impl TraceRun {
                     ArgRec::Scalar(v) => {
                         let _ = write!(o, "{{\"dir\":\"scalar\",\"value\":{v}}}");
                     }
-                    ArgRec::Tensor { dir, dtype, shape } => {
+                    ArgRec::Tensor {
+                        dir,
+                        manual,
+                        dtype,
+                        shape,
+                    } => {
                         let _ = write!(
                             o,
-                            "{{\"dir\":\"{}\",\"dtype\":{dtype},\"shape\":{shape:?}}}",
+                            "{{\"dir\":\"{}\",\"manual\":{manual},\"dtype\":{dtype},\"shape\":{shape:?}}}",
                             dir_name(*dir)
                         );
                     }
@@ -462,7 +486,7 @@ impl TraceRun {
                     }
                     o.push('{');
                     range_json(&mut o, a.buf, a.start, a.end);
-                    let _ = write!(o, ",\"write\":{}}}", a.write);
+                    let _ = write!(o, ",\"write\":{},\"manual\":{}}}", a.write, a.manual);
                 }
                 o.push_str("],\"deps\":[");
                 for (k, d) in t.deps.iter().enumerate() {
@@ -471,7 +495,7 @@ impl TraceRun {
                     }
                     let _ = write!(o, "{{\"task\":{},\"kind\":\"{}\",", d.task, d.kind);
                     range_json(&mut o, d.buf, d.start, d.end);
-                    let _ = write!(o, ",\"pending\":{}}}", d.pending);
+                    let _ = write!(o, ",\"pending\":{},\"manual\":{}}}", d.pending, d.manual);
                 }
                 o.push(']');
             }
@@ -562,15 +586,13 @@ mod tests {
             &[(base, 64), (base + 4096, 64)],
         );
         // task 0 reads x, task 1 writes x (WAR on x), task 2 reads x (RAW on 1).
-        t.submit(0, 1, 1, 1, &[], &[(0, 64, false)], &[], 0);
-        t.submit(1, 2, 1, 1, &[], &[(0, 32, true)], &[0], 0);
+        t.submit(0, (1, 1, 1), (&[], &[]), (&[(0, 64, false)], &[]), &[], 0);
+        t.submit(1, (2, 1, 1), (&[], &[]), (&[(0, 32, true)], &[]), &[0], 0);
         t.submit(
             2,
-            1,
-            1,
-            1,
-            &[],
-            &[(16, 64, false), (4096, 4160, true)],
+            (1, 1, 1),
+            (&[], &[]),
+            (&[(16, 64, false), (4096, 4160, true)], &[]),
             &[],
             0,
         );
@@ -584,6 +606,31 @@ mod tests {
             .collect();
         assert_eq!(d2, vec![(1, "RAW", 16, 32, false)]);
         let json = t.finish(now_ns());
-        assert!(json.contains("\"kind\":\"WAR\",\"buffer\":\"arg\",\"index\":0,\"start\":0,\"end\":32,\"pending\":true"), "{json}");
+        assert!(json.contains("\"kind\":\"WAR\",\"buffer\":\"arg\",\"index\":0,\"start\":0,\"end\":32,\"pending\":true,\"manual\":false"), "{json}");
+    }
+
+    /// A manual access waits only for tracked writes of its bytes and is
+    /// never a later access's dependency.
+    #[test]
+    fn manual_accesses_depend_on_tracked_producers_only() {
+        let base = DEVICE_BASE;
+        let mut t = TraceRun::new(SCENE_RT_TRACE_DEPS, 0, [1, 1], &[(base, 64)]);
+        // task 0 writes x (tracked); task 1 reads x (tracked); task 2 writes
+        // x through manual_dep: on 0 only (its producer; no WAR on 1); task 3 writes
+        // x tracked: WAW on 0, WAR on 1, nothing on 2.
+        t.submit(0, (1, 1, 1), (&[], &[]), (&[(0, 64, true)], &[]), &[], 0);
+        t.submit(1, (1, 1, 1), (&[], &[]), (&[(0, 64, false)], &[]), &[], 0);
+        t.submit(2, (1, 1, 1), (&[], &[]), (&[], &[(0, 32, true)]), &[], 0);
+        t.submit(3, (1, 1, 1), (&[], &[]), (&[(0, 64, true)], &[]), &[], 0);
+        let deps = |k: usize| -> Vec<_> {
+            t.tasks[k]
+                .deps
+                .iter()
+                .map(|d| (d.task, d.kind, d.manual))
+                .collect()
+        };
+        assert_eq!(deps(2), vec![(0, "WAW", true)]);
+        assert_eq!(deps(3), vec![(0, "WAW", false), (1, "WAR", false)]);
+        assert!(t.tasks[2].accesses[0].manual);
     }
 }
