@@ -21,8 +21,8 @@ use std::path::{Path, PathBuf};
 use scene_golden::DType;
 
 use super::raw::{RawNum, RawScene};
+use super::{CompareSpec, Problem, PythonFiles, TensorSpec, ToleranceSpec};
 use super::{HARDWARE_PLATFORMS, NumSpec, Orchestration, Scene, SceneError, dtype_from_name};
-use super::{Problem, ToleranceSpec};
 use crate::scene::expr::{Expr, Params};
 
 mod cases;
@@ -124,6 +124,9 @@ impl<'a> Validator<'a> {
                 (golden, python)
             });
         let (golden, python) = python?;
+        if let Some(tensors) = &tensors {
+            self.check_python_comparisons(tensors, &python);
+        }
         Some(Scene {
             name: raw.name,
             dir: self.dir.to_path_buf(),
@@ -150,6 +153,26 @@ impl<'a> Validator<'a> {
             derived: derived?,
             cases: cases?,
         })
+    }
+
+    /// A `compare = { python = ... }` needs a Python file to find its
+    /// function in: the golden's, else the fixtures'.
+    fn check_python_comparisons(&self, tensors: &[TensorSpec], python: &PythonFiles) {
+        if python.any() {
+            return;
+        }
+        for (i, t) in tensors.iter().enumerate() {
+            if let CompareSpec::Python { function, .. } = &t.compare {
+                self.problem(
+                    format!("tensors[{i}].compare.python"),
+                    format!(
+                        "tensor `{}`: comparison `{function}` is a Python function, but the scene names no Python file: \
+                         add `golden = {{ python = \"golden.py\" }}` (or `fixtures = {{ python = ... }}`) defining it",
+                        t.name
+                    ),
+                );
+            }
+        }
     }
 
     fn err(&self, field: impl Into<String>, message: impl Into<String>) -> Problem {
