@@ -451,11 +451,17 @@ mod tests {
     #[test]
     fn a_python_name_is_found_where_python_can_bind_it() {
         assert!(may("def compare(name, a, e, p):\n", "compare"));
-        assert!(may("if X:\n    async def compare(n, a, e, p): ...\n", "compare"));
+        assert!(may(
+            "if X:\n    async def compare(n, a, e, p): ...\n",
+            "compare"
+        ));
         assert!(may("compare = make()\n", "compare"));
         assert!(may("compare: object = make()\n", "compare"));
         assert!(may("from helpers import first, compare\n", "compare"));
-        assert!(may("from helpers import (\n    first,\n    compare\n)\n", "compare"));
+        assert!(may(
+            "from helpers import (\n    first,\n    compare\n)\n",
+            "compare"
+        ));
         assert!(may("from helpers import *\n", "compare"));
         assert!(may("globals()['comp' + 'are'] = f\n", "compare"));
         assert!(!may("def compare_rows(n, a, e, p):\n", "compare"));
