@@ -156,3 +156,31 @@ fn a_misspelt_python_compare_is_a_load_error() {
         show(&out)
     );
 }
+
+/// Pass 2 of a two-pass run holds no golden code but judges the outputs:
+/// a Python comparison runs there, in pass 2's Python worker.
+#[test]
+fn a_two_pass_run_judges_with_the_python_compare_in_pass_2() {
+    let (env, _) = setup(|t| t);
+    let bundle = env.dir.path().join("bundle");
+    let out = env
+        .scene(&[
+            "precompile",
+            "--out",
+            bundle.to_str().unwrap(),
+            "python_compare",
+        ])
+        .output()
+        .unwrap();
+    common::assert_success(&out);
+    let (out, report) = env.run_with_report_using(
+        &["run", "--from", bundle.to_str().unwrap(), "python_compare"],
+        |cmd| {
+            cmd.env("SCENE_CC", "false").env("SCENE_LD", "false");
+        },
+    );
+    common::assert_success(&out);
+    assert_eq!(report["totals"]["goldens_computed"], 0);
+    let f = &case(&report, "python_compare::small")["outputs"][0];
+    assert_eq!(f["detail"], "16 valid rows of 32 match", "{f:#}");
+}
