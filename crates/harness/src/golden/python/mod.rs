@@ -10,6 +10,10 @@
 //! `.npy` files in a per-run temporary directory (in `/dev/shm` when there
 //! is one), never as text.
 //!
+//! The same file may define comparisons (`compare = { python = "FUNCTION"
+//! }`): [`PythonRunner::compare`] runs one on an output after the device
+//! stage, in the same worker (the `compare` request).
+//!
 //! Each scene has its own worker, so its own `sys.modules` and `sys.path`:
 //! two scenes with a `helper.py` each get each their own (a purge of
 //! `sys.modules` between scenes would leave C-extension state, monkey
