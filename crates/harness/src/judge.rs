@@ -1,13 +1,16 @@
 //! The compare stage: the device's outputs against the golden, after the
 //! card is released. Each output is judged by its comparison
-//! ([`crate::compare`]): allclose, exact, a registered custom one, or
-//! none (`skip_golden`, then only checked for NaN / inf).
+//! ([`crate::compare`]): allclose, exact, a registered custom one, a
+//! function of the scene's Python file (run in the scene's Python worker,
+//! still after the card is released), or none (`skip_golden`, then only
+//! checked for NaN / inf).
 
 use scene_golden::closeness::fmt_num;
 use scene_golden::measure::first_nonfinite;
 use scene_golden::{Tensor, Tolerance, assert_close, assert_exact};
 
 use crate::compare::{Comparison, ComparisonCtx, OutputReport, Verdict};
+use crate::golden::python::PythonRunner;
 use crate::golden::{GoldenOutputs, GoldenRegistry};
 use crate::prepare::{missing_golden_message, missing_golden_output};
 use crate::scene::{Case, Scene};
@@ -22,10 +25,13 @@ pub struct CompareOutcome {
 }
 
 /// Every output of `scene` (`outputs` in declaration order) judged against
-/// `golden` by its comparison in `case`, on `pool`.
+/// `golden` by its comparison in `case`, on `pool`; Python comparisons in
+/// `python`'s worker for the scene.
+#[allow(clippy::too_many_arguments)]
 pub fn compare_outputs(
     pool: &rayon::ThreadPool,
     registry: &GoldenRegistry,
+    python: &PythonRunner,
     scene: &Scene,
     case: &Case,
     outputs: &[Tensor],
@@ -60,7 +66,12 @@ pub fn compare_outputs(
             actual,
             expected: golden.get(&spec.name),
         };
-        let report = pool.install(|| judged.judge(registry));
+        let py = PyCompare {
+            runner: python,
+            scene,
+            case,
+        };
+        let report = pool.install(|| judged.judge_with_python(registry, Some(py)));
         if report.verdict == Verdict::Fail {
             outcome
                 .problems
@@ -85,10 +96,29 @@ pub struct Judged<'a> {
     pub expected: Option<&'a Tensor>,
 }
 
+/// Where a Python comparison runs: the run's Python workers, for this
+/// scene and case.
+#[derive(Clone, Copy, Debug)]
+pub struct PyCompare<'a> {
+    pub runner: &'a PythonRunner,
+    pub scene: &'a Scene,
+    pub case: &'a Case,
+}
+
 impl Judged<'_> {
     /// The verdict; a failing one's `detail` is the whole failure text
-    /// (naming the tensor and the comparison).
+    /// (naming the tensor and the comparison). A Python comparison fails
+    /// here: it needs [`Judged::judge_with_python`].
     pub fn judge(&self, registry: &GoldenRegistry) -> OutputReport {
+        self.judge_with_python(registry, None)
+    }
+
+    /// [`Judged::judge`], with Python comparisons run through `python`.
+    pub fn judge_with_python(
+        &self,
+        registry: &GoldenRegistry,
+        python: Option<PyCompare<'_>>,
+    ) -> OutputReport {
         let comparison = self.comparison.describe(&self.tolerance);
         let report = |verdict, detail| OutputReport {
             name: self.tensor.to_string(),
@@ -161,6 +191,44 @@ impl Judged<'_> {
                     Ok(detail) => report(Verdict::Pass, Some(detail)),
                     Err(detail) => fail(format!(
                         "tensor `{}` failed comparison {comparison}: {detail}",
+                        self.tensor
+                    )),
+                }
+            }
+            Comparison::Python { function, args } => {
+                let Some(py) = python else {
+                    return fail(format!(
+                        "tensor `{}`: Python comparison `{function}` has no Python worker to run in",
+                        self.tensor
+                    ));
+                };
+                let Some(file) = py.scene.python.golden.as_ref().or(py
+                    .scene
+                    .python
+                    .fixtures
+                    .as_ref())
+                else {
+                    return fail(format!(
+                        "tensor `{}`: Python comparison `{function}`, but the scene names no Python file",
+                        self.tensor
+                    ));
+                };
+                match py.runner.compare(
+                    py.scene,
+                    py.case,
+                    file,
+                    function,
+                    self.tensor,
+                    (self.actual, expected),
+                    args,
+                ) {
+                    Ok(v) if v.passed => report(Verdict::Pass, Some(v.detail)),
+                    Ok(v) => fail(format!(
+                        "tensor `{}` failed comparison {comparison}: {}",
+                        self.tensor, v.detail
+                    )),
+                    Err(e) => fail(format!(
+                        "tensor `{}`: comparison {comparison} could not judge it: {e}",
                         self.tensor
                     )),
                 }

@@ -171,6 +171,11 @@ impl CpuStages {
         self.goldens.python().environments()
     }
 
+    /// The run's Python workers (Python comparisons run in them).
+    pub fn python(&self) -> &crate::golden::python::PythonRunner {
+        self.goldens.python()
+    }
+
     pub fn golden_pool(&self) -> &rayon::ThreadPool {
         &self.golden_pool
     }

@@ -435,6 +435,7 @@ impl Session {
             let outcome = compare_outputs(
                 self.cpu.golden_pool(),
                 self.cpu.registry(),
+                self.cpu.python(),
                 &sel.scene,
                 sel.case(),
                 outputs,

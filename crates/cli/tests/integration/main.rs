@@ -36,6 +36,7 @@ mod platform;
 mod port_matmul;
 mod port_paged_attention;
 mod port_scalar_data;
+mod python_compare;
 mod python_golden;
 mod python_isolation;
 mod python_provision;

@@ -1027,6 +1027,14 @@ mod pinned_keys {
                 "df428b73486fd733154f92498a565e9aebb7da679380072baceba16d69adb5a5",
             ),
             (
+                "python_compare::small",
+                "7ebc575a2c4a0c25c17e4959eb8695f8a0b7672786b1f2324d36be573a68c069",
+            ),
+            (
+                "python_compare::uneven",
+                "bc024d81e372bf096bd68e05109a16a026a61f3656f4b6dd699723bbb8e655f7",
+            ),
+            (
                 "rank_local_linear::dp2",
                 "904dc2b71d9a3dde6efba3879bf01776835b69f2a780f28b60247a71ff88ac74",
             ),

@@ -10,7 +10,10 @@
 //! * `{ custom = "NAME", arg = number | "expression", ... }`: a function
 //!   registered under `NAME` ([`crate::golden::GoldenRegistry::register_comparison`]),
 //!   given the output, its golden, its tolerance and its arguments resolved
-//!   in the case. The harness ships [`BUILTIN_COMPARISONS`].
+//!   in the case. The harness ships [`BUILTIN_COMPARISONS`];
+//! * `{ python = "FUNCTION", arg = ... }`: `FUNCTION(name, actual,
+//!   expected, params) -> (ok, detail)` of the scene's Python file, run in
+//!   its Python worker ([`crate::golden::python::PythonRunner::compare`]).
 //!
 //! `skip_golden` (on a case, a case's list of outputs, or a tensor) leaves
 //! an output unjudged against the golden; it is still dumped and must hold

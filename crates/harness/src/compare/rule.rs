@@ -21,6 +21,13 @@ pub enum Comparison {
         name: String,
         args: BTreeMap<String, f64>,
     },
+    /// A function of the scene's Python file (`compare = { python = ...
+    /// }`), run in the scene's Python worker after the device stage, with
+    /// its arguments.
+    Python {
+        function: String,
+        args: BTreeMap<String, f64>,
+    },
     /// `skip_golden`: not compared; checked for NaN/inf unless
     /// `allow_nonfinite`.
     Skipped,
@@ -28,7 +35,8 @@ pub enum Comparison {
 
 impl Comparison {
     /// What the report calls it, e.g. `allclose(rtol=0.001, atol=1e-05)`,
-    /// `exact`, `cosine(min=0.999)`, `skip_golden`.
+    /// `exact`, `cosine(min=0.999)`, `python:first_valid(rows=3)`,
+    /// `skip_golden`.
     pub fn describe(&self, tol: &Tolerance) -> String {
         match self {
             Comparison::AllClose => {
@@ -41,11 +49,10 @@ impl Comparison {
             }
             Comparison::Exact => "exact".to_string(),
             Comparison::Custom { name, args } => {
-                let args: Vec<String> = args
-                    .iter()
-                    .map(|(k, v)| format!("{k}={}", fmt_num(*v, false)))
-                    .collect();
-                format!("{name}({})", args.join(", "))
+                format!("{name}({})", describe_args(args))
+            }
+            Comparison::Python { function, args } => {
+                format!("python:{function}({})", describe_args(args))
             }
             Comparison::Skipped => "skip_golden".to_string(),
         }
@@ -57,6 +64,15 @@ impl Comparison {
         matches!(self, Comparison::AllClose)
     }
 }
+/// `k=v, ...` in name order.
+fn describe_args(args: &BTreeMap<String, f64>) -> String {
+    let args: Vec<String> = args
+        .iter()
+        .map(|(k, v)| format!("{k}={}", fmt_num(*v, false)))
+        .collect();
+    args.join(", ")
+}
+
 // ---------------------------------------------------------------------------
 // Custom comparisons: the registry's side.
 

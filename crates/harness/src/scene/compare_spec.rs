@@ -35,4 +35,11 @@ pub enum CompareSpec {
         name: String,
         args: Vec<(String, ArgSpec)>,
     },
+    /// `{ python = "FUNCTION", ... }`: a function of the scene's Python
+    /// file (its golden file, else its fixtures file) and its arguments,
+    /// in name order.
+    Python {
+        function: String,
+        args: Vec<(String, ArgSpec)>,
+    },
 }

@@ -11,9 +11,13 @@
 #   start:   {"hello": 1, "python": ..., "numpy": ..., "torch": ... | null,
 #             "packages": ["name==version", ...]}
 #            or {"hello": 1, "error": "..."} (and exit)
-#   request: {"op": "inputs" | "golden", "id": n, ...}  ->
+#   request: {"op": "inputs" | "golden" | "compare", "id": n, ...}  ->
 #            {"id": n, "ok": true, "files": [...], "opaque": [...], ...} or
 #            {"id": n, "ok": false, "error": "...", "traceback": "..." | null}
+#
+# `compare` (after the device stage) calls the scene's
+# `FUNCTION(name, actual, expected, params)` and replies
+# {"passed": bool, "detail": "..."} besides the above.
 #
 # `files`: every file outside the interpreter's own directories that the
 # scene's code was loaded from (sys.modules) or opened for reading, so far
@@ -384,6 +388,43 @@ def op_golden(req):
     return {}
 
 
+def load_array(t):
+    """A tensor the harness wrote, as a writable numpy array (bf16 as float32)."""
+    arr = np.load(t["path"], allow_pickle=False)
+    if t["dtype"] == "bf16":
+        return bf16_bits_to_f32(arr)
+    return np.array(arr)
+
+
+def op_compare(req):
+    path = req["file"]
+    mod = load(path, req["sys_path"])
+    fname = req["function"]
+    f = function(mod, path, fname)
+    actual = load_array(req["actual"])
+    expected = load_array(req["expected"])
+    ret = f(req["name"], actual, expected, dict(req["params"]))
+    _only_parent()
+    if (
+        not isinstance(ret, tuple)
+        or len(ret) != 2
+        or not isinstance(ret[0], (bool, np.bool_))
+        or not isinstance(ret[1], str)
+    ):
+        raise CaseError(
+            "%s: %s returned %s; a comparison returns (ok, detail): a bool and a string"
+            % (path, fname, _short_repr(ret))
+        )
+    return {"passed": bool(ret[0]), "detail": ret[1]}
+
+
+def _short_repr(value):
+    text = repr(value)
+    if len(text) > 200:
+        text = text[:200] + "..."
+    return "%s %s" % (type(value).__name__, text)
+
+
 def user_traceback(exc):
     """The traceback without this driver's own frames."""
     tb = exc.__traceback__
@@ -434,6 +475,8 @@ def main():
                 reply = op_inputs(req)
             elif op == "golden":
                 reply = op_golden(req)
+            elif op == "compare":
+                reply = op_compare(req)
             elif op == "quit":
                 return
             else:

@@ -10,6 +10,10 @@
 //! `.npy` files in a per-run temporary directory (in `/dev/shm` when there
 //! is one), never as text.
 //!
+//! The same file may define comparisons (`compare = { python = "FUNCTION"
+//! }`): [`PythonRunner::compare`] runs one on an output after the device
+//! stage, in the same worker (the `compare` request).
+//!
 //! Each scene has its own worker, so its own `sys.modules` and `sys.path`:
 //! two scenes with a `helper.py` each get each their own (a purge of
 //! `sys.modules` between scenes would leave C-extension state, monkey
@@ -821,6 +825,82 @@ impl PythonRunner {
             golden = golden.with(name, t);
         }
         Ok(golden)
+    }
+}
+
+/// What a Python comparison said of one output: its verdict and its
+/// detail (for the report either way).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PyVerdict {
+    pub passed: bool,
+    pub detail: String,
+}
+
+impl PythonRunner {
+    /// `function(name, actual, expected, params)` of `file` on one output
+    /// of a case (`params`: the case's params, the `[derived]` ones
+    /// included, and the comparison's arguments). Run after the device
+    /// stage, in the scene's own worker.
+    #[allow(clippy::too_many_arguments)]
+    pub fn compare(
+        &self,
+        scene: &Scene,
+        case: &Case,
+        file: &Path,
+        function: &str,
+        tensor: &str,
+        (actual, expected): (&Tensor, &Tensor),
+        args: &std::collections::BTreeMap<String, f64>,
+    ) -> Result<PyVerdict, PyError> {
+        let who = whose(scene, case, file);
+        let dir = self.request_dir()?;
+        let spec = |what: &str, t: &Tensor| -> Result<Json, PyError> {
+            let path = dir.0.join(format!("{what}.npy"));
+            npy::write_npy(&path, t)
+                .map_err(|e| PyError::Exchange(format!("{}: {e}", path.display())))?;
+            Ok(json!({"dtype": t.dtype().name(), "shape": t.shape(), "path": path}))
+        };
+        let actual = spec("actual", actual)?;
+        let expected = spec("expected", expected)?;
+        let mut params = serde_json::to_value(&case.values)
+            .map_err(|e| PyError::Exchange(format!("the case params as JSON: {e}")))?;
+        if let Some(obj) = params.as_object_mut() {
+            for (k, v) in args {
+                // Integral arguments as ints, so `a[:rows]` works.
+                let v = if v.fract() == 0.0 && v.abs() < 9.0e15 {
+                    json!(*v as i64)
+                } else {
+                    json!(v)
+                };
+                obj.insert(k.clone(), v);
+            }
+        }
+        let req = json!({
+            "op": "compare",
+            "file": file,
+            "sys_path": sys_path(scene),
+            "function": function,
+            "name": tensor,
+            "actual": actual,
+            "expected": expected,
+            "params": params,
+        });
+        let reply = self
+            .with_worker(scene, |w| w.request(&req, self.config.timeout))
+            .map_err(|e| e.naming(&who))?;
+        let reply = Self::check_reply(reply, &who)?;
+        let (Some(passed), Some(detail)) = (
+            reply.get("passed").and_then(Json::as_bool),
+            reply.get("detail").and_then(Json::as_str),
+        ) else {
+            return Err(PyError::Failed(format!(
+                "{who}: the worker's reply to `compare` has no verdict"
+            )));
+        };
+        Ok(PyVerdict {
+            passed,
+            detail: detail.to_owned(),
+        })
     }
 }
 

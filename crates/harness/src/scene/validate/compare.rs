@@ -56,7 +56,8 @@ impl CaseSkip {
     }
 }
 
-const KINDS: &str = "\"allclose\", \"exact\", or { custom = \"NAME\", ... }";
+const KINDS: &str =
+    "\"allclose\", \"exact\", { custom = \"NAME\", ... } or { python = \"FUNCTION\", ... }";
 
 /// A tensor's `compare` (absent: allclose), checked against its direction
 /// and its own `rtol` / `atol`.
@@ -91,19 +92,30 @@ pub(super) fn compare_spec(
         },
         toml::Value::Table(table) => {
             let mut custom = None;
+            let mut python = None;
             let mut args = Vec::new();
             for (k, v) in table {
                 let at = format!("{field}.{k}");
-                if k == "custom" {
+                if k == "custom" || k == "python" {
+                    let what = if k == "custom" {
+                        "the name of a registered comparison (a non-empty string)"
+                    } else {
+                        "the name of a function of the scene's Python file (an identifier)"
+                    };
                     match v {
-                        toml::Value::String(s) if !s.trim().is_empty() => custom = Some(s),
+                        toml::Value::String(s) if k == "custom" && !s.trim().is_empty() => {
+                            custom = Some(s)
+                        }
+                        toml::Value::String(s) if k == "python" && is_identifier(&s) => {
+                            python = Some(s)
+                        }
+                        toml::Value::String(s) => {
+                            return Err(Problem::new(at, format!("must be {what}, got `{s}`")));
+                        }
                         other => {
                             return Err(Problem::new(
                                 at,
-                                format!(
-                                    "must be the name of a registered comparison (a non-empty string), got {}",
-                                    toml_kind(&other)
-                                ),
+                                format!("must be {what}, got {}", toml_kind(&other)),
                             ));
                         }
                     }
@@ -137,16 +149,25 @@ pub(super) fn compare_spec(
                 };
                 args.push((k, num));
             }
-            let Some(name) = custom else {
-                return Err(Problem::new(
-                    field,
-                    format!(
-                        "a table names a custom comparison: {{ custom = \"NAME\", ... }} (missing `custom`; expected {KINDS})"
-                    ),
-                ));
-            };
             args.sort_by(|a, b| a.0.cmp(&b.0));
-            CompareSpec::Custom { name, args }
+            match (custom, python) {
+                (Some(name), None) => CompareSpec::Custom { name, args },
+                (None, Some(function)) => CompareSpec::Python { function, args },
+                (Some(_), Some(_)) => {
+                    return Err(Problem::new(
+                        field,
+                        "a table names one comparison: `custom` (a registered Rust comparison) or `python` (a function of the scene's Python file), not both",
+                    ));
+                }
+                (None, None) => {
+                    return Err(Problem::new(
+                        field,
+                        format!(
+                            "a table names a custom comparison: {{ custom = \"NAME\", ... }} or {{ python = \"FUNCTION\", ... }} (missing `custom` / `python`; expected {KINDS})"
+                        ),
+                    ));
+                }
+            }
         }
         other => {
             return Err(Problem::new(
@@ -286,27 +307,60 @@ pub(super) fn resolve(
     Ok(match t.compare {
         CompareSpec::AllClose => Comparison::AllClose,
         CompareSpec::Exact => Comparison::Exact,
-        CompareSpec::Custom { name, args } => {
-            let mut values = BTreeMap::new();
-            for (k, spec) in args {
-                let at = format!("tensors[{j}].compare.{k}");
-                let v = spec
-                    .eval(params)
-                    .map_err(|e| Problem::new(&at, format!("{prefix}{e}")))?;
-                if !v.is_finite() {
-                    return Err(Problem::new(
-                        at,
-                        format!("{prefix}comparison argument `{k}` must be finite, got {v}"),
-                    ));
-                }
-                values.insert(k.clone(), v);
+        CompareSpec::Custom { name, args } => Comparison::Custom {
+            name: name.clone(),
+            args: resolve_args(j, args, prefix, params)?,
+        },
+        CompareSpec::Python { function, args } => {
+            // The function sees the case params and its arguments in one
+            // dict: an argument must not hide a param.
+            if let Some((k, _)) = args.iter().find(|(k, _)| params.contains_key(k.as_str())) {
+                return Err(Problem::new(
+                    format!("tensors[{j}].compare.{k}"),
+                    format!(
+                        "{prefix}comparison argument `{k}` has the name of a case param; the Python comparison gets both in `params`: rename the argument"
+                    ),
+                ));
             }
-            Comparison::Custom {
-                name: name.clone(),
-                args: values,
+            Comparison::Python {
+                function: function.clone(),
+                args: resolve_args(j, args, prefix, params)?,
             }
         }
     })
+}
+
+/// A comparison's arguments evaluated in the case (finite numbers).
+fn resolve_args(
+    j: usize,
+    args: &[(String, ArgSpec)],
+    prefix: &str,
+    params: &Params,
+) -> Result<BTreeMap<String, f64>, Problem> {
+    let mut values = BTreeMap::new();
+    for (k, spec) in args {
+        let at = format!("tensors[{j}].compare.{k}");
+        let v = spec
+            .eval(params)
+            .map_err(|e| Problem::new(&at, format!("{prefix}{e}")))?;
+        if !v.is_finite() {
+            return Err(Problem::new(
+                at,
+                format!("{prefix}comparison argument `{k}` must be finite, got {v}"),
+            ));
+        }
+        values.insert(k.clone(), v);
+    }
+    Ok(values)
+}
+
+/// A Python identifier (ASCII): what `getattr(module, name)` can find.
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// `allow_nonfinite` only matters for an output some case skips (compared

@@ -21,8 +21,8 @@ use std::path::{Path, PathBuf};
 use scene_golden::DType;
 
 use super::raw::{RawNum, RawScene};
+use super::{CompareSpec, Problem, PythonFiles, TensorSpec, ToleranceSpec};
 use super::{HARDWARE_PLATFORMS, NumSpec, Orchestration, Scene, SceneError, dtype_from_name};
-use super::{Problem, ToleranceSpec};
 use crate::scene::expr::{Expr, Params};
 
 mod cases;
@@ -124,6 +124,9 @@ impl<'a> Validator<'a> {
                 (golden, python)
             });
         let (golden, python) = python?;
+        if let Some(tensors) = &tensors {
+            self.check_python_comparisons(tensors, &python);
+        }
         Some(Scene {
             name: raw.name,
             dir: self.dir.to_path_buf(),
@@ -150,6 +153,45 @@ impl<'a> Validator<'a> {
             derived: derived?,
             cases: cases?,
         })
+    }
+
+    /// A `compare = { python = ... }` needs a Python file to find its
+    /// function in: the golden's, else the fixtures'.
+    /// When the file can be read, the function's name must be bound in
+    /// it somewhere (a cheap scan, see [`python_may_define`]): a typo is
+    /// then a load error, not a failed case.
+    fn check_python_comparisons(&self, tensors: &[TensorSpec], python: &PythonFiles) {
+        let file = python.golden.as_ref().or(python.fixtures.as_ref());
+        // Unreadable: the Python worker says why when the case runs.
+        let source = file.and_then(|f| std::fs::read_to_string(f).ok());
+        for (i, t) in tensors.iter().enumerate() {
+            let CompareSpec::Python { function, .. } = &t.compare else {
+                continue;
+            };
+            if let (Some(file), Some(source)) = (file, &source) {
+                if !python_may_define(source, function) {
+                    self.problem(
+                        format!("tensors[{i}].compare.python"),
+                        format!(
+                            "tensor `{}`: {} defines no function `{function}` (no `def {function}`, assignment or import of that name)",
+                            t.name,
+                            file.display()
+                        ),
+                    );
+                }
+                continue;
+            }
+            if !python.any() {
+                self.problem(
+                    format!("tensors[{i}].compare.python"),
+                    format!(
+                        "tensor `{}`: comparison `{function}` is a Python function, but the scene names no Python file: \
+                         add `golden = {{ python = \"golden.py\" }}` (or `fixtures = {{ python = ... }}`) defining it",
+                        t.name
+                    ),
+                );
+            }
+        }
     }
 
     fn err(&self, field: impl Into<String>, message: impl Into<String>) -> Problem {
@@ -361,4 +403,70 @@ fn is_c_identifier(s: &str) -> bool {
     let mut chars = s.chars();
     matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
         && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
+/// Whether Python `source` may bind `name` at module level: a `def` or
+/// `class` of it, an assignment to it, an import naming it (or `import *`,
+/// `globals()`, `setattr`, which a scan cannot see through). Conservative:
+/// `false` only when the name is bound nowhere, so a typo is caught and
+/// working code is never refused.
+pub(crate) fn python_may_define(source: &str, name: &str) -> bool {
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let word_at = |line: &str, at: usize| {
+        let before_ok = line[..at].chars().next_back().is_none_or(|c| !is_ident(c));
+        let after_ok = line[at + name.len()..]
+            .chars()
+            .next()
+            .is_none_or(|c| !is_ident(c));
+        before_ok && after_ok
+    };
+    let has_word = |line: &str| line.match_indices(name).any(|(at, _)| word_at(line, at));
+    source.lines().any(|line| {
+        let t = line.trim_start();
+        if t.contains("globals()") || t.contains("setattr(") {
+            return true;
+        }
+        if t.starts_with("import ") || t.starts_with("from ") {
+            return t.contains('*') || has_word(t);
+        }
+        for kw in ["def ", "async def ", "class "] {
+            if let Some(rest) = t.strip_prefix(kw) {
+                return rest.trim_start().starts_with(name) && word_at(rest.trim_start(), 0);
+            }
+        }
+        // `name = ...`, `name: T = ...`, `name, other = ...`, a name in a
+        // parenthesised import list.
+        t.starts_with(name)
+            && t[name.len()..]
+                .chars()
+                .next()
+                .is_none_or(|c| c.is_whitespace() || matches!(c, '=' | ':' | ',' | ')'))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::python_may_define as may;
+
+    #[test]
+    fn a_python_name_is_found_where_python_can_bind_it() {
+        assert!(may("def compare(name, a, e, p):\n", "compare"));
+        assert!(may(
+            "if X:\n    async def compare(n, a, e, p): ...\n",
+            "compare"
+        ));
+        assert!(may("compare = make()\n", "compare"));
+        assert!(may("compare: object = make()\n", "compare"));
+        assert!(may("from helpers import first, compare\n", "compare"));
+        assert!(may(
+            "from helpers import (\n    first,\n    compare\n)\n",
+            "compare"
+        ));
+        assert!(may("from helpers import *\n", "compare"));
+        assert!(may("globals()['comp' + 'are'] = f\n", "compare"));
+        assert!(!may("def compare_rows(n, a, e, p):\n", "compare"));
+        assert!(!may("def frist(n, a, e, p):\n    compare(1)\n", "compare"));
+        assert!(!may("x = compare\n", "compare"));
+        assert!(!may("import comparexyz\n", "compare"));
+    }
 }
