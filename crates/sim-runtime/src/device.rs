@@ -599,6 +599,8 @@ impl Device {
         s.tasks.clear();
         s.accesses.clear();
         s.manual.clear();
+        s.history = None;
+        s.race_check_off = false;
         Ok(outcome)
     }
 

@@ -83,3 +83,40 @@ fn two_unordered_manual_writers_of_one_block_are_a_data_race() {
         "{msg}"
     );
 }
+
+/// The same overlapping manual writes, but every task also writes one
+/// element of `a` through a tracked argument: the tracked edges order the
+/// tasks (a chain), so there is no race, only the wrong result of every
+/// task writing block 0. Each task has finished before the next is
+/// submitted (the orchestration reads what it wrote): the ordering must
+/// come from the graph, not from which tasks are still running.
+#[test]
+fn manual_writers_ordered_by_tracked_edges_are_not_a_race() {
+    let env = TestEnv::with_scenes(&[]);
+    let dir = common::copy_scene(&env, "manual_dep_columns", "manual_dep_columns");
+    let orch = dir.join("orchestration.c");
+    let text = std::fs::read_to_string(&orch).unwrap();
+    let from = "SceneTaskArgV2 out = scene_task_view(c, at, shape);";
+    let to = "uint64_t first[2] = {0, 0}, one[2] = {1, 1};\n        SceneTaskArgV2 out = scene_task_view(c, first, shape);";
+    assert_eq!(text.matches(from).count(), 1);
+    let text = text.replacen(from, to, 1);
+    let from = "SceneTaskArgV2 t[2] = {scene_task_view(a, at, shape), out};\n        int32_t rc = scene_orch_submit_v2(ctx, 0, 1, t, 2);";
+    // After each submit the orchestration reads a[0, 0], which waits for
+    // that task: every earlier task has finished when the next is
+    // submitted, so no unfinished-task edge orders them.
+    let to = "SceneTaskArgV2 t[3] = {scene_task_view(a, at, shape), out,\n                               scene_task_dir(scene_task_view(a, first, one), SCENE_DIR_INOUT)};\n        int32_t rc = scene_orch_submit_v2(ctx, 0, 1, t, 3);\n        float seen;\n        if (!rc) rc = scene_orch_read(ctx, args[0].value, 0, &seen, sizeof seen);";
+    assert_eq!(text.matches(from).count(), 1);
+    std::fs::write(&orch, text.replacen(from, to, 1)).unwrap();
+    for _ in 0..3 {
+        let (out, r) = env.run_with_report(&["run", "manual_dep_columns"]);
+        assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+        for case in ["manual_dep_columns::manual", "manual_dep_columns::tracked"] {
+            let c = report_case(&r, case);
+            let msg = c["message"].as_str().unwrap_or_default();
+            assert!(
+                msg.contains("tensor `c` mismatch") && !msg.contains("data race"),
+                "{case}: {msg}"
+            );
+        }
+    }
+}

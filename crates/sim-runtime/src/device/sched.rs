@@ -50,8 +50,9 @@ pub(super) struct Task {
     pub(super) buffers: Vec<u64>,
     pub(super) pending: usize,
     pub(super) dependents: Vec<usize>,
-    /// The tasks it waited for (kept when done, unlike `dependents`): the
-    /// happens-before the `manual_dep` race check follows.
+    /// The tasks it is ordered after, finished ones included (kept when
+    /// done, unlike `dependents`): the happens-before the `manual_dep`
+    /// race check follows.
     pub(super) parents: Vec<usize>,
     pub(super) done: bool,
     /// `--dump-args`: the task's arguments, when the run records them.
@@ -94,6 +95,14 @@ pub(super) struct Sched {
     /// not depend on which task happened to finish first; never in
     /// `accesses`): only the data-race check reads them.
     pub(super) manual: Vec<ManualAccess>,
+    /// Every tracked access since the run's first `manual_dep` one,
+    /// finished tasks' too: the race check orders tasks by the graph the
+    /// accesses imply, not by which happened to finish first (`None`
+    /// before any manual access, and once the check gave up past
+    /// `MAX_RACE_HISTORY` accesses).
+    pub(super) history: Option<Vec<Access>>,
+    /// The race check gave up for this run (too long a history).
+    pub(super) race_check_off: bool,
     pub(super) error: Option<RtError>,
     pub(super) fail_msgs: Vec<String>,
     pub(super) orch_rc: Option<i32>,

@@ -260,6 +260,10 @@ fn split_manual(
     Ok((plain, manual))
 }
 
+/// Tracked accesses the `manual_dep` race check keeps per run (from the
+/// first manual access on); past them it is off for the rest of the run.
+const MAX_RACE_HISTORY: usize = 1 << 16;
+
 /// Most runs a manual view is split into for the race check; a view with
 /// more is checked by its whole span (which may report a race between
 /// interleaved views that never touch the same byte).
@@ -569,14 +573,36 @@ fn enqueue(
     deps.sort_unstable();
     deps.dedup();
     let tid = sched.tasks.len();
+    if !manual.is_empty() && sched.history.is_none() && !sched.race_check_off {
+        sched.history = Some(Vec::new());
+    }
+    // What the task is ordered after whether or not those tasks finished:
+    // its unfinished dependencies, and the history's conflicting accesses.
+    let mut parents = deps.clone();
+    if let Some(history) = &sched.history {
+        for p in history {
+            let tracked = accesses
+                .iter()
+                .any(|&(s, e, w)| p.start < e && s < p.end && (w || p.write));
+            let produced = p.write && manual.iter().any(|m| p.start < m.end && m.start < p.end);
+            if tracked || produced {
+                parents.push(p.task);
+            }
+        }
+        parents.sort_unstable();
+        parents.dedup();
+    }
     for m in &mut manual {
         m.task = tid;
+        if sched.race_check_off {
+            continue;
+        }
         for p in &sched.manual {
             if (m.write || p.write)
                 && p.start < m.end
                 && m.start < p.end
                 && runs_meet(&m.runs, &p.runs)
-                && !ordered_before(|t| &sched.tasks[t].parents, p.task, &deps)
+                && !ordered_before(|t| &sched.tasks[t].parents, p.task, &parents)
             {
                 return Err(manual_race(m, p));
             }
@@ -585,7 +611,7 @@ fn enqueue(
     for &d in &deps {
         sched.tasks[d].dependents.push(tid);
     }
-    task.parents.clone_from(&deps);
+    task.parents = parents;
     let core = task.core;
     if let Some(tr) = &mut sched.trace {
         let (args, manual_args, begin) = submitted;
@@ -607,6 +633,21 @@ fn enqueue(
     }
     sched.tasks.push(task);
     sched.manual.extend(manual);
+    if let Some(history) = &mut sched.history {
+        history.extend(accesses.iter().map(|&(start, end, write)| Access {
+            task: tid,
+            start,
+            end,
+            write,
+        }));
+        // Past this, each submit would scan too long a history: the check
+        // stops for the run (never a false report from a truncated one).
+        if history.len() > MAX_RACE_HISTORY {
+            sched.history = None;
+            sched.race_check_off = true;
+            sched.manual.clear();
+        }
+    }
     sched
         .accesses
         .extend(accesses.iter().map(|&(start, end, write)| Access {
