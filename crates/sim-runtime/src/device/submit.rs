@@ -555,43 +555,23 @@ fn enqueue(
     }
     let sched = &mut *s;
     sched.accesses.retain(|a| !sched.tasks[a.task].done);
-    let mut deps: Vec<usize> = Vec::new();
-    for &(start, end, write) in accesses {
-        for p in &sched.accesses {
-            if p.start < end && start < p.end && (write || p.write) {
-                deps.push(p.task);
-            }
-        }
-    }
-    for m in &manual {
-        for p in &sched.accesses {
-            if p.write && p.start < m.end && m.start < p.end {
-                deps.push(p.task);
-            }
-        }
-    }
-    deps.sort_unstable();
-    deps.dedup();
+    let deps = must_follow(&sched.accesses, accesses, &manual);
     let tid = sched.tasks.len();
     if !manual.is_empty() && sched.history.is_none() && !sched.race_check_off {
         sched.history = Some(Vec::new());
     }
     // What the task is ordered after whether or not those tasks finished:
     // its unfinished dependencies, and the history's conflicting accesses.
-    let mut parents = deps.clone();
-    if let Some(history) = &sched.history {
-        for p in history {
-            let tracked = accesses
-                .iter()
-                .any(|&(s, e, w)| p.start < e && s < p.end && (w || p.write));
-            let produced = p.write && manual.iter().any(|m| p.start < m.end && m.start < p.end);
-            if tracked || produced {
-                parents.push(p.task);
-            }
+    let parents = match &sched.history {
+        Some(history) => {
+            let mut parents = must_follow(history, accesses, &manual);
+            parents.extend_from_slice(&deps);
+            parents.sort_unstable();
+            parents.dedup();
+            parents
         }
-        parents.sort_unstable();
-        parents.dedup();
-    }
+        None => deps.clone(),
+    };
     for m in &mut manual {
         m.task = tid;
         if sched.race_check_off {
@@ -661,6 +641,30 @@ fn enqueue(
         rc.shared.work_cv[core].notify_all();
     }
     Ok(())
+}
+
+/// The tasks of `earlier` a task with tracked `accesses` and `manual`
+/// ones must follow, sorted: every one overlapping a tracked access with a
+/// write on either side, and every writer of a manual access's bytes (its
+/// producers).
+fn must_follow(
+    earlier: &[Access],
+    accesses: &[ArenaAccess],
+    manual: &[ManualAccess],
+) -> Vec<usize> {
+    let mut tasks: Vec<usize> = earlier
+        .iter()
+        .filter(|p| {
+            accesses
+                .iter()
+                .any(|&(start, end, write)| p.start < end && start < p.end && (write || p.write))
+                || (p.write && manual.iter().any(|m| p.start < m.end && m.start < p.end))
+        })
+        .map(|p| p.task)
+        .collect();
+    tasks.sort_unstable();
+    tasks.dedup();
+    tasks
 }
 
 /// The error of two unordered tasks' overlapping manual accesses.
