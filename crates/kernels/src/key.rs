@@ -594,13 +594,7 @@ impl KeyContext {
                 inputs.set("hosted_pch", "preamble");
             }
             unit_inputs(&mut inputs, &unit.source, &unit.include_dirs, &unit.defines);
-            let first = self.source_memo(root, &unit.source)?;
-            self.closure_inputs(
-                &mut inputs,
-                root,
-                (unit.source.clone(), first),
-                &hosted_dirs(tc, unit),
-            )?;
+            self.source_inputs(&mut inputs, root, &unit.source, &hosted_dirs(tc, unit))?;
             return Ok(inputs);
         }
         tool_inputs(
