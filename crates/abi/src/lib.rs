@@ -23,10 +23,11 @@ use std::ffi::{c_char, c_void};
 /// least this (see [`runtime_version_supported`]).
 pub const SCENE_RUNTIME_ABI_VERSION: i32 = 2;
 /// `SCENE_KERNEL_ABI_VERSION` (`scene_kernel.h`), in `SceneKernelArgs::abi_version`.
-pub const SCENE_KERNEL_ABI_VERSION: u32 = 3;
+/// v4 added `slot`, `slot_mask` and `cluster` (mixed tasks).
+pub const SCENE_KERNEL_ABI_VERSION: u32 = 4;
 /// `SCENE_ORCH_ABI_VERSION` (`scene_orch.h`), in `SceneOrchOps::abi_version`.
-/// v3 added `malloc` and `last_error`.
-pub const SCENE_ORCH_ABI_VERSION: u32 = 3;
+/// v3 added `malloc` and `last_error`, v4 `submit_mixed`.
+pub const SCENE_ORCH_ABI_VERSION: u32 = 4;
 
 /// The version policy of `scene_abi.h` for a runtime reporting `found`:
 /// versions only grow, by additions, so a runtime serves every user built
@@ -153,6 +154,21 @@ pub const SCENE_RT_E_DEVICE_FATAL: i32 = -100;
 pub const SCENE_CORE_AIC: u32 = 0;
 /// `SCENE_CORE_AIV`: vector core.
 pub const SCENE_CORE_AIV: u32 = 1;
+
+// Slots of a task on one cluster (`scene_kernel.h`, v4).
+/// `SCENE_SLOT_AIC`: the cluster's cube core.
+pub const SCENE_SLOT_AIC: u32 = 0;
+/// `SCENE_SLOT_AIV0`: the cluster's first vector core.
+pub const SCENE_SLOT_AIV0: u32 = 1;
+/// `SCENE_SLOT_AIV1`: the cluster's second vector core.
+pub const SCENE_SLOT_AIV1: u32 = 2;
+/// `SCENE_SLOTS`: slots of one cluster.
+pub const SCENE_SLOTS: u32 = 3;
+/// `SCENE_CLUSTER_FLAGS`: cross-core flags per slot of one mixed block.
+pub const SCENE_CLUSTER_FLAGS: u32 = 16;
+/// `SCENE_NO_KERNEL` (`scene_orch.h`): a slot of [`SceneMixedKernels`]
+/// that runs nothing.
+pub const SCENE_NO_KERNEL: i32 = -1;
 
 // Trace flags of `scene_rt_trace_enable` (optional ABI, issue 19).
 /// `SCENE_RT_TRACE_TIMELINE`: record every task's blocks (core lane, start,
@@ -291,6 +307,39 @@ pub struct SceneKernelArgs {
     pub descs: *const SceneTensorDesc,
     /// v3: the level-3 communication context (null outside a group).
     pub comm: *const SceneCommCtx,
+    /// v4: the kernel's `SCENE_SLOT_*` in its task.
+    pub slot: u32,
+    /// v4: the task's active slots (bit `1 << slot`).
+    pub slot_mask: u32,
+    /// v4: the block's cross-core flags (mixed tasks; null otherwise).
+    pub cluster: *const SceneClusterCtx,
+}
+
+/// `SceneClusterCtx` (`scene_kernel.h`, v4): one kernel's view of the
+/// block of a mixed task it runs in.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct SceneClusterCtx {
+    pub slot: u32,
+    pub slot_mask: u32,
+    /// The runtime's.
+    pub block: *mut c_void,
+    /// Returns a status: `SCENE_RT_OK`, `SCENE_RT_E_INVALID` (a slot the
+    /// block does not run, a bad flag).
+    pub signal: extern "C" fn(ctx: *const SceneClusterCtx, to: u32, flag: u32) -> i32,
+    /// Returns a status: `SCENE_RT_OK`, `SCENE_RT_E_INVALID` (a bad flag,
+    /// or nobody left to signal), `SCENE_RT_E_TIMEOUT` (run abandoned).
+    pub wait: extern "C" fn(ctx: *const SceneClusterCtx, flag: u32) -> i32,
+}
+
+/// `SceneMixedKernels` (`scene_orch.h`, v4): a func_id per slot, or
+/// [`SCENE_NO_KERNEL`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SceneMixedKernels {
+    pub aic: i32,
+    pub aiv0: i32,
+    pub aiv1: i32,
 }
 
 /// `SCENE_COMM_MAX_RANKS` (`scene_comm.h`): ranks of one group, at most.
@@ -376,6 +425,14 @@ pub struct SceneOrchOps {
     pub malloc: extern "C" fn(ctx: *mut SceneOrchCtx, size: u64, out_addr: *mut u64) -> i32,
     /// v3: the message of the last failed call on this thread; never NULL.
     pub last_error: extern "C" fn(ctx: *mut SceneOrchCtx) -> *const c_char,
+    /// v4: submits one mixed task; returns a status.
+    pub submit_mixed: extern "C" fn(
+        ctx: *mut SceneOrchCtx,
+        kernels: *const SceneMixedKernels,
+        block_num: u32,
+        args: *const SceneTaskArgV2,
+        num_args: u32,
+    ) -> i32,
 }
 
 /// `SceneOrchCtx`.

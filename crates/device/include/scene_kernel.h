@@ -39,8 +39,43 @@ extern "C" {
 #endif
 
 /* Version of SceneKernelArgs; it only grows, by additions (scene_abi.h). */
-#define SCENE_KERNEL_ABI_VERSION 3
+#define SCENE_KERNEL_ABI_VERSION 4
 #define SCENE_MAX_ARGS 32
+
+/* v4: the slots of a task on one cluster (one cube core and two vector
+ * cores; the original runtime's AIC, AIV0 and AIV1): `SceneKernelArgs::slot`
+ * is the kernel's, `slot_mask` has bit (1 << slot) set for every slot of
+ * its task that runs a kernel. A plain task's kernel is in slot AIC (cube)
+ * or AIV0 (vector), alone in its mask. */
+#define SCENE_SLOT_AIC 0
+#define SCENE_SLOT_AIV0 1
+#define SCENE_SLOT_AIV1 2
+#define SCENE_SLOTS 3
+/* v4: cross-core flags of one block of a mixed task, per slot. */
+#define SCENE_CLUSTER_FLAGS 16
+
+typedef struct SceneClusterCtx SceneClusterCtx;
+
+/* v4: what the kernels of one block of a mixed task share (NULL for a
+ * plain task): cross-core flags, the original's FFTS flags
+ * (`ffts_cross_core_sync` / `wait_flag_dev`). A flag is a counter per
+ * (slot, flag): `signal` adds one to slot `to`'s flag, `wait` takes one
+ * from the caller's own, waiting while it is zero. Every signal before a
+ * wait's return is visible to the waiter (release / acquire). */
+struct SceneClusterCtx {
+    uint32_t slot;      /* the caller's slot, SCENE_SLOT_* */
+    uint32_t slot_mask; /* the block's active slots */
+    void *block;        /* the runtime's */
+    /* Adds one to slot `to`'s flag `flag`. A status: SCENE_RT_E_INVALID for
+     * a slot the block does not run or a flag >= SCENE_CLUSTER_FLAGS. */
+    int32_t (*signal)(const SceneClusterCtx *ctx, uint32_t to, uint32_t flag);
+    /* Waits until the caller's flag `flag` is > 0, then takes one. A
+     * status: SCENE_RT_E_INVALID for a bad flag, or when every other
+     * kernel of the block has returned and nobody can signal it any more
+     * (the run fails naming the kernel and flag); SCENE_RT_E_TIMEOUT when
+     * the run is abandoned at its deadline. */
+    int32_t (*wait)(const SceneClusterCtx *ctx, uint32_t flag);
+};
 
 /* Passed by the runtime to every block invocation. */
 typedef struct SceneKernelArgs {
@@ -56,7 +91,53 @@ typedef struct SceneKernelArgs {
     const SceneTensorDesc *descs;
     /* v3: the communication context of a level-3 run (NULL otherwise). */
     const SceneCommCtx *comm;
+    /* v4: this kernel's slot in its task (SCENE_SLOT_*) and the task's
+     * active slots (bit 1 << slot): more than one for a mixed task. */
+    uint32_t slot;
+    uint32_t slot_mask;
+    /* v4: the block's cross-core flags (mixed tasks; NULL otherwise). */
+    const SceneClusterCtx *cluster;
 } SceneKernelArgs;
+
+/* The kernel's slot (SCENE_SLOT_*; before v4 every kernel ran alone, in
+ * slot AIC or AIV0: reported as AIV0 for want of the core type). */
+static inline uint32_t scene_slot(const SceneKernelArgs *ka) {
+    return ka->abi_version >= 4 ? ka->slot : SCENE_SLOT_AIV0;
+}
+
+/* The vector lane of a mixed task's kernel: 0 in slot AIV0, 1 in slot
+ * AIV1 (the original's `get_sub_block_id(args)`), 0 for the rest. */
+static inline uint32_t scene_sub_block_id(const SceneKernelArgs *ka) {
+    return scene_slot(ka) == SCENE_SLOT_AIV1 ? 1u : 0u;
+}
+
+/* How many vector kernels the task runs per block (1 or 2; 0 for a cube
+ * kernel alone): a vector kernel's share is part
+ * scene_sub_block_id(ka) of scene_sub_block_num(ka). */
+static inline uint32_t scene_sub_block_num(const SceneKernelArgs *ka) {
+    uint32_t mask = ka->abi_version >= 4 ? ka->slot_mask : (1u << SCENE_SLOT_AIV0);
+    return ((mask >> SCENE_SLOT_AIV0) & 1u) + ((mask >> SCENE_SLOT_AIV1) & 1u);
+}
+
+/* The block's cross-core flags (NULL outside a mixed task, or before v4). */
+static inline const SceneClusterCtx *scene_cluster_ctx(const SceneKernelArgs *ka) {
+    return ka->abi_version >= 4 ? ka->cluster : (const SceneClusterCtx *)0;
+}
+
+/* Signal flag `flag` of the block's kernel in slot `to` (cross-core sync:
+ * e.g. the cube kernel tells a vector kernel its tile is in memory).
+ * SCENE_RT_E_INVALID outside a mixed task. */
+static inline int32_t scene_cluster_signal(const SceneKernelArgs *ka, uint32_t to, uint32_t flag) {
+    const SceneClusterCtx *c = scene_cluster_ctx(ka);
+    return c ? c->signal(c, to, flag) : SCENE_RT_E_INVALID;
+}
+
+/* Wait for (and take) a signal of this kernel's flag `flag`.
+ * SCENE_RT_E_INVALID outside a mixed task. */
+static inline int32_t scene_cluster_wait(const SceneKernelArgs *ka, uint32_t flag) {
+    const SceneClusterCtx *c = scene_cluster_ctx(ka);
+    return c ? c->wait(c, flag) : SCENE_RT_E_INVALID;
+}
 
 /* The communication context (v3 runtimes, level-3 runs; NULL otherwise). */
 static inline const SceneCommCtx *scene_comm_ctx(const SceneKernelArgs *ka) {

@@ -92,6 +92,26 @@
  *         // A failed call fails the run; scene_orch_last_error(ctx) says why.
  *         return rc;
  *     }
+ *
+ * ABI v4 (`ctx->ops->abi_version >= 4`) adds, without changing v3, mixed
+ * tasks: `scene_orch_submit_mixed(ctx, scene_mixed(aic, aiv0, aiv1), ...)`
+ * submits one task whose every block runs a cube kernel and up to two
+ * vector kernels together on one cluster, over one argument list (the
+ * original's MixedKernels). It is one node of the task graph: its
+ * dependencies come from the shared arguments, and it is done when every
+ * kernel of every block is. Kernels tell their slot (scene_slot,
+ * scene_sub_block_id) and may synchronise within a block through
+ * cross-core flags (scene_cluster_signal / scene_cluster_wait,
+ * scene_kernel.h).
+ *
+ *     SCENE_ORCH_ENTRY(mixed, ctx, args, nargs) {
+ *         (void)nargs;
+ *         SceneTaskArgV2 t[3] = {scene_task_arg(ctx, args, 0, SCENE_DIR_IN),
+ *                                scene_task_arg(ctx, args, 1, SCENE_DIR_IN),
+ *                                scene_task_arg(ctx, args, 2, SCENE_DIR_OUT)};
+ *         // func 0 (aic) + func 1 in both vector slots, 4 blocks.
+ *         return scene_orch_submit_mixed(ctx, scene_mixed(0, 1, 1), 4, t, 3);
+ *     }
  */
 #ifndef SCENE_ORCH_H
 #define SCENE_ORCH_H
@@ -105,7 +125,19 @@ extern "C" {
 #endif
 
 /* Version of SceneOrchOps; it only grows, by additions (scene_abi.h). */
-#define SCENE_ORCH_ABI_VERSION 3
+#define SCENE_ORCH_ABI_VERSION 4
+
+/* v4: a slot of SceneMixedKernels that runs no kernel. */
+#define SCENE_NO_KERNEL -1
+
+/* v4: the kernels of a mixed task (the original's MixedKernels): a func_id
+ * per slot of one cluster, or SCENE_NO_KERNEL. `aic` must be a cube (aic)
+ * kernel, `aiv0` and `aiv1` vector (aiv) kernels; at least one is set. */
+typedef struct SceneMixedKernels {
+    int32_t aic;
+    int32_t aiv0;
+    int32_t aiv1;
+} SceneMixedKernels;
 
 typedef struct SceneOrchArg {
     uint32_t direction; /* SCENE_DIR_* */
@@ -170,6 +202,12 @@ typedef struct SceneOrchOps {
     int32_t (*malloc)(SceneOrchCtx *ctx, uint64_t size, uint64_t *out_addr);
     /* Message of the last failed call on this thread ("" if none); never NULL. */
     const char *(*last_error)(SceneOrchCtx *ctx);
+    /* ---- v4 (abi_version >= 4) ---- */
+    /* Submit one mixed task of `block_num` blocks: every block runs the
+     * set slots' kernels together on one cluster, all over the same
+     * arguments; one node of the task graph. Returns a status. */
+    int32_t (*submit_mixed)(SceneOrchCtx *ctx, const SceneMixedKernels *kernels,
+                            uint32_t block_num, const SceneTaskArgV2 *args, uint32_t num_args);
 } SceneOrchOps;
 
 struct SceneOrchCtx {
@@ -183,6 +221,28 @@ struct SceneOrchCtx {
                                                         uint32_t nargs)
 
 static inline int scene_orch_has_v3(SceneOrchCtx *ctx) { return ctx->ops->abi_version >= 3; }
+static inline int scene_orch_has_v4(SceneOrchCtx *ctx) { return ctx->ops->abi_version >= 4; }
+
+/* The kernels of a mixed task: a func_id per slot, or SCENE_NO_KERNEL. */
+static inline SceneMixedKernels scene_mixed(int32_t aic, int32_t aiv0, int32_t aiv1) {
+    SceneMixedKernels k;
+    k.aic = aic;
+    k.aiv0 = aiv0;
+    k.aiv1 = aiv1;
+    return k;
+}
+
+/* Submit a mixed task (v4; SCENE_RT_E_ABI before): the cube kernel and up
+ * to two vector kernels of `kernels` run each block together on one
+ * cluster over the same `args` (the original's rt_submit_task with
+ * MixedKernels); a kernel learns its slot from scene_slot(ka) and its
+ * vector lane from scene_sub_block_id(ka). One slot set is a plain task. */
+static inline int32_t scene_orch_submit_mixed(SceneOrchCtx *ctx, SceneMixedKernels kernels,
+                                              uint32_t block_num, const SceneTaskArgV2 *args,
+                                              uint32_t num_args) {
+    if (!scene_orch_has_v4(ctx)) return SCENE_RT_E_ABI;
+    return ctx->ops->submit_mixed(ctx, &kernels, block_num, args, num_args);
+}
 
 /* `size` bytes of device memory into `*out_addr` (0 on failure), live until
  * the run ends. Returns a status (SCENE_RT_E_OOM: memory is full). */

@@ -52,6 +52,12 @@ fn rust_constants() -> BTreeMap<&'static str, i64> {
         ("SCENE_RT_E_TIMEOUT", i64::from(SCENE_RT_E_TIMEOUT)),
         ("SCENE_RT_E_COMM", i64::from(SCENE_RT_E_COMM)),
         ("SCENE_COMM_MAX_RANKS", SCENE_COMM_MAX_RANKS as i64),
+        ("SCENE_SLOT_AIC", i64::from(SCENE_SLOT_AIC)),
+        ("SCENE_SLOT_AIV0", i64::from(SCENE_SLOT_AIV0)),
+        ("SCENE_SLOT_AIV1", i64::from(SCENE_SLOT_AIV1)),
+        ("SCENE_SLOTS", i64::from(SCENE_SLOTS)),
+        ("SCENE_CLUSTER_FLAGS", i64::from(SCENE_CLUSTER_FLAGS)),
+        ("SCENE_NO_KERNEL", i64::from(SCENE_NO_KERNEL)),
         (
             "SCENE_COMM_SIGNAL_SLOTS",
             i64::from(SCENE_COMM_SIGNAL_SLOTS),
@@ -170,9 +176,11 @@ fn rust_layout() -> Layout {
         SceneCallableDesc2 { orch_so, orch_so_len, orch_symbol, incores, num_incores }
         SceneRunArg { direction, reserved, value, size }
         SceneOrchArg { direction, reserved, value, size }
-        SceneKernelArgs { abi_version, block_idx, block_num, num_args, args, arg_sizes, descs, comm }
+        SceneKernelArgs { abi_version, block_idx, block_num, num_args, args, arg_sizes, descs, comm, slot, slot_mask, cluster }
+        SceneClusterCtx { slot, slot_mask, block, signal, wait }
+        SceneMixedKernels { aic, aiv0, aiv1 }
         SceneCommCtx { rank, nranks, window_size, windows, signals, num_signals, reserved, domain, signal, wait }
-        SceneOrchOps { abi_version, alloc, submit, fail, arg_desc, submit_v2, read, write, fill, free, begin_scope, end_scope, malloc, last_error }
+        SceneOrchOps { abi_version, alloc, submit, fail, arg_desc, submit_v2, read, write, fill, free, begin_scope, end_scope, malloc, last_error, submit_mixed }
         SceneTensorDesc { dtype, rank, offset, shape, strides }
         SceneTaskArgV2 { direction, view_error, value, size, desc }
         SceneOrchCtx { ops, runtime }
@@ -606,12 +614,14 @@ fn conventions_are_stated_once_and_referenced() {
 /// failure in-band fails here.
 #[test]
 fn every_call_returns_a_status() {
-    const NOT_CALLS: [&str; 14] = [
+    const NOT_CALLS: [&str; 16] = [
         // queries
         "scene_rt_abi_version",
         "scene_rt_last_error",
         "scene_orch_has_v2",
         "scene_orch_has_v3",
+        "scene_orch_has_v4",
+        "scene_mixed",
         "scene_orch_desc",
         "scene_orch_last_error",
         "scene_comm_peer_ptr",
@@ -684,7 +694,7 @@ fn every_call_returns_a_status() {
 fn every_op_returns_a_status() {
     const NOT_CALLS: [&str; 4] = ["alloc", "fail", "arg_desc", "last_error"];
     let mut seen = Vec::new();
-    for h in ["scene_orch.h", "scene_comm.h"] {
+    for h in ["scene_orch.h", "scene_comm.h", "scene_kernel.h"] {
         let text = std::fs::read_to_string(include_dir().join(h)).unwrap();
         for line in text.lines() {
             let Some((ret, rest)) = line.trim().split_once("(*") else {
@@ -707,7 +717,15 @@ fn every_op_returns_a_status() {
             }
         }
     }
-    for op in ["alloc", "submit", "malloc", "last_error", "signal", "wait"] {
+    for op in [
+        "alloc",
+        "submit",
+        "malloc",
+        "last_error",
+        "signal",
+        "wait",
+        "submit_mixed",
+    ] {
         assert!(seen.iter().any(|s| s == op), "{op} not found in {seen:?}");
     }
 }

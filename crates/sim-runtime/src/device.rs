@@ -11,6 +11,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 mod args_dump;
+mod cluster;
 pub mod comm;
 mod orch_v2;
 mod sched;
@@ -136,8 +137,9 @@ impl Device {
             mem,
             run_args,
             arena,
-            sched: Mutex::new(Sched::default()),
+            sched: Mutex::new(Sched::for_run(opts.cores, None)),
             work_cv: [Condvar::new(), Condvar::new()],
+            abandoned: Arc::new(AtomicBool::new(false)),
             done_cv: Condvar::new(),
         });
         let dev = Device {
@@ -432,10 +434,7 @@ impl Device {
             })
             .collect();
         let recorder = args_dump::Recorder::for_run(lock(&self.args_dir).as_deref())?;
-        *self.shared.sched() = Sched {
-            recorder,
-            ..Sched::default()
-        };
+        *self.shared.sched() = Sched::for_run(self.opts.cores, recorder);
         let trace_flags = self.trace_flags.load(Ordering::SeqCst);
         if trace_flags != 0 {
             // Built before the scheduler is locked: one lock at a time.
@@ -632,6 +631,7 @@ impl Device {
             },
         );
         s.shutdown = true;
+        self.shared.abandoned.store(true, Ordering::SeqCst);
         for cv in &self.shared.work_cv {
             cv.notify_all();
         }

@@ -8,9 +8,10 @@
 //!
 //! - `pto_cpu_sim_get_execution_context(&block, &subblock, &subblock_dim)`:
 //!   **provided**. The calling emulated core thread's current block
-//!   (`block_idx`), sub-block 0 of 1 (the simulator runs one block per core
-//!   thread, no AIC/AIV sub-block pairs); outside a kernel block (the
-//!   orchestration, a kernel's own threads) 0, 0, 1.
+//!   (`block_idx`) and sub-block: a vector kernel of a mixed task with two
+//!   vector kernels is sub-block 0 (slot AIV0) or 1 (AIV1) of 2, any other
+//!   kernel sub-block 0 of 1; outside a kernel block (the orchestration, a
+//!   kernel's own threads) 0, 0, 1.
 //! - `pto_cpu_sim_set_execution_context`: not provided. PTO's own launcher
 //!   calls it to tell a simulator which block it runs; here the simulator
 //!   decides the block, a kernel does not.
@@ -21,10 +22,12 @@
 //!   says sub-block 0).
 //! - `pto_sim_get_pipe_shared_state` / `pto_cpu_sim_get_shared_storage`
 //!   (storage shared by the cube and vector halves of one mixed block, for
-//!   `TPUSH`/`TPOP` pipes): not provided. The simulator runs each task on
-//!   one core type and has no mixed blocks; PTO then uses one process-wide
-//!   static per pipe. (The second one also takes a `std::string` by value,
-//!   a C++ type no C ABI can honestly implement.)
+//!   `TPUSH`/`TPOP` pipes): not provided yet. The simulator runs mixed
+//!   blocks (`device/cluster.rs`), but PTO then uses one process-wide
+//!   static per pipe, shared by every block at once: hosted PTO kernels
+//!   that pipe between cube and vector are not supported. (The second one
+//!   also takes a `std::string` by value, a C++ type no C ABI can honestly
+//!   implement.)
 //!
 //! The hooks must be visible to `dlsym(RTLD_DEFAULT, ...)`, but the harness
 //! loads the runtime `RTLD_LOCAL`: [`promote_to_global`] moves this library
@@ -37,28 +40,33 @@ use std::cell::Cell;
 use std::ffi::{CStr, c_void};
 use std::sync::OnceLock;
 
+/// What the calling emulated core thread runs: block, sub-block and
+/// sub-block count.
+type Context = (u32, u32, u32);
+
 thread_local! {
     /// The block the calling emulated core thread is running, if any.
-    static BLOCK: Cell<Option<u32>> = const { Cell::new(None) };
+    static BLOCK: Cell<Option<Context>> = const { Cell::new(None) };
 }
 
 /// Runs `f` (one kernel block) with the calling thread's execution context
-/// saying block `block_idx`; afterwards (even if `f` unwinds) it says "no
-/// block" again.
-pub(crate) fn in_block<R>(block_idx: u32, f: impl FnOnce() -> R) -> R {
+/// saying block `block_idx`, sub-block `sub_block.0` of `sub_block.1` (a
+/// vector kernel of a mixed task with two: its lane; else 0 of 1);
+/// afterwards (even if `f` unwinds) it says "no block" again.
+pub(crate) fn in_block<R>(block_idx: u32, sub_block: (u32, u32), f: impl FnOnce() -> R) -> R {
     struct Reset;
     impl Drop for Reset {
         fn drop(&mut self) {
             BLOCK.with(|b| b.set(None));
         }
     }
-    BLOCK.with(|b| b.set(Some(block_idx)));
+    BLOCK.with(|b| b.set(Some((block_idx, sub_block.0, sub_block.1.max(1)))));
     let _reset = Reset;
     f()
 }
 
-/// The calling thread's block (`None` outside a kernel block).
-pub(crate) fn current_block() -> Option<u32> {
+/// The calling thread's context (`None` outside a kernel block).
+pub(crate) fn current_block() -> Option<Context> {
     BLOCK.with(Cell::get)
 }
 
@@ -77,8 +85,8 @@ pub extern "C" fn pto_cpu_sim_get_execution_context(
     subblock_id: *mut u32,
     subblock_dim: *mut u32,
 ) {
-    let block = current_block().unwrap_or(0);
-    for (p, v) in [(block_idx, block), (subblock_id, 0), (subblock_dim, 1)] {
+    let (block, sub, dim) = current_block().unwrap_or((0, 0, 1));
+    for (p, v) in [(block_idx, block), (subblock_id, sub), (subblock_dim, dim)] {
         if !p.is_null() {
             // SAFETY: non-NULL out-pointer of the hook's contract (above).
             unsafe { p.write(v) };

@@ -9,12 +9,15 @@ mod dtype_copy;
 mod gemm;
 mod manual_dep_columns;
 mod matmul;
+mod mixed_example;
+mod mixed_pipeline;
 mod optional_list_params;
 mod paged_attention;
 mod rmsnorm;
 mod scalar_data;
 mod scope_loop;
 mod softmax;
+mod spmd_multiblock_mix;
 mod tile_add;
 mod vector_example;
 
@@ -43,4 +46,7 @@ pub fn register(r: GoldenRegistry) -> GoldenRegistry {
         .register("optional_list_params", optional_list_params::golden)
         .register("device_memory", device_memory::golden)
         .register("manual_dep_columns", manual_dep_columns::golden)
+        .register("mixed_example", mixed_example::golden)
+        .register("mixed_pipeline", mixed_pipeline::golden)
+        .register("spmd_multiblock_mix", spmd_multiblock_mix::golden)
 }

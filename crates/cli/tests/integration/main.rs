@@ -28,6 +28,7 @@ mod junit;
 mod level3;
 mod lock_accounting;
 mod manual_dep;
+mod mixed;
 mod orch_v2;
 mod outputs;
 mod params;

@@ -955,6 +955,22 @@ mod pinned_keys {
                 "04d307d2076f0aa97cc9e7cb7837b21e40e9dce1b86be7a330b9ede9603aeef6",
             ),
             (
+                "mixed_example::case1",
+                "916e5babdc62365ba47644d71a8d121c554c163201d5af6a47003b52800c42c6",
+            ),
+            (
+                "mixed_example::case2",
+                "a1dde32656809c6c00a3fc8c92e9ee75fb6dda196370374ffc29ce41d3be25f9",
+            ),
+            (
+                "mixed_pipeline::two_vector_lanes",
+                "b20df9602ac68fc517ee7df43a2d3ab98aedd87b4f506b041b0668301488b517",
+            ),
+            (
+                "mixed_pipeline::one_vector_lane",
+                "497f9631f1a4f50eade4ccdda912bb02136269b8d54e267e63f624f26af15302",
+            ),
+            (
                 "optional_list_params::one_request",
                 "9daf223502e28d1cc530e5967bc218b3f8d0e4fb0e94ee06b54b9ed815740564",
             ),
@@ -1105,6 +1121,10 @@ mod pinned_keys {
             (
                 "softmax::single_col",
                 "318953e25ae636211c994bfb6e3b264e58e50331907725ea6b0ec97e976e58b7",
+            ),
+            (
+                "spmd_multiblock_mix::Case1",
+                "8f7329d11db9f9af8c81a7d872706ad34b12fb535d1e011af47d3919ae88ecbd",
             ),
             (
                 "vector_example::small",

@@ -11,7 +11,8 @@
 //!     manifest.json          scene (name, directory), case, platform, the
 //!                            kernels (func_id, name, core), task count
 //!     task<N>/task.json      task N (0-based submit index): func_id, kernel,
-//!                            core, block_num, every argument
+//!                            core, block_num, every argument; a mixed
+//!                            task also `kernels` (slot and func_id each)
 //!     task<N>/arg<i>.in.npy  tensor argument i before the task's first block
 //!     task<N>/arg<i>.out.npy out / inout argument i after its last block
 //! ```
@@ -165,6 +166,14 @@ impl ArgEntry {
     }
 }
 
+/// One kernel of a mixed task: its slot (`aic`, `aiv0`, `aiv1`) and
+/// func_id (the runtime's records say it so, in traces and arguments).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotKernel {
+    pub slot: String,
+    pub func_id: u32,
+}
+
 /// `task.json`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TaskEntry {
@@ -177,6 +186,10 @@ pub struct TaskEntry {
     /// func_id).
     pub kernel: Option<String>,
     pub core: String,
+    /// A mixed task's kernels, slot order (`func_id` and `core` are the
+    /// first one's); empty for a plain task.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernels: Vec<SlotKernel>,
     pub block_num: u32,
     pub num_args: u32,
     pub args: Vec<ArgEntry>,
@@ -193,6 +206,8 @@ struct RawTask {
     complete: bool,
     func_id: u32,
     core: String,
+    #[serde(default)]
+    kernels: Vec<SlotKernel>,
     block_num: u32,
     num_args: u32,
     args: Vec<RawArg>,
@@ -534,6 +549,7 @@ fn convert_task(raw: &Path, out: &Path, scene: &Scene, id: usize) -> Result<bool
             .find(|k| k.func_id == rt.func_id)
             .map(|k| k.name.clone()),
         core: rt.core,
+        kernels: rt.kernels,
         block_num: rt.block_num,
         num_args: rt.num_args,
         args,

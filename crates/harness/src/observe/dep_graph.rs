@@ -3,7 +3,8 @@
 //! the runtime's record it was drawn from (`<case>.deps.json`).
 //!
 //! Nodes are tasks (`task N`, kernel name and func_id, core type,
-//! block_num); edges go from an earlier task to a later one whose access
+//! block_num; a mixed task is one node naming each kernel with its slot,
+//! `MATMUL+ADD (func_ids 0+1, aic+aiv0)`, and `mixed` as its core); edges go from an earlier task to a later one whose access
 //! overlaps its own with a write on either side: RAW (the later reads
 //! what the earlier wrote), WAR, WAW, labelled with the kind, the tensor
 //! (its run-argument name from scene.toml, or `intermediate N` for the
@@ -60,13 +61,16 @@ pub fn render(t: &CaseTrace<'_>) -> Result<(String, Value), TraceError> {
             } else {
                 format!("task {}", task.id)
             };
+            let core = if task.kernels.is_empty() {
+                task.core.as_str()
+            } else {
+                "mixed"
+            };
             dot.push_str(&format!(
-                "{indent}{} [label=\"{}\\n{} (func_id {})\\n{}, block_num {}\"];\n",
+                "{indent}{} [label=\"{}\\n{}\\n{core}, block_num {}\"];\n",
                 node(level3, rank, task.id),
                 title,
-                quote(&kernel),
-                task.func_id,
-                task.core,
+                quote(&t.task_kernels(task)),
                 task.block_num
             ));
             let accesses: Vec<Value> = task
@@ -85,11 +89,17 @@ pub fn render(t: &CaseTrace<'_>) -> Result<(String, Value), TraceError> {
                         "start": d.start, "end": d.end, "pending": d.pending, "manual": d.manual})
                 })
                 .collect();
-            tasks.push(
-                json!({"id": task.id, "func_id": task.func_id, "kernel": kernel,
+            let mut rec = json!({"id": task.id, "func_id": task.func_id, "kernel": kernel,
                 "core": task.core, "block_num": task.block_num, "submit_ns": task.submit_ns,
-                "accesses": accesses, "deps": deps}),
-            );
+                "accesses": accesses, "deps": deps});
+            if !task.kernels.is_empty() {
+                rec["kernels"] = task
+                    .kernels
+                    .iter()
+                    .map(|k| json!({"slot": k.slot, "func_id": k.func_id, "kernel": t.kernel(k.func_id)}))
+                    .collect();
+            }
+            tasks.push(rec);
         }
         for task in &r.tasks {
             for d in &task.deps {

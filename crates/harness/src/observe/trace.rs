@@ -29,6 +29,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
+
+pub use super::args_dump::SlotKernel;
 use serde_json::{Value, json};
 
 use crate::config::RunConfig;
@@ -118,6 +120,9 @@ pub struct TaskRec {
     pub id: usize,
     pub func_id: u32,
     pub core: String,
+    /// A mixed task's kernels, slot order (empty for a plain task).
+    #[serde(default)]
+    pub kernels: Vec<SlotKernel>,
     pub block_num: u32,
     pub submit_ns: u64,
     pub args: Vec<ArgRec>,
@@ -173,6 +178,11 @@ pub struct BlockRec {
     pub block: u32,
     pub core: String,
     pub lane: u32,
+    /// Of a mixed task: the slot and func_id this call ran.
+    #[serde(default)]
+    pub slot: Option<String>,
+    #[serde(default)]
+    pub func_id: Option<u32>,
     pub begin_ns: u64,
     pub end_ns: u64,
 }
@@ -228,6 +238,23 @@ impl CaseTrace<'_> {
             .get(&func_id)
             .cloned()
             .unwrap_or_else(|| format!("func_id {func_id}"))
+    }
+
+    /// What a task runs: `MATMUL (func_id 0)`, or for a mixed task every
+    /// kernel with its slot, `MATMUL+ADD (func_ids 0+1, aic+aiv0)`.
+    pub fn task_kernels(&self, task: &TaskRec) -> String {
+        if task.kernels.is_empty() {
+            return format!("{} (func_id {})", self.kernel(task.func_id), task.func_id);
+        }
+        let join = |f: &dyn Fn(&SlotKernel) -> String| -> String {
+            task.kernels.iter().map(f).collect::<Vec<_>>().join("+")
+        };
+        format!(
+            "{} (func_ids {}, {})",
+            join(&|k| self.kernel(k.func_id)),
+            join(&|k| k.func_id.to_string()),
+            join(&|k| k.slot.clone())
+        )
     }
 
     /// The runtime records, parsed (rank order); a malformed one is an
@@ -509,8 +536,10 @@ fn card_events(
             continue;
         };
         let summary: Vec<String> = task.args.iter().map(arg_summary).collect();
+        // A mixed task's call names the kernel it ran and its slot.
+        let func_id = b.func_id.unwrap_or(task.func_id);
         let mut args = json!({
-            "task": task.id, "func_id": task.func_id, "kernel": t.kernel(task.func_id),
+            "task": task.id, "func_id": func_id, "kernel": t.kernel(func_id),
             "block": b.block, "block_num": task.block_num,
             "block_of": format!("{} of {}", b.block, task.block_num),
             "args": summary,
@@ -518,9 +547,15 @@ fn card_events(
         if level3 {
             args["rank"] = json!(rank);
         }
+        let mut name = format!("{} (func_id {func_id})", t.kernel(func_id));
+        if let Some(slot) = &b.slot {
+            args["slot"] = json!(slot);
+            args["mixed_task"] = json!(t.task_kernels(task));
+            name = format!("{name} [{slot}]");
+        }
         evs.push(ev(
             lane_tid(&b.core, b.lane),
-            format!("{} (func_id {})", t.kernel(task.func_id), task.func_id),
+            name,
             "block",
             b.begin_ns,
             b.end_ns,

@@ -36,6 +36,9 @@ pub const REPLAY_ORCH_SOURCE: &str = include_str!("scene_replay_orch.c");
 pub const REPLAY_ORCH_FUNCTION: &str = "scene_replay_orch";
 /// The task description's first word (`SCENE_REPLAY_MAGIC`, "SREPLAY1").
 const MAGIC: u64 = 0x3159_414c_5045_5253;
+/// The first word of a mixed task's description (`SCENE_REPLAY_MAGIC_MIXED`,
+/// "SREPLAY2"): the header has a func_id per slot after the five words.
+const MAGIC_MIXED: u64 = 0x3259_414c_5045_5253;
 const HEADER_WORDS: usize = 5;
 const ARG_WORDS: usize = 22;
 
@@ -137,6 +140,9 @@ pub struct ReplayReport {
     pub task: usize,
     pub func_id: u32,
     pub kernel: String,
+    /// A mixed task's kernels as `NAME [slot]`, slot order (`func_id` and
+    /// `kernel` are the first one's); empty for a plain task.
+    pub mixed: Vec<String>,
     pub outputs: Vec<OutputCheck>,
     /// Something the reader of the verdict should know (a rank's task
     /// runs without its communication domain).
@@ -153,10 +159,18 @@ impl ReplayReport {
 
     /// One line when the outputs match; else a line per differing output.
     pub fn summary(&self) -> String {
-        let head = format!(
-            "replay of task {} (kernel {}, func_id {})",
-            self.task, self.kernel, self.func_id
-        );
+        let head = if self.mixed.is_empty() {
+            format!(
+                "replay of task {} (kernel {}, func_id {})",
+                self.task, self.kernel, self.func_id
+            )
+        } else {
+            format!(
+                "replay of mixed task {} (kernels {})",
+                self.task,
+                self.mixed.join(" + ")
+            )
+        };
         let elements: usize = self.outputs.iter().map(|o| o.elements).sum();
         if !self.recorded_complete {
             return format!(
@@ -210,11 +224,19 @@ pub fn replay(config: &RunConfig, req: &ReplayRequest) -> Result<ReplayReport, R
     let task = args_dump::read_task(dir, task_id)?;
     let scene = load_scene(&manifest, req.scene_dir.as_deref())?;
     let callable = compile(config, &scene, &task)?;
-    let kernel = scene
-        .incores
+    let name = |func_id: u32| {
+        scene
+            .incores
+            .iter()
+            .find(|k| k.func_id == func_id)
+            .map_or_else(|| format!("func_id {func_id}"), |k| k.name.clone())
+    };
+    let kernel = name(task.func_id);
+    let mixed = task
+        .kernels
         .iter()
-        .find(|k| k.func_id == task.func_id)
-        .map_or_else(|| format!("func_id {}", task.func_id), |k| k.name.clone());
+        .map(|k| format!("{} (func_id {}) [{}]", name(k.func_id), k.func_id, k.slot))
+        .collect();
     let layout = Layout::of(dir, &task, config.max_case_bytes.unwrap_or(u64::MAX))?;
     let outputs = run(config, &callable, &layout).map_err(|source| ReplayError::Device {
         task: task_id,
@@ -225,6 +247,7 @@ pub fn replay(config: &RunConfig, req: &ReplayRequest) -> Result<ReplayReport, R
         task: task_id,
         func_id: task.func_id,
         kernel,
+        mixed,
         outputs: checks,
         recorded_complete: task.complete,
         note: manifest.rank.map(|r| {
@@ -299,27 +322,40 @@ fn compile(
     task: &TaskEntry,
 ) -> Result<ChipCallable, ReplayError> {
     let manifest = scene.manifest.clone();
-    let Some(incore) = scene.incores.iter().find(|k| k.func_id == task.func_id) else {
-        return Err(ReplayError::Scene {
-            manifest,
-            message: format!(
-                "the recorded task {} ran func_id {}, which the scene no longer has",
-                task.task, task.func_id
-            ),
-        });
+    // (slot's core type, func_id) of every kernel the task ran.
+    let ran: Vec<(&str, u32)> = if task.kernels.is_empty() {
+        vec![(task.core.as_str(), task.func_id)]
+    } else {
+        task.kernels
+            .iter()
+            .map(|k| (if k.slot == "aic" { "aic" } else { "aiv" }, k.func_id))
+            .collect()
     };
-    if incore.core.as_str() != task.core {
-        return Err(ReplayError::Scene {
-            manifest,
-            message: format!(
-                "kernel `{}` (func_id {}) is an {} kernel now; the recorded task ran on an {} core",
-                incore.name,
-                incore.func_id,
-                incore.core.as_str(),
-                task.core
-            ),
-        });
+    let mut incores = Vec::new();
+    for &(core, func_id) in &ran {
+        let Some(incore) = scene.incores.iter().find(|k| k.func_id == func_id) else {
+            return Err(ReplayError::Scene {
+                manifest,
+                message: format!(
+                    "the recorded task {} ran func_id {func_id}, which the scene no longer has",
+                    task.task
+                ),
+            });
+        };
+        if incore.core.as_str() != core {
+            return Err(ReplayError::Scene {
+                manifest,
+                message: format!(
+                    "kernel `{}` (func_id {}) is an {} kernel now; the recorded task ran it on an {core} core",
+                    incore.name,
+                    incore.func_id,
+                    incore.core.as_str(),
+                ),
+            });
+        }
+        incores.push(incore);
     }
+    let incore = incores[0];
     let compile_err = |message: String| ReplayError::Compile {
         scene: scene.name.clone(),
         kernel: incore.name.clone(),
@@ -334,7 +370,8 @@ fn compile(
         config.platform.incore_build(),
     );
     spec.label = format!("{} (replay of func_id {})", scene.name, incore.func_id);
-    spec.incores.retain(|k| k.func_id == task.func_id);
+    spec.incores
+        .retain(|k| ran.iter().any(|&(_, func_id)| func_id == k.func_id));
     let abi_inc = config
         .abi_include_dir
         .strip_prefix(&config.root)
@@ -414,12 +451,23 @@ impl Layout {
         };
         let mut groups: Vec<(Vec<u8>, bool)> = Vec::new();
         let mut words = vec![
-            MAGIC,
+            if task.kernels.is_empty() {
+                MAGIC
+            } else {
+                MAGIC_MIXED
+            },
             u64::from(task.func_id),
             u64::from(task.block_num),
             task.args.len() as u64,
             0,
         ];
+        if !task.kernels.is_empty() {
+            // A func_id per slot (aic, aiv0, aiv1), or SCENE_NO_KERNEL.
+            for slot in ["aic", "aiv0", "aiv1"] {
+                let id = task.kernels.iter().find(|k| k.slot == slot);
+                words.push(id.map_or(u64::MAX, |k| u64::from(k.func_id)));
+            }
+        }
         for a in &task.args {
             let mut w = [0u64; ARG_WORDS];
             if !a.is_tensor() {
@@ -509,7 +557,11 @@ impl Layout {
             words.extend_from_slice(&w);
         }
         words[4] = groups.len() as u64;
-        debug_assert_eq!(words.len(), HEADER_WORDS + task.args.len() * ARG_WORDS);
+        let slots = if task.kernels.is_empty() { 0 } else { 3 };
+        debug_assert_eq!(
+            words.len(),
+            HEADER_WORDS + slots + task.args.len() * ARG_WORDS
+        );
         for (buf, _) in &mut groups {
             // A zero-byte view still gets a buffer to point into.
             if buf.is_empty() {
@@ -864,6 +916,7 @@ mod tests {
             func_id: 0,
             kernel: None,
             core: "aiv".into(),
+            kernels: Vec::new(),
             block_num: 1,
             num_args: 1,
             args: vec![a],

@@ -8,6 +8,8 @@
  *
  *   [0] SCENE_REPLAY_MAGIC   [1] func_id   [2] block_num
  *   [3] num_args             [4] num_buffers
+ *   (a mixed task: [0] SCENE_REPLAY_MAGIC_MIXED, then [5] [6] [7] the
+ *   func_id of slots aic, aiv0, aiv1, all ones for none)
  *   then per task argument, SCENE_REPLAY_ARG_WORDS words:
  *   [0] direction (SCENE_DIR_*)
  *   [1] tensors: the buffer (run argument 1 + this); scalars: the bits
@@ -22,11 +24,14 @@
 
 #include "scene_orch.h"
 
-#define SCENE_REPLAY_MAGIC 0x3159414c50455253ull /* "SREPLAY1" */
+#define SCENE_REPLAY_MAGIC 0x3159414c50455253ull       /* "SREPLAY1" */
+#define SCENE_REPLAY_MAGIC_MIXED 0x3259414c50455253ull /* "SREPLAY2" */
 #define SCENE_REPLAY_HEADER_WORDS 5u
+#define SCENE_REPLAY_SLOT_WORDS 3u
 #define SCENE_REPLAY_ARG_WORDS 22u
 #define SCENE_REPLAY_MAX_ARGS 32u /* SCENE_MAX_ARGS of scene_kernel.h */
-#define SCENE_REPLAY_MAX_WORDS (SCENE_REPLAY_HEADER_WORDS + SCENE_REPLAY_MAX_ARGS * SCENE_REPLAY_ARG_WORDS)
+#define SCENE_REPLAY_MAX_WORDS \
+    (SCENE_REPLAY_HEADER_WORDS + SCENE_REPLAY_SLOT_WORDS + SCENE_REPLAY_MAX_ARGS * SCENE_REPLAY_ARG_WORDS)
 
 int32_t scene_replay_orch(SceneOrchCtx *ctx, const SceneOrchArg *args, uint32_t num_args) {
     uint64_t w[SCENE_REPLAY_MAX_WORDS];
@@ -43,14 +48,20 @@ int32_t scene_replay_orch(SceneOrchCtx *ctx, const SceneOrchArg *args, uint32_t 
     if (rc != 0) return rc;
     uint64_t words = args[0].size / 8;
     uint64_t n = w[3], nbuf = w[4];
-    if (w[0] != SCENE_REPLAY_MAGIC || n > SCENE_REPLAY_MAX_ARGS ||
-        words != SCENE_REPLAY_HEADER_WORDS + n * SCENE_REPLAY_ARG_WORDS || nbuf + 1 != num_args) {
+    int mixed = w[0] == SCENE_REPLAY_MAGIC_MIXED;
+    uint64_t header = SCENE_REPLAY_HEADER_WORDS + (mixed ? SCENE_REPLAY_SLOT_WORDS : 0);
+    if ((w[0] != SCENE_REPLAY_MAGIC && !mixed) || n > SCENE_REPLAY_MAX_ARGS ||
+        words != header + n * SCENE_REPLAY_ARG_WORDS || nbuf + 1 != num_args) {
         ctx->ops->fail(ctx, "scene replay: malformed task description");
+        return -1;
+    }
+    if (mixed && !scene_orch_has_v4(ctx)) {
+        ctx->ops->fail(ctx, "scene replay of a mixed task needs an orchestration ABI v4 runtime");
         return -1;
     }
     SceneTaskArgV2 t[SCENE_REPLAY_MAX_ARGS];
     for (uint64_t i = 0; i < n; i++) {
-        const uint64_t *a = &w[SCENE_REPLAY_HEADER_WORDS + i * SCENE_REPLAY_ARG_WORDS];
+        const uint64_t *a = &w[header + i * SCENE_REPLAY_ARG_WORDS];
         if (a[0] == SCENE_DIR_SCALAR) {
             t[i] = scene_task_scalar(a[1]);
             continue;
@@ -71,6 +82,10 @@ int32_t scene_replay_orch(SceneOrchCtx *ctx, const SceneOrchArg *args, uint32_t 
             v.desc.strides[d] = a[14 + d];
         }
         t[i] = v;
+    }
+    if (mixed) {
+        SceneMixedKernels k = scene_mixed((int32_t)w[5], (int32_t)w[6], (int32_t)w[7]);
+        return scene_orch_submit_mixed(ctx, k, (uint32_t)w[2], t, (uint32_t)n);
     }
     return scene_orch_submit_v2(ctx, (uint32_t)w[1], (uint32_t)w[2], t, (uint32_t)n);
 }

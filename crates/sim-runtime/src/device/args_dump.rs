@@ -7,7 +7,8 @@
 //! the task's first block runs, the bytes of every `out` / `inout`
 //! argument's span right after its last block completed (before any
 //! dependent task can run), scalars' bits, func_id, core type, block
-//! count. Raw files, written by the core thread that runs the task:
+//! count, and a mixed task's kernels (slot and func_id each). Raw
+//! files, written by the core thread that runs the task:
 //!
 //! ```text
 //! <dir>/task<N>.arg<i>.in.bin    span bytes before the first block (tensor args)
@@ -36,6 +37,7 @@ use scene_abi::*;
 
 use super::sched::Shared;
 use super::submit::view_span;
+use super::trace::{Kernel, kernels_json};
 use super::{core_name, lock};
 use crate::error::{RtError, RtResult};
 use crate::memory::Place;
@@ -100,6 +102,8 @@ struct ArgRecord {
 pub struct TaskRecord {
     func_id: u32,
     core: u32,
+    /// A mixed task's kernels (empty for a plain task).
+    kernels: Vec<Kernel>,
     block_num: u32,
     args: Vec<ArgRecord>,
 }
@@ -112,8 +116,7 @@ fn is_tensor(direction: u32) -> bool {
 /// `kernel_args` already).
 pub fn describe(
     shared: &Shared,
-    func_id: u32,
-    core: u32,
+    (func_id, core, kernels): (u32, u32, &[Kernel]),
     block_num: u32,
     args: &[SceneTaskArgV2],
 ) -> RtResult<Box<TaskRecord>> {
@@ -156,6 +159,7 @@ pub fn describe(
     Ok(Box::new(TaskRecord {
         func_id,
         core,
+        kernels: kernels.to_vec(),
         block_num,
         args: recs,
     }))
@@ -273,12 +277,18 @@ fn task_json(tid: usize, rec: &TaskRecord, complete: bool) -> String {
     let mut s = String::new();
     let _ = write!(
         s,
-        "{{\"task\":{tid},\"complete\":{complete},\"func_id\":{},\"core\":\"{}\",\"block_num\":{},\"num_args\":{},\"args\":[",
+        "{{\"task\":{tid},\"complete\":{complete},\"func_id\":{},\"core\":\"{}\",\"block_num\":{},\"num_args\":{},",
         rec.func_id,
         core_name(rec.core),
         rec.block_num,
         rec.args.len()
     );
+    if !rec.kernels.is_empty() {
+        s.push_str("\"kernels\":");
+        kernels_json(&mut s, &rec.kernels);
+        s.push(',');
+    }
+    s.push_str("\"args\":[");
     for (i, a) in rec.args.iter().enumerate() {
         if i > 0 {
             s.push(',');
@@ -337,6 +347,7 @@ mod tests {
         let rec = TaskRecord {
             func_id: 3,
             core: SCENE_CORE_AIV,
+            kernels: Vec::new(),
             block_num: 4,
             args: vec![
                 ArgRecord {

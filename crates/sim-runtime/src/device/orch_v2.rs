@@ -24,7 +24,7 @@ use std::ffi::{c_char, c_void};
 use std::time::{Duration, Instant};
 
 use super::sched::Sched;
-use super::submit::{RunCtx, record, run_ctx, submit, task_args};
+use super::submit::{Kernels, RunCtx, record, run_ctx, submit, task_args};
 use super::trace::now_ns;
 use crate::error::{RtError, RtResult};
 use scene_abi::*;
@@ -230,7 +230,7 @@ pub(super) extern "C" fn op_submit_v2(
         Ok(args) => args,
         Err(status) => return status,
     };
-    match submit(rc, func_id, block_num, args) {
+    match submit(rc, Kernels::One(func_id), block_num, args) {
         Ok(()) => SCENE_RT_OK,
         Err(e) => record(rc, e),
     }

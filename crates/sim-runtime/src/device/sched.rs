@@ -5,8 +5,10 @@
 //! `unsafe` (allowed per item): `Send` for a task's kernel arguments.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
+use super::cluster::{self, ClusterBlock, Shape};
 use super::{USER_STACK_BYTES, args_dump, core_name, lock, trace};
 use crate::chip::ChipArgs;
 use crate::crash::{self, Activity};
@@ -33,15 +35,33 @@ pub(super) struct KernelArgs {
 // by kernels while the task (and so this value) is alive.
 unsafe impl Send for KernelArgs {}
 
-#[derive(Debug)]
-pub(super) struct Task {
+/// One kernel of a task: what runs in one slot of each of its blocks.
+#[derive(Debug, Clone)]
+pub(super) struct Lane {
+    /// `SCENE_SLOT_*`.
+    pub(super) slot: u32,
     pub(super) func_id: u32,
+    /// `SCENE_CORE_*`.
     pub(super) core: usize,
     /// The kernel's code: an image or a hosted entry (both hold what they
     /// need loaded).
     pub(super) code: KernelCode,
+}
+
+#[derive(Debug)]
+pub(super) struct Task {
+    /// The first lane's (the only one's, for a plain task).
+    pub(super) func_id: u32,
+    pub(super) core: usize,
+    /// The kernels of every block, one per active slot, slot order: one
+    /// for a plain task; two or three for a mixed task, whose blocks each
+    /// run all of them together on one cluster (`cluster.rs`).
+    pub(super) lanes: Vec<Lane>,
+    /// The active slots (bit `1 << slot`).
+    pub(super) slot_mask: u32,
     pub(super) block_num: u32,
     pub(super) next_block: u32,
+    /// Kernel calls finished: `block_num * lanes.len()` when done.
     pub(super) blocks_done: u32,
     /// Dropped when the task is done, so a long run keeps only small tasks.
     pub(super) args: Option<KernelArgs>,
@@ -57,6 +77,32 @@ pub(super) struct Task {
     pub(super) done: bool,
     /// `--dump-args`: the task's arguments, when the run records them.
     pub(super) record: Option<Box<args_dump::TaskRecord>>,
+}
+
+impl Task {
+    pub(super) fn is_mixed(&self) -> bool {
+        self.lanes.len() > 1
+    }
+}
+
+/// One kernel call a core thread is to make: block `block` of task
+/// `task`, its lane `lane`; `cluster` is the block's shared state when
+/// the task is mixed.
+#[derive(Debug, Clone)]
+pub(super) struct Work {
+    task: usize,
+    block: u32,
+    lane: usize,
+    cluster: Option<Arc<ClusterBlock>>,
+}
+
+/// A core thread as the scheduler sees it.
+#[derive(Debug, Clone, Default)]
+pub(super) struct CoreState {
+    /// Running a kernel, or handed one to run.
+    busy: bool,
+    /// A mixed block's kernel the scheduler handed this thread.
+    handed: Option<Work>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -88,7 +134,16 @@ pub(super) struct ManualAccess {
 pub(super) struct Sched {
     pub(super) shutdown: bool,
     pub(super) tasks: Vec<Task>,
+    /// Plain tasks with blocks left to start, per core type.
     pub(super) ready: [VecDeque<usize>; 2],
+    /// Mixed tasks with blocks left to start, oldest first.
+    pub(super) ready_mixed: VecDeque<usize>,
+    /// Per core type, per thread.
+    pub(super) threads: [Vec<CoreState>; 2],
+    /// The cluster kept for the oldest mixed block waiting: its threads
+    /// take no plain work until it starts, so a stream of plain blocks
+    /// cannot starve it.
+    pub(super) reserved: Option<u32>,
     pub(super) completed: usize,
     pub(super) accesses: Vec<Access>,
     /// The run's `manual_dep` accesses, finished tasks' too (a race does
@@ -124,6 +179,22 @@ pub(super) struct Sched {
     pub(super) recorder: Option<Arc<args_dump::Recorder>>,
 }
 
+impl Sched {
+    /// The state of a new run on a device with `cores` threads per core
+    /// type (every thread idle).
+    pub(super) fn for_run(cores: [u32; 2], recorder: Option<Arc<args_dump::Recorder>>) -> Sched {
+        Sched {
+            threads: cores.map(|n| vec![CoreState::default(); n as usize]),
+            recorder,
+            ..Sched::default()
+        }
+    }
+
+    fn cores(&self) -> [u32; 2] {
+        self.threads.each_ref().map(|t| t.len() as u32)
+    }
+}
+
 /// State shared with the core threads and the orchestration thread. Threads
 /// stuck in a hung kernel keep it (and so the arena) alive forever.
 #[derive(Debug)]
@@ -137,6 +208,10 @@ pub(super) struct Shared {
     pub(super) sched: Mutex<Sched>,
     pub(super) work_cv: [Condvar; 2],
     pub(super) done_cv: Condvar,
+    /// Set with `Sched::shutdown` when a run is abandoned at its deadline,
+    /// for kernels waiting on cross-core flags (which do not take the
+    /// scheduler's lock).
+    pub(super) abandoned: Arc<AtomicBool>,
 }
 
 impl Shared {
@@ -212,11 +287,12 @@ impl Shared {
         }
     }
 
-    /// Marks one block of `tid` finished and releases dependents.
+    /// Marks one kernel call of `tid` finished; when it was the task's
+    /// last, the task is done and its dependents are released.
     fn complete_block(&self, s: &mut Sched, tid: usize) {
         let t = &mut s.tasks[tid];
         t.blocks_done += 1;
-        if t.blocks_done < t.block_num {
+        if t.blocks_done < t.block_num * t.lanes.len() as u32 {
             return;
         }
         t.done = true;
@@ -246,17 +322,149 @@ impl Shared {
             let dt = &mut s.tasks[d];
             dt.pending -= 1;
             if dt.pending == 0 {
-                let core = s.tasks[d].core;
-                s.ready[core].push_back(d);
-                self.work_cv[core].notify_all();
+                self.make_ready(s, d);
             }
         }
         self.done_cv.notify_all();
     }
+
+    /// Task `tid` waits for no unfinished task any more: its blocks may
+    /// start.
+    pub(super) fn make_ready(&self, s: &mut Sched, tid: usize) {
+        if s.tasks[tid].is_mixed() {
+            s.ready_mixed.push_back(tid);
+            self.dispatch_mixed(s);
+        } else {
+            let core = s.tasks[tid].core;
+            s.ready[core].push_back(tid);
+            self.work_cv[core].notify_all();
+        }
+    }
+
+    /// The first block of `tid` is starting (scheduler lock held).
+    fn first_block(&self, s: &mut Sched, tid: usize) {
+        // --- args dump (issue 19): inputs before the first block ---
+        if let (Some(rec), Some(recorder)) = (&s.tasks[tid].record, &s.recorder) {
+            let r = args_dump::before_first_block(self, recorder, tid, rec);
+            Self::record_step(s, r);
+        }
+    }
+
+    /// The next kernel call of thread `lane` of core type `core`: one the
+    /// scheduler handed it, else the next block of the oldest ready plain
+    /// task of its type, unless its cluster is kept for a mixed block.
+    fn next_work(&self, s: &mut Sched, core: usize, lane: u32) -> Option<Work> {
+        if let Some(w) = s.threads[core][lane as usize].handed.take() {
+            return Some(w);
+        }
+        if s.reserved == Some(cluster::cluster_of(core, lane)) {
+            return None;
+        }
+        let &tid = s.ready[core].front()?;
+        let t = &mut s.tasks[tid];
+        let block = t.next_block;
+        t.next_block += 1;
+        if t.next_block >= t.block_num {
+            s.ready[core].pop_front();
+        }
+        if block == 0 {
+            self.first_block(s, tid);
+        }
+        s.threads[core][lane as usize].busy = true;
+        Some(Work {
+            task: tid,
+            block,
+            lane: 0,
+            cluster: None,
+        })
+    }
+
+    /// Starts the blocks of ready mixed tasks, oldest first, each on a
+    /// cluster whose threads it needs are all idle: every kernel of the
+    /// block is handed to its thread here, so they start together. The
+    /// first block that finds no such cluster keeps the one closest to
+    /// free (`Sched::reserved`) and the rest wait behind it.
+    fn dispatch_mixed(&self, s: &mut Sched) {
+        const AIC: usize = SCENE_CORE_AIC as usize;
+        const AIV: usize = SCENE_CORE_AIV as usize;
+        let cores = s.cores();
+        while let Some(&tid) = s.ready_mixed.front() {
+            let shape = Shape::of_mask(s.tasks[tid].slot_mask);
+            let idle = |core: usize, lane: u32| !s.threads[core][lane as usize].busy;
+            let mut found = None;
+            let mut closest: Option<(u32, u32)> = None;
+            for c in (0..cluster::clusters(cores)).filter(|&c| cluster::can_serve(cores, c, shape))
+            {
+                let free_vec: Vec<u32> = cluster::vector_lanes(cores, c)
+                    .filter(|&l| idle(AIV, l))
+                    .collect();
+                let busy = u32::from(shape.aic && !idle(AIC, c))
+                    + shape.aiv.saturating_sub(free_vec.len() as u32);
+                if busy == 0 {
+                    found = Some((c, free_vec));
+                    break;
+                }
+                if closest.is_none_or(|(_, b)| busy < b) {
+                    closest = Some((c, busy));
+                }
+            }
+            let Some((c, free_vec)) = found else {
+                s.reserved = closest.map(|(c, _)| c);
+                return;
+            };
+            s.reserved = None;
+            let t = &mut s.tasks[tid];
+            let block = t.next_block;
+            t.next_block += 1;
+            if t.next_block >= t.block_num {
+                s.ready_mixed.pop_front();
+            }
+            if block == 0 {
+                self.first_block(s, tid);
+            }
+            let t = &s.tasks[tid];
+            let mut func_ids = [0; SCENE_SLOTS as usize];
+            for l in &t.lanes {
+                func_ids[l.slot as usize] = l.func_id;
+            }
+            let shared_block =
+                ClusterBlock::new(&self.abandoned, tid, block, t.slot_mask, func_ids);
+            // Lanes are in slot order, free vector threads ascending: AIV0
+            // takes the cluster's first vector thread when it has both.
+            let places: Vec<(usize, u32)> = {
+                let mut vec_threads = free_vec.into_iter();
+                t.lanes
+                    .iter()
+                    .map(|l| match l.core {
+                        AIC => (AIC, c),
+                        _ => (AIV, vec_threads.next().unwrap_or(0)),
+                    })
+                    .collect()
+            };
+            for (i, (core, lane)) in places.into_iter().enumerate() {
+                let st = &mut s.threads[core][lane as usize];
+                st.busy = true;
+                st.handed = Some(Work {
+                    task: tid,
+                    block,
+                    lane: i,
+                    cluster: Some(Arc::clone(&shared_block)),
+                });
+            }
+            if shape.aic {
+                self.work_cv[AIC].notify_all();
+            }
+            if shape.aiv > 0 {
+                self.work_cv[AIV].notify_all();
+            }
+        }
+        s.reserved = None;
+    }
 }
 
-/// Emulated core thread: runs blocks of ready tasks of one core type, and
-/// checks the canaries around the task's buffers after each block.
+/// Emulated core thread: makes the kernel calls the scheduler gives it
+/// (blocks of ready plain tasks of its core type, and its slot of mixed
+/// blocks), and checks the canaries around the task's buffers after each.
 pub(super) fn core_thread(shared: Arc<Shared>, core: usize, lane: u32) {
     let _guard = crash::enter_thread(USER_STACK_BYTES);
     let mut s = shared.sched();
@@ -264,69 +472,102 @@ pub(super) fn core_thread(shared: Arc<Shared>, core: usize, lane: u32) {
         if s.shutdown {
             return;
         }
-        let sched = &mut *s;
-        let Some(&tid) = sched.ready[core].front() else {
+        let Some(work) = shared.next_work(&mut s, core, lane) else {
             s = shared.work_cv[core]
                 .wait(s)
                 .unwrap_or_else(|e| e.into_inner());
             continue;
         };
-        let t = &mut sched.tasks[tid];
-        let Some(payload) = &t.args else {
-            // Unreachable: a ready task is not done.
-            sched.ready[core].pop_front();
-            continue;
-        };
-        let mut args = *payload.args;
-        let chip = payload.chip.clone();
-        // --- args dump (issue 19): inputs before the first block ---
-        if t.next_block == 0
-            && let (Some(rec), Some(recorder)) = (&t.record, &sched.recorder)
-        {
-            let r = args_dump::before_first_block(&shared, recorder, tid, rec);
-            Shared::record_step(sched, r);
-        }
-        let t = &mut sched.tasks[tid];
-        args.block_idx = t.next_block;
-        t.next_block += 1;
-        if t.next_block == t.block_num {
-            sched.ready[core].pop_front();
-        }
-        let code = t.code.clone();
-        let func_id = t.func_id;
-        let buffers = t.buffers.clone();
-        // Trace (issue 19): one branch when off; no clock read.
-        let traced = sched.trace.as_ref().is_some_and(|t| t.timeline());
-        drop(s);
-        let begin = if traced { trace::now_ns() } else { 0 };
-        let activity = Activity::Kernel {
-            func_id,
-            core: core_name(core as u32),
-            block: args.block_idx,
-            blocks: args.block_num,
-        };
-        // The block is the thread's execution context while it runs (what
-        // PTO-ISA's `get_block_idx()` asks `pto_cpu_sim_get_execution_context`).
-        crash::running(activity, || {
-            hooks::in_block(args.block_idx, || code.call(&args, chip.as_deref()))
-        });
-        drop(chip);
-        let end = if traced { trace::now_ns() } else { 0 };
-        let damage = shared.damaged_canary(&buffers);
-        s = shared.sched();
-        if traced && let Some(tr) = &mut s.trace {
-            tr.block(tid, args.block_idx, core as u32, lane, begin, end);
-        }
-        if let Some(place) = damage
-            && s.error.is_none()
-        {
-            s.error = Some(RtError::OutOfBounds(format!(
-                "kernel func_id {func_id} ({} core, block {} of {}) wrote outside its buffers: {place}",
-                core_name(core as u32),
-                args.block_idx,
-                args.block_num
-            )));
-        }
-        shared.complete_block(&mut s, tid);
+        s = run_kernel(&shared, s, (core, lane), work);
     }
+}
+
+/// Makes one kernel call on thread `lane` of core type `core` (the
+/// scheduler's lock released meanwhile), then records it and completes it.
+fn run_kernel<'a>(
+    shared: &'a Shared,
+    mut s: MutexGuard<'a, Sched>,
+    (core, lane): (usize, u32),
+    work: Work,
+) -> MutexGuard<'a, Sched> {
+    let t = &s.tasks[work.task];
+    let Some(payload) = &t.args else {
+        // Unreachable: a task with kernel calls to make is not done.
+        s.threads[core][lane as usize].busy = false;
+        return s;
+    };
+    let l = &t.lanes[work.lane];
+    let mut args = *payload.args;
+    args.block_idx = work.block;
+    args.slot = l.slot;
+    args.slot_mask = t.slot_mask;
+    args.cluster = work
+        .cluster
+        .as_ref()
+        .map_or(std::ptr::null(), |c| c.ctx(l.slot));
+    let chip = payload.chip.clone();
+    let code = l.code.clone();
+    let (func_id, slot) = (l.func_id, l.slot);
+    let buffers = t.buffers.clone();
+    let mixed = t.is_mixed();
+    // A vector kernel's lane among its block's vector kernels (PTO-ISA's
+    // sub-block), as `scene_sub_block_id` / `scene_sub_block_num` say.
+    let aiv_lanes = Shape::of_mask(t.slot_mask).aiv;
+    let sub_block = if mixed && core == SCENE_CORE_AIV as usize {
+        (u32::from(slot == SCENE_SLOT_AIV1), aiv_lanes)
+    } else {
+        (0, 1)
+    };
+    // Trace (issue 19): one branch when off; no clock read.
+    let traced = s.trace.as_ref().is_some_and(|t| t.timeline());
+    drop(s);
+    let begin = if traced { trace::now_ns() } else { 0 };
+    let activity = Activity::Kernel {
+        func_id,
+        core: core_name(core as u32),
+        block: args.block_idx,
+        blocks: args.block_num,
+    };
+    // The block is the thread's execution context while it runs (what
+    // PTO-ISA's `get_block_idx()` asks `pto_cpu_sim_get_execution_context`).
+    crash::running(activity, || {
+        hooks::in_block(args.block_idx, sub_block, || {
+            code.call(&args, chip.as_deref())
+        })
+    });
+    drop(chip);
+    let deadlock = work.cluster.as_ref().and_then(|c| c.returned(slot));
+    let end = if traced { trace::now_ns() } else { 0 };
+    let damage = shared.damaged_canary(&buffers);
+    s = shared.sched();
+    if traced && let Some(tr) = &mut s.trace {
+        let kernel = mixed.then_some((slot, func_id));
+        tr.block(
+            work.task,
+            args.block_idx,
+            (core as u32, lane),
+            kernel,
+            begin,
+            end,
+        );
+    }
+    if let Some(place) = damage
+        && s.error.is_none()
+    {
+        s.error = Some(RtError::OutOfBounds(format!(
+            "kernel func_id {func_id} ({} core, block {} of {}) wrote outside its buffers: {place}",
+            core_name(core as u32),
+            args.block_idx,
+            args.block_num
+        )));
+    }
+    if let Some(msg) = deadlock
+        && s.error.is_none()
+    {
+        s.error = Some(RtError::Invalid(msg));
+    }
+    s.threads[core][lane as usize].busy = false;
+    shared.complete_block(&mut s, work.task);
+    shared.dispatch_mixed(&mut s);
+    s
 }

@@ -10,7 +10,8 @@ use std::ffi::{CStr, c_char, c_void};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::sched::{Access, KernelArgs, ManualAccess, Shared, Task};
+use super::cluster::{self, Shape, slot_name};
+use super::sched::{Access, KernelArgs, Lane, ManualAccess, Shared, Task};
 use super::{Callable, Incore, USER_STACK_BYTES, args_dump, comm, core_name, lock, orch_v2, trace};
 use crate::chip::{ChipArgs, ChipTensorRecord};
 use crate::crash::{self, Activity};
@@ -50,6 +51,7 @@ static OPS: SceneOrchOps = SceneOrchOps {
     end_scope: orch_v2::op_end_scope,
     malloc: orch_v2::op_malloc,
     last_error: orch_v2::op_last_error,
+    submit_mixed: op_submit_mixed,
 };
 
 pub(super) fn orch_thread(ctx: Arc<RunCtx>, args: Vec<SceneRunArg>) {
@@ -148,10 +150,80 @@ extern "C" fn op_submit(
             desc: SceneTensorDesc::contiguous(SCENE_DTYPE_BYTES, &[a.size]),
         })
         .collect();
-    match submit(rc, func_id, block_num, &args) {
+    match submit(rc, Kernels::One(func_id), block_num, &args) {
         Ok(()) => SCENE_RT_OK,
         Err(e) => record(rc, e),
     }
+}
+
+/// v4 `submit_mixed`: one task whose blocks run a kernel per set slot of
+/// `kernels` together on one cluster.
+extern "C" fn op_submit_mixed(
+    ctx: *mut SceneOrchCtx,
+    kernels: *const SceneMixedKernels,
+    block_num: u32,
+    args: *const SceneTaskArgV2,
+    num_args: u32,
+) -> i32 {
+    let Some(rc) = run_ctx(ctx) else {
+        return SCENE_RT_E_INVALID;
+    };
+    #[allow(unsafe_code)]
+    // SAFETY: a non-NULL `kernels` points at the orchestration's
+    // `SceneMixedKernels` for the duration of the call (scene_orch.h); it
+    // is copied at once.
+    let kernels = unsafe { kernels.as_ref() }.copied();
+    let slots = match kernels.map(|k| mixed_slots(&k)) {
+        Some(Ok(slots)) => slots,
+        Some(Err(e)) => return record(rc, e),
+        None => {
+            return record(rc, RtError::Invalid("submit_mixed: kernels is NULL".into()));
+        }
+    };
+    let args = match task_args(rc, slots[0].1, args, num_args) {
+        Ok(args) => args,
+        Err(status) => return status,
+    };
+    match submit(rc, Kernels::Slots(&slots), block_num, args) {
+        Ok(()) => SCENE_RT_OK,
+        Err(e) => record(rc, e),
+    }
+}
+
+/// The `(slot, func_id)` of every set slot of a mixed submit, slot order.
+fn mixed_slots(k: &SceneMixedKernels) -> RtResult<Vec<(u32, u32)>> {
+    let mut slots = Vec::with_capacity(SCENE_SLOTS as usize);
+    for (slot, id) in [
+        (SCENE_SLOT_AIC, k.aic),
+        (SCENE_SLOT_AIV0, k.aiv0),
+        (SCENE_SLOT_AIV1, k.aiv1),
+    ] {
+        match u32::try_from(id) {
+            Ok(id) => slots.push((slot, id)),
+            Err(_) if id == SCENE_NO_KERNEL => {}
+            Err(_) => {
+                return Err(RtError::Invalid(format!(
+                    "submit_mixed: slot {} names func_id {id}; a slot takes a func_id (>= 0) or SCENE_NO_KERNEL (-1)",
+                    slot_name(slot)
+                )));
+            }
+        }
+    }
+    if slots.is_empty() {
+        return Err(RtError::Invalid(
+            "submit_mixed: every slot is SCENE_NO_KERNEL; a task runs at least one kernel".into(),
+        ));
+    }
+    Ok(slots)
+}
+
+/// The kernels a submit names: one (v1 and v2 submits: its slot follows
+/// from its core type), or a `(slot, func_id)` per set slot of a mixed
+/// submit.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Kernels<'a> {
+    One(u32),
+    Slots(&'a [(u32, u32)]),
 }
 
 /// The `num_args` task arguments at `args` (v1 or v2 layout), or the
@@ -189,7 +261,7 @@ pub(super) fn task_args<'a, T>(
 /// arguments for the kernel, and put it into the task graph.
 pub(super) fn submit(
     rc: &RunCtx,
-    func_id: u32,
+    kernels: Kernels<'_>,
     block_num: u32,
     args: &[SceneTaskArgV2],
 ) -> RtResult<()> {
@@ -201,25 +273,36 @@ pub(super) fn submit(
         }
         s.recorder.is_some()
     };
-    let inc = runnable_incore(rc, func_id, block_num)?;
+    let lanes = task_lanes(rc, kernels, block_num)?;
+    let (func_id, core) = (lanes[0].func_id, lanes[0].core);
+    let slot_mask = lanes.iter().fold(0, |m, l| m | 1 << l.slot);
+    // A mixed task's kernels, for records (a plain task has none).
+    let mixed: Vec<trace::Kernel> = match kernels {
+        Kernels::Slots(slots) if slots.len() > 1 => slots.to_vec(),
+        _ => Vec::new(),
+    };
     let (args, manual) = &split_manual(func_id, args)?;
     let args = args.as_slice();
     let (mut payload, accesses, manual_accesses, buffers) =
         kernel_args(rc, func_id, block_num, args, manual)?;
-    if inc.code.is_chip_tensor() {
+    if lanes.iter().any(|l| l.code.is_chip_tensor()) {
         payload.chip = Some(Arc::new(chip_args(func_id, args, &payload)?));
     }
     let record = if recording {
         Some(args_dump::describe(
-            &rc.shared, func_id, inc.core, block_num, args,
+            &rc.shared,
+            (func_id, core as u32, &mixed),
+            block_num,
+            args,
         )?)
     } else {
         None
     };
     let task = Task {
         func_id,
-        core: inc.core as usize,
-        code: inc.code.clone(),
+        core,
+        lanes,
+        slot_mask,
         block_num,
         next_block: 0,
         blocks_done: 0,
@@ -235,8 +318,58 @@ pub(super) fn submit(
         rc,
         task,
         (&accesses, manual_accesses),
-        (args, manual, begin),
+        (args, manual, &mixed, begin),
     )
+}
+
+/// The kernels of a task as its blocks run them, each checked: registered,
+/// of the slot's core type, and, for a mixed task, a cluster of this
+/// device has the cores they need.
+fn task_lanes(rc: &RunCtx, kernels: Kernels<'_>, block_num: u32) -> RtResult<Vec<Lane>> {
+    let lane = |slot: Option<u32>, func_id: u32| -> RtResult<Lane> {
+        let inc = runnable_incore(rc, func_id, block_num)?;
+        let core_slot = if inc.core == SCENE_CORE_AIC {
+            SCENE_SLOT_AIC
+        } else {
+            SCENE_SLOT_AIV0
+        };
+        let slot = slot.unwrap_or(core_slot);
+        if (slot == SCENE_SLOT_AIC) != (inc.core == SCENE_CORE_AIC) {
+            return Err(RtError::CoreType(format!(
+                "mixed task: slot {} names func_id {func_id}, an {} kernel; slot aic takes a cube (aic) kernel, slots aiv0 and aiv1 vector (aiv) kernels",
+                slot_name(slot),
+                core_name(inc.core)
+            )));
+        }
+        Ok(Lane {
+            slot,
+            func_id,
+            core: inc.core as usize,
+            code: inc.code.clone(),
+        })
+    };
+    let slots = match kernels {
+        Kernels::One(func_id) => return Ok(vec![lane(None, func_id)?]),
+        Kernels::Slots(slots) => slots,
+    };
+    let lanes = slots
+        .iter()
+        .map(|&(slot, func_id)| lane(Some(slot), func_id))
+        .collect::<RtResult<Vec<Lane>>>()?;
+    let shape = Shape::of_mask(lanes.iter().fold(0, |m, l| m | 1 << l.slot));
+    if lanes.len() > 1 && !cluster::fits(rc.cores, shape) {
+        let names: Vec<&str> = lanes.iter().map(|l| slot_name(l.slot)).collect();
+        return Err(RtError::CoreType(format!(
+            "mixed task ({}) needs one cluster with {} aic and {} aiv core(s), but no cluster of this {} device has them (aic={}, aiv={}: cluster c is aic core c with aiv cores 2c and 2c+1; raise `aiv` / `aic` in SCENE_RUNTIME_OPTIONS)",
+            names.join("+"),
+            u32::from(shape.aic),
+            shape.aiv,
+            rc.platform,
+            rc.cores[SCENE_CORE_AIC as usize],
+            rc.cores[SCENE_CORE_AIV as usize]
+        )));
+    }
+    Ok(lanes)
 }
 
 /// The arguments with `SCENE_DIR_MANUAL_DEP` taken out of their
@@ -438,6 +571,10 @@ fn kernel_args(
             .comm
             .as_ref()
             .map_or(std::ptr::null(), |(d, rank)| d.ctx(*rank)),
+        // Set per kernel call (`sched.rs`).
+        slot: 0,
+        slot_mask: 0,
+        cluster: std::ptr::null(),
     });
     let mut descs: Box<[SceneTensorDesc]> = args.iter().map(|a| a.desc).collect();
     let mut accesses = Vec::with_capacity(args.len());
@@ -545,7 +682,7 @@ fn enqueue(
     rc: &RunCtx,
     mut task: Task,
     (accesses, mut manual): (&[ArenaAccess], Vec<ManualAccess>),
-    submitted: (&[SceneTaskArgV2], &[bool], u64),
+    submitted: (&[SceneTaskArgV2], &[bool], &[trace::Kernel], u64),
 ) -> RtResult<()> {
     let mut s = rc.shared.sched();
     if s.shutdown {
@@ -592,15 +729,14 @@ fn enqueue(
         sched.tasks[d].dependents.push(tid);
     }
     task.parents = parents;
-    let core = task.core;
     if let Some(tr) = &mut sched.trace {
-        let (args, manual_args, begin) = submitted;
-        let (func_id, block_num) = (task.func_id, task.block_num);
+        let (args, manual_args, kernels, begin) = submitted;
+        let (func_id, core, block_num) = (task.func_id, task.core as u32, task.block_num);
         let manual_spans: Vec<ArenaAccess> =
             manual.iter().map(|m| (m.start, m.end, m.write)).collect();
         tr.submit(
             tid,
-            (func_id, core as u32, block_num),
+            (func_id, core, block_num, kernels),
             (args, manual_args),
             (accesses, &manual_spans),
             &deps,
@@ -637,8 +773,7 @@ fn enqueue(
             write,
         }));
     if deps.is_empty() {
-        sched.ready[core].push_back(tid);
-        rc.shared.work_cv[core].notify_all();
+        rc.shared.make_ready(sched, tid);
     }
     Ok(())
 }

@@ -8,7 +8,8 @@
 //!
 //! On, a run records:
 //! - `SCENE_RT_TRACE_TIMELINE`: every block of every task on the core lane
-//!   that ran it (`aic`/`aiv` thread index), with `CLOCK_MONOTONIC`
+//!   that ran it (`aic`/`aiv` thread index; a mixed task's block is one
+//!   call per slot, each with its `slot` and `func_id`), with `CLOCK_MONOTONIC`
 //!   nanoseconds, and the orchestration's own operations (submit, read,
 //!   write, fill and the wait each caused, alloc, free, scopes);
 //! - `SCENE_RT_TRACE_DEPS`: every task's accesses (buffer, byte range,
@@ -109,10 +110,15 @@ struct Dep {
     manual: bool,
 }
 
+/// A kernel of a mixed task: `(slot, func_id)`.
+pub type Kernel = (u32, u32);
+
 #[derive(Debug)]
 struct TaskRec {
     func_id: u32,
     core: u32,
+    /// A mixed task's kernels, slot order (empty for a plain task).
+    kernels: Vec<Kernel>,
     block_num: u32,
     submit_ns: u64,
     args: Vec<ArgRec>,
@@ -126,6 +132,8 @@ struct BlockRec {
     block: u32,
     core: u32,
     lane: u32,
+    /// Of a mixed task: the kernel this call ran.
+    kernel: Option<Kernel>,
     begin: u64,
     end: u64,
 }
@@ -238,14 +246,15 @@ impl TraceRun {
 
     /// A task entered the graph as `tid`; `pending` are the unfinished
     /// tasks the scheduler made it wait for; `begin` is when its submit
-    /// call started. `manual` says which arguments were `manual_dep`, and
+    /// call started; `kernels` are a mixed task's (empty for a plain
+    /// one). `manual` says which arguments were `manual_dep`, and
     /// `manual_accesses` are theirs: as in the scheduler, they depend only
     /// on tracked writes of their bytes and are never a later access's
     /// dependency.
     pub fn submit(
         &mut self,
         tid: usize,
-        (func_id, core, block_num): (u32, u32, u32),
+        (func_id, core, block_num, kernels): (u32, u32, u32, &[Kernel]),
         (args, manual): (&[SceneTaskArgV2], &[bool]),
         (accesses, manual_accesses): (&[Span], &[Span]),
         pending: &[usize],
@@ -313,6 +322,7 @@ impl TraceRun {
         self.tasks.push(TaskRec {
             func_id,
             core,
+            kernels: kernels.to_vec(),
             block_num,
             submit_ns: now,
             args,
@@ -332,13 +342,23 @@ impl TraceRun {
         }
     }
 
-    /// One block of `task` ran on lane `lane` of core type `core`.
-    pub fn block(&mut self, task: usize, block: u32, core: u32, lane: u32, begin: u64, end: u64) {
+    /// One block of `task` ran on lane `lane` of core type `core`;
+    /// `kernel` says which, when the task is mixed.
+    pub fn block(
+        &mut self,
+        task: usize,
+        block: u32,
+        (core, lane): (u32, u32),
+        kernel: Option<Kernel>,
+        begin: u64,
+        end: u64,
+    ) {
         self.blocks.push(BlockRec {
             task,
             block,
             core,
             lane,
+            kernel,
             begin,
             end,
         });
@@ -449,12 +469,18 @@ impl TraceRun {
             }
             let _ = write!(
                 o,
-                "{{\"id\":{i},\"func_id\":{},\"core\":\"{}\",\"block_num\":{},\"submit_ns\":{},\"args\":[",
+                "{{\"id\":{i},\"func_id\":{},\"core\":\"{}\",\"block_num\":{},\"submit_ns\":{},",
                 t.func_id,
                 super::core_name(t.core),
                 t.block_num,
                 t.submit_ns
             );
+            if !t.kernels.is_empty() {
+                o.push_str("\"kernels\":");
+                kernels_json(&mut o, &t.kernels);
+                o.push(',');
+            }
+            o.push_str("\"args\":[");
             for (k, a) in t.args.iter().enumerate() {
                 if k > 0 {
                     o.push(',');
@@ -508,7 +534,7 @@ impl TraceRun {
             }
             let _ = write!(
                 o,
-                "{{\"task\":{},\"block\":{},\"core\":\"{}\",\"lane\":{},\"begin_ns\":{},\"end_ns\":{}}}",
+                "{{\"task\":{},\"block\":{},\"core\":\"{}\",\"lane\":{},\"begin_ns\":{},\"end_ns\":{}",
                 b.task,
                 b.block,
                 super::core_name(b.core),
@@ -516,6 +542,14 @@ impl TraceRun {
                 b.begin,
                 b.end
             );
+            if let Some((slot, func_id)) = b.kernel {
+                let _ = write!(
+                    o,
+                    ",\"slot\":\"{}\",\"func_id\":{func_id}",
+                    super::cluster::slot_name(slot)
+                );
+            }
+            o.push('}');
         }
         o.push_str("],\"ops\":[");
         for (i, op) in self.ops.iter().enumerate() {
@@ -563,6 +597,22 @@ fn range_json(o: &mut String, buf: Option<(BufRef, u64)>, start: u64, end: u64) 
     }
 }
 
+/// `[{"slot":"aic","func_id":0},...]`.
+pub fn kernels_json(o: &mut String, kernels: &[Kernel]) {
+    o.push('[');
+    for (k, &(slot, func_id)) in kernels.iter().enumerate() {
+        if k > 0 {
+            o.push(',');
+        }
+        let _ = write!(
+            o,
+            "{{\"slot\":\"{}\",\"func_id\":{func_id}}}",
+            super::cluster::slot_name(slot)
+        );
+    }
+    o.push(']');
+}
+
 fn dir_name(dir: u32) -> &'static str {
     match dir {
         SCENE_DIR_IN => "in",
@@ -586,11 +636,25 @@ mod tests {
             &[(base, 64), (base + 4096, 64)],
         );
         // task 0 reads x, task 1 writes x (WAR on x), task 2 reads x (RAW on 1).
-        t.submit(0, (1, 1, 1), (&[], &[]), (&[(0, 64, false)], &[]), &[], 0);
-        t.submit(1, (2, 1, 1), (&[], &[]), (&[(0, 32, true)], &[]), &[0], 0);
+        t.submit(
+            0,
+            (1, 1, 1, &[]),
+            (&[], &[]),
+            (&[(0, 64, false)], &[]),
+            &[],
+            0,
+        );
+        t.submit(
+            1,
+            (2, 1, 1, &[]),
+            (&[], &[]),
+            (&[(0, 32, true)], &[]),
+            &[0],
+            0,
+        );
         t.submit(
             2,
-            (1, 1, 1),
+            (1, 1, 1, &[]),
             (&[], &[]),
             (&[(16, 64, false), (4096, 4160, true)], &[]),
             &[],
@@ -618,10 +682,38 @@ mod tests {
         // task 0 writes x (tracked); task 1 reads x (tracked); task 2 writes
         // x through manual_dep: on 0 only (its producer; no WAR on 1); task 3 writes
         // x tracked: WAW on 0, WAR on 1, nothing on 2.
-        t.submit(0, (1, 1, 1), (&[], &[]), (&[(0, 64, true)], &[]), &[], 0);
-        t.submit(1, (1, 1, 1), (&[], &[]), (&[(0, 64, false)], &[]), &[], 0);
-        t.submit(2, (1, 1, 1), (&[], &[]), (&[], &[(0, 32, true)]), &[], 0);
-        t.submit(3, (1, 1, 1), (&[], &[]), (&[(0, 64, true)], &[]), &[], 0);
+        t.submit(
+            0,
+            (1, 1, 1, &[]),
+            (&[], &[]),
+            (&[(0, 64, true)], &[]),
+            &[],
+            0,
+        );
+        t.submit(
+            1,
+            (1, 1, 1, &[]),
+            (&[], &[]),
+            (&[(0, 64, false)], &[]),
+            &[],
+            0,
+        );
+        t.submit(
+            2,
+            (1, 1, 1, &[]),
+            (&[], &[]),
+            (&[], &[(0, 32, true)]),
+            &[],
+            0,
+        );
+        t.submit(
+            3,
+            (1, 1, 1, &[]),
+            (&[], &[]),
+            (&[(0, 64, true)], &[]),
+            &[],
+            0,
+        );
         let deps = |k: usize| -> Vec<_> {
             t.tasks[k]
                 .deps

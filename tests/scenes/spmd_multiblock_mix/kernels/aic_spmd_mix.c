@@ -1,0 +1,13 @@
+/* The cube kernel of a block: its block index into the first float of the
+ * block's cache line 0 (the original's kernels/aic/kernel_spmd_mix.cpp). */
+#include "scene_kernel.h"
+
+#define FLOATS_PER_CACHE_LINE 16
+#define SLOTS_PER_BLOCK 3
+
+SCENE_KERNEL_ENTRY(ka) {
+    float *out = SCENE_ARG_PTR(ka, 0, float);
+    int64_t base_cl = SCENE_ARG_I64(ka, 1);
+    int64_t offset = (base_cl + (int64_t)ka->block_idx * SLOTS_PER_BLOCK + 0) * FLOATS_PER_CACHE_LINE;
+    out[offset] = (float)ka->block_idx;
+}
