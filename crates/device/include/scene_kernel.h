@@ -105,10 +105,13 @@ static inline uint32_t scene_slot(const SceneKernelArgs *ka) {
     return ka->abi_version >= 4 ? ka->slot : SCENE_SLOT_AIV0;
 }
 
-/* The vector lane of a mixed task's kernel: 0 in slot AIV0, 1 in slot
- * AIV1 (the original's `get_sub_block_id(args)`), 0 for the rest. */
+/* The vector lane of a vector kernel among its block's vector kernels:
+ * with both vector slots set, 0 in slot AIV0 and 1 in slot AIV1 (the
+ * original's `get_sub_block_id(args)`); 0 for the only vector kernel of a
+ * block, and for a cube kernel. */
 static inline uint32_t scene_sub_block_id(const SceneKernelArgs *ka) {
-    return scene_slot(ka) == SCENE_SLOT_AIV1 ? 1u : 0u;
+    uint32_t mask = ka->abi_version >= 4 ? ka->slot_mask : 0u;
+    return scene_slot(ka) == SCENE_SLOT_AIV1 && (mask & (1u << SCENE_SLOT_AIV0)) ? 1u : 0u;
 }
 
 /* How many vector kernels the task runs per block (1 or 2; 0 for a cube

@@ -18,6 +18,40 @@ fn read_json(path: &Path) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
+/// Runs `scene run <args>` (environment from `configure`), expects it to
+/// fail, and returns the failure message of each of `cases`.
+fn failures(
+    env: &TestEnv,
+    args: &[&str],
+    configure: impl FnOnce(&mut std::process::Command),
+    cases: &[&str],
+) -> Vec<String> {
+    let mut full = vec!["run"];
+    full.extend_from_slice(args);
+    let (out, r) = env.run_with_report_using(&full, configure);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    cases
+        .iter()
+        .map(|case| {
+            let c = report_case(&r, case);
+            assert_eq!(c["status"], "failed", "{c}");
+            c["message"].as_str().unwrap_or_default().to_owned()
+        })
+        .collect()
+}
+
+/// Passes `scene run <args> --platform P` on both platforms: `cases` pass.
+fn passes_on_both_platforms(env: &TestEnv, args: &[&str], cases: u64) {
+    for platform in ["a2a3sim", "a5sim"] {
+        let mut full = vec!["run"];
+        full.extend_from_slice(args);
+        full.extend_from_slice(&["--platform", platform]);
+        let (out, r) = env.run_with_report(&full);
+        assert_success(&out);
+        assert_eq!(r["totals"]["passed"], cases, "{platform}: {}", show(&out));
+    }
+}
+
 /// Replaces the one occurrence of `from` in `file` by `to`.
 fn mutate(file: &Path, from: &str, to: &str) {
     let text = std::fs::read_to_string(file).unwrap();
@@ -133,11 +167,7 @@ fn mixed_example_is_five_tasks_per_iteration_on_one_cluster_each() {
 fn cluster_flags_order_a_block_and_lanes_split_it() {
     let env = TestEnv::with_scenes(&[]);
     let dir = copy_scene(&env, "mixed_pipeline", "mixed_pipeline");
-    for platform in ["a2a3sim", "a5sim"] {
-        let (out, r) = env.run_with_report(&["run", "mixed_pipeline", "--platform", platform]);
-        assert_success(&out);
-        assert_eq!(r["totals"]["passed"], 2, "{platform}");
-    }
+    passes_on_both_platforms(&env, &["mixed_pipeline"], 2);
     let relu = dir.join("kernels/bias_relu.c");
     mutate(
         &relu,
@@ -147,13 +177,8 @@ fn cluster_flags_order_a_block_and_lanes_split_it() {
     let (out, r) = env.run_with_report(&["run", "mixed_pipeline"]);
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     let two = report_case(&r, "mixed_pipeline::two_vector_lanes");
-    assert!(
-        two["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("tensor `y` mismatch"),
-        "{two}"
-    );
+    let msg = two["message"].as_str().unwrap_or_default();
+    assert!(msg.contains("tensor `y` mismatch"), "{two}");
     // One vector lane does every row: unaffected.
     assert_eq!(
         report_case(&r, "mixed_pipeline::one_vector_lane")["status"],
@@ -169,17 +194,17 @@ fn cluster_flags_order_a_block_and_lanes_split_it() {
         "if (ka->slot_mask & (1u << slot)) scene_cluster_signal(ka, slot, 0);",
         "(void)slot;",
     );
-    let (out, r) = env.run_with_report(&["run", "mixed_pipeline"]);
-    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    for case in ["two_vector_lanes", "one_vector_lane"] {
-        let c = report_case(&r, &format!("mixed_pipeline::{case}"));
-        let msg = c["message"].as_str().unwrap_or_default();
+    let cases = [
+        "mixed_pipeline::two_vector_lanes",
+        "mixed_pipeline::one_vector_lane",
+    ];
+    for msg in failures(&env, &["mixed_pipeline"], |_| {}, &cases) {
         assert!(
             msg.contains("cross-core flag deadlock: the aiv0 kernel (func_id 1) of block")
                 || msg.contains("cross-core flag deadlock: the aiv1 kernel (func_id 1) of block"),
-            "{case}: {msg}"
+            "{msg}"
         );
-        assert!(msg.contains("waits for its flag 0"), "{case}: {msg}");
+        assert!(msg.contains("waits for its flag 0"), "{msg}");
     }
 }
 
@@ -190,26 +215,19 @@ fn cluster_flags_order_a_block_and_lanes_split_it() {
 fn multiblock_mixed_tasks_give_each_lane_its_block_and_sub_block() {
     let env = TestEnv::with_scenes(&[]);
     let dir = copy_scene(&env, "spmd_multiblock_mix", "spmd_multiblock_mix");
-    for platform in ["a2a3sim", "a5sim"] {
-        let (out, r) = env.run_with_report(&["run", "spmd_multiblock_mix", "--platform", platform]);
-        assert_success(&out);
-        assert_eq!(r["totals"]["passed"], 1, "{platform}");
-    }
+    passes_on_both_platforms(&env, &["spmd_multiblock_mix"], 1);
     mutate(
         &dir.join("kernels/aiv_spmd_mix.c"),
         "(int64_t)scene_sub_block_id(ka);",
         "0;",
     );
-    let (out, r) = env.run_with_report(&["run", "spmd_multiblock_mix"]);
-    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    let c = report_case(&r, "spmd_multiblock_mix::Case1");
-    assert!(
-        c["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("tensor `output` mismatch"),
-        "{c}"
+    let msgs = failures(
+        &env,
+        &["spmd_multiblock_mix"],
+        |_| {},
+        &["spmd_multiblock_mix::Case1"],
     );
+    assert!(msgs[0].contains("tensor `output` mismatch"), "{msgs:?}");
 }
 
 /// Kernels in the wrong slots, and a device without the cluster a task
@@ -218,14 +236,15 @@ fn multiblock_mixed_tasks_give_each_lane_its_block_and_sub_block() {
 fn a_mixed_task_needs_kernels_of_its_slots_and_a_cluster_that_has_them() {
     let env = TestEnv::with_scenes(&[]);
     let dir = copy_scene(&env, "mixed_example", "mixed_example");
-    let (out, r) = env.run_with_report_using(&["run", "mixed_example"], |cmd| {
-        cmd.env("SCENE_RUNTIME_OPTIONS", "aic=2;aiv=1");
-    });
-    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    let msg = report_case(&r, "mixed_example::case1")["message"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let case = ["mixed_example::case1"];
+    let msg = &failures(
+        &env,
+        &["mixed_example"],
+        |cmd| {
+            cmd.env("SCENE_RUNTIME_OPTIONS", "aic=2;aiv=1");
+        },
+        &case,
+    )[0];
     assert!(
         msg.contains("mixed task (aic+aiv0+aiv1) needs one cluster with 1 aic and 2 aiv core(s)")
             && msg.contains("aic=2, aiv=1"),
@@ -236,12 +255,7 @@ fn a_mixed_task_needs_kernels_of_its_slots_and_a_cluster_that_has_them() {
         "scene_mixed(FUNC_MATMUL, FUNC_ADD, FUNC_MUL)",
         "scene_mixed(FUNC_ADD, FUNC_MATMUL, FUNC_MUL)",
     );
-    let (out, r) = env.run_with_report(&["run", "mixed_example"]);
-    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    let msg = report_case(&r, "mixed_example::case1")["message"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let msg = &failures(&env, &["mixed_example"], |_| {}, &case)[0];
     assert!(
         msg.contains("mixed task: slot aic names func_id 1, an aiv kernel"),
         "{msg}"
@@ -301,4 +315,28 @@ fn a_mixed_task_replays_with_all_its_kernels() {
         !text.contains("argument 2") && !text.contains("argument 5"),
         "{text}"
     );
+}
+
+/// One cluster shared by every mixed and plain task (`aic=1;aiv=2`: the
+/// scheduler keeps the cluster for a waiting mixed block and must hand
+/// the plain work back afterwards), and three clusters: the same results.
+#[test]
+fn mixed_and_plain_tasks_share_one_cluster_or_many() {
+    let env = TestEnv::new();
+    for options in ["aic=1;aiv=2", "aic=3;aiv=6", "aic=1;aiv=3"] {
+        let (out, r) = env.run_with_report_using(
+            &[
+                "run",
+                "mixed_example",
+                "spmd_multiblock_mix",
+                "mixed_pipeline",
+                "--include-manual",
+            ],
+            |cmd| {
+                cmd.env("SCENE_RUNTIME_OPTIONS", options);
+            },
+        );
+        assert_success(&out);
+        assert_eq!(r["totals"]["passed"], 5, "{options}: {}", show(&out));
+    }
 }

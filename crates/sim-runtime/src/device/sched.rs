@@ -385,6 +385,19 @@ impl Shared {
     /// first block that finds no such cluster keeps the one closest to
     /// free (`Sched::reserved`) and the rest wait behind it.
     fn dispatch_mixed(&self, s: &mut Sched) {
+        let reserved = s.reserved;
+        self.start_mixed_blocks(s);
+        if s.reserved != reserved {
+            // Threads of a cluster no longer kept may have plain work.
+            for cv in &self.work_cv {
+                cv.notify_all();
+            }
+        }
+    }
+
+    /// [`Shared::dispatch_mixed`] but for waking threads of a cluster it
+    /// stops keeping.
+    fn start_mixed_blocks(&self, s: &mut Sched) {
         const AIC: usize = SCENE_CORE_AIC as usize;
         const AIV: usize = SCENE_CORE_AIV as usize;
         let cores = s.cores();
@@ -513,8 +526,8 @@ fn run_kernel<'a>(
     // A vector kernel's lane among its block's vector kernels (PTO-ISA's
     // sub-block), as `scene_sub_block_id` / `scene_sub_block_num` say.
     let aiv_lanes = Shape::of_mask(t.slot_mask).aiv;
-    let sub_block = if mixed && core == SCENE_CORE_AIV as usize {
-        (u32::from(slot == SCENE_SLOT_AIV1), aiv_lanes)
+    let sub_block = if mixed && core == SCENE_CORE_AIV as usize && aiv_lanes == 2 {
+        (u32::from(slot == SCENE_SLOT_AIV1), 2)
     } else {
         (0, 1)
     };
