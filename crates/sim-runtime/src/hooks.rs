@@ -20,14 +20,16 @@
 //!   to give, and PTO's default (0) is what a task without them gets.
 //! - `pto_sim_get_subblock_id`: not provided (the execution context already
 //!   says sub-block 0).
-//! - `pto_sim_get_pipe_shared_state` / `pto_cpu_sim_get_shared_storage`
-//!   (storage shared by the cube and vector halves of one mixed block, for
-//!   `TPUSH`/`TPOP` pipes): not provided yet. The simulator runs mixed
-//!   blocks (`device/cluster.rs`), but PTO then uses one process-wide
-//!   static per pipe, shared by every block at once: hosted PTO kernels
-//!   that pipe between cube and vector are not supported. (The second one
-//!   also takes a `std::string` by value, a C++ type no C ABI can honestly
-//!   implement.)
+//! - `pto_sim_get_pipe_shared_state(pipe_key, size)` (storage shared by
+//!   the cube and vector halves of one mixed block, for `TPUSH`/`TPOP`
+//!   pipes): **provided**. Inside a kernel of a mixed block
+//!   (`device/cluster.rs`), `size` zeroed bytes (64-byte aligned) per
+//!   pipe key, the same for every kernel of the block and fresh for each
+//!   block, kept until the block's last kernel returns; NULL elsewhere (a
+//!   plain task, the orchestration), where PTO falls back to one
+//!   process-wide static per pipe.
+//! - `pto_cpu_sim_get_shared_storage`: not provided (it takes a key string
+//!   and PTO asks it only when the hook above is absent).
 //!
 //! The hooks must be visible to `dlsym(RTLD_DEFAULT, ...)`, but the harness
 //! loads the runtime `RTLD_LOCAL`: [`promote_to_global`] moves this library
@@ -36,8 +38,10 @@
 //! `unsafe` (allowed per item): the `no_mangle` export, writing through its
 //! out-pointers, and `dladdr` / `dlopen` / `dlsym` of this library itself.
 
-use std::cell::Cell;
+use std::cell::{Cell, UnsafeCell};
+use std::collections::HashMap;
 use std::ffi::{CStr, c_void};
+use std::sync::Mutex;
 use std::sync::OnceLock;
 
 /// What the calling emulated core thread runs: block, sub-block and
@@ -47,20 +51,76 @@ type Context = (u32, u32, u32);
 thread_local! {
     /// The block the calling emulated core thread is running, if any.
     static BLOCK: Cell<Option<Context>> = const { Cell::new(None) };
+    /// The pipe states of the mixed block it runs (null otherwise).
+    static PIPES: Cell<*const PipeStates> = const { Cell::new(std::ptr::null()) };
+}
+
+/// 64 bytes of pipe storage, aligned as a cache line (more than any
+/// member of PTO's pipe state needs).
+#[repr(C, align(64))]
+struct Line([u8; 64]);
+
+/// The `TPUSH`/`TPOP` pipe states of one mixed block, by pipe key: what
+/// `pto_sim_get_pipe_shared_state` hands its kernels. Kernels write the
+/// bytes through the pointers it returns (hence the `UnsafeCell`s); a
+/// state's allocation never moves, and lives as long as this value.
+#[derive(Default)]
+pub(crate) struct PipeStates {
+    states: Mutex<HashMap<u64, Box<[UnsafeCell<Line>]>>>,
+}
+
+impl std::fmt::Debug for PipeStates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PipeStates").finish_non_exhaustive()
+    }
+}
+
+#[allow(unsafe_code)]
+// SAFETY: the map is behind a mutex; the bytes of a state are only read
+// and written by kernels through the raw pointers handed out (PTO
+// synchronises them with the mutex it builds inside), never by Rust.
+unsafe impl Sync for PipeStates {}
+#[allow(unsafe_code)]
+// SAFETY: as for `Sync`: the value owns plain bytes.
+unsafe impl Send for PipeStates {}
+
+impl PipeStates {
+    /// The state of `key`: at least `size` zeroed bytes on first use, the
+    /// same bytes after; NULL when an earlier use of the key asked for
+    /// fewer bytes (two pipes that disagree on their state's size).
+    fn get(&self, key: u64, size: usize) -> *mut c_void {
+        let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        let lines = states.entry(key).or_insert_with(|| {
+            (0..size.div_ceil(64).max(1))
+                .map(|_| UnsafeCell::new(Line([0; 64])))
+                .collect()
+        });
+        if lines.len() * 64 < size {
+            return std::ptr::null_mut();
+        }
+        UnsafeCell::raw_get(lines.as_ptr()).cast::<c_void>()
+    }
 }
 
 /// Runs `f` (one kernel block) with the calling thread's execution context
 /// saying block `block_idx`, sub-block `sub_block.0` of `sub_block.1` (a
 /// vector kernel of a mixed task with two: its lane; else 0 of 1);
 /// afterwards (even if `f` unwinds) it says "no block" again.
-pub(crate) fn in_block<R>(block_idx: u32, sub_block: (u32, u32), f: impl FnOnce() -> R) -> R {
+pub(crate) fn in_block<R>(
+    block_idx: u32,
+    sub_block: (u32, u32),
+    pipes: Option<&PipeStates>,
+    f: impl FnOnce() -> R,
+) -> R {
     struct Reset;
     impl Drop for Reset {
         fn drop(&mut self) {
             BLOCK.with(|b| b.set(None));
+            PIPES.with(|p| p.set(std::ptr::null()));
         }
     }
     BLOCK.with(|b| b.set(Some((block_idx, sub_block.0, sub_block.1.max(1)))));
+    PIPES.with(|p| p.set(pipes.map_or(std::ptr::null(), std::ptr::from_ref)));
     let _reset = Reset;
     f()
 }
@@ -91,6 +151,26 @@ pub extern "C" fn pto_cpu_sim_get_execution_context(
             // SAFETY: non-NULL out-pointer of the hook's contract (above).
             unsafe { p.write(v) };
         }
+    }
+}
+
+/// PTO-ISA's pipe-state hook (`GetPipeSharedStateInjectedHookFn` of
+/// `pto/common/cpu_stub.hpp`): the calling kernel's mixed block's state of
+/// pipe `pipe_key` (see [`PipeStates`]), or NULL outside a mixed block.
+// SAFETY: `no_mangle` export: no other symbol of the process is named
+// `pto_sim_get_pipe_shared_state` but the hook PTO-ISA looks for, whose
+// signature (`uint64_t, size_t` -> `void *`) this is. The thread-local
+// pointer is set by `in_block` from a `PipeStates` the calling thread
+// keeps alive (its block's `Arc`) for the whole kernel call, and reset
+// before that ends.
+#[allow(unsafe_code)]
+#[unsafe(no_mangle)]
+pub extern "C" fn pto_sim_get_pipe_shared_state(pipe_key: u64, size: usize) -> *mut c_void {
+    let pipes = PIPES.with(Cell::get);
+    // SAFETY: see above: non-null only while its `PipeStates` is alive.
+    match unsafe { pipes.as_ref() } {
+        Some(p) => p.get(pipe_key, size),
+        None => std::ptr::null_mut(),
     }
 }
 
@@ -198,5 +278,31 @@ fn dl_error() -> String {
     } else {
         // SAFETY: non-NULL `dlerror` result (above).
         unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One state per key, zeroed, the same bytes on every request of its
+    /// size or less, refused for more; nothing outside a mixed block.
+    #[test]
+    fn pipe_states_are_per_key_and_only_inside_a_mixed_block() {
+        assert!(pto_sim_get_pipe_shared_state(1, 8).is_null());
+        let pipes = PipeStates::default();
+        in_block(3, (0, 2), Some(&pipes), || {
+            let a = pto_sim_get_pipe_shared_state(1, 100);
+            assert!(!a.is_null());
+            assert_eq!(a as usize % 64, 0);
+            // SAFETY: 100 zeroed bytes at `a`, alive with `pipes`.
+            #[allow(unsafe_code)]
+            let bytes = unsafe { std::slice::from_raw_parts(a.cast::<u8>(), 100) };
+            assert!(bytes.iter().all(|&b| b == 0));
+            assert_eq!(pto_sim_get_pipe_shared_state(1, 64), a);
+            assert_ne!(pto_sim_get_pipe_shared_state(2, 64), a);
+            assert!(pto_sim_get_pipe_shared_state(1, 129).is_null());
+        });
+        assert!(pto_sim_get_pipe_shared_state(1, 8).is_null());
     }
 }

@@ -7,6 +7,7 @@ mod decode_layer;
 mod device_memory;
 mod dtype_copy;
 mod gemm;
+mod hosted_pipe_state;
 mod manual_dep_columns;
 mod matmul;
 mod mixed_example;
@@ -47,6 +48,7 @@ pub fn register(r: GoldenRegistry) -> GoldenRegistry {
         .register("device_memory", device_memory::golden)
         .register("manual_dep_columns", manual_dep_columns::golden)
         .register("mixed_example", mixed_example::golden)
+        .register("hosted_pipe_state", hosted_pipe_state::golden)
         .register("mixed_pipeline", mixed_pipeline::golden)
         .register("spmd_multiblock_mix", spmd_multiblock_mix::golden)
 }

@@ -340,3 +340,27 @@ fn mixed_and_plain_tasks_share_one_cluster_or_many() {
         assert_eq!(r["totals"]["passed"], 5, "{options}: {}", show(&out));
     }
 }
+
+/// Hosted kernels of a mixed block share PTO-ISA's pipe state
+/// (`pto_sim_get_pipe_shared_state`, found with dlsym): fresh per block
+/// (every block reads its own block + 1, not a running sum), the same
+/// bytes for the cube and both vector kernels of a block, per pipe key (a
+/// producer that writes another key leaves the consumers' state 0).
+#[test]
+fn hosted_kernels_of_a_mixed_block_share_its_pipe_state() {
+    let env = TestEnv::with_scenes(&[]);
+    let dir = copy_scene(&env, "hosted_pipe_state", "hosted_pipe_state");
+    passes_on_both_platforms(&env, &["hosted_pipe_state"], 1);
+    mutate(
+        &dir.join("kernels/producer.cpp"),
+        "if (auto *state = pipe_state())",
+        "if (auto *state = static_cast<std::atomic<std::int64_t> *>(\n        reinterpret_cast<void *(*)(std::uint64_t, std::size_t)>(\n            dlsym(RTLD_DEFAULT, \"pto_sim_get_pipe_shared_state\"))(43, 64)))",
+    );
+    let msgs = failures(
+        &env,
+        &["hosted_pipe_state"],
+        |_| {},
+        &["hosted_pipe_state::eight_blocks"],
+    );
+    assert!(msgs[0].contains("tensor `seen` mismatch"), "{msgs:?}");
+}

@@ -935,6 +935,10 @@ mod pinned_keys {
                 "227eb7c98a9422471d24f83076ffadae80b48ce5332af3bfe87f1bac585a8d2b",
             ),
             (
+                "hosted_pipe_state::eight_blocks",
+                "9689932ada13c24b44a432f3513b4eccf606b519dd57ec462bd85d045293236c",
+            ),
+            (
                 "hosted_tiles::small",
                 "483153fd342b9e2abb10d98a69c2c30e03374f1db558c3cb68125de032377a06",
             ),

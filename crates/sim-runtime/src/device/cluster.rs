@@ -23,6 +23,7 @@ use std::time::Duration;
 use scene_abi::*;
 
 use super::lock;
+use crate::hooks::PipeStates;
 
 /// The name of a slot in messages and records.
 pub fn slot_name(slot: u32) -> &'static str {
@@ -109,6 +110,8 @@ pub(super) struct ClusterBlock {
     block: u32,
     state: Mutex<FlagState>,
     cv: Condvar,
+    /// PTO-ISA's `TPUSH`/`TPOP` pipe states of this block (`hooks.rs`).
+    pipes: PipeStates,
     /// `Shared::abandoned`: the run was given up at its deadline.
     abandoned: Arc<AtomicBool>,
 }
@@ -149,9 +152,15 @@ impl ClusterBlock {
                 block,
                 state: Mutex::new(FlagState::default()),
                 cv: Condvar::new(),
+                pipes: PipeStates::default(),
                 abandoned: Arc::clone(abandoned),
             }
         })
+    }
+
+    /// The pipe states its hosted kernels share.
+    pub(super) fn pipes(&self) -> &PipeStates {
+        &self.pipes
     }
 
     /// The context the kernel in `slot` gets.

@@ -544,7 +544,8 @@ fn run_kernel<'a>(
     // The block is the thread's execution context while it runs (what
     // PTO-ISA's `get_block_idx()` asks `pto_cpu_sim_get_execution_context`).
     crash::running(activity, || {
-        hooks::in_block(args.block_idx, sub_block, || {
+        let pipes = work.cluster.as_ref().map(|c| c.pipes());
+        hooks::in_block(args.block_idx, sub_block, pipes, || {
             code.call(&args, chip.as_deref())
         })
     });
