@@ -14,6 +14,7 @@ mod mixed_example;
 mod mixed_pipeline;
 mod optional_list_params;
 mod paged_attention;
+mod pto_pipe;
 mod rmsnorm;
 mod scalar_data;
 mod scope_loop;
@@ -49,6 +50,7 @@ pub fn register(r: GoldenRegistry) -> GoldenRegistry {
         .register("manual_dep_columns", manual_dep_columns::golden)
         .register("mixed_example", mixed_example::golden)
         .register("hosted_pipe_state", hosted_pipe_state::golden)
+        .register("pto_pipe", pto_pipe::golden)
         .register("mixed_pipeline", mixed_pipeline::golden)
         .register("spmd_multiblock_mix", spmd_multiblock_mix::golden)
 }

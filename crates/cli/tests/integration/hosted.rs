@@ -245,6 +245,168 @@ extern "C" void kernel_entry(const SceneKernelArgs *ka) {
 }
 "#;
 
+/// PTO-ISA's own `TPUSH`/`TPOP` between the hosted cube and vector
+/// kernels of mixed blocks (issue 30 item 2): the cube kernel pushes each
+/// of its block's tiles of `x` into a `TPipe` over a FIFO in device memory,
+/// the vector kernel pops them into `y` (doubled). Blocks run at once on
+/// four clusters; each block's pipe keeps its state in the storage the
+/// runtime gives that block (`pto_sim_get_pipe_shared_state`; without it
+/// PTO's one process-wide state per pipe deadlocked this run). Skipped
+/// without a checkout, as above.
+#[test]
+fn pto_isa_pipes_run_between_the_kernels_of_mixed_blocks() {
+    let Some(pto) = std::env::var_os("SCENE_PTO_ISA_ROOT") else {
+        eprintln!(
+            "skipped: set SCENE_PTO_ISA_ROOT to a PTO-ISA checkout (and SCENE_HOSTED_CXX to a compiler that builds it) to run PTO-ISA's TPUSH/TPOP"
+        );
+        return;
+    };
+    let env = TestEnv::with_scenes(&[]);
+    let dir = env.scenes_dir.clone().expect("scenes dir").join("pto_pipe");
+    std::fs::create_dir_all(dir.join("kernels")).expect("mkdir");
+    for (file, text) in [
+        ("scene.toml", PTO_PIPE_SCENE),
+        ("orchestration.c", PTO_PIPE_ORCH),
+        ("kernels/pipe.hpp", PTO_PIPE_HEADER),
+        ("kernels/push_tiles.cpp", PTO_PIPE_PUSH),
+        ("kernels/pop_tiles.cpp", PTO_PIPE_POP),
+    ] {
+        std::fs::write(dir.join(file), text).expect("write");
+    }
+    let cxx = std::env::var_os("SCENE_HOSTED_CXX");
+    for platform in ["a2a3sim", "a5sim"] {
+        let (out, r) =
+            env.run_with_report_using(&["run", "pto_pipe", "--platform", platform], |cmd| {
+                cmd.env("SCENE_PTO_ISA_ROOT", &pto);
+                cmd.env("SCENE_RUNTIME_OPTIONS", "aic=4;aiv=8");
+                if let Some(cxx) = &cxx {
+                    cmd.env("SCENE_HOSTED_CXX", cxx);
+                }
+            });
+        assert!(out.status.success(), "{platform}: {}", show(&out));
+        assert_eq!(r["totals"]["passed"], 2, "{platform}: {}", show(&out));
+    }
+}
+
+const PTO_PIPE_SCENE: &str = r#"
+name = "pto_pipe"
+level = 2
+platforms = ["a2a3sim", "a5sim"]
+golden = "pto_pipe"
+rtol = 0.0
+atol = 0.0
+build = "hosted"
+
+[orchestration]
+source = "orchestration.c"
+function = "pto_pipe_orch"
+signature = ["in", "out"]
+
+[[incores]]
+func_id = 0
+name = "push_tiles"
+core = "aic"
+source = "kernels/push_tiles.cpp"
+
+[[incores]]
+func_id = 1
+name = "pop_tiles"
+core = "aiv"
+source = "kernels/pop_tiles.cpp"
+
+[[tensors]]
+name = "x"
+dtype = "f32"
+shape = ["B", "T", 64, 128]
+init = { kind = "uniform", low = -2.0, high = 2.0 }
+
+[[tensors]]
+name = "y"
+dtype = "f32"
+shape = ["B", "T", 64, 128]
+
+[[cases]]
+name = "two_blocks"
+params = { B = 2, T = 6 }
+
+[[cases]]
+name = "eight_blocks"
+params = { B = 8, T = 12 }
+"#;
+
+const PTO_PIPE_ORCH: &str = r#"
+#include "scene_orch.h"
+/* One mixed task (push_tiles in aic, pop_tiles in aiv0), a block per
+ * slice of x, with a FIFO of 4 tile slots per block. */
+SCENE_ORCH_ENTRY(pto_pipe_orch, ctx, args, nargs) {
+    if (nargs != 2 || !scene_orch_has_v4(ctx)) return SCENE_RT_E_INVALID;
+    SceneTaskArgV2 x = scene_task_arg(ctx, args, 0, SCENE_DIR_IN);
+    SceneTaskArgV2 y = scene_task_arg(ctx, args, 1, SCENE_DIR_OUT);
+    uint64_t blocks = x.desc.shape[0], fifo;
+    int32_t rc = scene_orch_malloc(ctx, blocks * 4 * 64 * 128 * 4, &fifo);
+    if (rc) return rc;
+    uint64_t fshape[1] = {blocks * 4 * 64 * 128};
+    SceneTaskArgV2 t[3] = {x, y, scene_task_buf(SCENE_DIR_INOUT, fifo, SCENE_DTYPE_F32, 1, fshape)};
+    return scene_orch_submit_mixed(ctx, scene_mixed(0, 1, SCENE_NO_KERNEL), (uint32_t)blocks, t, 3);
+}
+"#;
+
+const PTO_PIPE_HEADER: &str = r#"
+#pragma once
+#include <cstdint>
+#include <pto/pto-inst.hpp>
+#include <pto/common/fifo.hpp>
+#include "scene_kernel.h"
+
+constexpr int kRows = 64, kCols = 128, kDepth = 4;
+using CubeTile = pto::Tile<pto::TileType::Mat, float, kRows, kCols>;
+using VecTile = pto::Tile<pto::TileType::Vec, float, kRows, kCols>;
+using Pipe = pto::TPipe<5, pto::Direction::DIR_C2V, sizeof(float) * kRows * kCols, kDepth>;
+
+inline float *block_fifo(const SceneKernelArgs *ka) {
+    return SCENE_ARG_PTR(ka, 2, float) + uint64_t(ka->block_idx) * kDepth * kRows * kCols;
+}
+inline uint64_t tiles(const SceneKernelArgs *ka) { return SCENE_ARG_DIM(ka, 0, 1); }
+inline uint64_t tile_at(const SceneKernelArgs *ka, uint64_t t) {
+    return (uint64_t(ka->block_idx) * tiles(ka) + t) * kRows * kCols;
+}
+"#;
+
+const PTO_PIPE_PUSH: &str = r#"
+// Cube kernel: pushes the block's tiles of x, one by one, into the pipe.
+#include "pipe.hpp"
+using namespace pto;
+
+extern "C" void kernel_entry(const SceneKernelArgs *ka) {
+    const float *x = SCENE_ARG_PTR(ka, 0, const float);
+    Pipe pipe(block_fifo(ka), 0x0, 0x0);
+    for (uint64_t t = 0; t < tiles(ka); ++t) {
+        CubeTile tile;
+        TASSIGN(tile, 0);
+        for (int i = 0; i < tile.Numel; ++i) tile.data()[i] = x[tile_at(ka, t) + i];
+        TPUSH(tile, pipe);
+    }
+}
+"#;
+
+const PTO_PIPE_POP: &str = r#"
+// Vector kernel: pops the block's tiles from the pipe into y, doubled.
+#include "pipe.hpp"
+using namespace pto;
+
+extern "C" void kernel_entry(const SceneKernelArgs *ka) {
+    float *y = SCENE_ARG_PTR(ka, 1, float);
+    Pipe pipe(block_fifo(ka), 0x0, 0x0);
+    for (uint64_t t = 0; t < tiles(ka); ++t) {
+        VecTile tile;
+        TASSIGN(tile, 0);
+        TPOP(tile, pipe);
+        TFREE(pipe);
+        for (int i = 0; i < tile.Numel; ++i) y[tile_at(ka, t) + i] = 2.0f * tile.data()[i];
+    }
+}
+"#;
+
 /// `--trace`, `--dump-args` and `scene replay` work on hosted kernels as
 /// on images: the replay recompiles the task's hosted kernel and matches
 /// the recorded outputs bit for bit.
