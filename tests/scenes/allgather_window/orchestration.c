@@ -3,12 +3,10 @@
  * = "scratch"`): args are x [C] (in), scratch [nranks * C] (inout: this
  * rank's window) and y [nranks * C] (out).
  *
- *   task 0 (whoami): writes this rank's index into a 4-byte buffer, which
- *     the orchestration reads back (the rank is known to kernels, through
- *     their SceneCommCtx, not to the orchestration);
- *   task 1 (stage):  x -> the view scratch[rank * C, +C): the rank's slot;
- *   task 2 (gather): the whole of scratch (in) -> y (out). It reads what
- *     task 1 wrote, so the runtime runs it after task 1 (RAW on `scratch`),
+ *   task 0 (stage):  x -> the view scratch[rank * C, +C): the rank's slot
+ *     (the rank from scene_orch_comm_rank);
+ *   task 1 (gather): the whole of scratch (in) -> y (out). It reads what
+ *     task 0 wrote, so the runtime runs it after task 0 (RAW on `scratch`),
  *     with no barrier in the orchestration; the kernel then barriers with
  *     its peers and reads their slots from their windows.
  */
@@ -19,28 +17,16 @@ SCENE_ORCH_ENTRY(allgather_window_orch, ctx, args, nargs) {
         scene_orch_fail(ctx, "allgather_window_orch expects (x, scratch, y)");
         return SCENE_RT_E_INVALID;
     }
+    uint32_t rank = 0, nranks = 0;
+    int32_t rc = scene_orch_comm_rank(ctx, &rank, &nranks);
+    if (rc != SCENE_RT_OK) return rc;
     const SceneTensorDesc *xd = scene_orch_desc(ctx, 0);
     const SceneTensorDesc *wd = scene_orch_desc(ctx, 1);
-    if (!xd || !wd || xd->rank != 1 || wd->rank != 1 || xd->shape[0] == 0 ||
-        wd->shape[0] % xd->shape[0] != 0) {
+    if (!xd || !wd || xd->rank != 1 || wd->rank != 1 || wd->shape[0] != nranks * xd->shape[0]) {
         scene_orch_fail(ctx, "allgather_window_orch: x is [C], scratch [nranks * C]");
         return SCENE_RT_E_INVALID;
     }
     uint64_t c = xd->shape[0];
-    uint64_t slots = wd->shape[0] / c;
-    int32_t rc;
-
-    uint64_t rank_buf = 0;
-    if ((rc = scene_orch_malloc(ctx, sizeof(int32_t), &rank_buf)) != SCENE_RT_OK) return rc;
-    uint64_t one[1] = {1};
-    SceneTaskArgV2 who = scene_task_buf(SCENE_DIR_OUT, rank_buf, SCENE_DTYPE_I32, 1, one);
-    if ((rc = scene_orch_submit_v2(ctx, 0, 1, &who, 1)) != SCENE_RT_OK) return rc;
-    int32_t rank = -1;
-    if ((rc = scene_orch_read(ctx, rank_buf, 0, &rank, sizeof rank)) != SCENE_RT_OK) return rc;
-    if (rank < 0 || (uint64_t)rank >= slots) {
-        scene_orch_fail(ctx, "allgather_window_orch: the rank has no slot in the window");
-        return SCENE_RT_E_INVALID;
-    }
 
     uint64_t off[1] = {(uint64_t)rank * c};
     uint64_t len[1] = {c};
@@ -48,11 +34,11 @@ SCENE_ORCH_ENTRY(allgather_window_orch, ctx, args, nargs) {
         scene_task_arg(ctx, args, 0, SCENE_DIR_IN),
         scene_task_view(scene_task_arg(ctx, args, 1, SCENE_DIR_OUT), off, len),
     };
-    if ((rc = scene_orch_submit_v2(ctx, 1, 1, stage, 2)) != SCENE_RT_OK) return rc;
+    if ((rc = scene_orch_submit_v2(ctx, 0, 1, stage, 2)) != SCENE_RT_OK) return rc;
 
     SceneTaskArgV2 gather[2] = {
         scene_task_arg(ctx, args, 1, SCENE_DIR_IN),
         scene_task_arg(ctx, args, 2, SCENE_DIR_OUT),
     };
-    return scene_orch_submit_v2(ctx, 2, 1, gather, 2);
+    return scene_orch_submit_v2(ctx, 1, 1, gather, 2);
 }

@@ -805,12 +805,7 @@ mod pinned_keys {
             let dir = tmp.path().join("allgather_window");
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(dir.join("kernels")).unwrap();
-            for f in [
-                "orchestration.c",
-                "kernels/whoami.c",
-                "kernels/stage.c",
-                "kernels/gather.c",
-            ] {
+            for f in ["orchestration.c", "kernels/stage.c", "kernels/gather.c"] {
                 std::fs::copy(src.join(f), dir.join(f)).unwrap();
             }
             std::fs::write(dir.join("scene.toml"), toml).unwrap();

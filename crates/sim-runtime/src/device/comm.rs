@@ -227,6 +227,11 @@ impl Domain {
             .map_or(std::ptr::null(), std::ptr::from_ref::<SceneCommCtx>)
     }
 
+    /// The group's size.
+    pub fn nranks(&self) -> u32 {
+        self.nranks
+    }
+
     /// The device address of the allocation holding rank `rank`'s window,
     /// when the window is device memory (it must outlive the domain).
     pub fn device_window(&self, rank: u32) -> Option<u64> {
