@@ -270,6 +270,60 @@ fn allgather_window_fails_staging_into_the_wrong_slot_or_another_window() {
     assert_fails_on_y(&env, "allgather_window::p2", "heap windows");
 }
 
+/// A window tensor is an output like any other: its slices after the run
+/// are compared with the golden's (`allgather_window`'s golden says what
+/// each window holds), so a kernel that scribbles on a part of its window
+/// nobody reads fails on `scratch` while `y` still passes; with
+/// `skip_golden = true` on the tensor the same scene passes, `scratch`
+/// judged `skipped`.
+#[test]
+fn a_window_tensor_is_compared_like_any_output_unless_skipped() {
+    let env = env_with(&["allgather_window"]);
+    mutate(
+        &env,
+        "allgather_window/kernels/gather.c",
+        "for (uint64_t i = 0; i < n; ++i) out[p * n + i] = remote[i];\n    }",
+        "for (uint64_t i = 0; i < n; ++i) out[p * n + i] = remote[i];\n    }\n    \
+         ((float *)scene_comm_local_ptr(c, ((c->rank + 1) % c->nranks) * n * 4))[0] = 42.0f;",
+    );
+    let (ok, text, report) = run(&env, &["allgather_window::p2"], &[]);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("tensor `scratch` mismatch") && !text.contains("tensor `y` mismatch"),
+        "{text}"
+    );
+    let outputs = |report: &Value| -> Vec<(String, String)> {
+        cases(report)[0]["outputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| {
+                (
+                    o["name"].as_str().unwrap().to_owned(),
+                    o["verdict"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let pair = |n: &str, v: &str| (n.to_owned(), v.to_owned());
+    assert_eq!(
+        outputs(&report),
+        vec![pair("scratch", "fail"), pair("y", "pass")]
+    );
+    mutate(
+        &env,
+        "allgather_window/scene.toml",
+        "name = \"scratch\"\ndtype = \"f32\"",
+        "name = \"scratch\"\nskip_golden = true\ndtype = \"f32\"",
+    );
+    let (ok, text, report) = run(&env, &["allgather_window::p2"], &[]);
+    assert!(ok, "{text}");
+    assert_eq!(
+        outputs(&report),
+        vec![pair("scratch", "skipped"), pair("y", "pass")]
+    );
+}
+
 #[test]
 fn broadcast_fails_reading_rank_0_instead_of_the_root() {
     let env = env_with(&["broadcast"]);
