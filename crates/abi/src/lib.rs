@@ -26,8 +26,8 @@ pub const SCENE_RUNTIME_ABI_VERSION: i32 = 2;
 /// v4 added `slot`, `slot_mask` and `cluster` (mixed tasks).
 pub const SCENE_KERNEL_ABI_VERSION: u32 = 4;
 /// `SCENE_ORCH_ABI_VERSION` (`scene_orch.h`), in `SceneOrchOps::abi_version`.
-/// v3 added `malloc` and `last_error`, v4 `submit_mixed`.
-pub const SCENE_ORCH_ABI_VERSION: u32 = 4;
+/// v3 added `malloc` and `last_error`, v4 `submit_mixed`, v5 `comm_rank`.
+pub const SCENE_ORCH_ABI_VERSION: u32 = 5;
 
 /// The version policy of `scene_abi.h` for a runtime reporting `found`:
 /// versions only grow, by additions, so a runtime serves every user built
@@ -433,6 +433,9 @@ pub struct SceneOrchOps {
         args: *const SceneTaskArgV2,
         num_args: u32,
     ) -> i32,
+    /// v5: this run's rank and group size in its communication domain
+    /// (level 3); returns a status.
+    pub comm_rank: extern "C" fn(ctx: *mut SceneOrchCtx, rank: *mut u32, nranks: *mut u32) -> i32,
 }
 
 /// `SceneOrchCtx`.

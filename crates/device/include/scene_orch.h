@@ -112,6 +112,10 @@
  *         // func 0 (aic) + func 1 in both vector slots, 4 blocks.
  *         return scene_orch_submit_mixed(ctx, scene_mixed(0, 1, 1), 4, t, 3);
  *     }
+ *
+ * ABI v5 adds `scene_orch_comm_rank(ctx, &rank, &nranks)`: a level-3
+ * orchestration's rank in its group (docs/level3.md, the window as a
+ * tensor).
  */
 #ifndef SCENE_ORCH_H
 #define SCENE_ORCH_H
@@ -125,7 +129,7 @@ extern "C" {
 #endif
 
 /* Version of SceneOrchOps; it only grows, by additions (scene_abi.h). */
-#define SCENE_ORCH_ABI_VERSION 4
+#define SCENE_ORCH_ABI_VERSION 5
 
 /* v4: a slot of SceneMixedKernels that runs no kernel. */
 #define SCENE_NO_KERNEL -1
@@ -208,6 +212,11 @@ typedef struct SceneOrchOps {
      * arguments; one node of the task graph. Returns a status. */
     int32_t (*submit_mixed)(SceneOrchCtx *ctx, const SceneMixedKernels *kernels,
                             uint32_t block_num, const SceneTaskArgV2 *args, uint32_t num_args);
+    /* ---- v5 (abi_version >= 5) ---- */
+    /* This run's rank and the group's size in its communication domain
+     * (level 3), into `*rank` and `*nranks`. SCENE_RT_E_INVALID when the
+     * device is not a rank of a domain (level 2); the run goes on. */
+    int32_t (*comm_rank)(SceneOrchCtx *ctx, uint32_t *rank, uint32_t *nranks);
 } SceneOrchOps;
 
 struct SceneOrchCtx {
@@ -222,6 +231,16 @@ struct SceneOrchCtx {
 
 static inline int scene_orch_has_v3(SceneOrchCtx *ctx) { return ctx->ops->abi_version >= 3; }
 static inline int scene_orch_has_v4(SceneOrchCtx *ctx) { return ctx->ops->abi_version >= 4; }
+static inline int scene_orch_has_v5(SceneOrchCtx *ctx) { return ctx->ops->abi_version >= 5; }
+
+/* This run's rank and group size (level 3: what kernels read from their
+ * SceneCommCtx; an orchestration that views its own slot of a window
+ * tensor needs it). SCENE_RT_E_ABI before v5, SCENE_RT_E_INVALID at level
+ * 2 (no communication domain; the run is not failed). */
+static inline int32_t scene_orch_comm_rank(SceneOrchCtx *ctx, uint32_t *rank, uint32_t *nranks) {
+    if (!scene_orch_has_v5(ctx)) return SCENE_RT_E_ABI;
+    return ctx->ops->comm_rank(ctx, rank, nranks);
+}
 
 /* The kernels of a mixed task: a func_id per slot, or SCENE_NO_KERNEL. */
 static inline SceneMixedKernels scene_mixed(int32_t aic, int32_t aiv0, int32_t aiv1) {

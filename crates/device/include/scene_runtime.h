@@ -199,6 +199,21 @@ int32_t scene_rt_comm_create(SceneDevice *const *devs, uint32_t nranks, uint64_t
                              const char *options, SceneCommDomain **out);
 int32_t scene_rt_comm_destroy(SceneCommDomain *comm);
 
+/* Optional (level 3: the window as a tensor). As scene_rt_comm_create, but
+ * rank r's window may be memory of its own device: `window_addrs[r]` is a
+ * device address on `devs[r]` such that [addr, addr + window_size) lies in
+ * one live allocation (say a run argument of the rank's next run), else
+ * the call fails naming the rank. The window is then that memory, not
+ * zeroed (its contents are what the caller put there), and the
+ * allocation cannot be freed until scene_rt_comm_destroy; kernels see it
+ * at SceneCommCtx::windows[r] as usual, so a pointer a kernel gets into a
+ * view of that tensor has the same scene_comm_offset in every rank's
+ * window. `window_addrs` NULL: heap windows, exactly scene_rt_comm_create.
+ * Destroyed with scene_rt_comm_destroy. */
+int32_t scene_rt_comm_create2(SceneDevice *const *devs, uint32_t nranks, uint64_t window_size,
+                              const uint64_t *window_addrs, const char *options,
+                              SceneCommDomain **out);
+
 /* Optional (issue 19: traces and dependency graphs). Records what the
  * next runs on `dev` do: `flags` is a set of SCENE_RT_TRACE_* bits (0 =
  * off, the default: no clock is read and nothing is kept). Each run

@@ -79,6 +79,12 @@ pub struct GroupJob {
     pub ranks: u32,
     /// Bytes of every rank's window.
     pub window_size: u64,
+    /// The window as a tensor (`[comm] window_tensor`): the index, among a
+    /// rank's arguments, of the tensor argument that is the rank's window
+    /// (`scene_rt_comm_create2` with each rank's allocation of it); `None`:
+    /// the runtime's own zeroed windows.
+    #[serde(default)]
+    pub window_arg: Option<u32>,
     /// The domain's `key=value;...` options (`timeout_ms=`).
     pub comm_options: String,
     /// The cards, rank r on `cards[r]` (set once they are held).
@@ -550,9 +556,29 @@ fn run_group(
             })?;
         }
     }
+    let window_addrs = match group.window_arg {
+        None => None,
+        Some(i) => Some(
+            staged
+                .iter()
+                .enumerate()
+                .map(|(rank, st)| match st.args.get(i as usize) {
+                    Some(RunArg::Tensor { addr, .. }) => Ok(*addr),
+                    _ => Err(setup(format!(
+                        "rank {rank}: argument {i} (the window tensor) is not a tensor argument"
+                    ))),
+                })
+                .collect::<Result<Vec<u64>, _>>()?,
+        ),
+    };
     let refs: Vec<&DeviceSession<'_>> = devices.iter().collect();
     let comm = runtime
-        .comm_create(&refs, group.window_size, &group.comm_options)
+        .comm_create_at(
+            &refs,
+            group.window_size,
+            window_addrs.as_deref(),
+            &group.comm_options,
+        )
         .map_err(|e| SessionStepError::new("creating the communication domain", e, &[]))?;
     let results: Vec<(Result<(), SessionStepError>, Duration)> = std::thread::scope(|s| {
         let threads: Vec<_> = devices

@@ -80,6 +80,9 @@ struct Api {
     /// without them cannot run rank groups.
     comm_create: Option<CommCreate>,
     comm_destroy: Option<unsafe extern "C" fn(*mut c_void) -> i32>,
+    /// Optional (`scene_rt_comm_create2`): runtimes without it cannot put
+    /// a rank's window in its device memory (`[comm] window_tensor`).
+    comm_create2: Option<CommCreate2>,
     /// Optional (`scene_rt_trace_enable` / `_take`, issue 19): runtimes
     /// without them cannot give traces or dependency graphs.
     trace_enable: Option<unsafe extern "C" fn(Dev, u32) -> i32>,
@@ -117,6 +120,9 @@ pub fn monotonic_ns() -> u64 {
 
 type CommCreate =
     unsafe extern "C" fn(*const Dev, u32, u64, *const c_char, *mut *mut c_void) -> i32;
+
+type CommCreate2 =
+    unsafe extern "C" fn(*const Dev, u32, u64, *const u64, *const c_char, *mut *mut c_void) -> i32;
 
 // ---- public types ------------------------------------------------------------
 
@@ -376,6 +382,11 @@ impl Runtime {
                 .ok()
                 .map(|s| *s),
             // SAFETY: as for `sym!`: declared in scene_runtime.h with this
+            // signature; absent in runtimes without device-memory windows.
+            comm_create2: unsafe { lib.get(b"scene_rt_comm_create2\0") }
+                .ok()
+                .map(|s| *s),
+            // SAFETY: as for `sym!`: declared in scene_runtime.h with this
             // signature; absent in runtimes without traces.
             trace_enable: unsafe { lib.get(b"scene_rt_trace_enable\0") }
                 .ok()
@@ -481,6 +492,20 @@ impl Runtime {
         window_size: u64,
         options: &str,
     ) -> Result<CommDomain<'s>, RuntimeError> {
+        self.comm_create_at(devices, window_size, None, options)
+    }
+
+    /// As [`Runtime::comm_create`]; with `window_addrs`, rank r's window
+    /// is the device memory at `window_addrs[r]` on `devices[r]` (a live
+    /// allocation of at least `window_size` bytes there, e.g. a run
+    /// argument), through `scene_rt_comm_create2`.
+    pub fn comm_create_at<'s>(
+        &'s self,
+        devices: &[&DeviceSession<'s>],
+        window_size: u64,
+        window_addrs: Option<&[u64]>,
+        options: &str,
+    ) -> Result<CommDomain<'s>, RuntimeError> {
         let (Some(create), Some(destroy)) = (self.api.comm_create, self.api.comm_destroy) else {
             return Err(RuntimeError::InvalidArgument(format!(
                 "the runtime `{}` has no scene_rt_comm_create / scene_rt_comm_destroy: it cannot run level-3 (multi-rank) scenes",
@@ -494,11 +519,46 @@ impl Runtime {
         let n = u32::try_from(devs.len())
             .map_err(|_| RuntimeError::InvalidArgument(format!("{} ranks", devs.len())))?;
         let mut comm: *mut c_void = std::ptr::null_mut();
-        // SAFETY: `devs` holds `n` open device handles and `opts` is
-        // NUL-terminated, both outliving the call; `comm` is a valid
-        // out-pointer.
-        let status = unsafe { create(devs.as_ptr(), n, window_size, opts.as_ptr(), &mut comm) };
-        self.check("scene_rt_comm_create", status)?;
+        let (call, status) = match window_addrs {
+            None => (
+                "scene_rt_comm_create",
+                // SAFETY: `devs` holds `n` open device handles and `opts`
+                // is NUL-terminated, both outliving the call; `comm` is a
+                // valid out-pointer.
+                unsafe { create(devs.as_ptr(), n, window_size, opts.as_ptr(), &mut comm) },
+            ),
+            Some(addrs) => {
+                let Some(create2) = self.api.comm_create2 else {
+                    return Err(RuntimeError::InvalidArgument(format!(
+                        "the runtime `{}` has no scene_rt_comm_create2: it cannot make a tensor the communication window ([comm] window_tensor)",
+                        self.path.display()
+                    )));
+                };
+                if addrs.len() != devs.len() {
+                    return Err(RuntimeError::InvalidArgument(format!(
+                        "{} window addresses for {} ranks",
+                        addrs.len(),
+                        devs.len()
+                    )));
+                }
+                (
+                    "scene_rt_comm_create2",
+                    // SAFETY: as above; `addrs` holds `n` addresses and
+                    // outlives the call.
+                    unsafe {
+                        create2(
+                            devs.as_ptr(),
+                            n,
+                            window_size,
+                            addrs.as_ptr(),
+                            opts.as_ptr(),
+                            &mut comm,
+                        )
+                    },
+                )
+            }
+        };
+        self.check(call, status)?;
         Ok(CommDomain {
             rt: self,
             comm,

@@ -180,7 +180,7 @@ fn rust_layout() -> Layout {
         SceneClusterCtx { slot, slot_mask, block, signal, wait }
         SceneMixedKernels { aic, aiv0, aiv1 }
         SceneCommCtx { rank, nranks, window_size, windows, signals, num_signals, reserved, domain, signal, wait }
-        SceneOrchOps { abi_version, alloc, submit, fail, arg_desc, submit_v2, read, write, fill, free, begin_scope, end_scope, malloc, last_error, submit_mixed }
+        SceneOrchOps { abi_version, alloc, submit, fail, arg_desc, submit_v2, read, write, fill, free, begin_scope, end_scope, malloc, last_error, submit_mixed, comm_rank }
         SceneTensorDesc { dtype, rank, offset, shape, strides }
         SceneTaskArgV2 { direction, view_error, value, size, desc }
         SceneOrchCtx { ops, runtime }
@@ -614,13 +614,14 @@ fn conventions_are_stated_once_and_referenced() {
 /// failure in-band fails here.
 #[test]
 fn every_call_returns_a_status() {
-    const NOT_CALLS: [&str; 16] = [
+    const NOT_CALLS: [&str; 17] = [
         // queries
         "scene_rt_abi_version",
         "scene_rt_last_error",
         "scene_orch_has_v2",
         "scene_orch_has_v3",
         "scene_orch_has_v4",
+        "scene_orch_has_v5",
         "scene_mixed",
         "scene_orch_desc",
         "scene_orch_last_error",

@@ -540,6 +540,102 @@ fn sim_runtime_comm_domains_attach_and_detach() {
         .unwrap();
 }
 
+/// `scene_rt_comm_create2` (`[comm] window_tensor`): each rank's window is
+/// memory of its own device. A window address that is not a live
+/// allocation of the rank's device, or a window larger than the
+/// allocation, fails naming the rank; the window's allocation cannot be
+/// freed while the domain lives, and can after it is destroyed.
+#[test]
+fn sim_runtime_windows_in_device_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let lease = lease(dir.path());
+    let rt = Runtime::load(&lease, &default_runtime_path().unwrap()).unwrap();
+    let a = rt.open(0, "").unwrap();
+    let b = rt.open(1, "").unwrap();
+    let wa = a.malloc(256).unwrap();
+    let wb = b.malloc(256).unwrap();
+    // b's address is not an allocation of a (each device has its own arena).
+    let e = rt
+        .comm_create_at(&[&a, &b], 256, Some(&[wa.addr, wb.addr + 512]), "")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("scene_rt_comm_create2") && e.contains("rank 1's window"),
+        "{e}"
+    );
+    let e = rt
+        .comm_create_at(&[&a, &b], 257, Some(&[wa.addr, wb.addr]), "")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("rank 0's window (257 bytes)") && e.contains("runs past the end"),
+        "{e}"
+    );
+    let e = rt
+        .comm_create_at(&[&a, &b], 64, Some(&[wa.addr]), "")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("1 window addresses for 2 ranks"), "{e}");
+    // A failed create attached nothing: this one succeeds. A window may
+    // be part of an allocation (a view of a tensor).
+    let comm = rt
+        .comm_create_at(&[&a, &b], 128, Some(&[wa.addr + 128, wb.addr]), "")
+        .unwrap();
+    let e = b.free(wb.addr).unwrap_err().to_string();
+    assert!(
+        e.contains("rank 1's communication window")
+            && e.contains("destroy the communication domain"),
+        "{e}"
+    );
+    comm.destroy().unwrap();
+    a.free(wa.addr).unwrap();
+    b.free(wb.addr).unwrap();
+}
+
+/// A runtime with `scene_rt_comm_create` but without `_create2` runs
+/// level-3 scenes with heap windows and says what it lacks for a window
+/// tensor.
+#[test]
+fn a_runtime_without_comm_create2_cannot_take_window_tensors() {
+    let dir = tempfile::tempdir().unwrap();
+    let lease = lease(dir.path());
+    let src = r#"#include "scene_runtime.h"
+static int dev_token, comm_token;
+int32_t scene_rt_abi_version(void) { return SCENE_RUNTIME_ABI_VERSION; }
+int32_t scene_rt_open(int32_t d, const char *o, SceneDevice **out) { (void)d; (void)o; *out = (SceneDevice *)&dev_token; return 0; }
+int32_t scene_rt_close(SceneDevice *dev) { (void)dev; return 0; }
+int32_t scene_rt_malloc(SceneDevice *dev, uint64_t s, uint64_t *a) { (void)dev; (void)s; (void)a; return -1; }
+int32_t scene_rt_free(SceneDevice *dev, uint64_t a) { (void)dev; (void)a; return -1; }
+int32_t scene_rt_copy_to_device(SceneDevice *dev, uint64_t d, const void *s, uint64_t n) { (void)dev; (void)d; (void)s; (void)n; return -1; }
+int32_t scene_rt_copy_from_device(SceneDevice *dev, void *d, uint64_t s, uint64_t n) { (void)dev; (void)d; (void)s; (void)n; return -1; }
+int32_t scene_rt_register_callable(SceneDevice *dev, const SceneCallableDesc *d, uint32_t *h) { (void)dev; (void)d; (void)h; return -1; }
+int32_t scene_rt_unregister_callable(SceneDevice *dev, uint32_t h) { (void)dev; (void)h; return -1; }
+int32_t scene_rt_run(SceneDevice *dev, uint32_t h, const SceneRunArg *a, uint32_t n) { (void)dev; (void)h; (void)a; (void)n; return -1; }
+int32_t scene_rt_run2(SceneDevice *dev, uint32_t h, const SceneRunArg *a, const SceneTensorDesc *d, uint32_t n) { (void)dev; (void)h; (void)a; (void)d; (void)n; return -1; }
+const char *scene_rt_last_error(void) { return ""; }
+int32_t scene_rt_comm_create(SceneDevice *const *devs, uint32_t n, uint64_t w, const char *o, SceneCommDomain **out) { (void)devs; (void)n; (void)w; (void)o; *out = (SceneCommDomain *)&comm_token; return 0; }
+int32_t scene_rt_comm_destroy(SceneCommDomain *c) { (void)c; return 0; }
+"#;
+    let so = c_so(dir.path(), "nocreate2", src);
+    let rt = Runtime::load(&lease, &so).unwrap();
+    let a = rt.open(0, "").unwrap();
+    let b = rt.open(1, "").unwrap();
+    rt.comm_create(&[&a, &b], 64, "")
+        .unwrap()
+        .destroy()
+        .unwrap();
+    let e = rt
+        .comm_create_at(&[&a, &b], 64, Some(&[1, 2]), "")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("has no scene_rt_comm_create2")
+            && e.contains("window_tensor")
+            && e.contains("nocreate2.so"),
+        "{e}"
+    );
+}
+
 const HOSTED_FILL: &str = r#"#include "scene_kernel.h"
 #include <vector>
 /* C++20 with its runtime: o[i] = v + i over this block's share. */

@@ -874,6 +874,7 @@ fn device_job<'a>(work: DeviceWork<'a>, options: &'a str, comm_options: &str) ->
         group: group.map(|g| scene_device::GroupJob {
             ranks: g.ranks as u32,
             window_size: g.window,
+            window_arg: g.window_tensor.map(|i| i as u32),
             comm_options: comm_options.to_owned(),
             cards: Vec::new(),
         }),

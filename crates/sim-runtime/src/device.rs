@@ -24,7 +24,7 @@ use submit::{RunCtx, orch_thread, run_descs};
 use crate::crash;
 use crate::error::{RtError, RtResult};
 use crate::image::{Convention, ExecImage, HostedLib, KernelCode, OrchLib};
-use crate::memory::{Allocator, Arena, page_size};
+use crate::memory::{Allocator, Arena, DEVICE_BASE, Place, page_size};
 use crate::options::Options;
 use scene_abi::*;
 
@@ -243,7 +243,36 @@ impl Device {
 
     pub fn free(&self, addr: u64) -> RtResult<()> {
         self.check_alive()?;
+        if let Some((domain, rank)) = lock(&self.comm).as_ref()
+            && domain.device_window(*rank) == Some(addr)
+        {
+            return Err(RtError::Invalid(format!(
+                "device {}: the allocation at {addr:#x} is rank {rank}'s communication window: destroy the communication domain before freeing it",
+                self.id
+            )));
+        }
         self.shared.free(addr)
+    }
+
+    /// Rank `rank`'s window in this device's memory: `[addr, addr +
+    /// size)` must lie in one live allocation (`scene_rt_comm_create2`).
+    pub fn window_at(&self, addr: u64, size: u64, rank: u32) -> RtResult<comm::WindowAt> {
+        self.check_alive()?;
+        let mem = lock(&self.shared.mem);
+        let what = format!("rank {rank}'s window ({size} bytes) on device {}", self.id);
+        let off = mem.check(addr, size, &what)?;
+        let device = match mem.place(off) {
+            Place::Data { block, .. } | Place::After { block, .. } => DEVICE_BASE + block.data,
+            Place::Before { .. } | Place::Nowhere => {
+                return Err(RtError::OutOfBounds(format!(
+                    "{what}: {addr:#x} is not in a live allocation"
+                )));
+            }
+        };
+        Ok(comm::WindowAt::Device {
+            host: self.shared.arena.host_ptr(off),
+            device,
+        })
     }
 
     /// Checks that `[addr, addr+size)` lies in one live allocation.

@@ -35,6 +35,9 @@
 //!   communication domain over open devices, one rank each: zeroed windows
 //!   every rank addresses, atomic signal slots with release/acquire, waits
 //!   bounded by the domain's `timeout_ms` (`device/comm.rs`);
+//!   `scene_rt_comm_create2` the same with each rank's window in its
+//!   device's memory (a live allocation, e.g. a run argument: the window
+//!   as a tensor);
 //! - `scene_rt_trace_enable` / `scene_rt_trace_take` (optional ABI): a record
 //!   of the next run (blocks per core lane, the orchestration's operations,
 //!   the complete dependency list) as JSON (`device/trace.rs`);
@@ -672,42 +675,89 @@ pub extern "C" fn scene_rt_comm_create(
     out: *mut *mut c_void,
 ) -> i32 {
     ffi("scene_rt_comm_create", || {
-        if devs.is_null() || out.is_null() {
-            return Err(RtError::Invalid("devs or out is NULL".into()));
-        }
-        let opts = if options.is_null() {
-            ""
-        } else {
-            cstr(options, "options")?
-        };
-        let timeout = device::comm::parse_options(opts)?;
-        // First: it checks `nranks` (1..=SCENE_COMM_MAX_RANKS) before any
-        // slice of that length is made from the caller's pointer.
-        let domain = device::comm::Domain::new(nranks, window_size, timeout)?;
-        #[allow(unsafe_code)]
-        // SAFETY: `devs` points at `nranks` device handles (caller contract),
-        // `nranks` bounded by `Domain::new` above.
-        let handles = unsafe { std::slice::from_raw_parts(devs, nranks as usize) };
-        let devices = handles
-            .iter()
-            .map(|&d| device(d))
-            .collect::<Result<Vec<_>, _>>()?;
-        for (rank, d) in devices.iter().enumerate() {
-            if let Err(e) = d.attach_comm(Arc::clone(&domain), rank as u32) {
-                for d in &devices[..rank] {
-                    d.detach_comm();
-                }
-                return Err(e);
-            }
-        }
-        let handle = Box::into_raw(Box::new(CommHandle { devices }));
-        #[allow(unsafe_code)]
-        // SAFETY: `out` is non-NULL and points at writable storage (caller contract).
-        unsafe {
-            *out = handle.cast();
-        }
-        Ok(())
+        comm_create(devs, nranks, window_size, std::ptr::null(), options, out)
     })
+}
+
+// SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is
+// named `scene_rt_*`, and the signature is the one scene_runtime.h declares.
+// Pointer arguments follow that contract (valid or NULL); NULL is checked,
+// the rest is the caller's duty.
+#[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
+#[unsafe(no_mangle)]
+pub extern "C" fn scene_rt_comm_create2(
+    devs: *const *mut SceneDevice,
+    nranks: u32,
+    window_size: u64,
+    window_addrs: *const u64,
+    options: *const c_char,
+    out: *mut *mut c_void,
+) -> i32 {
+    ffi("scene_rt_comm_create2", || {
+        comm_create(devs, nranks, window_size, window_addrs, options, out)
+    })
+}
+
+/// Both comm_create entries: heap windows when `window_addrs` is NULL,
+/// else rank r's window is device memory at `window_addrs[r]` on `devs[r]`.
+fn comm_create(
+    devs: *const *mut SceneDevice,
+    nranks: u32,
+    window_size: u64,
+    window_addrs: *const u64,
+    options: *const c_char,
+    out: *mut *mut c_void,
+) -> Result<(), RtError> {
+    if devs.is_null() || out.is_null() {
+        return Err(RtError::Invalid("devs or out is NULL".into()));
+    }
+    let opts = if options.is_null() {
+        ""
+    } else {
+        cstr(options, "options")?
+    };
+    let timeout = device::comm::parse_options(opts)?;
+    // First: `nranks` (1..=SCENE_COMM_MAX_RANKS) is checked before any
+    // slice of that length is made from the caller's pointers.
+    device::comm::Domain::check_ranks(nranks)?;
+    #[allow(unsafe_code)]
+    // SAFETY: `devs` points at `nranks` device handles (caller contract),
+    // `nranks` bounded by `check_ranks` above.
+    let handles = unsafe { std::slice::from_raw_parts(devs, nranks as usize) };
+    let devices = handles
+        .iter()
+        .map(|&d| device(d))
+        .collect::<Result<Vec<_>, _>>()?;
+    let domain = if window_addrs.is_null() {
+        device::comm::Domain::new(nranks, window_size, timeout)?
+    } else {
+        #[allow(unsafe_code)]
+        // SAFETY: a non-NULL `window_addrs` points at `nranks` addresses
+        // (scene_runtime.h), `nranks` bounded above.
+        let addrs = unsafe { std::slice::from_raw_parts(window_addrs, nranks as usize) };
+        let at = devices
+            .iter()
+            .zip(addrs)
+            .enumerate()
+            .map(|(rank, (d, &addr))| d.window_at(addr, window_size, rank as u32))
+            .collect::<Result<Vec<_>, _>>()?;
+        device::comm::Domain::with_windows(window_size, &at, timeout)?
+    };
+    for (rank, d) in devices.iter().enumerate() {
+        if let Err(e) = d.attach_comm(Arc::clone(&domain), rank as u32) {
+            for d in &devices[..rank] {
+                d.detach_comm();
+            }
+            return Err(e);
+        }
+    }
+    let handle = Box::into_raw(Box::new(CommHandle { devices }));
+    #[allow(unsafe_code)]
+    // SAFETY: `out` is non-NULL and points at writable storage (caller contract).
+    unsafe {
+        *out = handle.cast();
+    }
+    Ok(())
 }
 
 // SAFETY: `no_mangle` export of the C ABI: no other symbol of the process is

@@ -48,6 +48,7 @@ const KERNELS: &[(&str, &str)] = &[
 
 const ORCH: &str = r#"
 #include <stdio.h>
+#include <string.h>
 #define SUBMIT2(f, b, ...) do { SceneTaskArgV2 t_[] = { __VA_ARGS__ }; int32_t rc_ = scene_orch_submit_v2(ctx, (f), (b), t_, sizeof t_ / sizeof t_[0]); if (rc_) return rc_; } while (0)
 #define CHECK(x) do { int32_t rc_ = (x); if (rc_) return rc_; } while (0)
 
@@ -181,6 +182,18 @@ SCENE_ORCH_ENTRY(orch_v3_statuses, ctx, args, nargs) {
              (unsigned long long)huge, scene_orch_last_error(ctx));
     scene_orch_fail(ctx, msg);
     return oom;
+}
+
+/* v5: comm_rank outside a communication domain: a status and a message,
+ * not a failed run (this one returns 0 after asking). */
+SCENE_ORCH_ENTRY(orch_v5_comm_rank, ctx, args, nargs) {
+    (void)args; (void)nargs;
+    uint32_t rank = 77, nranks = 77;
+    int32_t rc = scene_orch_comm_rank(ctx, &rank, &nranks);
+    if (rc != SCENE_RT_E_INVALID || rank != 77 || nranks != 77) return -100;
+    if (!strstr(scene_orch_last_error(ctx), "not a rank of a communication domain")) return -101;
+    if (ctx->ops->comm_rank(ctx, (uint32_t *)0, &nranks) != SCENE_RT_E_INVALID) return -102;
+    return 0;
 }
 
 SCENE_ORCH_ENTRY(orch_use_after_free, ctx, args, nargs) {
@@ -435,6 +448,17 @@ fn orchestration_v3_calls_report_statuses_and_the_last_error() {
         "{msg}"
     );
     const { assert!(SCENE_ORCH_ABI_VERSION >= 3) };
+}
+
+/// Orchestration ABI v5: `scene_orch_comm_rank` on a device that is not a
+/// rank of a domain returns SCENE_RT_E_INVALID with a message and leaves
+/// the run alone (level 3's rank is tested end to end by the scenes
+/// package's allgather_window).
+#[test]
+fn comm_rank_outside_a_domain_is_a_status_not_a_failed_run() {
+    let (dev, h) = open("", "orch_v5_comm_rank");
+    assert_eq!(run2(&dev, h, &[], &[]), SCENE_RT_OK);
+    const { assert!(SCENE_ORCH_ABI_VERSION >= 5) };
 }
 
 /// A view wider than its parent in one dimension is refused at submit,

@@ -61,6 +61,24 @@ pub fn allgather(ctx: &GoldenCtx<'_>) -> Result<GoldenOutputs, GoldenError> {
     output(ctx, vec![all; x.len()])
 }
 
+/// allgather through a window tensor: y[r] = concat of x[0..nranks], and
+/// rank r's window `scratch[r]` holds x[r] in slot r, zeros elsewhere (its
+/// init; only the rank's own stage task writes it).
+pub fn allgather_window(ctx: &GoldenCtx<'_>) -> Result<GoldenOutputs, GoldenError> {
+    let (x, _) = rows(ctx, "x")?;
+    let p = x.len();
+    let c = x.first().map_or(0, Vec::len);
+    let mut scratch = vec![0f32; p * p * c];
+    for (r, row) in x.iter().enumerate() {
+        scratch[(r * p + r) * c..(r * p + r + 1) * c].copy_from_slice(row);
+    }
+    let shape = ctx.tensor("scratch")?.shape().to_vec();
+    let scratch = Tensor::from_f32(DType::F32, &shape, &scratch)?;
+    let all: Vec<f32> = x.iter().flatten().copied().collect();
+    let y = output(ctx, vec![all; p])?;
+    Ok(y.with("scratch", scratch))
+}
+
 /// y[r] = x[root].
 pub fn broadcast(ctx: &GoldenCtx<'_>) -> Result<GoldenOutputs, GoldenError> {
     let (x, _) = rows(ctx, "x")?;

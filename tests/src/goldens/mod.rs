@@ -39,6 +39,7 @@ pub fn register(r: GoldenRegistry) -> GoldenRegistry {
         .register("compare_demo", compare_demo::golden)
         .register("allreduce_sum", collectives::allreduce_sum)
         .register("allgather", collectives::allgather)
+        .register("allgather_window", collectives::allgather_window)
         .register("broadcast", collectives::broadcast)
         .register("reduce_scatter", collectives::reduce_scatter)
         .register("all_to_all", collectives::all_to_all)

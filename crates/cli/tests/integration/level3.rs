@@ -14,7 +14,7 @@ use serde_json::Value;
 use common::{TestEnv, assert_no_card_held_twice, copy_dir, package_scenes_dir};
 
 /// Every level-3 scene of the package.
-const PORTS: [&str; 11] = [
+const PORTS: [&str; 12] = [
     "allreduce_onephase",
     "allreduce_bidirectional_ring",
     "allreduce_twophase",
@@ -26,6 +26,7 @@ const PORTS: [&str; 11] = [
     "ffn_tp_parallel",
     "rank_local_linear",
     "allreduce_atomic",
+    "allgather_window",
 ];
 
 /// A private scenes dir with `scenes` and the collectives' shared orchestration.
@@ -77,8 +78,9 @@ fn every_port_passes_one_rank_per_card_with_per_rank_times() {
     assert!(ok, "{text}");
     let cases = cases(&report);
     // allreduce: 4 algorithms x 2, 4, 8 ranks; 4 others x 2, 4; ffn x 2, 4;
-    // rank_local_linear x 2, 4; allreduce_atomic x 2, 4, 8.
-    assert_eq!(cases.len(), 12 + 8 + 2 + 2 + 3, "{text}");
+    // rank_local_linear x 2, 4; allreduce_atomic x 2, 4, 8;
+    // allgather_window x 2, 4.
+    assert_eq!(cases.len(), 12 + 8 + 2 + 2 + 3 + 2, "{text}");
     for c in cases {
         let name = c["name"].as_str().unwrap();
         let ranks: usize = name
@@ -180,6 +182,146 @@ fn allgather_fails_reading_the_wrong_peer() {
         "scene_comm_peer_ptr(c, (r + 1) % c->nranks, 0)",
     );
     assert_fails_on_y(&env, "allgather::p4", "wrong peer");
+}
+
+/// The window as a tensor (`[comm] window_tensor`): `allgather_window`
+/// passes on both platforms, and in each rank's dependency graph the task
+/// that reads the whole window tensor depends on the one that wrote the
+/// rank's slot through a view: a RAW edge on `scratch` over exactly that
+/// slot's bytes.
+#[test]
+fn allgather_window_orders_its_tasks_through_the_window_tensor() {
+    let env = env_with(&["allgather_window"]);
+    for platform in ["a2a3sim", "a5sim"] {
+        let graphs = env.dir.path().join(format!("graphs-{platform}"));
+        let (out, report) = env.run_with_report_using(
+            &[
+                "run",
+                "allgather_window",
+                "--platform",
+                platform,
+                "--device",
+                "0-7",
+                "--dep-graph",
+                graphs.to_str().unwrap(),
+            ],
+            |_| {},
+        );
+        assert!(out.status.success(), "{platform}: {}", common::show(&out));
+        assert_eq!(report["totals"]["passed"], 2, "{platform}");
+        let text = std::fs::read_to_string(graphs.join("allgather_window/p4.deps.json")).unwrap();
+        let deps: Value = serde_json::from_str(&text).unwrap();
+        let ranks = deps["ranks"].as_array().unwrap();
+        assert_eq!(ranks.len(), 4, "{platform}");
+        let slot = 64 * 4;
+        for (r, rank) in ranks.iter().enumerate() {
+            let tasks = rank["tasks"].as_array().unwrap();
+            assert_eq!(tasks.len(), 2, "{platform} rank {r}: stage, gather");
+            let edges: Vec<(u64, &str, &str, u64, u64)> = tasks[1]["deps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| {
+                    (
+                        d["task"].as_u64().unwrap(),
+                        d["kind"].as_str().unwrap(),
+                        d["tensor"].as_str().unwrap(),
+                        d["start"].as_u64().unwrap(),
+                        d["end"].as_u64().unwrap(),
+                    )
+                })
+                .collect();
+            let (start, end) = (r as u64 * slot, (r as u64 + 1) * slot);
+            assert_eq!(
+                edges,
+                vec![(0, "RAW", "scratch", start, end)],
+                "{platform} rank {r}"
+            );
+        }
+        let dot = std::fs::read_to_string(graphs.join("allgather_window/p2.dot")).unwrap();
+        assert!(
+            dot.contains("r1t0 -> r1t1 [label=\"RAW scratch [256, 512)\""),
+            "{platform}: {dot}"
+        );
+    }
+}
+
+/// Staging into the wrong slot of the window tensor (the view one slot
+/// off) fails on `y`; so does the same scene with the runtime's own
+/// windows (`window = ...` instead of `window_tensor`): then the tensor
+/// the tasks write is not what peers read.
+#[test]
+fn allgather_window_fails_staging_into_the_wrong_slot_or_another_window() {
+    let env = env_with(&["allgather_window"]);
+    mutate(
+        &env,
+        "allgather_window/orchestration.c",
+        "uint64_t off[1] = {(uint64_t)rank * c};",
+        "uint64_t off[1] = {(uint64_t)((rank + 1) % nranks) * c};",
+    );
+    assert_fails_on_y(&env, "allgather_window::p4", "view one slot off");
+    let env = env_with(&["allgather_window"]);
+    mutate(
+        &env,
+        "allgather_window/scene.toml",
+        "window_tensor = \"scratch\"",
+        "window = \"nranks * C * 4\"",
+    );
+    assert_fails_on_y(&env, "allgather_window::p2", "heap windows");
+}
+
+/// A window tensor is an output like any other: its slices after the run
+/// are compared with the golden's (`allgather_window`'s golden says what
+/// each window holds), so a kernel that scribbles on a part of its window
+/// nobody reads fails on `scratch` while `y` still passes; with
+/// `skip_golden = true` on the tensor the same scene passes, `scratch`
+/// judged `skipped`.
+#[test]
+fn a_window_tensor_is_compared_like_any_output_unless_skipped() {
+    let env = env_with(&["allgather_window"]);
+    mutate(
+        &env,
+        "allgather_window/kernels/gather.c",
+        "for (uint64_t i = 0; i < n; ++i) out[p * n + i] = remote[i];\n    }",
+        "for (uint64_t i = 0; i < n; ++i) out[p * n + i] = remote[i];\n    }\n    \
+         ((float *)scene_comm_local_ptr(c, ((c->rank + 1) % c->nranks) * n * 4))[0] = 42.0f;",
+    );
+    let (ok, text, report) = run(&env, &["allgather_window::p2"], &[]);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("tensor `scratch` mismatch") && !text.contains("tensor `y` mismatch"),
+        "{text}"
+    );
+    let outputs = |report: &Value| -> Vec<(String, String)> {
+        cases(report)[0]["outputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| {
+                (
+                    o["name"].as_str().unwrap().to_owned(),
+                    o["verdict"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let pair = |n: &str, v: &str| (n.to_owned(), v.to_owned());
+    assert_eq!(
+        outputs(&report),
+        vec![pair("scratch", "fail"), pair("y", "pass")]
+    );
+    mutate(
+        &env,
+        "allgather_window/scene.toml",
+        "name = \"scratch\"\ndtype = \"f32\"",
+        "name = \"scratch\"\nskip_golden = true\ndtype = \"f32\"",
+    );
+    let (ok, text, report) = run(&env, &["allgather_window::p2"], &[]);
+    assert!(ok, "{text}");
+    assert_eq!(
+        outputs(&report),
+        vec![pair("scratch", "skipped"), pair("y", "pass")]
+    );
 }
 
 #[test]

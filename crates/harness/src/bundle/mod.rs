@@ -393,14 +393,17 @@ pub fn slot_key(
             .filter(|t| t.per_rank)
             .map(|t| t.name.as_str())
             .collect();
-        field(
-            "group",
-            &canonical(&serde_json::json!({
-                "ranks": g.ranks,
-                "window": g.window,
-                "per_rank": per_rank,
-            })),
-        );
+        let mut group = serde_json::json!({
+            "ranks": g.ranks,
+            "window": g.window,
+            "per_rank": per_rank,
+        });
+        // Only when there is one, so other level-3 scenes keep their keys.
+        if let Some(k) = g.window_tensor {
+            let name = scene.tensors.get(k).map(|t| t.name.as_str());
+            group["window_tensor"] = serde_json::json!(name);
+        }
+        field("group", &canonical(&group));
     }
     h.finalize().to_hex().to_string()
 }
@@ -790,6 +793,35 @@ mod pinned_keys {
         out
     }
 
+    /// A case with a window tensor has it in its key: the same scene with
+    /// the same window bytes given as `window` (the runtime's own zeroed
+    /// windows, the tensor an ordinary argument) is another case.
+    #[test]
+    fn a_window_tensor_is_in_the_key() {
+        let manifest = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let src = manifest.join("../../tests/scenes/allgather_window");
+        let tmp = tempfile::tempdir().unwrap();
+        let key = |toml: &str| {
+            let dir = tmp.path().join("allgather_window");
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(dir.join("kernels")).unwrap();
+            for f in ["orchestration.c", "kernels/stage.c", "kernels/gather.c"] {
+                std::fs::copy(src.join(f), dir.join(f)).unwrap();
+            }
+            std::fs::write(dir.join("scene.toml"), toml).unwrap();
+            let scene = crate::scene::Scene::load(&dir).unwrap();
+            let case = &scene.cases[0];
+            let scalars = crate::prepare::scalar_bits(&scene, case).unwrap();
+            slot_key(&callable(), &scene, case, &scalars, "a2a3sim")
+        };
+        let text = std::fs::read_to_string(src.join("scene.toml")).unwrap();
+        let with_tensor = key(&text);
+        let as_bytes = text.replace("window_tensor = \"scratch\"", "window = \"nranks * C * 4\"");
+        assert_ne!(as_bytes, text);
+        assert_ne!(key(&as_bytes), with_tensor);
+        assert_eq!(key(&text), with_tensor);
+    }
+
     /// Two scenes changed definition, so their keys changed: paged_attention
     /// (rewritten as the original: `[derived]`, its fixtures, a per-case
     /// init for `small_batch4`) and rmsnorm (its dtype a case param); every
@@ -813,6 +845,14 @@ mod pinned_keys {
             (
                 "allgather::p4",
                 "58cad2e20d826b6662149a460e639e494737e360d3fdf845b57d9484dc4a50eb",
+            ),
+            (
+                "allgather_window::p2",
+                "fb295a3498d357a618c3819b7bb2e607a584caba1ca6219c63bffbc84dbae0ac",
+            ),
+            (
+                "allgather_window::p4",
+                "25601dc43973c9c05fd8119105a394dc317ce444eaa9abaa935869497c7414a2",
             ),
             (
                 "allreduce_atomic::p2",

@@ -5,7 +5,10 @@
 //! own card, all in one communication domain (`scene_rt_comm_create`).
 //! `scene.toml` says how many ranks (`ranks = 2` or an expression of the
 //! case params such as `ranks = "nranks"`) and how large each rank's window
-//! is (`[comm] window = "<bytes expression>"`). A tensor declared
+//! is (`[comm] window = "<bytes expression>"`), or which per-rank tensor
+//! is every rank's window (`[comm] window_tensor = "scratch"`: rank r's
+//! slice of it is rank r's window, so the orchestration passes the window
+//! to its tasks as a tensor argument, views included). A tensor declared
 //! `per_rank = true` has a leading rank dimension: rank r gets slice r as
 //! its argument, and its fixture slice r is seeded from (scene, case,
 //! `<tensor>@rank<r>`). Other tensors go whole to every rank. Goldens see
@@ -24,15 +27,31 @@ pub const MAX_RANKS: usize = scene_device::abi::SCENE_COMM_MAX_RANKS;
 pub struct GroupSpec {
     /// `ranks`: a number or an expression of the case params.
     pub ranks: Dim,
-    /// `[comm] window`: bytes of every rank's window.
-    pub window: Dim,
+    /// `[comm] window` or `[comm] window_tensor`.
+    pub window: WindowSpec,
+}
+
+/// Where a level-3 scene's windows come from.
+#[derive(Clone, Debug)]
+pub enum WindowSpec {
+    /// `[comm] window`: bytes of every rank's window (the runtime's own,
+    /// zeroed memory).
+    Bytes(Dim),
+    /// `[comm] window_tensor`: the per-rank `inout` tensor at this index
+    /// of the scene's tensors; rank r's slice of it, a run argument in the
+    /// rank's device memory, is rank r's window.
+    Tensor(usize),
 }
 
 /// A level-3 case's group, resolved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CaseGroup {
     pub ranks: usize,
+    /// Bytes of every rank's window (a window tensor's slice bytes).
     pub window: u64,
+    /// `[comm] window_tensor`: the index of the window tensor among the
+    /// scene's tensors (and so among each rank's tensor arguments).
+    pub window_tensor: Option<usize>,
 }
 
 /// The fixture name of slice `rank` of a per-rank tensor (what seeds it).
@@ -131,7 +150,8 @@ params = {{ nranks = 4, N = 8 }}
             s.cases[0].group,
             Some(CaseGroup {
                 ranks: 4,
-                window: 32
+                window: 32,
+                window_tensor: None,
             })
         );
     }
@@ -147,7 +167,8 @@ params = {{ nranks = 4, N = 8 }}
                 s.cases[0].group,
                 Some(CaseGroup {
                     ranks: 4,
-                    window: 0
+                    window: 0,
+                    window_tensor: None,
                 }),
                 "{window}"
             );
@@ -216,6 +237,80 @@ params = {{ nranks = 4, N = 8 }}
         assert!(e.contains("17 ranks; a group has 1 to 16"), "{e}");
         let e = load(&toml("level = 4\n", "", "")).unwrap_err();
         assert!(e.contains("level 4 is not supported"), "{e}");
+    }
+
+    /// A level-3 scene.toml with a third tensor `w` (`w` lines), a scalar
+    /// `n`, signature `[in, out, <dir>, scalar]`, and `comm` as [comm].
+    fn with_window(comm: &str, dir: &str, w: &str) -> String {
+        toml(
+            &format!("level = 3\nranks = \"nranks\"\n[comm]\n{comm}\n"),
+            "per_rank = true",
+            &format!(
+                "per_rank = true\n\n[[tensors]]\nname = \"w\"\ndtype = \"f32\"\nshape = [\"nranks\", \"3 * N\"]\n{w}\n\n[[scalars]]\nname = \"n\"\ndtype = \"i64\"\nvalue = \"N\""
+            ),
+        )
+        .replace(
+            "signature = [\"in\", \"out\"]",
+            &format!("signature = [\"in\", \"out\", \"{dir}\", \"scalar\"]"),
+        )
+    }
+
+    /// `[comm] window_tensor`: a per-rank inout tensor whose slice is the
+    /// window, so the window's size is the slice's bytes.
+    #[test]
+    fn a_window_tensor_is_a_per_rank_inout_tensor_and_sizes_the_window() {
+        let s = load(&with_window(
+            "window_tensor = \"w\"",
+            "inout",
+            "per_rank = true",
+        ))
+        .unwrap();
+        assert_eq!(
+            s.cases[0].group,
+            Some(CaseGroup {
+                ranks: 4,
+                window: 3 * 8 * 4,
+                window_tensor: Some(2),
+            })
+        );
+        let err = |comm: &str, dir: &str, w: &str| load(&with_window(comm, dir, w)).unwrap_err();
+        let e = err(
+            "window = 64\nwindow_tensor = \"w\"",
+            "inout",
+            "per_rank = true",
+        );
+        assert!(
+            e.contains("comm.window_tensor") && e.contains("both window and window_tensor"),
+            "{e}"
+        );
+        let e = err("window_tensor = \"v\"", "inout", "per_rank = true");
+        assert!(
+            e.contains("comm.window_tensor")
+                && e.contains("`v` is not a tensor of the scene (tensors: x, y, w)"),
+            "{e}"
+        );
+        let e = err("window_tensor = \"n\"", "inout", "per_rank = true");
+        assert!(
+            e.contains("comm.window_tensor") && e.contains("`n` is a scalar"),
+            "{e}"
+        );
+        let e = err("window_tensor = \"w\"", "inout", "");
+        assert!(
+            e.contains("comm.window_tensor") && e.contains("must be per_rank = true"),
+            "{e}"
+        );
+        let e = err("window_tensor = \"w\"", "in", "per_rank = true");
+        assert!(
+            e.contains("comm.window_tensor")
+                && e.contains("must be `inout`")
+                && e.contains("not `in`"),
+            "{e}"
+        );
+        let e = err("", "inout", "per_rank = true");
+        assert!(
+            e.contains("[comm] needs window") && e.contains("or window_tensor"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -126,7 +126,12 @@ pub(super) fn default_devices() -> usize {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawComm {
     /// Bytes of every rank's window (a number or an expression).
-    pub(super) window: RawDim,
+    #[serde(default)]
+    pub(super) window: Option<RawDim>,
+    /// The window as a tensor: a per-rank `inout` tensor whose slice r is
+    /// rank r's window (its bytes are the window's size).
+    #[serde(default)]
+    pub(super) window_tensor: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

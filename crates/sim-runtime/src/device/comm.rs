@@ -3,6 +3,13 @@
 //! rank's device in this process, and the `signal` / `wait` entries of
 //! `SceneCommCtx` that kernels call (`scene_comm.h`).
 //!
+//! A window is either the domain's own heap allocation (zeroed, outside
+//! every device arena: `scene_rt_comm_create`) or device memory of the
+//! rank's device (`scene_rt_comm_create2` with window addresses: a live
+//! allocation of that device, its contents what the caller put there, so
+//! the window is also a tensor argument of the rank's run). Either way
+//! `SceneCommCtx::windows[r]` is the host address kernels use.
+//!
 //! Signals are `AtomicI32`s: `signal` is a release `fetch_add`, `wait` an
 //! acquire load, so a rank's writes before its signal are visible to the
 //! rank whose wait saw it. Waiters sleep on the domain's condition
@@ -82,6 +89,17 @@ impl Drop for Window {
     }
 }
 
+/// Where rank r's window is.
+#[derive(Debug, Clone, Copy)]
+pub enum WindowAt {
+    /// The domain allocates it (zeroed heap memory).
+    Heap,
+    /// Device memory of the rank's device: `host` is its host address,
+    /// `device` the device address of the allocation holding it (which
+    /// cannot be freed while the domain lives).
+    Device { host: *mut u8, device: u64 },
+}
+
 /// A communication domain: windows, signal slots, each rank's context and
 /// the group's failure.
 #[derive(Debug)]
@@ -89,6 +107,9 @@ pub struct Domain {
     nranks: u32,
     timeout: Duration,
     _windows: Vec<Window>,
+    /// Per rank: the device allocation holding its window, if the window
+    /// is device memory (`WindowAt::Device`).
+    device_windows: Vec<Option<u64>>,
     signals: Vec<Box<[AtomicI32]>>,
     /// Each rank's context (`SceneKernelArgs::comm`); never resized, so
     /// the addresses handed out stay valid while the domain lives.
@@ -103,24 +124,58 @@ pub struct Domain {
 
 #[allow(unsafe_code)]
 // SAFETY: the raw pointers in `ctxs` point into this domain (windows,
-// signals, itself), which lives as long as any holder of the `Arc`; the
-// contexts are immutable after construction.
+// signals, itself), which lives as long as any holder of the `Arc`, or
+// into device memory whose allocation the rank's device refuses to free
+// while it is attached to the domain (`Device::free`); the contexts are
+// immutable after construction and Rust code never dereferences them.
 unsafe impl Send for Domain {}
 #[allow(unsafe_code)]
 // SAFETY: as for `Send`; mutable state is atomics and mutexes.
 unsafe impl Sync for Domain {}
 
 impl Domain {
-    /// A domain of `nranks` windows of `window_size` bytes.
-    pub fn new(nranks: u32, window_size: u64, timeout: Duration) -> RtResult<Arc<Domain>> {
+    /// Checks a group size (1..=`SCENE_COMM_MAX_RANKS`).
+    pub fn check_ranks(nranks: u32) -> RtResult<()> {
         if nranks == 0 || nranks as usize > SCENE_COMM_MAX_RANKS {
             return Err(RtError::Invalid(format!(
                 "a communication group has 1 to {SCENE_COMM_MAX_RANKS} ranks, not {nranks}"
             )));
         }
-        let windows = (0..nranks)
-            .map(|_| Window::new(window_size))
-            .collect::<RtResult<Vec<_>>>()?;
+        Ok(())
+    }
+
+    /// A domain of `nranks` zeroed heap windows of `window_size` bytes.
+    pub fn new(nranks: u32, window_size: u64, timeout: Duration) -> RtResult<Arc<Domain>> {
+        Self::check_ranks(nranks)?;
+        Self::with_windows(window_size, &vec![WindowAt::Heap; nranks as usize], timeout)
+    }
+
+    /// A domain of one window of `window_size` bytes per entry of `at`
+    /// (rank r's at `at[r]`).
+    pub fn with_windows(
+        window_size: u64,
+        at: &[WindowAt],
+        timeout: Duration,
+    ) -> RtResult<Arc<Domain>> {
+        let nranks = u32::try_from(at.len()).unwrap_or(u32::MAX);
+        Self::check_ranks(nranks)?;
+        let mut windows = Vec::new();
+        let mut hosts = Vec::with_capacity(at.len());
+        let mut device_windows = Vec::with_capacity(at.len());
+        for a in at {
+            match *a {
+                WindowAt::Heap => {
+                    let w = Window::new(window_size)?;
+                    hosts.push(w.ptr as u64);
+                    windows.push(w);
+                    device_windows.push(None);
+                }
+                WindowAt::Device { host, device } => {
+                    hosts.push(host as u64);
+                    device_windows.push(Some(device));
+                }
+            }
+        }
         let signals: Vec<Box<[AtomicI32]>> = (0..nranks)
             .map(|_| {
                 (0..SCENE_COMM_SIGNAL_SLOTS)
@@ -131,7 +186,7 @@ impl Domain {
         let mut window_bases = [0u64; SCENE_COMM_MAX_RANKS];
         let mut signal_bases = [0u64; SCENE_COMM_MAX_RANKS];
         for r in 0..nranks as usize {
-            window_bases[r] = windows[r].ptr as u64;
+            window_bases[r] = hosts[r];
             signal_bases[r] = signals[r].as_ptr() as u64;
         }
         Ok(Arc::new_cyclic(|me: &Weak<Domain>| {
@@ -154,6 +209,7 @@ impl Domain {
                 nranks,
                 timeout,
                 _windows: windows,
+                device_windows,
                 signals,
                 ctxs,
                 failed: AtomicBool::new(false),
@@ -169,6 +225,17 @@ impl Domain {
         self.ctxs
             .get(rank as usize)
             .map_or(std::ptr::null(), std::ptr::from_ref::<SceneCommCtx>)
+    }
+
+    /// The group's size.
+    pub fn nranks(&self) -> u32 {
+        self.nranks
+    }
+
+    /// The device address of the allocation holding rank `rank`'s window,
+    /// when the window is device memory (it must outlive the domain).
+    pub fn device_window(&self, rank: u32) -> Option<u64> {
+        self.device_windows.get(rank as usize).copied().flatten()
     }
 
     /// Records the group's failure (the first one wins) and wakes every
@@ -378,6 +445,38 @@ mod tests {
         );
         assert_eq!(comm_wait(std::ptr::null(), 1, 0, 1), SCENE_RT_E_INVALID);
         assert_eq!(comm_signal(std::ptr::null(), 1, 0, 1), SCENE_RT_E_INVALID);
+    }
+
+    /// Device-memory windows (`scene_rt_comm_create2`): the context's
+    /// window bases are the given host addresses, heap windows are mixed
+    /// in as asked, and the domain knows which allocation holds each.
+    #[test]
+    fn windows_may_be_memory_the_caller_owns() {
+        let mut mine = vec![0u8; 64];
+        let host = mine.as_mut_ptr();
+        let d = Domain::with_windows(
+            64,
+            &[
+                WindowAt::Device {
+                    host,
+                    device: 0x1000,
+                },
+                WindowAt::Heap,
+            ],
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        #[allow(unsafe_code)]
+        // SAFETY: contexts from `Domain::ctx` live as long as `d`.
+        let (w0, w1) = unsafe { ((*d.ctx(0)).windows[0], (*d.ctx(1)).windows[1]) };
+        assert_eq!(w0, host as u64);
+        assert_ne!(w1, 0);
+        assert_eq!(d.device_window(0), Some(0x1000));
+        assert_eq!(d.device_window(1), None);
+        assert_eq!(d.device_window(2), None);
+        assert!(Domain::with_windows(64, &[], Duration::from_secs(1)).is_err());
+        drop(d);
+        drop(mine);
     }
 
     #[test]

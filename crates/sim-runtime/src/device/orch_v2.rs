@@ -206,6 +206,36 @@ fn release(rc: &RunCtx, s: &mut Sched, addr: u64) {
     }
 }
 
+/// v5: the run's rank and group size (level 3). Not a failure of the
+/// run at level 2: the orchestration asked a question.
+pub(super) extern "C" fn op_comm_rank(
+    ctx: *mut SceneOrchCtx,
+    rank: *mut u32,
+    nranks: *mut u32,
+) -> i32 {
+    let Some(rc) = run_ctx(ctx) else {
+        return SCENE_RT_E_INVALID;
+    };
+    if rank.is_null() || nranks.is_null() {
+        crate::set_last_error("orchestration comm_rank: rank or nranks is NULL");
+        return SCENE_RT_E_INVALID;
+    }
+    let Some((domain, r)) = &rc.comm else {
+        crate::set_last_error(
+            "orchestration comm_rank: the device is not a rank of a communication domain (level 3 only)",
+        );
+        return SCENE_RT_E_INVALID;
+    };
+    #[allow(unsafe_code)]
+    // SAFETY: both are non-NULL and, by scene_orch.h's contract, point at
+    // writable uint32_t for the call.
+    unsafe {
+        rank.write(*r);
+        nranks.write(domain.nranks());
+    }
+    SCENE_RT_OK
+}
+
 pub(super) extern "C" fn op_arg_desc(ctx: *mut SceneOrchCtx, index: u32) -> *const SceneTensorDesc {
     let Some(rc) = run_ctx(ctx) else {
         return std::ptr::null();

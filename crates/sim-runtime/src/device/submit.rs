@@ -52,6 +52,7 @@ static OPS: SceneOrchOps = SceneOrchOps {
     malloc: orch_v2::op_malloc,
     last_error: orch_v2::op_last_error,
     submit_mixed: op_submit_mixed,
+    comm_rank: orch_v2::op_comm_rank,
 };
 
 pub(super) fn orch_thread(ctx: Arc<RunCtx>, args: Vec<SceneRunArg>) {

@@ -1,11 +1,12 @@
-//! Level 3: the rank group (`ranks`, `[comm] window`) and the per-rank
-//! tensors, declared once and resolved per case.
+//! Level 3: the rank group (`ranks`, `[comm] window` or
+//! `[comm] window_tensor`) and the per-rank tensors, declared once and
+//! resolved per case.
 
 use super::{Checked, Validator};
-use crate::scene::ranks::{CaseGroup, GroupSpec, MAX_RANKS};
+use crate::scene::ranks::{CaseGroup, GroupSpec, MAX_RANKS, WindowSpec};
 use crate::scene::raw::{RawComm, RawDim};
 use crate::scene::shape::Dim;
-use crate::scene::{Case, TensorSpec};
+use crate::scene::{ArgDirection, Case, ScalarSpec, TensorSpec};
 
 impl Validator<'_> {
     /// Level 3's `ranks` and `[comm]`: required there, refused elsewhere,
@@ -17,6 +18,7 @@ impl Validator<'_> {
         ranks: Option<RawDim>,
         comm: Option<RawComm>,
         tensors: &[TensorSpec],
+        scalars: &[ScalarSpec],
     ) -> Option<Option<GroupSpec>> {
         // `least`: 1 for ranks, 0 for the window (a group whose ranks do
         // not communicate needs none).
@@ -61,11 +63,40 @@ impl Validator<'_> {
             None => {
                 self.problem(
                     "comm",
-                    "a level-3 scene needs [comm] window = \"<bytes expression>\"",
+                    "a level-3 scene needs [comm] window = \"<bytes expression>\" (or window_tensor = \"<per-rank tensor>\")",
                 );
                 None
             }
-            Some(c) => self.report(dim("comm.window", c.window, 0)),
+            Some(RawComm {
+                window: Some(_),
+                window_tensor: Some(t),
+            }) => {
+                self.problem(
+                    "comm.window_tensor",
+                    format!(
+                        "[comm] gives both window and window_tensor = \"{t}\": the window tensor's slice is each rank's window, so its bytes are the window's size; remove window"
+                    ),
+                );
+                None
+            }
+            Some(RawComm {
+                window: None,
+                window_tensor: None,
+            }) => {
+                self.problem(
+                    "comm",
+                    "[comm] needs window = \"<bytes expression>\" or window_tensor = \"<per-rank tensor>\"",
+                );
+                None
+            }
+            Some(RawComm {
+                window: Some(w),
+                window_tensor: None,
+            }) => self.report(dim("comm.window", w, 0)).map(WindowSpec::Bytes),
+            Some(RawComm {
+                window: None,
+                window_tensor: Some(name),
+            }) => self.window_tensor(&name, tensors, scalars),
         };
         let per_rank = match tensors
             .iter()
@@ -90,6 +121,56 @@ impl Validator<'_> {
         }))
     }
 
+    /// `[comm] window_tensor = "name"`: a per-rank `inout` tensor of the
+    /// scene (its index).
+    fn window_tensor(
+        &self,
+        name: &str,
+        tensors: &[TensorSpec],
+        scalars: &[ScalarSpec],
+    ) -> Option<WindowSpec> {
+        let field = "comm.window_tensor";
+        let Some(i) = tensors.iter().position(|t| t.name == name) else {
+            if scalars.iter().any(|s| s.name == name) {
+                self.problem(
+                    field,
+                    format!("`{name}` is a scalar; the window is a per-rank tensor"),
+                );
+            } else {
+                let names: Vec<&str> = tensors.iter().map(|t| t.name.as_str()).collect();
+                self.problem(
+                    field,
+                    format!(
+                        "`{name}` is not a tensor of the scene (tensors: {})",
+                        names.join(", ")
+                    ),
+                );
+            }
+            return None;
+        };
+        let t = &tensors[i];
+        if !t.per_rank {
+            self.problem(
+                field,
+                format!(
+                    "tensor `{name}` is the window, so it must be per_rank = true (rank r's slice is rank r's window)"
+                ),
+            );
+            return None;
+        }
+        if t.direction != ArgDirection::Inout {
+            self.problem(
+                field,
+                format!(
+                    "tensor `{name}` is the window, so it must be `inout` in the orchestration signature (its init is the window's contents before the run, its slices after the run are downloaded), not `{}`",
+                    t.direction
+                ),
+            );
+            return None;
+        }
+        Some(WindowSpec::Tensor(i))
+    }
+
     /// Case `i`'s ranks and window; per-rank tensors lead with `ranks`.
     pub(super) fn case_group(
         &self,
@@ -109,10 +190,21 @@ impl Validator<'_> {
                 format!("{prefix}{ranks} ranks; a group has 1 to {MAX_RANKS}"),
             ));
         }
-        let window = g
-            .window
-            .eval_count(&case.params)
-            .map_err(|e| self.err("comm.window", format!("{prefix}`{}`: {e}", g.window)))?;
+        let (window, window_tensor) = match &g.window {
+            WindowSpec::Bytes(w) => (
+                w.eval_count(&case.params)
+                    .map_err(|e| self.err("comm.window", format!("{prefix}`{w}`: {e}")))?
+                    as u64,
+                None,
+            ),
+            WindowSpec::Tensor(k) => {
+                // Rank r's slice: every dimension after the leading ranks
+                // (checked below to be the ranks).
+                let r = &case.tensors[*k];
+                let elems: usize = r.shape.iter().skip(1).product();
+                ((elems * r.dtype.size_of()) as u64, Some(*k))
+            }
+        };
         for (t, r) in tensors.iter().zip(&case.tensors) {
             if t.per_rank && r.shape.first() != Some(&ranks) {
                 return Err(self.err(
@@ -126,7 +218,8 @@ impl Validator<'_> {
         }
         Ok(CaseGroup {
             ranks,
-            window: window as u64,
+            window,
+            window_tensor,
         })
     }
 }

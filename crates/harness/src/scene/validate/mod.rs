@@ -91,6 +91,7 @@ impl<'a> Validator<'a> {
             raw.ranks,
             raw.comm,
             tensors.as_deref().unwrap_or(&[]),
+            scalars.as_deref().unwrap_or(&[]),
         );
         let declared = match (&tensors, &scalars, &tolerance, &derived) {
             (Some(tensors), Some(scalars), Some(tolerance), Some(derived)) => {
