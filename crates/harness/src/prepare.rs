@@ -694,6 +694,7 @@ mod tests {
             scalars,
             derived: vec![],
             cases: vec![],
+            steps: vec![],
         };
         let ints = int_scalar_values(&scene, &case).unwrap();
         let names: Vec<&str> = ints.iter().map(|(n, _)| n.as_str()).collect();

@@ -33,6 +33,8 @@ pub struct Session {
     device: DeviceStage,
     /// `run --from DIR`: precompiled cases, used instead of compiling.
     bundle: Option<Bundle>,
+    /// Level-3 `[[steps]]`: the run's C host functions, built on first use.
+    hosts: crate::host_step::HostBuilds,
 }
 
 impl Session {
@@ -44,6 +46,7 @@ impl Session {
             cpu,
             device,
             bundle: None,
+            hosts: Default::default(),
         })
     }
 
@@ -403,8 +406,18 @@ impl Session {
             callable: &callable,
             inputs: &inputs,
             scalars: &scalars,
+            upload_outputs: false,
         };
-        let mut device = self.device.run(work, &mut report, held);
+        let mut device = if sel.scene.steps.is_empty() {
+            self.device.run(work, &mut report, held)
+        } else {
+            crate::steps::StepRunner {
+                device: &self.device,
+                cpu: &self.cpu,
+                hosts: &self.hosts,
+            }
+            .run(work, &mut report, held)
+        };
         if device.cancelled {
             return None;
         }

@@ -402,6 +402,23 @@ pub fn slot_key(
             })),
         );
     }
+    // Level-3 `[[steps]]`, only when a scene has them: which functions run
+    // in which order on which tensors (a C host function is built from the
+    // scene's source when the slot runs, as the run's are).
+    if !scene.steps.is_empty() {
+        let steps: Vec<serde_json::Value> = scene
+            .steps
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "kind": s.kind.to_string(),
+                    "reads": s.reads,
+                    "writes": s.writes,
+                })
+            })
+            .collect();
+        field("steps", &canonical(&steps));
+    }
     h.finalize().to_hex().to_string()
 }
 
@@ -941,6 +958,14 @@ mod pinned_keys {
             (
                 "hosted_tiles::odd",
                 "0bbccd6204735d127e6786c99f6313f5d606490cd6a43a456d37bfdc02311a27",
+            ),
+            (
+                "l3_host_dependency::p2",
+                "ae3ba82ae2c639afb73a2da4f604aa6db245fc942e5a80b6d56cb1a377d7828c",
+            ),
+            (
+                "l3_host_dependency::p4",
+                "0d0b789928e11ea0abf6414cd75df092fcbc299d90dd542349cdedc7eed57a13",
             ),
             (
                 "manual_dep_columns::tracked",
