@@ -90,6 +90,235 @@ pub fn dependencies(steps: &[Step], at: usize) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scene::Scene;
+
+    /// A level-3 scene (`level`, then `head` lines) with tensors a (in),
+    /// f (out), g (inout), y (out) and the `steps` text; `host.c`,
+    /// `golden.py` (defining `center`) exist beside it.
+    fn load(level: u32, head: &str, steps: &str) -> Result<Scene, String> {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("demo");
+        std::fs::create_dir(&dir).unwrap();
+        for f in ["orch.c", "k.c", "host.c"] {
+            std::fs::write(dir.join(f), "").unwrap();
+        }
+        std::fs::write(
+            dir.join("golden.py"),
+            "def compute_golden(t, p):\n    pass\n\ndef center(t, p):\n    pass\n",
+        )
+        .unwrap();
+        let group = if level == 3 {
+            "ranks = 2\n[comm]\nwindow = 0\n"
+        } else {
+            ""
+        };
+        let per_rank = if level == 3 { "per_rank = true" } else { "" };
+        let text = format!(
+            r#"name = "demo"
+platforms = ["a2a3sim"]
+{head}
+level = {level}
+{group}
+[orchestration]
+source = "orch.c"
+function = "p"
+signature = ["in", "out", "inout", "out"]
+
+[[incores]]
+func_id = 0
+name = "k"
+core = "aiv"
+source = "k.c"
+
+[[tensors]]
+name = "a"
+dtype = "f32"
+shape = [2, 4]
+{per_rank}
+
+[[tensors]]
+name = "f"
+dtype = "f32"
+shape = [2, 4]
+{per_rank}
+
+[[tensors]]
+name = "g"
+dtype = "f32"
+shape = [2, 4]
+{per_rank}
+
+[[tensors]]
+name = "y"
+dtype = "f32"
+shape = [2, 4]
+{per_rank}
+
+[[cases]]
+name = "c"
+
+{steps}
+"#
+        );
+        std::fs::write(dir.join("scene.toml"), text).unwrap();
+        Scene::load(&dir).map_err(|e| e.to_string())
+    }
+
+    const GOLDEN: &str = "golden = \"g\"";
+    const PY_GOLDEN: &str = "golden = { python = \"golden.py\" }";
+
+    const GOOD: &str = r#"
+[[steps]]
+chip = "p"
+reads = ["a"]
+writes = ["f"]
+
+[[steps]]
+host = { c = "host.c", function = "center" }
+reads = ["f"]
+writes = ["g"]
+
+[[steps]]
+chip = "q"
+reads = ["g", "a"]
+writes = ["y"]
+"#;
+
+    #[test]
+    fn steps_load_in_order_with_their_tensors() {
+        let s = load(3, GOLDEN, GOOD).unwrap();
+        assert_eq!(s.steps.len(), 3);
+        assert_eq!(
+            s.steps[1],
+            Step {
+                kind: StepKind::HostC {
+                    source: "host.c".into(),
+                    function: "center".into()
+                },
+                reads: vec![1],
+                writes: vec![2],
+            }
+        );
+        assert_eq!(dependencies(&s.steps, 1), vec![0]);
+        assert_eq!(dependencies(&s.steps, 2), vec![1]);
+        let py = GOOD.replace(
+            r#"host = { c = "host.c", function = "center" }"#,
+            r#"host = { python = "center" }"#,
+        );
+        let s = load(3, PY_GOLDEN, &py).unwrap();
+        assert_eq!(
+            s.steps[1].kind,
+            StepKind::HostPython {
+                function: "center".into()
+            }
+        );
+        // No steps: as before.
+        assert!(load(3, GOLDEN, "").unwrap().steps.is_empty());
+    }
+
+    #[test]
+    fn a_level_2_scene_has_no_steps() {
+        let e = load(2, GOLDEN, GOOD).unwrap_err();
+        assert!(
+            e.contains("`steps`: only a level-3 scene has [[steps]]"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn unknown_tensors_and_bad_functions_name_the_step() {
+        let e = load(
+            3,
+            GOLDEN,
+            &GOOD.replace(r#"reads = ["f"]"#, r#"reads = ["ff"]"#),
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("`steps[1].reads`: unknown tensor `ff` (tensors: a, f, g, y)"),
+            "{e}"
+        );
+        let e = load(3, GOLDEN, &GOOD.replace(r#"chip = "q""#, r#"chip = "q-1""#)).unwrap_err();
+        assert!(
+            e.contains("`steps[2].chip`: `q-1` is not a C function name"),
+            "{e}"
+        );
+        let e = load(3, GOLDEN, &GOOD.replace("host.c", "nothere.c")).unwrap_err();
+        assert!(
+            e.contains("`steps[1].host.c`: source file `nothere.c` not found"),
+            "{e}"
+        );
+        let e = load(3, GOLDEN, &GOOD.replace(r#", function = "center""#, "")).unwrap_err();
+        assert!(
+            e.contains("`steps[1].host`: a C host step names its function"),
+            "{e}"
+        );
+        let e = load(
+            3,
+            GOLDEN,
+            &GOOD.replace(
+                r#"chip = "q""#,
+                "chip = \"q\"\nhost = { python = \"center\" }",
+            ),
+        )
+        .unwrap_err();
+        assert!(e.contains("`steps[2]`: a step is a chip step"), "{e}");
+    }
+
+    #[test]
+    fn a_python_host_step_needs_a_python_file_defining_it() {
+        let py = GOOD.replace(
+            r#"host = { c = "host.c", function = "center" }"#,
+            r#"host = { python = "center" }"#,
+        );
+        let e = load(3, GOLDEN, &py).unwrap_err();
+        assert!(
+            e.contains("`steps[1].host.python`: host function `center` is Python, but the scene names no Python file"),
+            "{e}"
+        );
+        let e = load(3, PY_GOLDEN, &py.replace("\"center\"", "\"centre\"")).unwrap_err();
+        assert!(
+            e.contains("`steps[1].host.python`:") && e.contains("defines no function `centre`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn order_and_coverage_are_checked() {
+        // A chip step cannot give back an `in` argument.
+        let e = load(
+            3,
+            GOLDEN,
+            &GOOD.replace(r#"writes = ["f"]"#, r#"writes = ["f", "a"]"#),
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("`steps[0].writes`: chip step `p` writes `a`, an `in` argument"),
+            "{e}"
+        );
+        // An output nobody writes would be judged on its init.
+        let e = load(3, GOLDEN, &GOOD.replace(r#"writes = ["y"]"#, "writes = []")).unwrap_err();
+        assert!(e.contains("output `y` is written by no step"), "{e}");
+        // The host step before the chip step that produces its input.
+        let swapped = r#"
+[[steps]]
+host = { c = "host.c", function = "center" }
+reads = ["f"]
+writes = ["g"]
+
+[[steps]]
+chip = "p"
+reads = ["a", "g"]
+writes = ["f", "y"]
+"#;
+        let e = load(3, GOLDEN, swapped).unwrap_err();
+        assert!(
+            e.contains("`steps[0].reads`: host step `center` (host.c) reads `f` before any step writes it (steps[1], chip step `p`, writes it"),
+            "{e}"
+        );
+        let host_only = "[[steps]]\nhost = { c = \"host.c\", function = \"center\" }\nwrites = [\"f\", \"g\", \"y\"]\n";
+        let e = load(3, GOLDEN, host_only).unwrap_err();
+        assert!(e.contains("`steps`: no chip step"), "{e}");
+    }
 
     fn step(kind: StepKind, reads: &[usize], writes: &[usize]) -> Step {
         Step {

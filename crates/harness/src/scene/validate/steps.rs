@@ -119,8 +119,9 @@ impl Validator<'_> {
         };
         let reads = names("reads", s.reads);
         let writes = names("writes", s.writes);
-        let (kind, reads, writes) = (kind?, reads?, writes?);
-        if let (StepKind::Chip { function }, Some(tensors)) = (&kind, tensors) {
+        if let (Some(StepKind::Chip { function }), Some(writes), Some(tensors)) =
+            (&kind, &writes, tensors)
+        {
             // The device gives back only the signature's outputs.
             let bad: Vec<&str> = writes
                 .iter()
@@ -139,6 +140,7 @@ impl Validator<'_> {
                 return None;
             }
         }
+        let (kind, reads, writes) = (kind?, reads?, writes?);
         Some(Step {
             kind,
             reads,
