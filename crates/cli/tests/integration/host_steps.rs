@@ -7,7 +7,8 @@
 //! own output; a missing, failing or crashing host function fails its
 //! case naming the scene, the step and the function, with no card held
 //! for a host function that does not build; a slow host step holds no
-//! card.
+//! card. `l3_host_dependency_py` does the same with the host function in
+//! Python, in the scene's Python worker.
 
 use serde_json::Value;
 
@@ -202,4 +203,69 @@ fn a_slow_host_step_holds_no_card() {
     let wall = c["wall_s"].as_f64().unwrap();
     assert!(wall >= 0.5, "{c}");
     assert!(held < 0.45, "cards held across the host step: {c}");
+}
+
+/// The same steps with the host function in Python (`host = { python =
+/// "center" }`, run in the scene's Python worker): passes on both
+/// simulators; a wrong host function fails on g; one that raises fails its
+/// case with the traceback, naming the step; a misspelt one is a load
+/// error.
+#[test]
+fn a_python_host_step_runs_in_the_scene_worker() {
+    let scene = "l3_host_dependency_py";
+    let env = env_with(&[SCENE, scene]);
+    for platform in ["a2a3sim", "a5sim"] {
+        let (out, report) = env.run_with_report_using(
+            &[
+                "run",
+                "l3_host_dependency_py",
+                "--platform",
+                platform,
+                "--device",
+                "0-7",
+            ],
+            |_| {},
+        );
+        assert!(
+            out.status.success(),
+            "{platform}: {}",
+            crate::common::show(&out)
+        );
+        assert_eq!(report["totals"]["passed"], 2, "{platform}");
+    }
+    mutate(
+        &env,
+        "l3_host_dependency_py/golden.py",
+        "tensors[\"g\"][...] = f - f.mean(axis=0, dtype=np.float32)",
+        "tensors[\"g\"][...] = f - f.mean(axis=1, keepdims=True, dtype=np.float32)",
+    );
+    let (ok, text, _) = run(&env, &["l3_host_dependency_py::p2"], &[]);
+    assert!(!ok, "{text}");
+    assert!(text.contains("tensor `g` mismatch"), "{text}");
+    mutate(
+        &env,
+        "l3_host_dependency_py/golden.py",
+        "    f = tensors[\"f\"]\n",
+        "    f = tensors[\"f\"]\n    raise ValueError(\"no mean today\")\n",
+    );
+    let (ok, text, _) = run(&env, &["l3_host_dependency_py::p2"], &[]);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("scene `l3_host_dependency_py`, steps[1], host step `center` (Python):")
+            && text.contains("ValueError: no mean today")
+            && text.contains("Traceback"),
+        "{text}"
+    );
+    mutate(
+        &env,
+        "l3_host_dependency_py/scene.toml",
+        "host = { python = \"center\" }",
+        "host = { python = \"centre\" }",
+    );
+    let (ok, text, _) = run(&env, &["l3_host_dependency_py"], &[]);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("`steps[1].host.python`:") && text.contains("defines no function `centre`"),
+        "{text}"
+    );
 }

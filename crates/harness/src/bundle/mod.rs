@@ -968,6 +968,14 @@ mod pinned_keys {
                 "0d0b789928e11ea0abf6414cd75df092fcbc299d90dd542349cdedc7eed57a13",
             ),
             (
+                "l3_host_dependency_py::p2",
+                "3b9e61850ef6c674a9d37e5095dc101792314e6a445e1620cb69042e63f70049",
+            ),
+            (
+                "l3_host_dependency_py::p4",
+                "8e9eaafdb26013cfb8af158f3c85db4eb6b003a441bdf5a9c2d66d6d94e4e99e",
+            ),
+            (
                 "manual_dep_columns::tracked",
                 "5b161dea69d48f4fc0bf4cc31ab6893d8830059defaef2ed67ef941d94f5bdc6",
             ),
