@@ -65,9 +65,11 @@ pub(crate) fn run(
         }
         done += 1;
         let stored = match prepared {
-            Ok(p) => writer
-                .add_slot(c, &p.callable, &p.inputs, &p.scalars, &p.golden)
-                .map_err(|e| format!("storing: {e}")),
+            Ok(p) => host_bytes(&cpu, c).and_then(|hosts| {
+                writer
+                    .add_slot(c, &p.callable, &p.inputs, &p.scalars, &p.golden, &hosts)
+                    .map_err(|e| format!("storing: {e}"))
+            }),
             Err(report) => {
                 // Kept in the bundle: pass 2 fails the case with this
                 // cause rather than rebuilding it.
@@ -125,4 +127,19 @@ fn failure_text(report: &scene_harness::CaseReport) -> String {
         }
         _ => message.to_string(),
     }
+}
+
+/// The bytes of `sel`'s C host functions (level-3 `[[steps]]`), built by
+/// `prepare`, by step index: the bundle carries them so pass 2 needs no
+/// compiler.
+fn host_bytes(
+    cpu: &CpuStages,
+    sel: &scene_harness::select::SelectedCase,
+) -> Result<std::collections::BTreeMap<usize, Vec<u8>>, String> {
+    let mut out = std::collections::BTreeMap::new();
+    for (step, exe) in cpu.host_executables(sel)? {
+        let bytes = std::fs::read(&exe).map_err(|e| format!("storing {}: {e}", exe.display()))?;
+        out.insert(step, bytes);
+    }
+    Ok(out)
 }

@@ -33,8 +33,6 @@ pub struct Session {
     device: DeviceStage,
     /// `run --from DIR`: precompiled cases, used instead of compiling.
     bundle: Option<Bundle>,
-    /// Level-3 `[[steps]]`: the run's C host functions, built on first use.
-    hosts: crate::host_step::HostBuilds,
 }
 
 impl Session {
@@ -46,7 +44,6 @@ impl Session {
             cpu,
             device,
             bundle: None,
-            hosts: Default::default(),
         })
     }
 
@@ -374,6 +371,26 @@ impl Session {
                     r.fail_with(crate::report::CaseFailure::DeviceMemory(e));
                     return Err(Box::new(r));
                 }
+                // Pass 1's C host functions: pass 2 compiles none of them.
+                for (step, bytes) in &slot.hosts {
+                    let Some(crate::scene::steps::StepKind::HostC { source, function }) =
+                        sel.scene.steps.get(*step).map(|s| &s.kind)
+                    else {
+                        continue;
+                    };
+                    if let Err(e) = self
+                        .cpu
+                        .hosts()
+                        .install(&sel.scene, source, function, bytes)
+                    {
+                        let mut r = CaseReport::new(&sel.scene.name, &sel.case().name);
+                        r.fail(
+                            FailureStage::Compile,
+                            format!("steps[{step}], host step `{function}`: {e}"),
+                        );
+                        return Err(Box::new(r));
+                    }
+                }
                 Ok(Prepared {
                     sel: sel.clone(),
                     callable: slot.callable,
@@ -414,7 +431,6 @@ impl Session {
             crate::steps::StepRunner {
                 device: &self.device,
                 cpu: &self.cpu,
-                hosts: &self.hosts,
             }
             .run(work, &mut report, held)
         };

@@ -21,7 +21,7 @@ use scene_golden::Tensor;
 use scene_kernels::ChipCallable;
 
 use crate::device::{DeviceOutcome, DeviceStage, DeviceWork};
-use crate::host_step::{HostBuilds, HostTensor};
+use crate::host_step::HostTensor;
 use crate::prepare::CpuStages;
 use crate::report::CaseReport;
 use crate::scene::steps::{Step, StepKind};
@@ -32,7 +32,6 @@ use crate::scene::steps::{Step, StepKind};
 pub struct StepRunner<'a> {
     pub device: &'a DeviceStage,
     pub cpu: &'a CpuStages,
-    pub hosts: &'a HostBuilds,
 }
 
 impl StepRunner<'_> {
@@ -49,24 +48,16 @@ impl StepRunner<'_> {
         let mut outcome = DeviceOutcome::default();
         let what =
             |i: usize, step: &Step| format!("scene `{}`, steps[{i}], {}", scene.name, step.kind);
-        // Every C host function is built before the first card is taken.
-        let mut exes = Vec::new();
-        for (i, step) in scene.steps.iter().enumerate() {
-            if let StepKind::HostC { source, function } = &step.kind {
-                match self
-                    .hosts
-                    .executable(self.cpu.config(), scene, source, function)
-                {
-                    Ok(exe) => exes.push(Some(exe)),
-                    Err(e) => {
-                        outcome.notes.push(format!("{}: {e}", what(i, step)));
-                        return outcome;
-                    }
-                }
-            } else {
-                exes.push(None);
+        // Every C host function is built (or installed from a bundle
+        // slot) before the first card is taken: in the CPU stages, so this
+        // finds each one ready.
+        let exes = match self.cpu.host_executables(work.sel) {
+            Ok(exes) => exes,
+            Err(e) => {
+                outcome.notes.push(e);
+                return outcome;
             }
-        }
+        };
         let mut state: Vec<(String, Tensor)> = work.inputs.to_vec();
         for (i, step) in scene.steps.iter().enumerate() {
             let done = match &step.kind {
@@ -96,7 +87,9 @@ impl StepRunner<'_> {
                             writes: step.writes.contains(&t),
                         })
                         .collect();
-                    let exe = exes[i].as_deref().unwrap_or(std::path::Path::new(""));
+                    let exe = exes
+                        .get(&i)
+                        .map_or(std::path::Path::new(""), |p| p.as_path());
                     let ranks = work.sel.case().group.map_or(1, |g| g.ranks);
                     crate::host_step::run(exe, ranks, &tensors, &self.cpu.config().cancel)
                         .map(|values| written(step, values))

@@ -113,6 +113,22 @@ fn a_missing_failing_or_crashing_host_function_names_scene_step_and_function() {
     let c = case(&report, "l3_host_dependency::p2");
     assert_eq!(c["phases"]["lock_held_s"].as_f64(), Some(0.0), "{c}");
 
+    // A chip step naming a function the orchestration does not define.
+    let env = env_with(&[SCENE]);
+    mutate(
+        &env,
+        "l3_host_dependency/scene.toml",
+        "chip = \"consume_g\"",
+        "chip = \"consume_gg\"",
+    );
+    let (ok, text, _) = run(&env, &["l3_host_dependency::p2"], &[]);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("scene `l3_host_dependency`, steps[2], chip step `consume_gg`:")
+            && text.contains("undefined symbol: consume_gg"),
+        "{text}"
+    );
+
     let env = env_with(&[SCENE]);
     mutate(
         &env,
@@ -268,4 +284,33 @@ fn a_python_host_step_runs_in_the_scene_worker() {
         text.contains("`steps[1].host.python`:") && text.contains("defines no function `centre`"),
         "{text}"
     );
+}
+
+/// Two passes: `scene precompile` builds the C host function and the
+/// bundle carries it (`hosts` of the slot), so `scene run --from` runs the
+/// steps with the compiler and linker replaced by `false` and an empty
+/// kernel cache.
+#[test]
+fn a_bundle_carries_the_host_function_to_a_machine_without_a_compiler() {
+    let env = env_with(&[SCENE]);
+    let bundle = env.dir.path().join("bundle");
+    let out = env
+        .scene(&["precompile", SCENE, "--out", bundle.to_str().unwrap()])
+        .output()
+        .unwrap();
+    crate::common::assert_success(&out);
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(bundle.join("bundle.json")).unwrap()).unwrap();
+    let slot = &manifest["slots"]["l3_host_dependency::p2"];
+    assert_eq!(slot["hosts"]["1"], "host/step1", "{slot}");
+    let (out, report) = env.run_with_report_using(
+        &["run", "--from", bundle.to_str().unwrap(), "--device", "0-7"],
+        |cmd| {
+            cmd.env("SCENE_CACHE_DIR", env.dir.path().join("pass2-cache"))
+                .env("SCENE_CC", "false")
+                .env("SCENE_LD", "false");
+        },
+    );
+    assert!(out.status.success(), "{}", crate::common::show(&out));
+    assert_eq!(report["totals"]["passed"], 2, "{report}");
 }

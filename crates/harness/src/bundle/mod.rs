@@ -262,6 +262,11 @@ pub struct SlotManifest {
     /// written before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub binding: Option<String>,
+    /// Level-3 `[[steps]]`: the C host functions pass 1 built, by step
+    /// index, each a file relative to `dir` (absent when the scene has
+    /// none), so pass 2 needs no compiler for them either.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub hosts: BTreeMap<usize, String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -305,6 +310,9 @@ pub struct SlotData {
     pub inputs: Vec<(String, Tensor)>,
     pub scalars: Vec<u64>,
     pub golden: GoldenOutputs,
+    /// The C host functions' executables, by step index (level-3
+    /// `[[steps]]`; empty otherwise).
+    pub hosts: BTreeMap<usize, Vec<u8>>,
 }
 
 /// The identity of a slot: the callable's bytes plus everything that
@@ -403,8 +411,8 @@ pub fn slot_key(
         );
     }
     // Level-3 `[[steps]]`, only when a scene has them: which functions run
-    // in which order on which tensors (a C host function is built from the
-    // scene's source when the slot runs, as the run's are).
+    // in which order on which tensors (the C host functions' executables
+    // are files of the slot, under `hosts`, covered by the binding).
     if !scene.steps.is_empty() {
         let steps: Vec<serde_json::Value> = scene
             .steps
@@ -447,6 +455,10 @@ pub fn slot_binding(id: &str, slot: &SlotManifest) -> String {
     h.field("golden", &canonical(&slot.golden));
     h.field("scalars", &canonical(&slot.scalars));
     h.field("tolerances", &canonical(&slot.tolerances));
+    // Only when present, so the bindings of other slots stay as they were.
+    if !slot.hosts.is_empty() {
+        h.field("hosts", &canonical(&slot.hosts));
+    }
     h.finalize().to_hex().to_string()
 }
 
@@ -625,6 +637,7 @@ mod tests {
                 .collect(),
             sizes: files.iter().map(|(n, _)| (n.to_string(), 16)).collect(),
             binding: None,
+            hosts: BTreeMap::new(),
         }
     }
 

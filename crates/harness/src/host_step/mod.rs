@@ -70,6 +70,46 @@ impl HostBuilds {
         result
     }
 
+    /// Installs a host function built elsewhere (a bundle slot's, built
+    /// by pass 1): later [`HostBuilds::executable`] calls for it return
+    /// it without compiling. The first one installed or built wins.
+    pub fn install(
+        &self,
+        scene: &Scene,
+        source: &Path,
+        function: &str,
+        bytes: &[u8],
+    ) -> Result<PathBuf, HostStepError> {
+        let key = (scene.dir.clone(), source.to_path_buf(), function.to_owned());
+        let mut built = self.built.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(done) = built.get(&key) {
+            return done.clone();
+        }
+        let result = self.dir().and_then(|dir| {
+            let exe = dir.join(format!("host{}-{function}", built.len()));
+            write_executable(&exe, bytes).map(|()| exe)
+        });
+        built.insert(key, result.clone());
+        result
+    }
+
+    /// The run's build directory, made on first use.
+    fn dir(&self) -> Result<PathBuf, HostStepError> {
+        let mut dir = self.dir.lock().unwrap_or_else(|p| p.into_inner());
+        if dir.is_none() {
+            *dir = Some(
+                tempfile::Builder::new()
+                    .prefix("scene-host-")
+                    .tempdir()
+                    .map_err(|e| HostStepError::Build(format!("a build directory: {e}")))?,
+            );
+        }
+        Ok(dir
+            .as_ref()
+            .map(|d| d.path().to_path_buf())
+            .unwrap_or_default())
+    }
+
     fn build(
         &self,
         config: &RunConfig,
@@ -78,20 +118,7 @@ impl HostBuilds {
         function: &str,
         n: usize,
     ) -> Result<PathBuf, HostStepError> {
-        let dir = {
-            let mut dir = self.dir.lock().unwrap_or_else(|p| p.into_inner());
-            if dir.is_none() {
-                *dir = Some(
-                    tempfile::Builder::new()
-                        .prefix("scene-host-")
-                        .tempdir()
-                        .map_err(|e| HostStepError::Build(format!("a build directory: {e}")))?,
-                );
-            }
-            dir.as_ref()
-                .map(|d| d.path().to_path_buf())
-                .unwrap_or_default()
-        };
+        let dir = self.dir()?;
         let driver = dir.join("scene_host_driver.c");
         if !driver.is_file() {
             std::fs::write(&driver, DRIVER)
@@ -133,6 +160,14 @@ impl HostBuilds {
         }
         Ok(exe)
     }
+}
+
+/// Writes `bytes` as an executable file (mode 0755).
+fn write_executable(path: &Path, bytes: &[u8]) -> Result<(), HostStepError> {
+    use std::os::unix::fs::PermissionsExt;
+    let err = |e: std::io::Error| HostStepError::Build(format!("{}: {e}", path.display()));
+    std::fs::write(path, bytes).map_err(err)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).map_err(err)
 }
 
 /// One tensor a host step sees: its name, value and whether it writes it.
