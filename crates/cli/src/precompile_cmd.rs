@@ -65,11 +65,25 @@ pub(crate) fn run(
         }
         done += 1;
         let stored = match prepared {
-            Ok(p) => host_bytes(&cpu, c).and_then(|hosts| {
-                writer
-                    .add_slot(c, &p.callable, &p.inputs, &p.scalars, &p.golden, &hosts)
-                    .map_err(|e| format!("storing: {e}"))
-            }),
+            // The C host functions (level-3 `[[steps]]`) `prepare` built:
+            // the bundle carries them, so pass 2 needs no compiler.
+            Ok(p) => cpu
+                .host_executables(c)
+                .map_err(|e| e.to_string())
+                .and_then(|exes| {
+                    exes.into_iter()
+                        .map(|(step, exe)| {
+                            std::fs::read(&exe)
+                                .map(|bytes| (step, bytes))
+                                .map_err(|e| format!("storing {}: {e}", exe.display()))
+                        })
+                        .collect()
+                })
+                .and_then(|hosts| {
+                    writer
+                        .add_slot(c, &p.callable, &p.inputs, &p.scalars, &p.golden, &hosts)
+                        .map_err(|e| format!("storing: {e}"))
+                }),
             Err(report) => {
                 // Kept in the bundle: pass 2 fails the case with this
                 // cause rather than rebuilding it.
@@ -127,19 +141,4 @@ fn failure_text(report: &scene_harness::CaseReport) -> String {
         }
         _ => message.to_string(),
     }
-}
-
-/// The bytes of `sel`'s C host functions (level-3 `[[steps]]`), built by
-/// `prepare`, by step index: the bundle carries them so pass 2 needs no
-/// compiler.
-fn host_bytes(
-    cpu: &CpuStages,
-    sel: &scene_harness::select::SelectedCase,
-) -> Result<std::collections::BTreeMap<usize, Vec<u8>>, String> {
-    let mut out = std::collections::BTreeMap::new();
-    for (step, exe) in cpu.host_executables(sel)? {
-        let bytes = std::fs::read(&exe).map_err(|e| format!("storing {}: {e}", exe.display()))?;
-        out.insert(step, bytes);
-    }
-    Ok(out)
 }

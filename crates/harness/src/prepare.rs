@@ -164,7 +164,10 @@ impl CpuStages {
     pub fn host_executables(
         &self,
         sel: &SelectedCase,
-    ) -> Result<std::collections::BTreeMap<usize, std::path::PathBuf>, String> {
+    ) -> Result<
+        std::collections::BTreeMap<usize, std::path::PathBuf>,
+        crate::host_step::StepBuildError,
+    > {
         let scene = &sel.scene;
         let mut out = std::collections::BTreeMap::new();
         for (i, step) in scene.steps.iter().enumerate() {
@@ -172,8 +175,11 @@ impl CpuStages {
                 let exe = self
                     .hosts
                     .executable(&self.config, scene, source, function)
-                    .map_err(|e| {
-                        format!("scene `{}`, steps[{i}], {}: {e}", scene.name, step.kind)
+                    .map_err(|error| crate::host_step::StepBuildError {
+                        scene: scene.name.clone(),
+                        step: i,
+                        kind: step.kind.to_string(),
+                        error,
                     })?;
                 out.insert(i, exe);
             }
@@ -276,7 +282,7 @@ impl CpuStages {
         // Level 3's C host functions are compiled here too, before any
         // card: one that does not build fails the case at compile.
         if let Err(e) = self.host_executables(sel) {
-            return Err(fail(report, CaseFailure::Compile(e)));
+            return Err(fail(report, CaseFailure::Compile(e.to_string())));
         }
 
         // Before allocating: a case too large for this machine fails alone,

@@ -54,7 +54,7 @@ impl StepRunner<'_> {
         let exes = match self.cpu.host_executables(work.sel) {
             Ok(exes) => exes,
             Err(e) => {
-                outcome.notes.push(e);
+                outcome.notes.push(e.to_string());
                 return outcome;
             }
         };

@@ -43,6 +43,17 @@ pub enum HostStepError {
 /// the function.
 type BuildKey = (PathBuf, PathBuf, String);
 
+/// A host step of a case whose function could not be built or installed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("scene `{scene}`, steps[{step}], {kind}: {error}")]
+pub struct StepBuildError {
+    pub scene: String,
+    pub step: usize,
+    /// The step as [`crate::scene::steps::StepKind`] displays it.
+    pub kind: String,
+    pub error: HostStepError,
+}
+
 /// The run's built host functions, each built once, on first use.
 #[derive(Debug, Default)]
 pub struct HostBuilds {
