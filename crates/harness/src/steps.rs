@@ -91,7 +91,8 @@ impl StepRunner<'_> {
                         .get(&i)
                         .map_or(std::path::Path::new(""), |p| p.as_path());
                     let ranks = work.sel.case().group.map_or(1, |g| g.ranks);
-                    crate::host_step::run(exe, ranks, &tensors, &self.cpu.config().cancel)
+                    let config = self.cpu.config();
+                    crate::host_step::run(exe, ranks, &tensors, &config.cancel, config.case_timeout)
                         .map(|values| written(step, values))
                         .map_err(|e| e.to_string())
                 }

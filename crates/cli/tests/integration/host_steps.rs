@@ -145,6 +145,25 @@ fn a_missing_failing_or_crashing_host_function_names_scene_step_and_function() {
         "{text}"
     );
 
+    // A host function that never returns is killed at the case timeout.
+    let env = env_with(&[SCENE]);
+    mutate(
+        &env,
+        "l3_host_dependency/host.c",
+        "    if (!f || !g) return -1;",
+        "    if (!f || !g) return -1;\n    for (volatile int spin = 1; spin;) {}",
+    );
+    let (ok, text, _) = run(
+        &env,
+        &["l3_host_dependency::p2", "--case-timeout", "1"],
+        &[],
+    );
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("steps[1], host step `center` (host.c): it did not return within 1 s (the case timeout); it was killed"),
+        "{text}"
+    );
+
     let env = env_with(&[SCENE]);
     mutate(
         &env,

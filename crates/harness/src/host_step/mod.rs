@@ -37,6 +37,8 @@ pub enum HostStepError {
     ChangedRead(String),
     #[error("exchange files: {0}")]
     Exchange(String),
+    #[error("it did not return within {secs} s (the case timeout); it was killed")]
+    Timeout { secs: f64 },
 }
 
 /// A host function's build: the scene directory, the source as written,
@@ -196,6 +198,7 @@ pub fn run(
     nranks: usize,
     tensors: &[HostTensor<'_>],
     cancel: &scene_util::Cancel,
+    deadline: Option<std::time::Duration>,
 ) -> Result<Vec<Tensor>, HostStepError> {
     let xerr = |e: std::io::Error| HostStepError::Exchange(e.to_string());
     let dir = tempfile::Builder::new()
@@ -228,10 +231,16 @@ pub fn run(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let out = cancel
+    let child = cancel
         .spawn(&mut cmd)
-        .and_then(|c| c.wait_with_output())
         .map_err(|e| HostStepError::Failed(format!("cannot start {}: {e}", exe.display())))?;
+    let out = wait_within(child, deadline)
+        .map_err(|e| HostStepError::Failed(format!("waiting for {}: {e}", exe.display())))?;
+    let Some(out) = out else {
+        return Err(HostStepError::Timeout {
+            secs: deadline.map_or(0.0, |d| d.as_secs_f64()),
+        });
+    };
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
         use std::os::unix::process::ExitStatusExt;
@@ -266,6 +275,63 @@ pub fn run(
         }
     }
     Ok(written)
+}
+
+/// Waits for `child` with its output; past `deadline` its process group
+/// is killed and reaped, and the answer is `None`. Its pipes are read
+/// meanwhile, so a chatty function never blocks on a full pipe.
+fn wait_within(
+    mut child: scene_util::cancel::CancelChild,
+    deadline: Option<std::time::Duration>,
+) -> std::io::Result<Option<std::process::Output>> {
+    use std::io::Read;
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let stdout = drain(
+        child
+            .child_mut()
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .child_mut()
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let watch = child.exit_watch();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        watch.wait();
+        let _ = tx.send(());
+    });
+    let timed_out = match deadline {
+        Some(d) => rx.recv_timeout(d).is_err(),
+        None => rx.recv().is_err(),
+    };
+    if timed_out {
+        child.kill_group();
+        // The watcher has seen the exit before the child is reaped, so it
+        // never waits on a pid that could be reused.
+        let _ = rx.recv();
+    }
+    let status = child.wait()?;
+    let stdout = stdout.join().unwrap_or_default();
+    let stderr = stderr.join().unwrap_or_default();
+    Ok((!timed_out).then_some(std::process::Output {
+        status,
+        stdout,
+        stderr,
+    }))
 }
 
 /// The last few lines of a child's stderr, after a newline (empty if none).
