@@ -15,6 +15,8 @@
 //! Cards are held for each chip step only, never across a host step, so a
 //! host function (however slow) costs no card time; the price is one
 //! acquisition and one upload / download of the tensors per chip step.
+//! The report's `steps` records each step's time, the card time it held
+//! and the earlier steps its tensors make it depend on.
 
 use scene_device::CardLease;
 use scene_golden::Tensor;
@@ -60,6 +62,8 @@ impl StepRunner<'_> {
         };
         let mut state: Vec<(String, Tensor)> = work.inputs.to_vec();
         for (i, step) in scene.steps.iter().enumerate() {
+            let started = std::time::Instant::now();
+            let held_before = report.phases.lock_held_s;
             let done = match &step.kind {
                 StepKind::Chip { function } => {
                     match self.chip(work, function, step, &state, report, held) {
@@ -69,6 +73,12 @@ impl StepRunner<'_> {
                             return outcome;
                         }
                         ChipOutcome::Failed(notes, trace) => {
+                            report.steps.push(step_time(
+                                scene,
+                                i,
+                                started,
+                                report.phases.lock_held_s - held_before,
+                            ));
                             outcome.trace = trace;
                             let mut notes = notes.into_iter();
                             let first = notes.next().unwrap_or_default();
@@ -101,6 +111,12 @@ impl StepRunner<'_> {
                     .map(|values| written(step, values))
                     .map_err(|e| e.to_string()),
             };
+            report.steps.push(step_time(
+                scene,
+                i,
+                started,
+                report.phases.lock_held_s - held_before,
+            ));
             match done {
                 Ok(values) => {
                     for (t, v) in values {
@@ -210,6 +226,22 @@ impl StepRunner<'_> {
         self.cpu
             .python()
             .host_step(scene, work.sel.case(), file, function, &tensors)
+    }
+}
+
+/// The report's record of step `i`, started at `started`.
+fn step_time(
+    scene: &crate::scene::Scene,
+    i: usize,
+    started: std::time::Instant,
+    lock_held_s: f64,
+) -> crate::report::StepTime {
+    crate::report::StepTime {
+        step: i,
+        kind: scene.steps[i].kind.to_string(),
+        after: crate::scene::steps::dependencies(&scene.steps, i),
+        seconds: started.elapsed().as_secs_f64(),
+        lock_held_s,
     }
 }
 

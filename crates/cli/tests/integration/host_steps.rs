@@ -238,6 +238,25 @@ fn a_slow_host_step_holds_no_card() {
     let wall = c["wall_s"].as_f64().unwrap();
     assert!(wall >= 0.5, "{c}");
     assert!(held < 0.45, "cards held across the host step: {c}");
+    // Per step: the chip steps held the cards, the host step none, and
+    // each step after the first depends on the one before it.
+    let steps = c["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 3, "{c}");
+    assert_eq!(steps[1]["kind"], "host step `center` (host.c)", "{c}");
+    assert!(steps[1]["seconds"].as_f64().unwrap() >= 0.5, "{c}");
+    assert_eq!(steps[1]["lock_held_s"].as_f64(), Some(0.0), "{c}");
+    for (i, after) in [(0, vec![]), (1, vec![0]), (2, vec![1])] {
+        let got: Vec<u64> = steps[i]["after"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        assert_eq!(got, after, "{c}");
+    }
+    for i in [0, 2] {
+        assert!(steps[i]["lock_held_s"].as_f64().unwrap() > 0.0, "{c}");
+    }
 }
 
 /// The same steps with the host function in Python (`host = { python =
