@@ -68,8 +68,9 @@ impl fmt::Display for StepKind {
 /// The steps that must run before step `at` because of the tensors it
 /// touches: for each tensor it reads, the latest earlier step writing it
 /// (read after write); for each tensor it writes, the latest earlier step
-/// reading or writing it (write after read / write). simpler's TensorMap
-/// infers the same edges from INPUT / OUTPUT tags. Sorted, deduplicated.
+/// writing it and every step reading it since (write after write / read).
+/// simpler's TensorMap infers the same edges from INPUT / OUTPUT tags.
+/// Sorted, deduplicated.
 pub fn dependencies(steps: &[Step], at: usize) -> Vec<usize> {
     let mut deps = Vec::new();
     let Some(step) = steps.get(at) else {
@@ -80,7 +81,12 @@ pub fn dependencies(steps: &[Step], at: usize) -> Vec<usize> {
         deps.extend(latest(&|s: &Step| s.writes.contains(&t)));
     }
     for &t in &step.writes {
-        deps.extend(latest(&|s: &Step| s.touches(t)));
+        // The last writer, and every reader since (each must be done
+        // before the bytes change).
+        let last = latest(&|s: &Step| s.writes.contains(&t));
+        deps.extend(last);
+        let from = last.map_or(0, |w| w + 1);
+        deps.extend((from..at).filter(|&j| steps[j].reads.contains(&t)));
     }
     deps.sort_unstable();
     deps.dedup();
@@ -335,20 +341,21 @@ writes = ["f", "y"]
             function: "h".into(),
         };
         // 0: chip writes f(2); 1: host reads f writes g(3); 2: host reads
-        // a(0) only; 3: chip reads g writes y(4); 4: host writes f again.
+        // a(0) only; 3: chip reads g and f, writes y(4); 4: host writes f
+        // again.
         let steps = vec![
             step(chip("p"), &[0, 1], &[2]),
             step(host.clone(), &[2], &[3]),
             step(host.clone(), &[0], &[]),
-            step(chip("c"), &[3, 0], &[4]),
+            step(chip("c"), &[3, 0, 2], &[4]),
             step(host, &[], &[2]),
         ];
         assert_eq!(dependencies(&steps, 0), Vec::<usize>::new());
         assert_eq!(dependencies(&steps, 1), vec![0]);
         assert_eq!(dependencies(&steps, 2), Vec::<usize>::new());
-        assert_eq!(dependencies(&steps, 3), vec![1]);
-        // Writes f: after the last reader of f (step 1).
-        assert_eq!(dependencies(&steps, 4), vec![1]);
+        assert_eq!(dependencies(&steps, 3), vec![0, 1]);
+        // Writes f: after its last writer (0) and every reader since (1, 3).
+        assert_eq!(dependencies(&steps, 4), vec![0, 1, 3]);
         assert_eq!(dependencies(&steps, 9), Vec::<usize>::new());
     }
 }
