@@ -65,9 +65,25 @@ pub(crate) fn run(
         }
         done += 1;
         let stored = match prepared {
-            Ok(p) => writer
-                .add_slot(c, &p.callable, &p.inputs, &p.scalars, &p.golden)
-                .map_err(|e| format!("storing: {e}")),
+            // The C host functions (level-3 `[[steps]]`) `prepare` built:
+            // the bundle carries them, so pass 2 needs no compiler.
+            Ok(p) => cpu
+                .host_executables(c)
+                .map_err(|e| e.to_string())
+                .and_then(|exes| {
+                    exes.into_iter()
+                        .map(|(step, exe)| {
+                            std::fs::read(&exe)
+                                .map(|bytes| (step, bytes))
+                                .map_err(|e| format!("storing {}: {e}", exe.display()))
+                        })
+                        .collect()
+                })
+                .and_then(|hosts| {
+                    writer
+                        .add_slot(c, &p.callable, &p.inputs, &p.scalars, &p.golden, &hosts)
+                        .map_err(|e| format!("storing: {e}"))
+                }),
             Err(report) => {
                 // Kept in the bundle: pass 2 fails the case with this
                 // cause rather than rebuilding it.

@@ -52,6 +52,10 @@ pub struct DeviceWork<'a> {
     /// Every tensor argument, in signature order.
     pub inputs: &'a [(String, Tensor)],
     pub scalars: &'a [u64],
+    /// Upload `out` tensors too (a chip step of `[[steps]]`: every
+    /// tensor's bytes are the host level's current value, zeros for one
+    /// the step does not touch); `false`: `out` tensors are not uploaded.
+    pub upload_outputs: bool,
 }
 
 /// The result of the device stage of one case.
@@ -859,7 +863,8 @@ fn device_job<'a>(work: DeviceWork<'a>, options: &'a str, comm_options: &str) ->
                     _ => Direction::InOut,
                 },
                 size: bytes.len() as u64,
-                input: (spec.direction != ArgDirection::Out).then_some(bytes),
+                input: (work.upload_outputs || spec.direction != ArgDirection::Out)
+                    .then_some(bytes),
                 dtype: abi_dtype(tensor.dtype()),
                 shape: shape.iter().map(|&d| d as u64).collect(),
             }));

@@ -30,6 +30,7 @@ pub mod config;
 pub mod device;
 pub mod device_memory;
 pub mod golden;
+pub mod host_step;
 pub mod judge;
 pub mod observe;
 pub mod platform;
@@ -40,6 +41,7 @@ pub mod scene;
 pub mod schedule;
 pub mod select;
 pub mod size;
+pub mod steps;
 
 pub use compare::{
     Comparison, ComparisonCtx, ComparisonFailure, ComparisonFn, OutputReport, Verdict,

@@ -123,6 +123,9 @@ pub struct CpuStages {
     goldens: GoldenStage,
     /// What decides a case's device memory besides its scene.
     memory: crate::device_memory::MemorySettings,
+    /// Level-3 `[[steps]]`: the run's C host functions, each built once
+    /// (or installed from a bundle slot).
+    hosts: crate::host_step::HostBuilds,
 }
 
 impl std::fmt::Debug for CpuStages {
@@ -140,6 +143,7 @@ impl CpuStages {
         let golden_pool = scene_golden::reference::try_golden_pool(config.golden_threads)?;
         let goldens = GoldenStage::new(&config, builder.cache());
         Ok(Self {
+            hosts: Default::default(),
             memory: crate::device_memory::MemorySettings::of(&config),
             config,
             builder,
@@ -147,6 +151,40 @@ impl CpuStages {
             golden_pool,
             goldens,
         })
+    }
+
+    /// The run's C host functions (level-3 `[[steps]]`).
+    pub fn hosts(&self) -> &crate::host_step::HostBuilds {
+        &self.hosts
+    }
+
+    /// The executable of every C host step of `sel`'s scene, by step
+    /// index, built on first use; the error names the scene, the step and
+    /// the function.
+    pub fn host_executables(
+        &self,
+        sel: &SelectedCase,
+    ) -> Result<
+        std::collections::BTreeMap<usize, std::path::PathBuf>,
+        crate::host_step::StepBuildError,
+    > {
+        let scene = &sel.scene;
+        let mut out = std::collections::BTreeMap::new();
+        for (i, step) in scene.steps.iter().enumerate() {
+            if let crate::scene::steps::StepKind::HostC { source, function } = &step.kind {
+                let exe = self
+                    .hosts
+                    .executable(&self.config, scene, source, function)
+                    .map_err(|error| crate::host_step::StepBuildError {
+                        scene: scene.name.clone(),
+                        step: i,
+                        kind: step.kind.to_string(),
+                        error,
+                    })?;
+                out.insert(i, exe);
+            }
+        }
+        Ok(out)
     }
 
     pub fn config(&self) -> &RunConfig {
@@ -241,6 +279,11 @@ impl CpuStages {
                 ));
             }
         };
+        // Level 3's C host functions are compiled here too, before any
+        // card: one that does not build fails the case at compile.
+        if let Err(e) = self.host_executables(sel) {
+            return Err(fail(report, CaseFailure::Compile(e.to_string())));
+        }
 
         // Before allocating: a case too large for this machine fails alone,
         // with a message, instead of aborting the process.
@@ -694,6 +737,7 @@ mod tests {
             scalars,
             derived: vec![],
             cases: vec![],
+            steps: vec![],
         };
         let ints = int_scalar_values(&scene, &case).unwrap();
         let names: Vec<&str> = ints.iter().map(|(n, _)| n.as_str()).collect();

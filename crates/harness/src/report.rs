@@ -190,6 +190,10 @@ pub struct CaseReport {
     /// Level 3: card-seconds the group held (`lock_held_s` x its cards).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub card_seconds: Option<f64>,
+    /// Level-3 `[[steps]]`: each step that ran, in order, with its time
+    /// and the card time it held (0 for a host step).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepTime>,
     /// Devices opened for this case (its `phases.runtime_open_s`): one per
     /// card when its worker opened them, 0 when they were open already.
     #[serde(default)]
@@ -273,6 +277,22 @@ pub struct RankTime {
     pub device_s: f64,
 }
 
+/// One step of a level-3 case's `[[steps]]` (`crate::steps`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct StepTime {
+    /// Its index in `[[steps]]`.
+    pub step: usize,
+    /// `chip step `f``, `host step `f` (host.c)`, ...
+    pub kind: String,
+    /// The earlier steps it depends on through its tensors (what
+    /// simpler's TensorMap would wait for).
+    pub after: Vec<usize>,
+    /// Wall time of the step (a chip step's includes its card wait).
+    pub seconds: f64,
+    /// Card time it held: its `lock_held_s` share (0 for a host step).
+    pub lock_held_s: f64,
+}
+
 /// Records a level-3 case's per-rank device times and the group's
 /// card-seconds (after the release, so `lock_held_s` is final).
 pub fn record_group(report: &mut CaseReport, ranks: &[std::time::Duration]) {
@@ -304,6 +324,7 @@ impl CaseReport {
             outputs: Vec::new(),
             ranks: Vec::new(),
             card_seconds: None,
+            steps: Vec::new(),
             golden_cached: false,
             runtime_opens: 0,
             golden_miss: None,

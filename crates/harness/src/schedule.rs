@@ -371,6 +371,26 @@ impl Session {
                     r.fail_with(crate::report::CaseFailure::DeviceMemory(e));
                     return Err(Box::new(r));
                 }
+                // Pass 1's C host functions: pass 2 compiles none of them.
+                for (step, bytes) in &slot.hosts {
+                    let Some(crate::scene::steps::StepKind::HostC { source, function }) =
+                        sel.scene.steps.get(*step).map(|s| &s.kind)
+                    else {
+                        continue;
+                    };
+                    if let Err(e) = self
+                        .cpu
+                        .hosts()
+                        .install(&sel.scene, source, function, bytes)
+                    {
+                        let mut r = CaseReport::new(&sel.scene.name, &sel.case().name);
+                        r.fail(
+                            FailureStage::Compile,
+                            format!("steps[{step}], host step `{function}`: {e}"),
+                        );
+                        return Err(Box::new(r));
+                    }
+                }
                 Ok(Prepared {
                     sel: sel.clone(),
                     callable: slot.callable,
@@ -403,8 +423,17 @@ impl Session {
             callable: &callable,
             inputs: &inputs,
             scalars: &scalars,
+            upload_outputs: false,
         };
-        let mut device = self.device.run(work, &mut report, held);
+        let mut device = if sel.scene.steps.is_empty() {
+            self.device.run(work, &mut report, held)
+        } else {
+            crate::steps::StepRunner {
+                device: &self.device,
+                cpu: &self.cpu,
+            }
+            .run(work, &mut report, held)
+        };
         if device.cancelled {
             return None;
         }

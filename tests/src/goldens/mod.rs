@@ -7,6 +7,7 @@ mod decode_layer;
 mod device_memory;
 mod dtype_copy;
 mod gemm;
+mod host_steps;
 mod hosted_pipe_state;
 mod manual_dep_columns;
 mod matmul;
@@ -45,6 +46,7 @@ pub fn register(r: GoldenRegistry) -> GoldenRegistry {
         .register("all_to_all", collectives::all_to_all)
         .register("ffn_tp_parallel", collectives::ffn_tp_parallel)
         .register("rank_local_linear", collectives::rank_local_linear)
+        .register("l3_host_dependency", host_steps::l3_host_dependency)
         .register("tile_add", tile_add::golden)
         .register("optional_list_params", optional_list_params::golden)
         .register("device_memory", device_memory::golden)

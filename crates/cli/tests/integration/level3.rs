@@ -27,20 +27,26 @@ const PORTS: [&str; 12] = [
     "rank_local_linear",
     "allreduce_atomic",
     "allgather_window",
+    "l3_host_dependency",
 ];
 
-/// A private scenes dir with `scenes` and the collectives' shared orchestration.
-fn env_with(scenes: &[&str]) -> TestEnv {
+/// A private scenes dir with `scenes`, the collectives' shared
+/// orchestration and `vector_example`'s kernels (not its scene).
+pub(crate) fn env_with(scenes: &[&str]) -> TestEnv {
     let env = TestEnv::with_scenes(&[]);
     let dir = env.scenes_dir.clone().unwrap();
     for s in scenes.iter().copied().chain(["common_comm"]) {
         copy_dir(&package_scenes_dir().join(s), &dir.join(s));
     }
+    copy_dir(
+        &package_scenes_dir().join("vector_example/kernels"),
+        &dir.join("vector_example/kernels"),
+    );
     env
 }
 
 /// Replaces `from` (which must occur exactly once) by `to` in `file`.
-fn mutate(env: &TestEnv, file: &str, from: &str, to: &str) {
+pub(crate) fn mutate(env: &TestEnv, file: &str, from: &str, to: &str) {
     let path = env.scenes_dir.as_ref().unwrap().join(file);
     let text = std::fs::read_to_string(&path).unwrap();
     assert_eq!(
@@ -53,7 +59,11 @@ fn mutate(env: &TestEnv, file: &str, from: &str, to: &str) {
 
 /// Runs `scene run <args> --report-json` in `env`; returns success, the
 /// output text and the report.
-fn run(env: &TestEnv, args: &[&str], extra_env: &[(&str, &str)]) -> (bool, String, Value) {
+pub(crate) fn run(
+    env: &TestEnv,
+    args: &[&str],
+    extra_env: &[(&str, &str)],
+) -> (bool, String, Value) {
     let mut full = vec!["run", "--platform", "a2a3sim", "--device", "0-7"];
     full.extend(args);
     let (out, report) = env.run_with_report_using(&full, |cmd| {
@@ -79,8 +89,8 @@ fn every_port_passes_one_rank_per_card_with_per_rank_times() {
     let cases = cases(&report);
     // allreduce: 4 algorithms x 2, 4, 8 ranks; 4 others x 2, 4; ffn x 2, 4;
     // rank_local_linear x 2, 4; allreduce_atomic x 2, 4, 8;
-    // allgather_window x 2, 4.
-    assert_eq!(cases.len(), 12 + 8 + 2 + 2 + 3 + 2, "{text}");
+    // allgather_window x 2, 4; l3_host_dependency x 2, 4.
+    assert_eq!(cases.len(), 12 + 8 + 2 + 2 + 3 + 2 + 2, "{text}");
     for c in cases {
         let name = c["name"].as_str().unwrap();
         let ranks: usize = name
@@ -115,7 +125,7 @@ fn every_port_passes_one_rank_per_card_with_per_rank_times() {
 }
 
 /// `filter` fails on a comparison of `y` (not a crash, not a load error).
-fn assert_fails_on_y(env: &TestEnv, filter: &str, what: &str) {
+pub(crate) fn assert_fails_on_y(env: &TestEnv, filter: &str, what: &str) {
     let (ok, text, _) = run(env, &[filter], &[]);
     assert!(!ok, "{what}: the mutated scene passed\n{text}");
     assert!(

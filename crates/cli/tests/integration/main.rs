@@ -21,6 +21,7 @@ mod device_memory;
 mod golden;
 mod habits;
 mod hardening;
+mod host_steps;
 mod hosted;
 mod html_report;
 mod install;

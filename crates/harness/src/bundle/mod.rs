@@ -262,6 +262,11 @@ pub struct SlotManifest {
     /// written before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub binding: Option<String>,
+    /// Level-3 `[[steps]]`: the C host functions pass 1 built, by step
+    /// index, each a file relative to `dir` (absent when the scene has
+    /// none), so pass 2 needs no compiler for them either.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub hosts: BTreeMap<usize, String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -305,6 +310,9 @@ pub struct SlotData {
     pub inputs: Vec<(String, Tensor)>,
     pub scalars: Vec<u64>,
     pub golden: GoldenOutputs,
+    /// The C host functions' executables, by step index (level-3
+    /// `[[steps]]`; empty otherwise).
+    pub hosts: BTreeMap<usize, Vec<u8>>,
 }
 
 /// The identity of a slot: the callable's bytes plus everything that
@@ -405,6 +413,23 @@ pub fn slot_key(
         }
         field("group", &canonical(&group));
     }
+    // Level-3 `[[steps]]`, only when a scene has them: which functions run
+    // in which order on which tensors (the C host functions' executables
+    // are files of the slot, under `hosts`, covered by the binding).
+    if !scene.steps.is_empty() {
+        let steps: Vec<serde_json::Value> = scene
+            .steps
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "kind": s.kind.to_string(),
+                    "reads": s.reads,
+                    "writes": s.writes,
+                })
+            })
+            .collect();
+        field("steps", &canonical(&steps));
+    }
     h.finalize().to_hex().to_string()
 }
 
@@ -433,6 +458,10 @@ pub fn slot_binding(id: &str, slot: &SlotManifest) -> String {
     h.field("golden", &canonical(&slot.golden));
     h.field("scalars", &canonical(&slot.scalars));
     h.field("tolerances", &canonical(&slot.tolerances));
+    // Only when present, so the bindings of other slots stay as they were.
+    if !slot.hosts.is_empty() {
+        h.field("hosts", &canonical(&slot.hosts));
+    }
     h.finalize().to_hex().to_string()
 }
 
@@ -611,6 +640,7 @@ mod tests {
                 .collect(),
             sizes: files.iter().map(|(n, _)| (n.to_string(), 16)).collect(),
             binding: None,
+            hosts: BTreeMap::new(),
         }
     }
 
@@ -985,6 +1015,22 @@ mod pinned_keys {
             (
                 "hosted_tiles::odd",
                 "0bbccd6204735d127e6786c99f6313f5d606490cd6a43a456d37bfdc02311a27",
+            ),
+            (
+                "l3_host_dependency::p2",
+                "ae3ba82ae2c639afb73a2da4f604aa6db245fc942e5a80b6d56cb1a377d7828c",
+            ),
+            (
+                "l3_host_dependency::p4",
+                "0d0b789928e11ea0abf6414cd75df092fcbc299d90dd542349cdedc7eed57a13",
+            ),
+            (
+                "l3_host_dependency_py::p2",
+                "3b9e61850ef6c674a9d37e5095dc101792314e6a445e1620cb69042e63f70049",
+            ),
+            (
+                "l3_host_dependency_py::p4",
+                "8e9eaafdb26013cfb8af158f3c85db4eb6b003a441bdf5a9c2d66d6d94e4e99e",
             ),
             (
                 "manual_dep_columns::tracked",

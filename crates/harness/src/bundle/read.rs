@@ -1,5 +1,6 @@
 //! Reading a bundle: every name and digest checked before use.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -143,7 +144,12 @@ impl Bundle {
             });
         }
         let (inputs, golden) = reader.tensors(&sel.scene, sel.case())?;
+        let mut hosts = BTreeMap::new();
+        for (step, file) in &slot.hosts {
+            hosts.insert(*step, reader.read(file)?);
+        }
         Ok(SlotData {
+            hosts,
             callable: Arc::new(callable),
             inputs,
             scalars: slot.scalars.clone(),
@@ -236,7 +242,8 @@ fn check_names(slot: &SlotManifest) -> Result<&Path, SlotProblem> {
     let referenced = std::iter::once(&slot.callable.orch)
         .chain(slot.callable.incores.iter().map(|k| &k.file))
         .chain(slot.inputs.iter().map(|t| &t.file))
-        .chain(slot.golden.iter().map(|t| &t.file));
+        .chain(slot.golden.iter().map(|t| &t.file))
+        .chain(slot.hosts.values());
     for name in referenced {
         check_name(name)?;
         if !slot.files.contains_key(name) {

@@ -86,6 +86,7 @@ impl BundleWriter {
         inputs: &[(String, Tensor)],
         scalars: &[u64],
         golden: &GoldenOutputs,
+        hosts: &BTreeMap<usize, Vec<u8>>,
     ) -> Result<(), BundleError> {
         let id = sel.id();
         if self.manifest.slots.contains_key(&id) {
@@ -138,6 +139,10 @@ impl BundleWriter {
                 },
             });
         }
+        let mut host_files = BTreeMap::new();
+        for (step, bytes) in hosts {
+            host_files.insert(*step, put(format!("host/step{step}"), bytes)?);
+        }
         let mut tensors = |group: &str, list: &[(String, Tensor)]| {
             list.iter()
                 .enumerate()
@@ -188,6 +193,7 @@ impl BundleWriter {
             files,
             sizes,
             binding: None,
+            hosts: host_files,
         };
         slot.binding = Some(slot_binding(&id, &slot));
         self.manifest.slots.insert(id, slot);

@@ -31,6 +31,7 @@ pub mod expr;
 pub mod ranks;
 mod raw;
 pub mod shape;
+pub mod steps;
 mod validate;
 
 #[cfg(test)]
@@ -256,6 +257,10 @@ pub struct Scene {
     /// file order.
     pub derived: Vec<Derived>,
     pub cases: Vec<Case>,
+    /// Level 3: `[[steps]]`, the host level's chip runs and host
+    /// functions in order ([`steps`]); empty: one chip run of the
+    /// orchestration, as a scene without steps has always been run.
+    pub steps: Vec<steps::Step>,
 }
 
 /// One `[derived]` param: a name and the expression that computes it in

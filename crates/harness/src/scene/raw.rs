@@ -69,6 +69,34 @@ pub(super) struct RawScene {
     pub(super) derived: RawDerived,
     #[serde(default)]
     pub(super) cases: Vec<RawCase>,
+    /// Level 3: the host level's steps, in order (chip runs and host
+    /// functions); empty: one chip run, as before.
+    #[serde(default)]
+    pub(super) steps: Vec<RawStep>,
+}
+
+/// One `[[steps]]` entry: a chip run of the rank group (`chip = "FUNCTION"`,
+/// an orchestration function of `[orchestration] source`) or a host
+/// function (`host = { c = "host.c", function = "F" }` or
+/// `host = { python = "F" }`), and the tensors it reads and writes.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawStep {
+    pub(super) chip: Option<String>,
+    pub(super) host: Option<RawHost>,
+    #[serde(default)]
+    pub(super) reads: Vec<String>,
+    #[serde(default)]
+    pub(super) writes: Vec<String>,
+}
+
+/// `host = { c = "host.c", function = "F" }` or `host = { python = "F" }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHost {
+    pub(super) c: Option<PathBuf>,
+    pub(super) function: Option<String>,
+    pub(super) python: Option<String>,
 }
 
 /// `[derived]` as written: names bound to numbers or expressions, in file

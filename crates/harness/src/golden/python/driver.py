@@ -11,13 +11,18 @@
 #   start:   {"hello": 1, "python": ..., "numpy": ..., "torch": ... | null,
 #             "packages": ["name==version", ...]}
 #            or {"hello": 1, "error": "..."} (and exit)
-#   request: {"op": "inputs" | "golden" | "compare", "id": n, ...}  ->
+#   request: {"op": "inputs" | "golden" | "compare" | "host", "id": n, ...}  ->
 #            {"id": n, "ok": true, "files": [...], "opaque": [...], ...} or
 #            {"id": n, "ok": false, "error": "...", "traceback": "..." | null}
 #
 # `compare` (after the device stage) calls the scene's
 # `FUNCTION(name, actual, expected, params)` and replies
 # {"passed": bool, "detail": "..."} besides the above.
+#
+# `host` (a level-3 host step, between chip steps) calls the scene's
+# `FUNCTION(tensors, params)` on the step's tensors (a dict of arrays,
+# filled in place or returned in a dict) and saves every one of them to its
+# "out" path; the harness takes back the written ones.
 #
 # `files`: every file outside the interpreter's own directories that the
 # scene's code was loaded from (sys.modules) or opened for reading, so far
@@ -418,6 +423,31 @@ def op_compare(req):
     return {"passed": bool(ret[0]), "detail": ret[1]}
 
 
+def op_host(req):
+    """A level-3 host step: FUNCTION(tensors, params) on the step's tensors."""
+    path = req["file"]
+    mod = load(path, req["sys_path"])
+    fname = req["function"]
+    f = function(mod, path, fname)
+    tensors = {t["name"]: load_array(t) for t in req["tensors"]}
+    ret = f(tensors, dict(req["params"]))
+    _only_parent()
+    if ret is not None:
+        if not isinstance(ret, dict):
+            raise CaseError(
+                "%s: %s returned a %s; fill the written tensors in place (return None) or return a dict"
+                % (path, fname, type(ret).__name__)
+            )
+        tensors.update(ret)
+    for t in req["tensors"]:
+        name = t["name"]
+        if name not in tensors:
+            raise CaseError("%s: %s removed tensor `%s`" % (path, fname, name))
+        arr = as_tensor(name, tensors[name], t, "host step tensor")
+        np.save(t["out"], np.ascontiguousarray(arr), allow_pickle=False)
+    return {}
+
+
 def _short_repr(value):
     text = repr(value)
     if len(text) > 200:
@@ -477,6 +507,8 @@ def main():
                 reply = op_golden(req)
             elif op == "compare":
                 reply = op_compare(req)
+            elif op == "host":
+                reply = op_host(req)
             elif op == "quit":
                 return
             else:

@@ -904,6 +904,65 @@ impl PythonRunner {
     }
 }
 
+impl PythonRunner {
+    /// A Python host step of a level-3 scene ([`crate::steps`]):
+    /// `function(tensors, params)` of `file` on the step's tensors (`name,
+    /// value, whether the step writes it`; a dict of numpy arrays, bf16 as
+    /// float32), filled in place or returned in a dict. Returns the new
+    /// value of every written tensor, in the order given; changing a
+    /// tensor the step only reads is an error.
+    pub fn host_step(
+        &self,
+        scene: &Scene,
+        case: &Case,
+        file: &Path,
+        function: &str,
+        tensors: &[(&str, &Tensor, bool)],
+    ) -> Result<Vec<Tensor>, PyError> {
+        let who = whose(scene, case, file);
+        let dir = self.request_dir()?;
+        let mut specs = Vec::new();
+        for (i, (name, t, writes)) in tensors.iter().enumerate() {
+            let path = dir.0.join(format!("h{i}.npy"));
+            npy::write_npy(&path, t)
+                .map_err(|e| PyError::Exchange(format!("{}: {e}", path.display())))?;
+            specs.push(json!({
+                "name": name,
+                "dtype": t.dtype().name(),
+                "shape": t.shape(),
+                "path": path,
+                "out": dir.0.join(format!("h{i}.out.npy")),
+                "writes": writes,
+            }));
+        }
+        let req = json!({
+            "op": "host",
+            "file": file,
+            "sys_path": sys_path(scene),
+            "function": function,
+            "params": case.values,
+            "tensors": specs,
+        });
+        let reply = self
+            .with_worker(scene, |w| w.request(&req, self.config.timeout))
+            .map_err(|e| e.naming(&who))?;
+        Self::check_reply(reply, &who)?;
+        let mut written = Vec::new();
+        for (i, (name, t, writes)) in tensors.iter().enumerate() {
+            let new = read_tensor(&dir.0.join(format!("h{i}.out.npy")), t.dtype(), t.shape())
+                .map_err(|e| PyError::Failed(format!("{who}: {function}: tensor `{name}`: {e}")))?;
+            if *writes {
+                written.push(new);
+            } else if new.bytes() != t.bytes() {
+                return Err(PyError::Failed(format!(
+                    "{who}: {function} changed `{name}`, which the step only reads (name it in `writes`)"
+                )));
+            }
+        }
+        Ok(written)
+    }
+}
+
 impl Drop for PythonRunner {
     fn drop(&mut self) {
         let workers = self.workers.get_mut().unwrap_or_else(|p| p.into_inner());

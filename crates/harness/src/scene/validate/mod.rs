@@ -12,7 +12,8 @@
 //! arguments), [`cases`] (case names, params, `[derived]`, per-case
 //! resolution), [`init`] (fixtures), [`group`] (level 3), [`compare`]
 //! (`compare`, `skip_golden`), [`python`] (Python golden, fixtures and
-//! their requirements), [`memory`] (`device_memory`).
+//! their requirements), [`memory`] (`device_memory`), [`steps`] (level
+//! 3's `[[steps]]`).
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -32,6 +33,7 @@ mod header;
 mod init;
 mod memory;
 mod python;
+mod steps;
 mod tensors;
 
 /// A check's outcome: the value, or the problem that stops it.
@@ -124,6 +126,12 @@ impl<'a> Validator<'a> {
                     .unwrap_or_default();
                 (golden, python)
             });
+        let steps = self.steps(
+            raw.level,
+            raw.steps,
+            tensors.as_deref(),
+            python.as_ref().map(|(_, p)| p),
+        );
         let (golden, python) = python?;
         if let Some(tensors) = &tensors {
             self.check_python_comparisons(tensors, &python);
@@ -153,6 +161,7 @@ impl<'a> Validator<'a> {
             scalars: scalars?,
             derived: derived?,
             cases: cases?,
+            steps: steps?,
         })
     }
 
