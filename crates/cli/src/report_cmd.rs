@@ -239,15 +239,33 @@ pub(crate) fn markdown(merged: &[RunReport], files: &[PathBuf]) -> String {
         let _ = writeln!(m, "\n### Failures\n");
         for c in failures {
             let stage = c.failure_stage.map(|s| s.to_string()).unwrap_or_default();
-            let first = c
-                .message
-                .as_deref()
-                .and_then(|s| s.lines().next())
-                .unwrap_or("failed");
-            let _ = writeln!(m, "- `{}` ({stage}): {}", cell(&c.name), cell(first));
+            let first = headline(c.message.as_deref().unwrap_or("failed"));
+            let _ = writeln!(m, "- `{}` ({stage}): {}", cell(&c.name), cell(&first));
         }
     }
     m
+}
+
+/// The first line of a failure message, continued while a line ends
+/// with `:` (up to four lines), so a cause announced by its first line
+/// (`... pass 1 (scene precompile) failed compiling:`, then the kernel,
+/// then the compiler's error) is shown with what it announces.
+fn headline(message: &str) -> String {
+    let mut lines = message.lines().map(str::trim).filter(|l| !l.is_empty());
+    let mut out = lines.next().unwrap_or("failed").to_string();
+    for _ in 0..3 {
+        if !out.ends_with(':') {
+            break;
+        }
+        match lines.next() {
+            Some(next) => {
+                out.push(' ');
+                out.push_str(next);
+            }
+            None => break,
+        }
+    }
+    out
 }
 
 /// Writes `bytes` to `path` whole (0644; a device or FIFO in place), or to
@@ -294,5 +312,19 @@ mod tests {
             m.contains("- `s::a\\|b` (compare): tensor `f` \\| mismatch\n"),
             "{m}"
         );
+    }
+
+    #[test]
+    fn a_failure_headline_continues_what_its_first_line_announces() {
+        assert_eq!(headline("mismatch\nmore"), "mismatch");
+        assert_eq!(
+            headline(
+                "failed compiling:\nkernel `k` failed (exit 1):\n\nk.c:1: error: x\nk.c:2: note"
+            ),
+            "failed compiling: kernel `k` failed (exit 1): k.c:1: error: x"
+        );
+        assert_eq!(headline("a:\nb:\nc:\nd:\ne"), "a: b: c: d:");
+        assert_eq!(headline("ends:"), "ends:");
+        assert_eq!(headline(""), "failed");
     }
 }
