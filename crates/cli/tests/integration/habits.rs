@@ -402,6 +402,17 @@ fn pass_two_says_why_pass_one_left_a_case_out() {
     assert!(!stderr(&out).contains("rebuilding"), "{}", show(&out));
     let case = common::report_case(&report, "vec_broken::odd");
     assert_eq!(case["failure_stage"], "compile", "{report:#}");
+    // No card for it: no device, no card time.
+    assert_eq!(case["devices"], serde_json::json!([]), "{report:#}");
+    assert_eq!(case["phases"]["lock_held_s"], 0.0, "{report:#}");
+    assert_eq!(case["phases"]["lock_wait_s"], 0.0, "{report:#}");
+    assert_eq!(
+        common::report_case(&report, "vec_ok::small")["devices"]
+            .as_array()
+            .map_or(0, Vec::len),
+        1,
+        "{report:#}"
+    );
     let message = case["message"].as_str().unwrap_or("");
     assert!(
         message.starts_with("not in the bundle: pass 1 (scene precompile) failed compiling:"),
