@@ -2,7 +2,10 @@
 //! `scene report` over several partition reports (totals, JUnit read back
 //! with `junitparser`), and `ci/simulate` running the two-pass workflow of
 //! `ci/workflows/` as two runners (and failing when the cache restore step
-//! is removed from it).
+//! is removed from it), and its failing-case scenario (`--break SCENE`):
+//! one scene's kernel does not compile, and the workflow still runs every
+//! other case on the cards and writes the summary (and a workflow that
+//! stops at pass 1's failure fails that scenario).
 //!
 //! The Python parts (`junitparser`, PyYAML for `ci/simulate`) are installed
 //! by `.ci/run`; without them these tests print why and skip, except under
@@ -347,6 +350,11 @@ fn repo() -> PathBuf {
 
 /// Runs `ci/simulate` on `workflow` with 2 partitions in a temp dir.
 fn simulate(workflow: &Path, work: &Path) -> Output {
+    simulate_with(workflow, work, &[])
+}
+
+/// `simulate` with more `ci/simulate` arguments.
+fn simulate_with(workflow: &Path, work: &Path, extra: &[&str]) -> Output {
     Command::new("python3")
         .arg(repo().join("ci/simulate"))
         .args(["--workflow", workflow.to_str().unwrap()])
@@ -356,6 +364,7 @@ fn simulate(workflow: &Path, work: &Path) -> Output {
         .arg(common::built_runtime())
         .args(["--work", work.to_str().unwrap()])
         .args(["--input", "partitions=2"])
+        .args(extra)
         .output()
         .unwrap()
 }
@@ -416,4 +425,78 @@ fn ci_simulate_fails_when_the_cache_restore_step_is_removed() {
         "{}",
         show(&out)
     );
+}
+
+/// The failing-case scenario: `vector_example`'s first kernel does not
+/// compile in the checkout. Pass 1 records the cases it cannot prepare and
+/// still uploads the bundle; the card jobs run every other case (each
+/// passing on a card) and fail those with pass 1's cause on no card; the
+/// summary lists them with that cause and uploads the merged JUnit, the
+/// Markdown and the HTML; the workflow concludes failure.
+#[test]
+fn ci_simulate_one_bad_kernel_fails_its_cases_and_runs_every_other() {
+    if !python_has("yaml", "python3 -m pip install pyyaml") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = simulate_with(
+        &repo().join("ci/workflows/two-pass.yml"),
+        dir.path(),
+        &["--break", "vector_example"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for check in [
+        "ok: run 1: the workflow concluded failure",
+        "ok: run 1: pass 1's job `precompile` failed",
+        "ok: run 1: pass 1 still uploaded the bundle (scene-pass2)",
+        "ok: run 1: no job was skipped",
+        "every case of `vector_example` among them",
+        "failed in pass 2 with pass 1's cause",
+        "ok: run 1: they took no card",
+        "ok: run 1: the card jobs ran every other case",
+        "failing cases with pass 1's cause",
+        "ok: run 1: the summary job uploaded scenes-junit.xml, summary.md, scenes-report.html",
+        "ok: run 1: the merged JUnit fails those cases and no other",
+        "ok: run 1: the partitions cover all",
+        "ok: run 1: pass 2 started no compiler",
+        "ok: run 1: the summary's totals equal the sums of the 2 reports",
+        "ci/simulate: all checks passed",
+    ] {
+        assert!(stdout.contains(check), "{check}\n{}", show(&out));
+    }
+    assert!(!stdout.contains("run 2"), "one run only: {}", show(&out));
+}
+
+/// The finding of issue 31: a pass 1 that stops at its first failing case
+/// (its precompile step exits 1) skips the cards and leaves no summary;
+/// the failing-case scenario says so.
+#[test]
+fn ci_simulate_failing_case_scenario_fails_a_workflow_that_stops_at_pass_one() {
+    if !python_has("yaml", "python3 -m pip install pyyaml") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let original = std::fs::read_to_string(repo().join("ci/workflows/two-pass.yml")).unwrap();
+    // Pass 1's step as it was: any non-zero exit fails the step.
+    let tolerant = "target/release/scene precompile --out bundle || status=$?";
+    assert_eq!(original.matches(tolerant).count(), 1, "{original}");
+    let copy = original.replace(tolerant, "target/release/scene precompile --out bundle");
+    let workflow = dir.path().join("two-pass-stopping.yml");
+    std::fs::write(&workflow, copy).unwrap();
+    let out = simulate_with(
+        &workflow,
+        &dir.path().join("work"),
+        &["--break", "vector_example"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for check in [
+        "ok: run 1: the workflow concluded failure",
+        "FAIL: run 1: pass 1 still uploaded the bundle (scene-pass2)",
+        "FAIL: run 1: no job was skipped",
+        "FAIL: run 1: the card jobs ran every other case",
+    ] {
+        assert!(stdout.contains(check), "{check}\n{}", show(&out));
+    }
 }
