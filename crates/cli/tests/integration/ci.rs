@@ -499,4 +499,54 @@ fn ci_simulate_failing_case_scenario_fails_a_workflow_that_stops_at_pass_one() {
     ] {
         assert!(stdout.contains(check), "{check}\n{}", show(&out));
     }
+    // No bundle: the summary job still ran and said so on the step summary.
+    let summary =
+        std::fs::read_to_string(dir.path().join("work/runner-1/tmp/summary/step-summary.md"))
+            .unwrap();
+    assert!(
+        summary.starts_with("## Scene tests: no bundle\n"),
+        "{summary}\n{}",
+        show(&out)
+    );
+}
+
+/// A card job that dies before writing its report uploads nothing: the
+/// summary job still merges the other partition's report, names the
+/// missing partition on the step summary, uploads the merged JUnit, the
+/// Markdown and the HTML, and fails.
+#[test]
+fn ci_simulate_summary_names_a_partition_that_uploaded_no_report() {
+    if !python_has("yaml", "python3 -m pip install pyyaml") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let original = std::fs::read_to_string(repo().join("ci/workflows/two-pass.yml")).unwrap();
+    let step = "          mkdir -p out\n";
+    assert_eq!(original.matches(step).count(), 1, "{original}");
+    // Partition 2's runner dies before `scene run` writes anything.
+    let copy = original.replace(
+        step,
+        "          mkdir -p out\n          if [ \"$K\" = 2 ]; then exit 9; fi\n",
+    );
+    let workflow = dir.path().join("two-pass-dying-card.yml");
+    std::fs::write(&workflow, copy).unwrap();
+    let work = dir.path().join("work");
+    let out = simulate_with(&workflow, &work, &["--break", "vector_example"]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for check in [
+        "ok: run 1: the workflow concluded failure",
+        "ok: run 1: no job was skipped",
+        "FAIL: run 1: each pass-2 job uploaded its JSON report (1 reports)",
+        "ok: run 1: the summary job uploaded scenes-junit.xml, summary.md, scenes-report.html",
+    ] {
+        assert!(stdout.contains(check), "{check}\n{}", show(&out));
+    }
+    let summary =
+        std::fs::read_to_string(work.join("runner-1/tmp/summary/step-summary.md")).unwrap();
+    assert!(summary.contains("### Totals"), "{summary}");
+    assert!(
+        summary.contains("**No report from partition(s) 2 of 2**"),
+        "{summary}"
+    );
 }
