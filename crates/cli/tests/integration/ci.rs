@@ -550,3 +550,42 @@ fn ci_simulate_summary_names_a_partition_that_uploaded_no_report() {
         "{summary}"
     );
 }
+
+/// Exit 2 from pass 1 (no bundle: here `--out` names a directory that is
+/// not a bundle) stops the workflow, unlike exit 1: nothing is packed, the
+/// cards are skipped, and the summary job says there is no bundle.
+#[test]
+fn ci_simulate_pass_one_without_a_bundle_stops_the_workflow() {
+    if !python_has("yaml", "python3 -m pip install pyyaml") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let original = std::fs::read_to_string(repo().join("ci/workflows/two-pass.yml")).unwrap();
+    let step = "          target/release/scene precompile --out bundle || status=$?\n";
+    assert_eq!(original.matches(step).count(), 1, "{original}");
+    let copy = original.replace(
+        step,
+        &format!("          mkdir -p bundle && touch bundle/not-a-bundle\n{step}"),
+    );
+    let workflow = dir.path().join("two-pass-no-bundle.yml");
+    std::fs::write(&workflow, copy).unwrap();
+    let work = dir.path().join("work");
+    let out = simulate_with(&workflow, &work, &["--break", "vector_example"]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for check in [
+        "FAIL  Precompile (compile, fixtures, goldens; no card) (exit 2)",
+        "skip  Pack pass 2",
+        "-- job card: skipped",
+        "ok: run 1: the workflow concluded failure",
+        "FAIL: run 1: pass 1 still uploaded the bundle (scene-pass2)",
+    ] {
+        assert!(stdout.contains(check), "{check}\n{}", show(&out));
+    }
+    let summary =
+        std::fs::read_to_string(work.join("runner-1/tmp/summary/step-summary.md")).unwrap();
+    assert!(
+        summary.starts_with("## Scene tests: no bundle\n"),
+        "{summary}"
+    );
+}
