@@ -468,6 +468,25 @@ fn ci_simulate_one_bad_kernel_fails_its_cases_and_runs_every_other() {
     assert!(!stdout.contains("run 2"), "one run only: {}", show(&out));
 }
 
+/// `ci/simulate --break vector_example` of a copy of two-pass.yml (named
+/// `name`) whose one occurrence of `from` is `to`: it must exit 1 and say
+/// every line of `checks`; returns the step summary the summary job wrote.
+fn simulate_broken_variant(name: &str, from: &str, to: &str, checks: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let original = std::fs::read_to_string(repo().join("ci/workflows/two-pass.yml")).unwrap();
+    assert_eq!(original.matches(from).count(), 1, "{from}\n{original}");
+    let workflow = dir.path().join(name);
+    std::fs::write(&workflow, original.replace(from, to)).unwrap();
+    let work = dir.path().join("work");
+    let out = simulate_with(&workflow, &work, &["--break", "vector_example"]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for check in checks {
+        assert!(stdout.contains(check), "{check}\n{}", show(&out));
+    }
+    std::fs::read_to_string(work.join("runner-1/tmp/summary/step-summary.md")).unwrap()
+}
+
 /// The finding of issue 31: a pass 1 that stops at its first failing case
 /// (its precompile step exits 1) skips the cards and leaves no summary;
 /// the failing-case scenario says so.
@@ -476,37 +495,22 @@ fn ci_simulate_failing_case_scenario_fails_a_workflow_that_stops_at_pass_one() {
     if !python_has("yaml", "python3 -m pip install pyyaml") {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let original = std::fs::read_to_string(repo().join("ci/workflows/two-pass.yml")).unwrap();
     // Pass 1's step as it was: any non-zero exit fails the step.
-    let tolerant = "target/release/scene precompile --out bundle || status=$?";
-    assert_eq!(original.matches(tolerant).count(), 1, "{original}");
-    let copy = original.replace(tolerant, "target/release/scene precompile --out bundle");
-    let workflow = dir.path().join("two-pass-stopping.yml");
-    std::fs::write(&workflow, copy).unwrap();
-    let out = simulate_with(
-        &workflow,
-        &dir.path().join("work"),
-        &["--break", "vector_example"],
+    let summary = simulate_broken_variant(
+        "two-pass-stopping.yml",
+        "target/release/scene precompile --out bundle || status=$?",
+        "target/release/scene precompile --out bundle",
+        &[
+            "ok: run 1: the workflow concluded failure",
+            "FAIL: run 1: pass 1 still uploaded the bundle (scene-pass2)",
+            "FAIL: run 1: no job was skipped",
+            "FAIL: run 1: the card jobs ran every other case",
+        ],
     );
-    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    for check in [
-        "ok: run 1: the workflow concluded failure",
-        "FAIL: run 1: pass 1 still uploaded the bundle (scene-pass2)",
-        "FAIL: run 1: no job was skipped",
-        "FAIL: run 1: the card jobs ran every other case",
-    ] {
-        assert!(stdout.contains(check), "{check}\n{}", show(&out));
-    }
     // No bundle: the summary job still ran and said so on the step summary.
-    let summary =
-        std::fs::read_to_string(dir.path().join("work/runner-1/tmp/summary/step-summary.md"))
-            .unwrap();
     assert!(
         summary.starts_with("## Scene tests: no bundle\n"),
-        "{summary}\n{}",
-        show(&out)
+        "{summary}"
     );
 }
 
@@ -519,31 +523,18 @@ fn ci_simulate_summary_names_a_partition_that_uploaded_no_report() {
     if !python_has("yaml", "python3 -m pip install pyyaml") {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let original = std::fs::read_to_string(repo().join("ci/workflows/two-pass.yml")).unwrap();
-    let step = "          mkdir -p out\n";
-    assert_eq!(original.matches(step).count(), 1, "{original}");
     // Partition 2's runner dies before `scene run` writes anything.
-    let copy = original.replace(
-        step,
+    let summary = simulate_broken_variant(
+        "two-pass-dying-card.yml",
+        "          mkdir -p out\n",
         "          mkdir -p out\n          if [ \"$K\" = 2 ]; then exit 9; fi\n",
+        &[
+            "ok: run 1: the workflow concluded failure",
+            "ok: run 1: no job was skipped",
+            "FAIL: run 1: each pass-2 job uploaded its JSON report (1 reports)",
+            "ok: run 1: the summary job uploaded scenes-junit.xml, summary.md, scenes-report.html",
+        ],
     );
-    let workflow = dir.path().join("two-pass-dying-card.yml");
-    std::fs::write(&workflow, copy).unwrap();
-    let work = dir.path().join("work");
-    let out = simulate_with(&workflow, &work, &["--break", "vector_example"]);
-    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    for check in [
-        "ok: run 1: the workflow concluded failure",
-        "ok: run 1: no job was skipped",
-        "FAIL: run 1: each pass-2 job uploaded its JSON report (1 reports)",
-        "ok: run 1: the summary job uploaded scenes-junit.xml, summary.md, scenes-report.html",
-    ] {
-        assert!(stdout.contains(check), "{check}\n{}", show(&out));
-    }
-    let summary =
-        std::fs::read_to_string(work.join("runner-1/tmp/summary/step-summary.md")).unwrap();
     assert!(summary.contains("### Totals"), "{summary}");
     assert!(
         summary.contains("**No report from partition(s) 2 of 2**"),
@@ -559,31 +550,19 @@ fn ci_simulate_pass_one_without_a_bundle_stops_the_workflow() {
     if !python_has("yaml", "python3 -m pip install pyyaml") {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let original = std::fs::read_to_string(repo().join("ci/workflows/two-pass.yml")).unwrap();
     let step = "          target/release/scene precompile --out bundle || status=$?\n";
-    assert_eq!(original.matches(step).count(), 1, "{original}");
-    let copy = original.replace(
+    let summary = simulate_broken_variant(
+        "two-pass-no-bundle.yml",
         step,
         &format!("          mkdir -p bundle && touch bundle/not-a-bundle\n{step}"),
+        &[
+            "FAIL  Precompile (compile, fixtures, goldens; no card) (exit 2)",
+            "skip  Pack pass 2",
+            "-- job card: skipped",
+            "ok: run 1: the workflow concluded failure",
+            "FAIL: run 1: pass 1 still uploaded the bundle (scene-pass2)",
+        ],
     );
-    let workflow = dir.path().join("two-pass-no-bundle.yml");
-    std::fs::write(&workflow, copy).unwrap();
-    let work = dir.path().join("work");
-    let out = simulate_with(&workflow, &work, &["--break", "vector_example"]);
-    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    for check in [
-        "FAIL  Precompile (compile, fixtures, goldens; no card) (exit 2)",
-        "skip  Pack pass 2",
-        "-- job card: skipped",
-        "ok: run 1: the workflow concluded failure",
-        "FAIL: run 1: pass 1 still uploaded the bundle (scene-pass2)",
-    ] {
-        assert!(stdout.contains(check), "{check}\n{}", show(&out));
-    }
-    let summary =
-        std::fs::read_to_string(work.join("runner-1/tmp/summary/step-summary.md")).unwrap();
     assert!(
         summary.starts_with("## Scene tests: no bundle\n"),
         "{summary}"
