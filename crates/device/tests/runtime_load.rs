@@ -376,22 +376,8 @@ fn include_dir() -> PathBuf {
 fn a_runtime_without_comm_entries_cannot_run_rank_groups() {
     let dir = tempfile::tempdir().unwrap();
     let lease = lease(dir.path());
-    let src = r#"#include "scene_runtime.h"
-static int dev_token;
-int32_t scene_rt_abi_version(void) { return SCENE_RUNTIME_ABI_VERSION; }
-int32_t scene_rt_open(int32_t d, const char *o, SceneDevice **out) { (void)d; (void)o; *out = (SceneDevice *)&dev_token; return 0; }
-int32_t scene_rt_close(SceneDevice *dev) { (void)dev; return 0; }
-int32_t scene_rt_malloc(SceneDevice *dev, uint64_t s, uint64_t *a) { (void)dev; (void)s; (void)a; return -1; }
-int32_t scene_rt_free(SceneDevice *dev, uint64_t a) { (void)dev; (void)a; return -1; }
-int32_t scene_rt_copy_to_device(SceneDevice *dev, uint64_t d, const void *s, uint64_t n) { (void)dev; (void)d; (void)s; (void)n; return -1; }
-int32_t scene_rt_copy_from_device(SceneDevice *dev, void *d, uint64_t s, uint64_t n) { (void)dev; (void)d; (void)s; (void)n; return -1; }
-int32_t scene_rt_register_callable(SceneDevice *dev, const SceneCallableDesc *d, uint32_t *h) { (void)dev; (void)d; (void)h; return -1; }
-int32_t scene_rt_unregister_callable(SceneDevice *dev, uint32_t h) { (void)dev; (void)h; return -1; }
-int32_t scene_rt_run(SceneDevice *dev, uint32_t h, const SceneRunArg *a, uint32_t n) { (void)dev; (void)h; (void)a; (void)n; return -1; }
-int32_t scene_rt_run2(SceneDevice *dev, uint32_t h, const SceneRunArg *a, const SceneTensorDesc *d, uint32_t n) { (void)dev; (void)h; (void)a; (void)d; (void)n; return -1; }
-const char *scene_rt_last_error(void) { return ""; }
-"#;
-    let so = c_so(dir.path(), "nocomm", src);
+    let src = stub_runtime_source("SCENE_RUNTIME_ABI_VERSION");
+    let so = c_so(dir.path(), "nocomm", &src);
     let rt = Runtime::load(&lease, &so).unwrap();
     let a = rt.open(0, "").unwrap();
     let b = rt.open(1, "").unwrap();
@@ -599,24 +585,13 @@ fn sim_runtime_windows_in_device_memory() {
 fn a_runtime_without_comm_create2_cannot_take_window_tensors() {
     let dir = tempfile::tempdir().unwrap();
     let lease = lease(dir.path());
-    let src = r#"#include "scene_runtime.h"
-static int dev_token, comm_token;
-int32_t scene_rt_abi_version(void) { return SCENE_RUNTIME_ABI_VERSION; }
-int32_t scene_rt_open(int32_t d, const char *o, SceneDevice **out) { (void)d; (void)o; *out = (SceneDevice *)&dev_token; return 0; }
-int32_t scene_rt_close(SceneDevice *dev) { (void)dev; return 0; }
-int32_t scene_rt_malloc(SceneDevice *dev, uint64_t s, uint64_t *a) { (void)dev; (void)s; (void)a; return -1; }
-int32_t scene_rt_free(SceneDevice *dev, uint64_t a) { (void)dev; (void)a; return -1; }
-int32_t scene_rt_copy_to_device(SceneDevice *dev, uint64_t d, const void *s, uint64_t n) { (void)dev; (void)d; (void)s; (void)n; return -1; }
-int32_t scene_rt_copy_from_device(SceneDevice *dev, void *d, uint64_t s, uint64_t n) { (void)dev; (void)d; (void)s; (void)n; return -1; }
-int32_t scene_rt_register_callable(SceneDevice *dev, const SceneCallableDesc *d, uint32_t *h) { (void)dev; (void)d; (void)h; return -1; }
-int32_t scene_rt_unregister_callable(SceneDevice *dev, uint32_t h) { (void)dev; (void)h; return -1; }
-int32_t scene_rt_run(SceneDevice *dev, uint32_t h, const SceneRunArg *a, uint32_t n) { (void)dev; (void)h; (void)a; (void)n; return -1; }
-int32_t scene_rt_run2(SceneDevice *dev, uint32_t h, const SceneRunArg *a, const SceneTensorDesc *d, uint32_t n) { (void)dev; (void)h; (void)a; (void)d; (void)n; return -1; }
-const char *scene_rt_last_error(void) { return ""; }
+    // The stub plus the first comm entries, without scene_rt_comm_create2.
+    let src = stub_runtime_source("SCENE_RUNTIME_ABI_VERSION")
+        + r#"static int comm_token;
 int32_t scene_rt_comm_create(SceneDevice *const *devs, uint32_t n, uint64_t w, const char *o, SceneCommDomain **out) { (void)devs; (void)n; (void)w; (void)o; *out = (SceneCommDomain *)&comm_token; return 0; }
 int32_t scene_rt_comm_destroy(SceneCommDomain *c) { (void)c; return 0; }
 "#;
-    let so = c_so(dir.path(), "nocreate2", src);
+    let so = c_so(dir.path(), "nocreate2", &src);
     let rt = Runtime::load(&lease, &so).unwrap();
     let a = rt.open(0, "").unwrap();
     let b = rt.open(1, "").unwrap();
