@@ -50,15 +50,11 @@ pub(super) struct Lane {
 
 #[derive(Debug)]
 pub(super) struct Task {
-    /// The first lane's (the only one's, for a plain task).
-    pub(super) func_id: u32,
-    pub(super) core: usize,
     /// The kernels of every block, one per active slot, slot order: one
     /// for a plain task; two or three for a mixed task, whose blocks each
-    /// run all of them together on one cluster (`cluster.rs`).
+    /// run all of them together on one cluster (`cluster.rs`). Never
+    /// empty.
     pub(super) lanes: Vec<Lane>,
-    /// The active slots (bit `1 << slot`).
-    pub(super) slot_mask: u32,
     pub(super) block_num: u32,
     pub(super) next_block: u32,
     /// Kernel calls finished: `block_num * lanes.len()` when done.
@@ -83,6 +79,26 @@ impl Task {
     pub(super) fn is_mixed(&self) -> bool {
         self.lanes.len() > 1
     }
+
+    /// The first lane's func_id (the only one's, for a plain task).
+    pub(super) fn func_id(&self) -> u32 {
+        self.lanes[0].func_id
+    }
+
+    /// The active slots (bit `1 << slot`).
+    pub(super) fn slot_mask(&self) -> u32 {
+        slot_mask(&self.lanes)
+    }
+
+    /// The first lane's core type (a plain task's).
+    pub(super) fn core(&self) -> usize {
+        self.lanes[0].core
+    }
+}
+
+/// The slots `lanes` run (bit `1 << slot`).
+pub(super) fn slot_mask(lanes: &[Lane]) -> u32 {
+    lanes.iter().fold(0, |m, l| m | 1 << l.slot)
 }
 
 /// One kernel call a core thread is to make: block `block` of task
@@ -335,7 +351,7 @@ impl Shared {
             s.ready_mixed.push_back(tid);
             self.dispatch_mixed(s);
         } else {
-            let core = s.tasks[tid].core;
+            let core = s.tasks[tid].core();
             s.ready[core].push_back(tid);
             self.work_cv[core].notify_all();
         }
@@ -402,7 +418,7 @@ impl Shared {
         const AIV: usize = SCENE_CORE_AIV as usize;
         let cores = s.cores();
         while let Some(&tid) = s.ready_mixed.front() {
-            let shape = Shape::of_mask(s.tasks[tid].slot_mask);
+            let shape = Shape::of_mask(s.tasks[tid].slot_mask());
             let idle = |core: usize, lane: u32| !s.threads[core][lane as usize].busy;
             let mut found = None;
             let mut closest: Option<(u32, u32)> = None;
@@ -441,7 +457,7 @@ impl Shared {
                 func_ids[l.slot as usize] = l.func_id;
             }
             let shared_block =
-                ClusterBlock::new(&self.abandoned, tid, block, t.slot_mask, func_ids);
+                ClusterBlock::new(&self.abandoned, tid, block, t.slot_mask(), func_ids);
             // Lanes are in slot order, free vector threads ascending: AIV0
             // takes the cluster's first vector thread when it has both.
             let places: Vec<(usize, u32)> = {
@@ -513,7 +529,7 @@ fn run_kernel<'a>(
     let mut args = *payload.args;
     args.block_idx = work.block;
     args.slot = l.slot;
-    args.slot_mask = t.slot_mask;
+    args.slot_mask = t.slot_mask();
     args.cluster = work
         .cluster
         .as_ref()
@@ -525,7 +541,7 @@ fn run_kernel<'a>(
     let mixed = t.is_mixed();
     // A vector kernel's lane among its block's vector kernels (PTO-ISA's
     // sub-block), as `scene_sub_block_id` / `scene_sub_block_num` say.
-    let aiv_lanes = Shape::of_mask(t.slot_mask).aiv;
+    let aiv_lanes = Shape::of_mask(t.slot_mask()).aiv;
     let sub_block = if mixed && core == SCENE_CORE_AIV as usize && aiv_lanes == 2 {
         (u32::from(slot == SCENE_SLOT_AIV1), 2)
     } else {

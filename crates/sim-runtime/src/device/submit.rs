@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::cluster::{self, Shape, slot_name};
-use super::sched::{Access, KernelArgs, Lane, ManualAccess, Shared, Task};
+use super::sched::{Access, KernelArgs, Lane, ManualAccess, Shared, Task, slot_mask};
 use super::{Callable, Incore, USER_STACK_BYTES, args_dump, comm, core_name, lock, orch_v2, trace};
 use crate::chip::{ChipArgs, ChipTensorRecord};
 use crate::crash::{self, Activity};
@@ -276,7 +276,6 @@ pub(super) fn submit(
     };
     let lanes = task_lanes(rc, kernels, block_num)?;
     let (func_id, core) = (lanes[0].func_id, lanes[0].core);
-    let slot_mask = lanes.iter().fold(0, |m, l| m | 1 << l.slot);
     // A mixed task's kernels, for records (a plain task has none).
     let mixed: Vec<trace::Kernel> = match kernels {
         Kernels::Slots(slots) if slots.len() > 1 => slots.to_vec(),
@@ -300,10 +299,7 @@ pub(super) fn submit(
         None
     };
     let task = Task {
-        func_id,
-        core,
         lanes,
-        slot_mask,
         block_num,
         next_block: 0,
         blocks_done: 0,
@@ -357,7 +353,7 @@ fn task_lanes(rc: &RunCtx, kernels: Kernels<'_>, block_num: u32) -> RtResult<Vec
         .iter()
         .map(|&(slot, func_id)| lane(Some(slot), func_id))
         .collect::<RtResult<Vec<Lane>>>()?;
-    let shape = Shape::of_mask(lanes.iter().fold(0, |m, l| m | 1 << l.slot));
+    let shape = Shape::of_mask(slot_mask(&lanes));
     if lanes.len() > 1 && !cluster::fits(rc.cores, shape) {
         let names: Vec<&str> = lanes.iter().map(|l| slot_name(l.slot)).collect();
         return Err(RtError::CoreType(format!(
@@ -732,7 +728,7 @@ fn enqueue(
     task.parents = parents;
     if let Some(tr) = &mut sched.trace {
         let (args, manual_args, kernels, begin) = submitted;
-        let (func_id, core, block_num) = (task.func_id, task.core as u32, task.block_num);
+        let (func_id, core, block_num) = (task.func_id(), task.core() as u32, task.block_num);
         let manual_spans: Vec<ArenaAccess> =
             manual.iter().map(|m| (m.start, m.end, m.write)).collect();
         tr.submit(
