@@ -344,16 +344,23 @@ impl Worker {
                     .map_err(|_| mpsc::RecvTimeoutError::Disconnected),
             };
             match event {
-                Ok(Event::Line(text)) => {
-                    match serde_json::from_str::<Reply>(text.trim()) {
-                        Ok(r) if r.id == id => return CaseEnd::Replied { retire: r.retire },
-                        // Not a reply to this request: stray output on the
-                        // channel is ignored.
-                        _ => continue,
-                    }
-                }
+                Ok(Event::Line(text)) => match reply_to(id, &text) {
+                    Some(retire) => return CaseEnd::Replied { retire },
+                    // Not a reply to this request: stray output on the
+                    // channel is ignored.
+                    None => continue,
+                },
                 Ok(Event::Closed) => continue,
                 Ok(Event::Exited) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    // A retiring worker replies, then exits at once: its
+                    // exit can be heard before the reply's line is read.
+                    // With the group gone (nothing else can hold the
+                    // pipe), the pipe is read to its end first.
+                    self.child.kill_group();
+                    if late_reply(&self.events, id, STOP_GRACE).is_some() {
+                        // Gone either way: never kept for another case.
+                        return CaseEnd::Replied { retire: true };
+                    }
                     return self.died();
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
@@ -424,8 +431,68 @@ impl Worker {
     }
 }
 
+/// Whether `line` is the reply to request `id`, and if so whether the
+/// worker retires.
+fn reply_to(id: u64, line: &str) -> Option<bool> {
+    match serde_json::from_str::<Reply>(line.trim()) {
+        Ok(r) if r.id == id => Some(r.retire),
+        _ => None,
+    }
+}
+
+/// After the worker's exit: the reply to `id` among the lines still on
+/// its reply channel, read until the channel closes (waiting at most
+/// `grace` for that).
+fn late_reply(events: &mpsc::Receiver<Event>, id: u64, grace: Duration) -> Option<bool> {
+    let until = Instant::now() + grace;
+    loop {
+        match events.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            Ok(Event::Line(text)) => {
+                if let Some(retire) = reply_to(id, &text) {
+                    return Some(retire);
+                }
+            }
+            Ok(Event::Exited) => continue,
+            Ok(Event::Closed) | Err(_) => return None,
+        }
+    }
+}
+
 impl Drop for Worker {
     fn drop(&mut self) {
         drop(self.stdin.take());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The flake this guards against: a worker that replied `retire` and
+    /// exited was failed as "exited with status 0 before reporting a
+    /// result" whenever its exit was heard before its reply's line.
+    #[test]
+    fn a_reply_heard_after_the_exit_still_counts() {
+        let (tx, events) = mpsc::channel();
+        tx.send(Event::Exited).unwrap();
+        tx.send(Event::Line("scene: stray output".into())).unwrap();
+        tx.send(Event::Line(r#"{"id":6,"retire":false}"#.into()))
+            .unwrap();
+        tx.send(Event::Line(r#"{"id":7,"retire":true}"#.into()))
+            .unwrap();
+        tx.send(Event::Closed).unwrap();
+        assert_eq!(late_reply(&events, 7, KILL_GRACE), Some(true));
+    }
+
+    #[test]
+    fn no_reply_before_the_channel_closed_is_none() {
+        let (tx, events) = mpsc::channel();
+        tx.send(Event::Line(r#"{"id":6,"retire":false}"#.into()))
+            .unwrap();
+        tx.send(Event::Closed).unwrap();
+        assert_eq!(late_reply(&events, 7, KILL_GRACE), None);
+        tx.send(Event::Exited).unwrap();
+        drop(tx);
+        assert_eq!(late_reply(&events, 7, KILL_GRACE), None);
     }
 }
