@@ -371,9 +371,6 @@ fn simulate_with(workflow: &Path, work: &Path, extra: &[&str]) -> Output {
 
 #[test]
 fn ci_simulate_runs_the_two_pass_workflow_as_two_runners() {
-    if !python_has("yaml", "python3 -m pip install pyyaml") {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let out = simulate(&repo().join("ci/workflows/two-pass.yml"), dir.path());
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
@@ -392,9 +389,6 @@ fn ci_simulate_runs_the_two_pass_workflow_as_two_runners() {
 
 #[test]
 fn ci_simulate_fails_when_the_cache_restore_step_is_removed() {
-    if !python_has("yaml", "python3 -m pip install pyyaml") {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let original = std::fs::read_to_string(repo().join("ci/workflows/two-pass.yml")).unwrap();
     // Drop the step named "Restore the kernel cache": its lines up to the
@@ -427,45 +421,92 @@ fn ci_simulate_fails_when_the_cache_restore_step_is_removed() {
     );
 }
 
-/// The failing-case scenario: `vector_example`'s first kernel does not
-/// compile in the checkout. Pass 1 records the cases it cannot prepare and
-/// still uploads the bundle; the card jobs run every other case (each
-/// passing on a card) and fail those with pass 1's cause on no card; the
-/// summary lists them with that cause and uploads the merged JUnit, the
-/// Markdown and the HTML; the workflow concludes failure.
+/// The failing-case scenario of issue 31: `vector_example`'s first kernel
+/// does not compile in the checkout, partition 2's cards return wrong
+/// numbers and partition 3's hang. Pass 1 records the cases it cannot
+/// prepare and still uploads the bundle; the card jobs run every other
+/// case (passing on the healthy card, failing their comparison with a
+/// dump on the corrupting one, stopped at the case timeout or naming the
+/// case that retired the card on the hung one) and fail those with pass
+/// 1's cause on no card; the summary lists them with that cause and
+/// uploads the merged JUnit, the Markdown, the HTML and the dumps, every
+/// link of the page resolving inside its artifact; the workflow concludes
+/// failure.
 #[test]
 fn ci_simulate_one_bad_kernel_fails_its_cases_and_runs_every_other() {
-    if !python_has("yaml", "python3 -m pip install pyyaml") {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let out = simulate_with(
         &repo().join("ci/workflows/two-pass.yml"),
         dir.path(),
-        &["--break", "vector_example"],
+        &[
+            "--break",
+            "vector_example",
+            "--input",
+            "partitions=3",
+            "--corrupt-card",
+            "2",
+            "--hang-card",
+            "3",
+        ],
     );
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     for check in [
         "ok: run 1: the workflow concluded failure",
         "ok: run 1: pass 1's job `precompile` failed",
-        "ok: run 1: pass 1 still uploaded the bundle (scene-pass2)",
+        "ok: run 1: pass 1 still uploaded the bundle (*-pass2)",
         "ok: run 1: no job was skipped",
         "every case of `vector_example` among them",
         "failed in pass 2 with pass 1's cause",
         "ok: run 1: they took no card",
         "ok: run 1: the card jobs ran every other case",
+        "ok: run 1: partition 2's corrupting card:",
+        "ok: run 1: partition 3's hung cards:",
         "failing cases with pass 1's cause",
         "ok: run 1: the summary job uploaded scenes-junit.xml, summary.md, scenes-report.html",
-        "ok: run 1: the merged JUnit fails those cases and no other",
+        "ok: run 1: the merged JUnit fails those cases and the misbehaving cards' failures and no other",
+        "ok: run 1: the summary artifact holds the",
+        "ok: run 1: the HTML report's",
         "ok: run 1: the partitions cover all",
         "ok: run 1: pass 2 started no compiler",
-        "ok: run 1: the summary's totals equal the sums of the 2 reports",
+        "ok: run 1: the summary's totals equal the sums of the 3 reports",
         "ci/simulate: all checks passed",
     ] {
         assert!(stdout.contains(check), "{check}\n{}", show(&out));
     }
     assert!(!stdout.contains("run 2"), "one run only: {}", show(&out));
+    // The dumps are linked: at least one per corrupted case.
+    let links = stdout
+        .lines()
+        .find(|l| l.starts_with("ok: run 1: the HTML report's"))
+        .unwrap_or_default();
+    assert!(!links.contains(" 0 of them to dumps"), "{links}");
+}
+
+/// A pull request from a fork that no maintainer labelled: pass 1 runs on
+/// the ordinary runner, no job reaches a card runner, and the summary says
+/// why (and fails, so the pull request does not look tested).
+#[test]
+fn ci_simulate_a_forks_pull_request_never_reaches_a_card_runner() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = simulate_with(
+        &repo().join("ci/workflows/two-pass.yml"),
+        dir.path(),
+        &["--fork-pr"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for check in [
+        "-- job card: skipped",
+        "ok: run 1: no card job ran for the fork's pull request",
+        "ok: run 1: the summary says the cards were not used, and why",
+        "ok: run 1: the workflow concluded failure",
+    ] {
+        assert!(stdout.contains(check), "{check}\n{}", show(&out));
+    }
+    let summary =
+        std::fs::read_to_string(dir.path().join("runner-1/tmp/summary/step-summary.md")).unwrap();
+    assert!(summary.contains("`run-on-cards`"), "{summary}");
 }
 
 /// `ci/simulate --break vector_example` of a copy of two-pass.yml (named
@@ -492,9 +533,6 @@ fn simulate_broken_variant(name: &str, from: &str, to: &str, checks: &[&str]) ->
 /// the failing-case scenario says so.
 #[test]
 fn ci_simulate_failing_case_scenario_fails_a_workflow_that_stops_at_pass_one() {
-    if !python_has("yaml", "python3 -m pip install pyyaml") {
-        return;
-    }
     // Pass 1's step as it was: any non-zero exit fails the step.
     let summary = simulate_broken_variant(
         "two-pass-stopping.yml",
@@ -502,7 +540,7 @@ fn ci_simulate_failing_case_scenario_fails_a_workflow_that_stops_at_pass_one() {
         "target/release/scene precompile --out bundle",
         &[
             "ok: run 1: the workflow concluded failure",
-            "FAIL: run 1: pass 1 still uploaded the bundle (scene-pass2)",
+            "FAIL: run 1: pass 1 still uploaded the bundle (*-pass2)",
             "FAIL: run 1: no job was skipped",
             "FAIL: run 1: the card jobs ran every other case",
         ],
@@ -520,9 +558,6 @@ fn ci_simulate_failing_case_scenario_fails_a_workflow_that_stops_at_pass_one() {
 /// Markdown and the HTML, and fails.
 #[test]
 fn ci_simulate_summary_names_a_partition_that_uploaded_no_report() {
-    if !python_has("yaml", "python3 -m pip install pyyaml") {
-        return;
-    }
     // Partition 2's runner dies before `scene run` writes anything.
     let summary = simulate_broken_variant(
         "two-pass-dying-card.yml",
@@ -547,9 +582,6 @@ fn ci_simulate_summary_names_a_partition_that_uploaded_no_report() {
 /// cards are skipped, and the summary job says there is no bundle.
 #[test]
 fn ci_simulate_pass_one_without_a_bundle_stops_the_workflow() {
-    if !python_has("yaml", "python3 -m pip install pyyaml") {
-        return;
-    }
     let step = "          target/release/scene precompile --out bundle || status=$?\n";
     let summary = simulate_broken_variant(
         "two-pass-no-bundle.yml",
@@ -560,11 +592,42 @@ fn ci_simulate_pass_one_without_a_bundle_stops_the_workflow() {
             "skip  Pack pass 2",
             "-- job card: skipped",
             "ok: run 1: the workflow concluded failure",
-            "FAIL: run 1: pass 1 still uploaded the bundle (scene-pass2)",
+            "FAIL: run 1: pass 1 still uploaded the bundle (*-pass2)",
         ],
     );
     assert!(
         summary.starts_with("## Scene tests: no bundle\n"),
         "{summary}"
     );
+}
+
+/// The workflows build with the toolchain they pin (`RUSTUP_TOOLCHAIN`),
+/// which must be the workspace's `rust-version`: moving one without the
+/// other would test a toolchain the crates do not claim, or claim one no
+/// job builds with.
+#[test]
+fn workflows_pin_the_toolchain_of_rust_version() {
+    let manifest = std::fs::read_to_string(repo().join("Cargo.toml")).unwrap();
+    let rust_version = manifest
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("rust-version"))
+        .and_then(|rest| rest.split('"').nth(1))
+        .expect("rust-version in Cargo.toml");
+    for file in ["sim.yml", "two-pass.yml"] {
+        let text = std::fs::read_to_string(repo().join("ci/workflows").join(file)).unwrap();
+        let pins: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("RUSTUP_TOOLCHAIN: "))
+            .collect();
+        assert_eq!(pins.len(), 1, "{file}: one RUSTUP_TOOLCHAIN pin: {pins:?}");
+        let pin = pins[0];
+        assert!(
+            pin == rust_version || pin.starts_with(&format!("{rust_version}.")),
+            "{file} pins {pin}, Cargo.toml's rust-version is {rust_version}"
+        );
+        assert!(
+            text.contains("rustup toolchain install \"$RUSTUP_TOOLCHAIN\""),
+            "{file}: no step installs the pinned toolchain"
+        );
+    }
 }
