@@ -4,7 +4,7 @@
 //! across the reports (one report = one process; a bar per card hold, from
 //! the cases' `lock` intervals), and the case table with verdicts, failure
 //! messages, per-case phase bars and links to the case's trace, dependency
-//! graph and argument dump.
+//! graph, argument dump and tensor dump.
 //!
 //! Every string that comes from a report is escaped ([`esc`]); no report
 //! text is ever placed inside a `<script>` or `<style>`.
@@ -78,10 +78,13 @@ fn percent_encode_path(p: &str) -> String {
 }
 
 /// Where the page links an artifact path from a report: a path under the
-/// page's directory becomes a relative link (the page and its artifacts
-/// can be moved or uploaded together), anything else a `file://` URL.
-/// A relative path in a report is taken relative to `cwd` (where `scene
-/// report` runs; normally where `scene run` ran).
+/// page's directory (`page_dir`, canonical) becomes a relative link (the
+/// page and its artifacts can be moved or uploaded together), anything
+/// else a `file://` URL. A relative path is taken relative to `cwd`
+/// (`scene report` has made the paths of the reports it read absolute
+/// already, rebased when a report moved: `report_cmd::resolve_artifacts`).
+/// An existing artifact reached through a symbolic link (`/tmp` a link
+/// to `/private/tmp`, say) is compared by its canonical path too.
 fn artifact_href(path: &str, page_dir: &Path, cwd: &Path) -> String {
     let p = Path::new(path);
     let abs = if p.is_absolute() {
@@ -90,6 +93,11 @@ fn artifact_href(path: &str, page_dir: &Path, cwd: &Path) -> String {
         cwd.join(p)
     };
     if let Ok(rel) = abs.strip_prefix(page_dir) {
+        return percent_encode_path(&rel.to_string_lossy());
+    }
+    if let Ok(canonical) = abs.canonicalize()
+        && let Ok(rel) = canonical.strip_prefix(page_dir)
+    {
         return percent_encode_path(&rel.to_string_lossy());
     }
     format!("file://{}", percent_encode_path(&abs.to_string_lossy()))
@@ -509,6 +517,9 @@ fn links(h: &mut String, c: &CaseReport, page_dir: &Path, cwd: &Path) {
     if let Some(a) = &c.args_dump {
         link("args", a);
     }
+    if let Some(d) = &c.dump {
+        link("dump", d);
+    }
     h.push_str(&parts.join(" "));
 }
 
@@ -727,6 +738,7 @@ mod tests {
         c.trace = Some("/out/traces/s/r.trace.json".into());
         c.dep_graph = Some("/elsewhere/g/s/r.dot".into());
         c.args_dump = Some("dumps/s r".into());
+        c.dump = Some("/out/reports/scene-report-1/dumps/s/r".into());
         c.fail(FailureStage::Device, "first line\nsecond line");
         let h = page(&[("a.json", RunReport::new("a2a3sim", vec![c], 1.0))]);
         assert!(
@@ -743,9 +755,34 @@ mod tests {
         assert!(h.contains("href=\"traces/s/r.trace.json\""), "{h}");
         assert!(h.contains("href=\"file:///elsewhere/g/s/r.dot\""), "{h}");
         assert!(h.contains("href=\"file:///work/dumps/s%20r\""), "{h}");
+        assert!(
+            h.contains(
+                "<a href=\"reports/scene-report-1/dumps/s/r\" \
+                 title=\"/out/reports/scene-report-1/dumps/s/r\">dump</a>"
+            ),
+            "{h}"
+        );
         // Phase bars: the compile and device segments of the one case.
         assert!(h.contains("<title>compile 0.500 s</title>"), "{h}");
         assert!(h.contains("<title>device 1.000 s</title>"), "{h}");
+    }
+
+    /// An artifact reached through a symbolic link to the page's
+    /// directory is linked relatively (the page's directory is canonical).
+    #[test]
+    fn artifacts_through_a_symlink_are_relative_to_the_page() {
+        let tmp = tempfile::tempdir().unwrap();
+        let real = tmp.path().join("real");
+        std::fs::create_dir_all(real.join("dumps/s/c")).unwrap();
+        std::os::unix::fs::symlink(&real, tmp.path().join("link")).unwrap();
+        let page_dir = real.canonicalize().unwrap();
+        let via_link = tmp.path().join("link/dumps/s/c");
+        let href = artifact_href(&via_link.to_string_lossy(), &page_dir, tmp.path());
+        assert_eq!(href, "dumps/s/c");
+        // A missing one cannot be resolved: file://.
+        let gone = tmp.path().join("link/dumps/s/gone");
+        let href = artifact_href(&gone.to_string_lossy(), &page_dir, tmp.path());
+        assert!(href.starts_with("file://"), "{href}");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use scene_harness::report::{CaseStatus, RunReport, junit_of};
+use scene_harness::report::{CaseStatus, ReadAt, RunReport, junit_of};
 
 use crate::error::CliError;
 use crate::hiargs::ReportSetup;
@@ -17,13 +17,16 @@ use crate::hiargs::ReportSetup;
 /// a report cannot be read or an output cannot be written.
 pub(crate) fn run(setup: &ReportSetup) -> Result<(), CliError> {
     let args = &setup.args;
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let mut reports = Vec::new();
     for file in &args.files {
-        reports.push(read_report(file)?);
+        let mut report = read_report(file)?;
+        resolve_artifacts(&mut report, file, &cwd);
+        reports.push(report);
     }
     warn_duplicates(&args.files, &reports);
     let merged = RunReport::merge(&reports);
-    let markdown = markdown(&merged, &args.files);
+    let markdown = markdown(&merged, &args.files, &cwd);
     // Markdown goes to stdout unless a file is named, or stdout carries
     // the JUnit or the HTML.
     let markdown_to = match &args.markdown {
@@ -34,7 +37,7 @@ pub(crate) fn run(setup: &ReportSetup) -> Result<(), CliError> {
     let html = args
         .html
         .as_ref()
-        .map(|p| (p, html_page(p, &args.files, &reports)));
+        .map(|p| (p, html_page(p, &args.files, &reports, &cwd)));
     let outputs = markdown_to
         .iter()
         .map(|p| (p, markdown.clone().into_bytes()))
@@ -60,12 +63,59 @@ pub(crate) fn run(setup: &ReportSetup) -> Result<(), CliError> {
     CliError::unless(failed > 0)
 }
 
-/// The HTML page of `reports` (read from `files`) to be written to `path`:
-/// artifact links under the page's directory are relative, others
-/// `file://` (relative paths in the reports are read against the working
-/// directory).
-fn html_page(path: &Path, files: &[PathBuf], reports: &[RunReport]) -> String {
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+/// Rewrites the artifact paths of `report`, read from `file`, to where
+/// they are now, absolute ([`RunReport::artifact_path`]): a relative path
+/// is taken against the run's recorded `working_dir` (an older report's
+/// against `cwd`, as before); when the report's directory is another
+/// place than the `report_dir` its run recorded (the report was moved, to
+/// another machine perhaps), a path under that recorded directory is
+/// rebased onto the report's directory now: it moved with the report.
+/// Only if the rebased path does not exist while the recorded one still
+/// does (the report alone was copied) is the recorded path kept.
+fn resolve_artifacts(report: &mut RunReport, file: &Path, cwd: &Path) {
+    let dir = match file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => cwd.join(d),
+        _ => cwd.to_path_buf(),
+    };
+    // Canonical, as the page's directory is (`html_page`): a prefix test
+    // against it means what it says.
+    let dir = dir.canonicalize().unwrap_or(dir);
+    let moved = report.report_dir.as_deref().is_some_and(|recorded| {
+        let recorded = Path::new(recorded);
+        recorded != dir && recorded.canonicalize().ok().as_deref() != Some(dir.as_path())
+    });
+    let at = ReadAt {
+        dir: &dir,
+        moved,
+        cwd,
+    };
+    let mut cases = std::mem::take(&mut report.cases);
+    for c in &mut cases {
+        for path in [
+            &mut c.trace,
+            &mut c.dep_graph,
+            &mut c.args_dump,
+            &mut c.dump,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let found = report.artifact_path(path, &at);
+            let now = match found.moved_to {
+                Some(m) if m.exists() || !found.recorded.exists() => m,
+                _ => found.recorded,
+            };
+            *path = now.display().to_string();
+        }
+    }
+    report.cases = cases;
+}
+
+/// The HTML page of `reports` (read from `files`, their artifact paths
+/// resolved by [`resolve_artifacts`]) to be written to `path`: artifact
+/// links under the page's directory are relative, others `file://`.
+fn html_page(path: &Path, files: &[PathBuf], reports: &[RunReport], cwd: &Path) -> String {
+    let cwd = cwd.to_path_buf();
     let page_dir = if path.as_os_str() == "-" {
         cwd.clone()
     } else {
@@ -142,8 +192,8 @@ fn cell(s: &str) -> String {
 }
 
 /// The Markdown summary of `merged` (one report per platform), read from
-/// `files`.
-pub(crate) fn markdown(merged: &[RunReport], files: &[PathBuf]) -> String {
+/// `files`; a failure's dump path is shown relative to `cwd` when under it.
+pub(crate) fn markdown(merged: &[RunReport], files: &[PathBuf], cwd: &Path) -> String {
     let mut m = String::new();
     let cases: usize = merged.iter().map(|r| r.cases.len()).sum();
     let failed: usize = merged.iter().map(|r| r.totals.failed).sum();
@@ -240,7 +290,12 @@ pub(crate) fn markdown(merged: &[RunReport], files: &[PathBuf]) -> String {
         for c in failures {
             let stage = c.failure_stage.map(|s| s.to_string()).unwrap_or_default();
             let first = headline(c.message.as_deref().unwrap_or("failed"));
-            let _ = writeln!(m, "- `{}` ({stage}): {}", cell(&c.name), cell(&first));
+            let dump = c.dump.as_deref().map_or_else(String::new, |d| {
+                let d = Path::new(d);
+                let shown = d.strip_prefix(cwd).unwrap_or(d);
+                format!(" (dump `{}`)", cell(&shown.display().to_string()))
+            });
+            let _ = writeln!(m, "- `{}` ({stage}): {}{dump}", cell(&c.name), cell(&first));
         }
     }
     m
@@ -302,7 +357,11 @@ mod tests {
         a.phases.device_s = 0.25;
         a.fail(FailureStage::Compare, "tensor `f` | mismatch\nmore");
         let r = RunReport::new("a2a3sim", vec![a, CaseReport::new("s", "ok")], 1.0);
-        let m = markdown(&RunReport::merge(&[r]), &[PathBuf::from("r.json")]);
+        let m = markdown(
+            &RunReport::merge(&[r]),
+            &[PathBuf::from("r.json")],
+            Path::new("/ws"),
+        );
         assert!(m.contains("| `s::a\\|b` | FAIL (compare) |"), "{m}");
         // Two cards: the card-seconds are per card.
         assert!(m.contains("| 1.000 | 0.500 |"), "{m}");
@@ -311,6 +370,135 @@ mod tests {
         assert!(
             m.contains("- `s::a\\|b` (compare): tensor `f` \\| mismatch\n"),
             "{m}"
+        );
+    }
+
+    #[test]
+    fn markdown_failures_name_their_dump() {
+        let mut a = CaseReport::new("s", "a");
+        a.fail(
+            FailureStage::Compare,
+            "tensor `f` mismatch\ndump written to x",
+        );
+        a.dump = Some("/ws/reports/scene-report-1/dumps/s/a".into());
+        let mut b = CaseReport::new("s", "b");
+        b.fail(FailureStage::Compare, "off");
+        b.dump = Some("/elsewhere/dumps/s/b".into());
+        let r = RunReport::new("a2a3sim", vec![a, b], 1.0);
+        let m = markdown(&RunReport::merge(&[r]), &[], Path::new("/ws"));
+        assert!(
+            m.contains(
+                "- `s::a` (compare): tensor `f` mismatch (dump `reports/scene-report-1/dumps/s/a`)\n"
+            ),
+            "{m}"
+        );
+        assert!(
+            m.contains("- `s::b` (compare): off (dump `/elsewhere/dumps/s/b`)\n"),
+            "{m}"
+        );
+    }
+
+    /// A report of `scene run --report-json <ws>/run/out/report.json` with
+    /// its artifacts under `<ws>/run/out` and one outside it.
+    fn run_report(ws: &Path) -> RunReport {
+        let mut c = CaseReport::new("s", "c");
+        c.fail(FailureStage::Compare, "mismatch");
+        c.dump = Some(ws.join("run/out/dumps/s/c").display().to_string());
+        c.trace = Some("out/traces/s/c.trace.json".into());
+        c.args_dump = Some(ws.join("run/args/s/c").display().to_string());
+        let mut r = RunReport::new("a2a3sim", vec![c], 1.0);
+        r.report_dir = Some(ws.join("run/out").display().to_string());
+        r.working_dir = Some(ws.join("run").display().to_string());
+        r
+    }
+
+    fn mkdirs(dirs: &[PathBuf]) {
+        for d in dirs {
+            std::fs::create_dir_all(d).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_moved_reports_artifacts_are_found_beside_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().canonicalize().unwrap();
+        let original = run_report(&ws);
+        let cwd = ws.join("elsewhere");
+        let moved = cwd.join("reports/scene-report-1");
+        mkdirs(&[
+            moved.join("dumps/s/c"),
+            moved.join("traces/s"),
+            ws.join("run/args/s/c"),
+        ]);
+        // Moved (the original directory is gone): under the recorded
+        // report_dir, rebased; outside it, as recorded.
+        let mut r = original.clone();
+        resolve_artifacts(
+            &mut r,
+            Path::new("reports/scene-report-1/report.json"),
+            &cwd,
+        );
+        let c = &r.cases[0];
+        let moved_s = moved.display().to_string();
+        assert_eq!(c.dump.as_deref(), Some(&*format!("{moved_s}/dumps/s/c")));
+        assert_eq!(
+            c.trace.as_deref(),
+            Some(&*format!("{moved_s}/traces/s/c.trace.json"))
+        );
+        assert_eq!(
+            c.args_dump.as_deref(),
+            Some(&*ws.join("run/args/s/c").display().to_string())
+        );
+        // Rebased even when nothing is there (on another machine the
+        // original would not be either).
+        std::fs::remove_dir_all(moved.join("dumps")).unwrap();
+        let mut r = original.clone();
+        resolve_artifacts(&mut r, &moved.join("report.json"), &cwd);
+        assert_eq!(
+            r.cases[0].dump.as_deref(),
+            Some(&*format!("{moved_s}/dumps/s/c"))
+        );
+        // Copied alone (the originals still there, nothing beside the
+        // copy): the originals.
+        mkdirs(&[ws.join("run/out/dumps/s/c")]);
+        let mut r = original.clone();
+        resolve_artifacts(&mut r, &moved.join("report.json"), &cwd);
+        assert_eq!(r.cases[0].dump, original.cases[0].dump);
+        // Not moved: as recorded (the relative trace against the run's
+        // working directory, not the reader's).
+        let mut r = original.clone();
+        resolve_artifacts(&mut r, &ws.join("run/out/report.json"), &cwd);
+        assert_eq!(r.cases[0].dump, original.cases[0].dump);
+        assert_eq!(
+            r.cases[0].trace.as_deref(),
+            Some(
+                &*ws.join("run/out/traces/s/c.trace.json")
+                    .display()
+                    .to_string()
+            )
+        );
+        // Not moved, named through a symbolic link: as recorded.
+        std::os::unix::fs::symlink(ws.join("run"), ws.join("link")).unwrap();
+        let mut r = original.clone();
+        resolve_artifacts(&mut r, &ws.join("link/out/report.json"), &cwd);
+        assert_eq!(r.cases[0].dump, original.cases[0].dump);
+    }
+
+    /// A report of an older `scene` (no `report_dir` / `working_dir`):
+    /// relative paths against the reader's directory, as before.
+    #[test]
+    fn an_older_report_resolves_as_before() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cwd = tmp.path().canonicalize().unwrap();
+        let mut r = run_report(Path::new("/ws"));
+        r.report_dir = None;
+        r.working_dir = None;
+        resolve_artifacts(&mut r, Path::new("/somewhere/report.json"), &cwd);
+        let c = &r.cases[0];
+        assert_eq!(c.dump.as_deref(), Some("/ws/run/out/dumps/s/c"));
+        assert_eq!(
+            c.trace.as_deref(),
+            Some(&*cwd.join("out/traces/s/c.trace.json").display().to_string())
         );
     }
 

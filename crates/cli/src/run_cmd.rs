@@ -151,7 +151,7 @@ pub(crate) fn run(
         lines.print(r);
     }
     let selected = cases.len() + load_reports.len();
-    let report = session
+    let mut report = session
         .run(&cases, &mut |r| {
             clear_bar();
             lines.print(r);
@@ -176,6 +176,7 @@ pub(crate) fn run(
             eprintln!("note: no --report-json/--junit report written: the run was interrupted");
         }
     })?;
+    locate(&mut report, setup.report_json.as_deref());
     write_reports(&report, setup)?;
     let t = &report.totals;
     stream.line(&format!(
@@ -261,6 +262,23 @@ pub(crate) fn failures_block(report: &RunReport) -> Option<String> {
         block.push_str(name);
     }
     Some(block)
+}
+
+/// Records in `report` where it is written (`report_dir`: the absolute
+/// directory of `--report-json FILE`, none for stdout) and where the run
+/// ran (`working_dir`), so `scene report` can find the artifacts written
+/// beside the report after the two were moved together (uploaded as one
+/// CI artifact, say).
+fn locate(report: &mut RunReport, report_json: Option<&Path>) {
+    let cwd = std::env::current_dir().ok();
+    report.working_dir = cwd.as_ref().map(|d| d.display().to_string());
+    report.report_dir = report_json
+        .filter(|p| !is_stdout(p))
+        .and_then(|p| match p.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => std::path::absolute(dir).ok(),
+            _ => cwd,
+        })
+        .map(|d| d.display().to_string());
 }
 
 /// `--report-json` and `--junit`.

@@ -4,6 +4,8 @@
 //! Field names here are a contract with users' CI scripts: add fields, never
 //! rename them.
 
+use std::path::{Path, PathBuf};
+
 use serde::{Deserialize, Serialize};
 
 /// The `--report-json` schema this `scene` writes (`schema`) and reads
@@ -223,6 +225,15 @@ pub struct CaseReport {
     /// (what `scene replay DIR TASK` reads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args_dump: Option<String>,
+    /// The directory of the case's tensor dump (`inputs/`, `outputs/`,
+    /// `golden/` `.npy` files and `meta.json`; see
+    /// [`crate::observe::dump`]) when one was written: a failing case's
+    /// (under `SCENE_FAILURE_DUMP_DIR`, default `target/scene-dumps`), or
+    /// every case's with `--dump DIR`. Absolute (a relative dump root is
+    /// taken against the run's working directory); absent when no dump was
+    /// written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dump: Option<String>,
 }
 
 /// The benchmark rounds of one case: `n` measured rounds after `warmup`
@@ -333,6 +344,7 @@ impl CaseReport {
             trace: None,
             dep_graph: None,
             args_dump: None,
+            dump: None,
         }
     }
 
@@ -425,6 +437,19 @@ pub struct RunReport {
     /// usable entry for them.
     #[serde(default)]
     pub remote_misses: u64,
+    /// The absolute directory of the `--report-json` file this report was
+    /// written to (absent when it went to stdout, or was written by an
+    /// older `scene`). With it a reader of a moved report finds the
+    /// artifacts that were written under that directory (dumps, traces
+    /// uploaded with the report): they moved with it. See
+    /// `scene report` ([`RunReport::artifact_path`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report_dir: Option<String>,
+    /// The absolute working directory of the run: relative artifact paths
+    /// in the report are relative to it (absent in reports of an older
+    /// `scene`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_dir: Option<String>,
 }
 
 impl RunReport {
@@ -459,6 +484,8 @@ impl RunReport {
             started_at: unix_seconds(std::time::SystemTime::now()) - wall_s,
             remote_hits: 0,
             remote_misses: 0,
+            report_dir: None,
+            working_dir: None,
         }
     }
 
@@ -474,6 +501,8 @@ impl RunReport {
             started_at: self.started_at,
             remote_hits: self.remote_hits,
             remote_misses: self.remote_misses,
+            report_dir: self.report_dir,
+            working_dir: self.working_dir,
             ..Self::new(&self.platform, first, self.totals.wall_s)
         }
         .with_unit_counts(units)
@@ -555,6 +584,83 @@ impl RunReport {
     pub fn all_passed(&self) -> bool {
         self.totals.failed == 0
     }
+}
+
+/// Where a report file is being read from now, for
+/// [`RunReport::artifact_path`].
+#[derive(Clone, Copy, Debug)]
+pub struct ReadAt<'a> {
+    /// The absolute directory the report file is in now.
+    pub dir: &'a Path,
+    /// Whether that is another place than the report's recorded
+    /// `report_dir` (the report was moved or copied, to another machine
+    /// perhaps); `false` when the report records none.
+    pub moved: bool,
+    /// The directory relative artifact paths are taken against when the
+    /// report records no `working_dir` (the reader's working directory).
+    pub cwd: &'a Path,
+}
+
+/// An artifact path of a report ([`RunReport::artifact_path`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArtifactPath {
+    /// The path as the run wrote it, absolute: a relative one taken
+    /// against the run's `working_dir` (or, without one, the reader's).
+    pub recorded: PathBuf,
+    /// When the report moved and `recorded` lies under its recorded
+    /// `report_dir`: the same place under the directory the report is in
+    /// now (the artifact moved with it).
+    pub moved_to: Option<PathBuf>,
+}
+
+impl RunReport {
+    /// Where an artifact path of this report (a case's `trace`,
+    /// `dep_graph`, `args_dump` or `dump`) is, the report being read at
+    /// `at`. Exact, no search: a path under the `report_dir` the run
+    /// recorded is rebased onto the report's directory now, any other path
+    /// stays as the run recorded it. A report without `report_dir` (an
+    /// older `scene`, or one written to stdout) is never rebased.
+    pub fn artifact_path(&self, path: &str, at: &ReadAt<'_>) -> ArtifactPath {
+        let p = Path::new(path);
+        let recorded = if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            match &self.working_dir {
+                Some(w) => Path::new(w).join(p),
+                None => at.cwd.join(p),
+            }
+        };
+        let moved_to = match (&self.report_dir, at.moved) {
+            (Some(dir), true) => lexical(&recorded)
+                .strip_prefix(lexical(Path::new(dir)))
+                .ok()
+                .map(|rel| at.dir.join(rel)),
+            _ => None,
+        };
+        ArtifactPath { recorded, moved_to }
+    }
+}
+
+/// `p` with `.` components dropped and each `..` taking away the component
+/// before it (no file system access: the places may not exist here).
+fn lexical(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => match out.components().next_back() {
+                Some(Component::Normal(_)) => {
+                    out.pop();
+                }
+                // `/..` is `/`.
+                Some(Component::RootDir | Component::Prefix(_)) => {}
+                _ => out.push(c),
+            },
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Why a `--report-json` file could not be read back.
@@ -979,6 +1085,120 @@ mod tests {
             RunReport::from_json(b"{"),
             Err(ReportReadError::Json(_))
         ));
+    }
+
+    fn located(report_dir: Option<&str>, working_dir: Option<&str>) -> RunReport {
+        let mut r = RunReport::new("a2a3sim", vec![], 1.0);
+        r.report_dir = report_dir.map(str::to_string);
+        r.working_dir = working_dir.map(str::to_string);
+        r
+    }
+
+    #[test]
+    fn artifact_paths_under_a_moved_reports_dir_are_rebased_onto_it() {
+        let r = located(Some("/ws/run/out"), Some("/ws/run"));
+        let here = Path::new("/other/reports/scene-report-1");
+        let moved = ReadAt {
+            dir: here,
+            moved: true,
+            cwd: Path::new("/other"),
+        };
+        let p = |path| r.artifact_path(path, &moved);
+        // Absolute and relative (to the run's working directory) alike.
+        for path in [
+            "/ws/run/out/dumps/s/c",
+            "out/dumps/s/c",
+            "./out/x/../dumps/s/c",
+        ] {
+            assert_eq!(
+                p(path).moved_to.as_deref(),
+                Some(here.join("dumps/s/c").as_path()),
+                "{path}"
+            );
+        }
+        assert_eq!(
+            p("out/dumps/s/c").recorded,
+            Path::new("/ws/run/out/dumps/s/c")
+        );
+        // The report's directory itself, and `..` that leaves it.
+        assert_eq!(p("/ws/run/out").moved_to.as_deref(), Some(here));
+        assert_eq!(p("/ws/run/out/../traces/t.json").moved_to, None);
+        // Outside the report's directory: as recorded.
+        let outside = p("/ws/target/scene-dumps/s/c");
+        assert_eq!(outside.recorded, Path::new("/ws/target/scene-dumps/s/c"));
+        assert_eq!(outside.moved_to, None);
+        // A sibling whose name starts like the directory is not under it.
+        assert_eq!(p("/ws/run/outer/d").moved_to, None);
+
+        // Not moved: as recorded.
+        let still = ReadAt {
+            dir: Path::new("/ws/run/out"),
+            moved: false,
+            cwd: Path::new("/ws/run"),
+        };
+        let a = r.artifact_path("out/dumps/s/c", &still);
+        assert_eq!(
+            (a.recorded.as_path(), a.moved_to),
+            (Path::new("/ws/run/out/dumps/s/c"), None)
+        );
+    }
+
+    /// A report of an older `scene` (no `report_dir`, no `working_dir`):
+    /// relative paths against the reader's directory, nothing rebased.
+    #[test]
+    fn reports_without_a_location_resolve_as_before() {
+        let r = located(None, None);
+        let at = ReadAt {
+            dir: Path::new("/other/reports/x"),
+            moved: true,
+            cwd: Path::new("/other"),
+        };
+        assert_eq!(
+            r.artifact_path("dumps/s/c", &at),
+            ArtifactPath {
+                recorded: PathBuf::from("/other/dumps/s/c"),
+                moved_to: None
+            }
+        );
+        assert_eq!(
+            r.artifact_path("/ws/run/out/t.json", &at).recorded,
+            Path::new("/ws/run/out/t.json")
+        );
+    }
+
+    #[test]
+    fn location_and_dump_fields_are_additive() {
+        let mut c = CaseReport::new("s", "c");
+        let mut r = RunReport::new("a2a3sim", vec![c.clone()], 1.0);
+        let json = serde_json::to_value(&r).unwrap();
+        for key in ["report_dir", "working_dir"] {
+            assert!(json.get(key).is_none(), "{key}: {json}");
+        }
+        assert!(json["cases"][0].get("dump").is_none(), "{json}");
+        // An older report (without them) reads back.
+        let back = RunReport::from_json(&serde_json::to_vec(&json).unwrap()).unwrap();
+        assert_eq!((back.report_dir, back.working_dir), (None, None));
+        assert_eq!(back.cases[0].dump, None);
+
+        c.dump = Some("/ws/out/dumps/s/c".into());
+        r = RunReport::new("a2a3sim", vec![c], 1.0);
+        r.report_dir = Some("/ws/out".into());
+        r.working_dir = Some("/ws".into());
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["report_dir"], "/ws/out");
+        assert_eq!(json["working_dir"], "/ws");
+        assert_eq!(json["cases"][0]["dump"], "/ws/out/dumps/s/c");
+        // Kept when load failures are put ahead of the cases.
+        let r = r.with_cases_before(vec![CaseReport::load_failure("bad", "oops")]);
+        assert_eq!(r.report_dir.as_deref(), Some("/ws/out"));
+        assert_eq!(r.working_dir.as_deref(), Some("/ws"));
+    }
+
+    #[test]
+    fn lexical_drops_dots() {
+        assert_eq!(lexical(Path::new("/a/./b/../c")), Path::new("/a/c"));
+        assert_eq!(lexical(Path::new("/../a")), Path::new("/a"));
+        assert_eq!(lexical(Path::new("../a/../../b")), Path::new("../../b"));
     }
 
     #[test]

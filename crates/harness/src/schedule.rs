@@ -494,7 +494,7 @@ impl Session {
         };
         report.outputs = judged_outputs;
         let outputs = &runs[at];
-        let dump_note = crate::observe::dump::sink(
+        let dumped = crate::observe::dump::sink(
             &self.config().dumps,
             self.config().platform.name(),
             (&sel.scene, sel.case()),
@@ -503,8 +503,13 @@ impl Session {
             &golden,
             failure.as_deref(),
         );
+        // The report's `dump` is absolute (a relative dump root is taken
+        // against the working directory); the message says it as written.
+        report.dump = dumped
+            .dir
+            .map(|d| std::path::absolute(&d).unwrap_or(d).display().to_string());
         let mut lines: Vec<String> = failure.iter().cloned().collect();
-        lines.extend(dump_note);
+        lines.extend(dumped.note);
         lines.extend(std::mem::take(&mut device.notes));
         match failure {
             Some(_) => report.fail(FailureStage::Compare, lines.join("\n")),

@@ -552,3 +552,135 @@ fn html_to_stdout_and_usage_errors() {
         "{stderr}"
     );
 }
+
+/// Issue 31: a card job writes `out/report.json` and its failing cases'
+/// dumps under `out/dumps`, uploads `out/`; the summary job, elsewhere
+/// (another absolute path), downloads it to `reports/scene-report-1/` and
+/// renders `scene report reports/*/report.json --html page.html`. The
+/// page's dump link is relative and resolves inside that tree; the
+/// Markdown names the dump there too. Once with absolute paths, once with
+/// relative ones (report and dump directory relative to the run's
+/// working directory).
+#[test]
+fn dump_links_of_a_moved_report_resolve_beside_the_page() {
+    let env = TestEnv::new();
+    for relative in [false, true] {
+        let base = env
+            .dir
+            .path()
+            .join(if relative { "relative" } else { "absolute" });
+        let run = base.join("run");
+        let out = run.join("out");
+        std::fs::create_dir_all(&out).unwrap();
+        let (report_arg, dumps_arg) = if relative {
+            (PathBuf::from("out/report.json"), PathBuf::from("out/dumps"))
+        } else {
+            (out.join("report.json"), out.join("dumps"))
+        };
+        let mut cmd = env.scene(&["run", "scalar_data", "--report-json"]);
+        cmd.arg(&report_arg)
+            .current_dir(&run)
+            .env("SCENE_FAILURE_DUMP_DIR", &dumps_arg)
+            .env("SCENE_RUNTIME_OPTIONS", "fault=corrupt_on_run:1");
+        let ran = cmd.output().unwrap();
+        assert_eq!(ran.status.code(), Some(1), "{}", common::show(&ran));
+        let report = read_report(&out.join("report.json"));
+        let real_run = run.canonicalize().unwrap();
+        assert_eq!(
+            report["working_dir"].as_str(),
+            real_run.to_str(),
+            "{report}"
+        );
+        let recorded_out = if relative {
+            real_run.join("out")
+        } else {
+            out.clone()
+        };
+        assert_eq!(
+            report["report_dir"].as_str(),
+            recorded_out.to_str(),
+            "{report}"
+        );
+        let failed: Vec<&serde_json::Value> = report["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["status"] == "failed")
+            .collect();
+        assert!(!failed.is_empty(), "a case failed: {report}");
+        let mut cases = Vec::new();
+        for c in &failed {
+            let case = c["case"].as_str().unwrap().to_string();
+            let want = recorded_out.join("dumps/scalar_data").join(&case);
+            // The field: absolute; the message: as before, as configured.
+            assert_eq!(c["dump"].as_str(), want.to_str(), "{c}");
+            let said = dumps_arg.join("scalar_data").join(&case);
+            assert!(
+                c["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains(&format!("dump written to {}", said.display())),
+                "{c}"
+            );
+            assert!(want.join("meta.json").is_file(), "{c}");
+            cases.push(case);
+        }
+
+        // The upload: `out/` is all that leaves the card runner.
+        let elsewhere = base.join("elsewhere");
+        let artifact = elsewhere.join("reports/scene-report-1");
+        common::copy_dir(&out, &artifact);
+        std::fs::remove_dir_all(&run).unwrap();
+        let summary = elsewhere.join("summary.md");
+        let rendered = env
+            .scene(&[
+                "report",
+                "reports/scene-report-1/report.json",
+                "--html",
+                "page.html",
+                "--markdown",
+                "summary.md",
+            ])
+            .current_dir(&elsewhere)
+            .output()
+            .unwrap();
+        assert_eq!(
+            rendered.status.code(),
+            Some(1),
+            "{}",
+            common::show(&rendered)
+        );
+        let html = std::fs::read_to_string(elsewhere.join("page.html")).unwrap();
+        let md = std::fs::read_to_string(&summary).unwrap();
+        let dump_hrefs: Vec<&str> = html
+            .match_indices(">dump</a>")
+            .map(|(i, _)| {
+                let start = html[..i].rfind("<a href=\"").unwrap() + "<a href=\"".len();
+                let end = start + html[start..].find('"').unwrap();
+                &html[start..end]
+            })
+            .collect();
+        assert_eq!(dump_hrefs.len(), cases.len(), "{html}");
+        for (href, case) in dump_hrefs.iter().zip(&cases) {
+            let want = format!("reports/scene-report-1/dumps/scalar_data/{case}");
+            assert_eq!(*href, want, "relative, inside the uploaded tree");
+            let dir = elsewhere.join(href);
+            assert!(dir.join("meta.json").is_file(), "{}", dir.display());
+            let npys = std::fs::read_dir(dir.join("outputs"))
+                .unwrap()
+                .filter(|e| {
+                    e.as_ref()
+                        .unwrap()
+                        .path()
+                        .extension()
+                        .is_some_and(|x| x == "npy")
+                })
+                .count();
+            assert!(npys > 0, "{}: no .npy outputs", dir.display());
+            assert!(
+                md.contains(&format!("(dump `{want}`)")),
+                "the summary names the dump: {md}"
+            );
+        }
+    }
+}

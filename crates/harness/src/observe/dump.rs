@@ -190,13 +190,22 @@ pub fn meta_json(dump: &CaseDump<'_>) -> Value {
     })
 }
 
+/// What the dump sink did with one case.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SinkOutcome {
+    /// The case's dump directory, when one was written.
+    pub dir: Option<PathBuf>,
+    /// A note for the case's message: where a failing case's dump went
+    /// (`dump written to PATH`), or why a dump could not be written.
+    pub note: Option<String>,
+}
+
 /// The dump sink, run after a case's verdict: dumps the case into
 /// `policy.every_case` when set, else into `policy.failures` when the case
 /// failed (`failure` is its message). It never changes the verdict; it
-/// returns a note for the report: where a failing case's dump went, or why
-/// a dump could not be written. `fixtures` are all the case's tensors in
-/// declaration order, `outputs` the device's output tensors in declaration
-/// order.
+/// returns the dump's directory and a note for the report (see
+/// [`SinkOutcome`]). `fixtures` are all the case's tensors in declaration
+/// order, `outputs` the device's output tensors in declaration order.
 pub fn sink(
     policy: &DumpPolicy,
     platform: &str,
@@ -205,12 +214,12 @@ pub fn sink(
     outputs: &[Tensor],
     golden: &GoldenOutputs,
     failure: Option<&str>,
-) -> Option<String> {
+) -> SinkOutcome {
     let (scene, case) = case;
     let dir = match (&policy.every_case, failure) {
         (Some(d), _) => d.as_path(),
         (None, Some(_)) => policy.failures.as_path(),
-        (None, None) => return None,
+        (None, None) => return SinkOutcome::default(),
     };
     let inputs: Vec<(String, Tensor)> = fixtures
         .iter()
@@ -238,9 +247,16 @@ pub fn sink(
         },
     };
     match write_case_dump(dir, &dump) {
-        Ok(path) if failure.is_some() => Some(format!("dump written to {}", path.display())),
-        Ok(_) => None,
-        Err(e) => Some(format!("dump not written: {e}")),
+        Ok(path) => SinkOutcome {
+            note: failure
+                .is_some()
+                .then(|| format!("dump written to {}", path.display())),
+            dir: Some(path),
+        },
+        Err(e) => SinkOutcome {
+            dir: None,
+            note: Some(format!("dump not written: {e}")),
+        },
     }
 }
 
@@ -500,7 +516,7 @@ params = { N = 3 }
             &golden,
             None,
         );
-        assert!(note.is_none());
+        assert_eq!(note, SinkOutcome::default());
         assert!(!cfg.failures.exists());
 
         // Failing: dumped to the failure root, path in the message.
@@ -514,7 +530,11 @@ params = { N = 3 }
             Some("tensor `y` mismatch"),
         );
         let expect = cfg.failures.join("demo/small");
-        assert_eq!(note, Some(format!("dump written to {}", expect.display())));
+        assert_eq!(
+            note.note,
+            Some(format!("dump written to {}", expect.display()))
+        );
+        assert_eq!(note.dir.as_deref(), Some(expect.as_path()));
         // `out` tensors are not inputs; `inout` ones are.
         assert!(expect.join("inputs/acc.npy").exists());
         assert!(!expect.join("inputs/y.npy").exists());
@@ -531,7 +551,9 @@ params = { N = 3 }
             &golden,
             None,
         );
-        assert!(note.is_none(), "{note:?}");
-        assert!(tmp.path().join("explicit/demo/small/meta.json").exists());
+        assert!(note.note.is_none(), "{note:?}");
+        let explicit = tmp.path().join("explicit/demo/small");
+        assert_eq!(note.dir.as_deref(), Some(explicit.as_path()));
+        assert!(explicit.join("meta.json").exists());
     }
 }
