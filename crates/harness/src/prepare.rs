@@ -283,8 +283,9 @@ impl CpuStages {
                 ));
             }
         };
-        // Level 3's C host functions are compiled here too, before any
-        // card: one that does not build fails the case at compile.
+        // Level 3's C host functions, built with the callables (in the
+        // same plan, through the kernel cache), before any card: one that
+        // does not build fails the case at compile.
         if let Err(e) = self.host_executables(sel) {
             return Err(fail(report, CaseFailure::Compile(e.to_string())));
         }
