@@ -13,9 +13,9 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use scene_harness::compile::{compile_builder, scene_specs};
+use scene_harness::compile::{compile_builder, scene_hosts, scene_specs};
 use scene_harness::distinct_scenes;
-use scene_kernels::{BuildOutput, CallableSpec, UnitOutcome, plan_outline};
+use scene_kernels::{BuildOutput, CallableSpec, HostUnit, UnitOutcome, plan_outline_with_hosts};
 
 use crate::Layout;
 use crate::error::CliError;
@@ -83,10 +83,15 @@ impl Tally {
     }
 }
 
-/// The outcome of each of the units every callable uses, matched by plan
-/// position (the builder reports units in plan order).
-fn callable_outcomes(specs: &[CallableSpec], out: &BuildOutput) -> Vec<CallableOutcome> {
-    let outline = plan_outline(specs);
+/// The outcome of each of the units every callable uses (with the host
+/// programs of its scene's steps: `hosts`, whose labels are the specs'),
+/// matched by plan position (the builder reports units in plan order).
+fn callable_outcomes(
+    specs: &[CallableSpec],
+    hosts: &[HostUnit],
+    out: &BuildOutput,
+) -> Vec<CallableOutcome> {
+    let outline = plan_outline_with_hosts(specs, hosts);
     let by_index = out.units.len() == outline.units.len();
     // Fallback in case a future builder reports fewer units (e.g. skips):
     // match by the `<scene>/<name>` the plan and the report share.
@@ -118,12 +123,23 @@ fn callable_outcomes(specs: &[CallableSpec], out: &BuildOutput) -> Vec<CallableO
                     CallableOutcome::Failed
                 };
             }
-            let units = outline
+            let mut units = outline
                 .callables
                 .get(i)
                 .cloned()
                 .flatten()
                 .unwrap_or_default();
+            let label = specs.get(i).map(|s| s.label.as_str());
+            for (j, host) in hosts.iter().enumerate() {
+                if Some(host.label.as_str()) != label {
+                    continue;
+                }
+                match out.hosts.get(j) {
+                    Some(Err(e)) if e.is_cancelled() => return CallableOutcome::NotStarted,
+                    Some(Err(_)) => return CallableOutcome::Failed,
+                    _ => units.extend(outline.hosts.get(j).copied()),
+                }
+            }
             // A unit with no report is counted as compiled: claiming "cached"
             // must mean no compiler ran.
             let any_compiled = units.iter().any(|&idx| !is_cached(outcome_of(idx)));
@@ -157,8 +173,13 @@ pub(crate) fn run(
     let scenes = distinct_scenes(&cases);
     let builder = compile_builder(&config)?;
     let specs = scene_specs(&config, &scenes);
+    // The C host steps' programs are units of the same plan.
+    let hosts: Vec<HostUnit> = scene_hosts(&config, &scenes)
+        .into_iter()
+        .map(|(_, unit)| unit)
+        .collect();
 
-    let total_units = plan_outline(&specs).units.len();
+    let total_units = plan_outline_with_hosts(&specs, &hosts).units.len();
     // `--explain` prints every unit with its reason; `-q` nothing per
     // unit; else a bar on a terminal or, without one, a line per unit the
     // compiler ran for (every unit with `-v`): a warm build prints its
@@ -173,19 +194,35 @@ pub(crate) fn run(
         (progress::bar(total_units, true), UnitLines::Work)
     };
     let builder = builder.with_observer(progress::observer(bar.as_ref(), lines));
-    let out = builder.build_all(&specs);
+    let out = builder.build_all_with_hosts(&specs, &hosts);
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
 
-    let outcomes = callable_outcomes(&specs, &out);
+    let outcomes = callable_outcomes(&specs, &hosts, &out);
     let mut tally = Tally::default();
     for ((scene, result), outcome) in scenes.iter().zip(&out.callables).zip(&outcomes) {
         tally.add(*outcome);
         if *outcome == CallableOutcome::NotStarted {
             continue;
         }
+        // A host program that does not build fails its scene.
+        let host_failures: Vec<String> = hosts
+            .iter()
+            .zip(&out.hosts)
+            .filter(|(host, _)| host.label == scene.name)
+            .filter_map(|(host, result)| {
+                let e = result.as_ref().err()?;
+                Some(format!("host program `{}`: {e}", host.name))
+            })
+            .collect();
         match result {
+            Ok(_) if !host_failures.is_empty() => {
+                println!("FAIL {}", scene.name);
+                for line in host_failures.iter().flat_map(|f| f.lines()) {
+                    println!("    {line}");
+                }
+            }
             Ok(callable) => {
                 // A callable served whole from the cache is counted in the
                 // summary; its line only with `-v` (or `--explain`).

@@ -43,6 +43,7 @@ fn kind_label(kind: UnitKind) -> String {
     match kind {
         UnitKind::Incore { func_id, core } => format!("{core}, func_id {func_id}"),
         UnitKind::Orchestration => "orchestration".to_string(),
+        UnitKind::Host => "host program".to_string(),
     }
 }
 

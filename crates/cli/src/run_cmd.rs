@@ -4,10 +4,10 @@ use std::io::Write;
 use std::path::Path;
 
 use scene_harness::bundle::Bundle;
-use scene_harness::compile::{compile_builder, scene_specs};
+use scene_harness::compile::{compile_builder, scene_hosts, scene_specs};
 use scene_harness::report::RunReport;
 use scene_harness::{GoldenRegistry, Session, distinct_scenes};
-use scene_kernels::plan_outline;
+use scene_kernels::plan_outline_with_hosts;
 
 use crate::Layout;
 use crate::error::{CliError, UsageError};
@@ -113,8 +113,14 @@ pub(crate) fn run(
     let bar = match bundle {
         Some(_) => None,
         None => {
-            let specs = scene_specs(session.config(), &distinct_scenes(&cases));
-            progress::bar(plan_outline(&specs).units.len(), !verbosity.quiet)
+            let scenes = distinct_scenes(&cases);
+            let specs = scene_specs(session.config(), &scenes);
+            let hosts: Vec<_> = scene_hosts(session.config(), &scenes)
+                .into_iter()
+                .map(|(_, unit)| unit)
+                .collect();
+            let units = plan_outline_with_hosts(&specs, &hosts).units.len();
+            progress::bar(units, !verbosity.quiet)
         }
     };
     let session = match &bar {

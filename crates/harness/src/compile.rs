@@ -7,11 +7,13 @@ use std::sync::Arc;
 
 use scene_kernels::{
     BuildError, BuildOptions, BuildOutput, Builder, CacheConfig, CallableSpec, ChipCallable,
-    IncoreUnit, OrchUnit, UnitOutcome, plan_outline,
+    HostUnit, IncoreUnit, OrchUnit, UnitOutcome, plan_outline,
 };
 
 use crate::config::RunConfig;
+use crate::host_step::{BuildKey, BuiltHost, HostStepError, host_unit};
 use crate::scene::Scene;
+use crate::scene::steps::StepKind;
 
 /// The compile spec of a scene's callable, paths relative to `root`.
 /// `default_build` is the platform's `incore_build`, for incores neither
@@ -23,10 +25,7 @@ pub fn callable_spec(
     default_build: crate::scene::IncoreBuild,
 ) -> CallableSpec {
     let rel = |p: &Path| scene.relative_to(root, p);
-    let abi_inc = abi_include_dir
-        .strip_prefix(root)
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|_| abi_include_dir.to_path_buf());
+    let abi_inc = root_relative(root, abi_include_dir);
     // Only the declared dirs and the ABI headers: no implicit per-scene dir,
     // so a kernel shared by several scenes is one unit with one cache key.
     let includes = |dirs: &[std::path::PathBuf]| {
@@ -60,6 +59,32 @@ pub fn callable_spec(
     }
 }
 
+/// `dir` relative to `root` when it is under it (as compilers are given
+/// paths), else as it is.
+fn root_relative(root: &Path, dir: &Path) -> std::path::PathBuf {
+    dir.strip_prefix(root)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|_| dir.to_path_buf())
+}
+
+/// The host programs of every C host step of `scenes`, each with the key
+/// [`crate::host_step::HostBuilds`] knows it by (one per scene, source and
+/// function, however many steps call it).
+pub fn scene_hosts(config: &RunConfig, scenes: &[Arc<Scene>]) -> Vec<(BuildKey, HostUnit)> {
+    let mut out: Vec<(BuildKey, HostUnit)> = Vec::new();
+    for scene in scenes {
+        for step in &scene.steps {
+            if let StepKind::HostC { source, function } = &step.kind {
+                let key = crate::host_step::build_key(scene, source, function);
+                if out.iter().all(|(k, _)| k != &key) {
+                    out.push((key, host_unit(config, scene, source, function)));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The builder a run compiles with (the platform's toolchain, the worker
 /// budget, the kernel cache). `scene compile` and `scene precompile` use
 /// it too: same units, same keys as `scene run`, but no card pool.
@@ -88,6 +113,9 @@ pub struct CompiledScenes {
     pub compile_s: BTreeMap<String, f64>,
     /// The plan's units by outcome (each distinct unit once).
     pub units: crate::report::UnitCounts,
+    /// The C host steps' programs, built in the same plan (their failures
+    /// carry the compiler's message).
+    pub hosts: Vec<BuiltHost>,
 }
 
 /// The specs of `scenes`, in order.
@@ -112,14 +140,34 @@ pub fn compile_scenes(
     scenes: &[Arc<Scene>],
 ) -> CompiledScenes {
     let specs = scene_specs(config, scenes);
-    let out = builder.build_all(&specs);
-    let compile_s = unit_seconds_per_callable(&specs, &out);
+    let (host_keys, host_units): (Vec<BuildKey>, Vec<HostUnit>) =
+        scene_hosts(config, scenes).into_iter().unzip();
+    let out = builder.build_all_with_hosts(&specs, &host_units);
+    let mut compile_s = unit_seconds_per_callable(&specs, &out);
+    // A scene's host programs are compiler work for it too.
+    for (scene, seconds) in scenes.iter().zip(compile_s.iter_mut()) {
+        *seconds += out
+            .units
+            .iter()
+            .filter(|u| u.kind == scene_kernels::UnitKind::Host)
+            .filter(|u| u.unit.split_once('/').map(|(l, _)| l) == Some(scene.name.as_str()))
+            .map(|u| u.duration.as_secs_f64())
+            .sum::<f64>();
+    }
     let mut compiled = CompiledScenes {
         units: crate::report::UnitCounts {
             cached: out.count(UnitOutcome::Cached) + out.count(UnitOutcome::Reused),
             compiled: out.count(UnitOutcome::Compiled),
             failed: out.count(UnitOutcome::Failed),
         },
+        hosts: host_keys
+            .into_iter()
+            .zip(out.hosts)
+            .map(|(key, result)| {
+                let result = result.map_err(|e| HostStepError::Build(e.to_string()));
+                (key, result)
+            })
+            .collect(),
         ..CompiledScenes::default()
     };
     for ((scene, result), seconds) in scenes.iter().zip(out.callables).zip(compile_s) {
@@ -134,11 +182,13 @@ pub fn compile_scenes(
 pub fn unit_seconds_per_callable(specs: &[CallableSpec], out: &BuildOutput) -> Vec<f64> {
     let outline = plan_outline(specs);
     let seconds_of = |index: usize| -> f64 {
-        if out.units.len() == outline.units.len() {
-            return out.units[index].duration.as_secs_f64();
+        let name = &outline.units[index].display;
+        // The builder reports the plan's units in plan order (host
+        // programs after them).
+        if let Some(unit) = out.units.get(index).filter(|u| &u.unit == name) {
+            return unit.duration.as_secs_f64();
         }
         // A builder that reported fewer units: match by display name.
-        let name = &outline.units[index].display;
         out.units
             .iter()
             .find(|u| &u.unit == name)
@@ -202,6 +252,7 @@ mod tests {
         assert_eq!(outline.units.len(), 3, "orch a, orch b, one shared mul");
         let out = BuildOutput {
             callables: vec![],
+            hosts: vec![],
             units: outline
                 .units
                 .iter()

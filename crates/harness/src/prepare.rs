@@ -174,7 +174,7 @@ impl CpuStages {
             if let crate::scene::steps::StepKind::HostC { source, function } = &step.kind {
                 let exe = self
                     .hosts
-                    .executable(&self.config, scene, source, function)
+                    .executable(&self.builder, &self.config, scene, source, function)
                     .map_err(|error| crate::host_step::StepBuildError {
                         scene: scene.name.clone(),
                         step: i,
@@ -243,8 +243,12 @@ impl CpuStages {
     }
 
     /// Compiles the callables of every scene used by `cases` as one plan.
+    /// Their C host steps' programs are built in the same plan and handed
+    /// to [`CpuStages::hosts`].
     pub fn compile(&self, cases: &[SelectedCase]) -> CompiledScenes {
-        compile_scenes(&self.builder, &self.config, &distinct_scenes(cases))
+        let compiled = compile_scenes(&self.builder, &self.config, &distinct_scenes(cases));
+        self.hosts.add_built(&compiled.hosts);
+        compiled
     }
 
     /// Looks up the case's callable, builds its fixtures and computes its
@@ -279,8 +283,9 @@ impl CpuStages {
                 ));
             }
         };
-        // Level 3's C host functions are compiled here too, before any
-        // card: one that does not build fails the case at compile.
+        // Level 3's C host functions, built with the callables (in the
+        // same plan, through the kernel cache), before any card: one that
+        // does not build fails the case at compile.
         if let Err(e) = self.host_executables(sel) {
             return Err(fail(report, CaseFailure::Compile(e.to_string())));
         }

@@ -22,7 +22,9 @@ use crate::link;
 use crate::plan::{self, Job, PlanEntry};
 use crate::report::{BuildOutput, Observer, UnitKind, UnitOutcome, UnitReport};
 use crate::toolchain::Toolchain;
-use crate::unit::{CallableSpec, ChipCallable, CoreType, IncoreImage, IncoreUnit, OrchUnit};
+use crate::unit::{
+    CallableSpec, ChipCallable, CoreType, HostUnit, IncoreImage, IncoreUnit, OrchUnit,
+};
 
 mod hosted;
 
@@ -229,6 +231,10 @@ impl Builder {
                 self.keys
                     .orch_inputs(self.schema, &self.toolchain, &self.root, unit)
             }
+            Job::Host(unit) => {
+                self.keys
+                    .host_inputs(self.schema, &self.toolchain, &self.root, unit)
+            }
         }
     }
 
@@ -248,7 +254,15 @@ impl Builder {
     /// A failing unit fails only the callables that use it; everything else
     /// is still built.
     pub fn build_all(&self, specs: &[CallableSpec]) -> BuildOutput {
-        let plan = plan::plan(specs);
+        self.build_all_with_hosts(specs, &[])
+    }
+
+    /// [`Builder::build_all`] plus host programs ([`HostUnit`]), in the
+    /// same plan: each distinct one built once, on the same workers, from
+    /// the same cache (its executable is a cache entry like any unit's).
+    /// Their results are [`BuildOutput::hosts`], parallel to `hosts`.
+    pub fn build_all_with_hosts(&self, specs: &[CallableSpec], hosts: &[HostUnit]) -> BuildOutput {
+        let plan = plan::plan_with_hosts(specs, hosts);
         let mut results: Vec<Option<UnitResult>> = vec![None; plan.entries.len()];
         let mut reports: Vec<Option<UnitReport>> = vec![None; plan.entries.len()];
         let mut keys: Vec<Option<UnitKey>> = vec![None; plan.entries.len()];
@@ -336,9 +350,21 @@ impl Builder {
                 self.keys.persist_digests();
             }
         }
+        let hosts = plan
+            .hosts
+            .iter()
+            .map(|&idx| {
+                results
+                    .get(idx)
+                    .cloned()
+                    .flatten()
+                    .unwrap_or_else(|| Err(Arc::new(internal_missing())))
+            })
+            .collect();
         BuildOutput {
             callables,
             units: reports.into_iter().flatten().collect(),
+            hosts,
         }
     }
 
@@ -588,6 +614,7 @@ impl Builder {
                 None,
             ),
             Job::Orch(unit) => (self.build_orch(unit, key, dep_file.as_deref())?, None),
+            Job::Host(unit) => (self.build_host(unit, key, dep_file.as_deref())?, None),
         };
         // From a preamble, the compiler read the source's copy: the source
         // itself and the preamble's headers are what the entry rests on.
@@ -658,6 +685,23 @@ impl Builder {
             &self.root,
             unit,
             &out,
+            dep_file,
+            &self.cancel,
+        )
+    }
+
+    fn build_host(
+        &self,
+        unit: &HostUnit,
+        key: UnitKey,
+        dep_file: Option<&Path>,
+    ) -> Result<Vec<u8>, CompileError> {
+        let dir = self.scratch_file(key, "host");
+        compile::compile_host(
+            &self.toolchain,
+            &self.root,
+            unit,
+            &dir,
             dep_file,
             &self.cancel,
         )
@@ -807,6 +851,7 @@ fn entry_kind(kind: UnitKind) -> EntryKind {
     match kind {
         UnitKind::Incore { .. } => EntryKind::Incore,
         UnitKind::Orchestration => EntryKind::Orchestration,
+        UnitKind::Host => EntryKind::Host,
     }
 }
 

@@ -13,7 +13,7 @@ use scene_util::Cancel;
 use crate::error::{CompileError, Stage};
 use crate::process::Invocation;
 use crate::toolchain::Toolchain;
-use crate::unit::{CoreType, IncoreUnit, Language, OrchUnit};
+use crate::unit::{CoreType, HostUnit, IncoreUnit, Language, OrchUnit};
 
 /// `-D` flags; an empty value defines the name without one (i.e. as `1`).
 pub(crate) fn define_flags(defines: &[(String, String)]) -> impl Iterator<Item = OsString> + '_ {
@@ -303,6 +303,103 @@ pub(crate) fn compile_orchestration(
     let args = orch_args(tc, unit);
     compile_unit(tc, root, &unit.source, args, out, dep_file, cancel)?;
     read_output(out)
+}
+
+/// A host program's flags besides its defines and include dirs: C at
+/// `-O2` (gnu11), plus the platform's `-D` flags as the orchestration sees
+/// them.
+pub(crate) fn host_flags(tc: &Toolchain) -> Vec<String> {
+    let mut flags = vec!["-O2".to_owned(), "-std=gnu11".to_owned()];
+    flags.extend(
+        tc.orch_flags
+            .iter()
+            .filter(|f| f.starts_with("-D"))
+            .cloned(),
+    );
+    flags
+}
+
+/// The flags every compile of a host program (its source, its driver)
+/// gets.
+fn host_common_args(tc: &Toolchain, unit: &HostUnit) -> Vec<OsString> {
+    let mut args: Vec<OsString> = host_flags(tc).into_iter().map(OsString::from).collect();
+    args.extend(define_flags(&unit.defines));
+    args.extend(include_flags(&unit.include_dirs));
+    args
+}
+
+/// The compiler arguments of a host program's source object (without
+/// `-o`).
+pub(crate) fn host_object_args(tc: &Toolchain, unit: &HostUnit) -> Vec<OsString> {
+    let mut args = host_common_args(tc, unit);
+    args.push("-c".into());
+    args.push(unit.source.as_os_str().to_owned());
+    args
+}
+
+/// The compiler arguments that compile the driver and link it with the
+/// source's object into the executable `out`.
+pub(crate) fn host_link_args(
+    tc: &Toolchain,
+    unit: &HostUnit,
+    driver: &Path,
+    object: &Path,
+    out: &Path,
+) -> Vec<OsString> {
+    let mut args = host_common_args(tc, unit);
+    args.push(driver.as_os_str().to_owned());
+    args.push(object.as_os_str().to_owned());
+    args.push("-o".into());
+    args.push(out.as_os_str().to_owned());
+    args
+}
+
+/// File name of the driver [`compile_host`] writes beside its object.
+pub(crate) const HOST_DRIVER_NAME: &str = "scene_host_driver.c";
+
+/// Builds a host program into the executable `<dir>/<name>` with the C
+/// compiler: the source into an object (its dependencies into
+/// `dep_file`), then the driver (written into `dir`) compiled and linked
+/// with it. Returns the executable's bytes.
+pub(crate) fn compile_host(
+    tc: &Toolchain,
+    root: &Path,
+    unit: &HostUnit,
+    dir: &Path,
+    dep_file: Option<&Path>,
+    cancel: &Cancel,
+) -> Result<Vec<u8>, CompileError> {
+    let work_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| CompileError::WorkDir { path, source }
+    };
+    std::fs::create_dir_all(dir).map_err(work_err(dir))?;
+    let driver = dir.join(HOST_DRIVER_NAME);
+    std::fs::write(&driver, unit.driver.as_bytes()).map_err(work_err(&driver))?;
+    // Named after the source, so a link error names it.
+    let stem = unit.source.file_stem().unwrap_or(unit.source.as_os_str());
+    let object = dir.join(Path::new(stem).with_extension("o"));
+    let compiler = ("compiler", tc.compiler.as_path());
+    let args = host_object_args(tc, unit);
+    run_compiler(
+        compiler,
+        root,
+        &unit.source,
+        args,
+        &object,
+        dep_file,
+        cancel,
+    )?;
+    let out = dir.join("host");
+    Invocation {
+        role: "compiler",
+        stage: Stage::Link,
+        program: &tc.compiler,
+        args: host_link_args(tc, unit, &driver, &object, &out),
+        cwd: root,
+    }
+    .run(cancel)?;
+    read_output(&out)
 }
 
 /// Puts the rule in front of a C++ compile failure that one explains.

@@ -32,7 +32,7 @@ use crate::budget::Budget;
 use crate::digests::{self, FileMemo, Stamp};
 use crate::error::CompileError;
 use crate::toolchain::{Toolchain, resolve_program};
-use crate::unit::{CoreType, IncoreUnit, Language, OrchUnit};
+use crate::unit::{CoreType, HostUnit, IncoreUnit, Language, OrchUnit};
 
 /// Version of the cache layout and of the key's field set. Bump it when the
 /// meaning of a stored entry changes; it is part of every key.
@@ -106,6 +106,8 @@ pub enum EntryKind {
     Callable,
     /// A case's computed golden outputs (the harness's golden cache).
     Golden,
+    /// A host program's executable ([`crate::HostUnit`]).
+    Host,
     /// An incore unit's text image.
     Incore,
     /// An orchestration's shared object.
@@ -115,10 +117,11 @@ pub enum EntryKind {
 }
 
 impl EntryKind {
-    pub const ALL: [EntryKind; 6] = [
+    pub const ALL: [EntryKind; 7] = [
         EntryKind::Builtins,
         EntryKind::Callable,
         EntryKind::Golden,
+        EntryKind::Host,
         EntryKind::Incore,
         EntryKind::Orchestration,
         EntryKind::Preamble,
@@ -129,6 +132,7 @@ impl EntryKind {
             EntryKind::Builtins => "builtins",
             EntryKind::Callable => "callable",
             EntryKind::Golden => "golden",
+            EntryKind::Host => "host",
             EntryKind::Incore => "incore",
             EntryKind::Orchestration => "orchestration",
             EntryKind::Preamble => "preamble",
@@ -139,7 +143,10 @@ impl EntryKind {
     /// explained with `--explain`), as opposed to a callable listing or a
     /// support object.
     pub fn is_unit(self) -> bool {
-        matches!(self, EntryKind::Incore | EntryKind::Orchestration)
+        matches!(
+            self,
+            EntryKind::Host | EntryKind::Incore | EntryKind::Orchestration
+        )
     }
 }
 
@@ -568,6 +575,9 @@ fn hosted_dirs(tc: &Toolchain, unit: &IncoreUnit) -> Vec<PathBuf> {
     dirs
 }
 
+/// How a host program's driver is named among its key's files.
+const DRIVER_NAME: &str = "<driver>";
+
 /// How a precompiled preamble's text is named among its key's files.
 const PREAMBLE_NAME: &str = "<preamble>";
 
@@ -720,6 +730,34 @@ impl KeyContext {
         Ok(inputs)
     }
 
+    /// Every input of a host program's key: the C compiler's identity
+    /// (it compiles and links), the host flags, the source and its include
+    /// closure, and the driver's text and its include closure.
+    pub fn host_inputs(
+        &self,
+        schema: u32,
+        tc: &Toolchain,
+        root: &Path,
+        unit: &HostUnit,
+    ) -> Result<KeyInputs, CompileError> {
+        let mut inputs = KeyInputs::default();
+        common_inputs(&mut inputs, schema, EntryKind::Host, tc);
+        tool_inputs(
+            &mut inputs,
+            "compiler",
+            &self.tool(&tc.compiler, tc.search_path.as_deref()),
+        );
+        inputs.list("flags.host", crate::compile::host_flags(tc));
+        unit_inputs(&mut inputs, &unit.source, &unit.include_dirs, &unit.defines);
+        inputs.set("driver", digest_str(&unit.driver));
+        self.source_inputs(&mut inputs, root, &unit.source, &unit.include_dirs)?;
+        // Not a file: its stamp is never compared.
+        let memo = memo_of(Stamp::default(), unit.driver.as_bytes());
+        let start = (PathBuf::from(DRIVER_NAME), memo);
+        self.closure_inputs(&mut inputs, root, start, &unit.include_dirs)?;
+        Ok(inputs)
+    }
+
     /// `file:<path>` = content digest for the source and every resolvable
     /// header it includes, transitively; `includes:<path>` = the resolved
     /// include edges of each file, in directive order.
@@ -824,6 +862,14 @@ pub(crate) fn incore_descriptor(unit: &IncoreUnit) -> UnitKey {
 
 pub(crate) fn orch_descriptor(unit: &OrchUnit) -> UnitKey {
     let mut h = KeyHasher::new("orch-descriptor");
+    hash_common(&mut h, &unit.source, &unit.include_dirs, &unit.defines);
+    h.finish()
+}
+
+/// Identity of a host program's build, without reading any file.
+pub(crate) fn host_descriptor(unit: &HostUnit) -> UnitKey {
+    let mut h = KeyHasher::new("host-descriptor");
+    h.str("driver", &unit.driver);
     hash_common(&mut h, &unit.source, &unit.include_dirs, &unit.defines);
     h.finish()
 }

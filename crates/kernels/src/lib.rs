@@ -46,12 +46,14 @@ pub use compile::{HOSTED_PROBE_SOURCE, PTO_PROBE_SOURCE};
 pub use error::{BuildError, BuildSetupError, CompileError, Stage, UnitFailure};
 pub use image::{ImageError, extract_text_image};
 pub use key::{CACHE_SCHEMA, UnitKey};
-pub use outline::{PlanOutline, PlannedUnit, plan_outline, render_commands};
+pub use outline::{
+    PlanOutline, PlannedUnit, plan_outline, plan_outline_with_hosts, render_commands,
+};
 pub use report::{BuildOutput, Observer, UnitKind, UnitOutcome, UnitReport};
 pub use toolchain::{BuiltinPlatform, Extraction, Toolchain, ToolchainError, UnknownExtraction};
 pub use unit::{
-    ArgsConvention, CallableSpec, ChipCallable, CoreType, IncoreImage, IncoreKind, IncoreUnit,
-    Language, OrchUnit, ParseArgsConventionError, ParseCoreTypeError,
+    ArgsConvention, CallableSpec, ChipCallable, CoreType, HostUnit, IncoreImage, IncoreKind,
+    IncoreUnit, Language, OrchUnit, ParseArgsConventionError, ParseCoreTypeError,
 };
 
 /// Hash of this crate's compile/link/extract logic (see `build.rs`).

@@ -20,7 +20,7 @@ use crate::plan::{self, Job};
 use crate::process::Invocation;
 use crate::report::UnitKind;
 use crate::toolchain::Toolchain;
-use crate::unit::{CallableSpec, ChipCallable, CoreType, Language};
+use crate::unit::{CallableSpec, ChipCallable, CoreType, HostUnit, Language};
 
 /// One distinct unit of a plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,11 +41,18 @@ pub struct PlanOutline {
     /// the incores in spec order), or `None` when the spec fails validation
     /// and so has no units planned.
     pub callables: Vec<Option<Vec<usize>>>,
+    /// Parallel to the host programs: indices into `units`.
+    pub hosts: Vec<usize>,
 }
 
 /// The plan `build_all(specs)` would run, without reading any file.
 pub fn plan_outline(specs: &[CallableSpec]) -> PlanOutline {
-    let plan = plan::plan(specs);
+    plan_outline_with_hosts(specs, &[])
+}
+
+/// The plan `build_all_with_hosts(specs, hosts)` would run.
+pub fn plan_outline_with_hosts(specs: &[CallableSpec], hosts: &[HostUnit]) -> PlanOutline {
+    let plan = plan::plan_with_hosts(specs, hosts);
     PlanOutline {
         units: plan
             .entries
@@ -66,6 +73,7 @@ pub fn plan_outline(specs: &[CallableSpec]) -> PlanOutline {
                 })
             })
             .collect(),
+        hosts: plan.hosts,
     }
 }
 
@@ -231,6 +239,34 @@ fn unit_commands(
                         program: tc.linker.clone(),
                         args: link::link_args(tc, link_script, &[&object, &builtins], &output),
                         cwd: out_dir.to_path_buf(),
+                    },
+                ],
+                output,
+            }
+        }
+        Job::Host(host) => {
+            // The driver's text is written as `u<idx>-<driver name>`.
+            let object = out_dir.join(format!("u{idx}.o"));
+            let driver = out_dir.join(format!("u{idx}-{}", compile::HOST_DRIVER_NAME));
+            let output = out_dir.join(format!("u{idx}"));
+            let mut args = compile::host_object_args(tc, host);
+            args.push("-o".into());
+            args.push(object.as_os_str().to_owned());
+            UnitCommands {
+                unit,
+                needs_builtins: None,
+                commands: vec![
+                    ToolCommand {
+                        role: "compiler",
+                        program: tc.compiler.clone(),
+                        args,
+                        cwd: root.to_path_buf(),
+                    },
+                    ToolCommand {
+                        role: "compiler",
+                        program: tc.compiler.clone(),
+                        args: compile::host_link_args(tc, host, &driver, &object, &output),
+                        cwd: root.to_path_buf(),
                     },
                 ],
                 output,

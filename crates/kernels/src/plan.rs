@@ -6,12 +6,13 @@ use std::collections::hash_map::Entry;
 use crate::error::UnitFailure;
 use crate::key::{self, UnitKey};
 use crate::report::UnitKind;
-use crate::unit::{CallableSpec, IncoreUnit, OrchUnit};
+use crate::unit::{CallableSpec, HostUnit, IncoreUnit, OrchUnit};
 
 #[derive(Debug, Clone)]
 pub(crate) enum Job {
     Incore(IncoreUnit),
     Orch(OrchUnit),
+    Host(HostUnit),
 }
 
 #[derive(Debug, Clone)]
@@ -35,6 +36,9 @@ pub(crate) struct Plan {
     pub entries: Vec<PlanEntry>,
     /// Parallel to the specs; `Err` holds the validation failures.
     pub specs: Vec<Result<SpecPlan, Vec<UnitFailure>>>,
+    /// Parallel to the host programs: their entries (after every
+    /// callable's).
+    pub hosts: Vec<usize>,
 }
 
 /// Problems visible without compiling anything. An invalid spec gets no
@@ -62,6 +66,11 @@ pub(crate) fn validate(spec: &CallableSpec) -> Result<(), Vec<UnitFailure>> {
 }
 
 pub(crate) fn plan(specs: &[CallableSpec]) -> Plan {
+    plan_with_hosts(specs, &[])
+}
+
+/// [`plan`] of `specs`, then the distinct host programs of `hosts`.
+pub(crate) fn plan_with_hosts(specs: &[CallableSpec], hosts: &[HostUnit]) -> Plan {
     let mut entries = Vec::new();
     let mut by_descriptor: HashMap<UnitKey, usize> = HashMap::new();
     let mut add = |descriptor: UnitKey, make: &dyn Fn() -> PlanEntry| -> usize {
@@ -99,9 +108,20 @@ pub(crate) fn plan(specs: &[CallableSpec]) -> Plan {
             .collect();
         spec_plans.push(Ok(SpecPlan { orch, incores }));
     }
+    let hosts = hosts
+        .iter()
+        .map(|unit| {
+            add(key::host_descriptor(unit), &|| PlanEntry {
+                job: Job::Host(unit.clone()),
+                display: format!("{}/{}", unit.label, unit.name),
+                kind: UnitKind::Host,
+            })
+        })
+        .collect();
     Plan {
         entries,
         specs: spec_plans,
+        hosts,
     }
 }
 

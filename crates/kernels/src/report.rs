@@ -10,8 +10,13 @@ use crate::unit::{ChipCallable, CoreType};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum UnitKind {
-    Incore { func_id: u32, core: CoreType },
+    Incore {
+        func_id: u32,
+        core: CoreType,
+    },
     Orchestration,
+    /// A host program's executable ([`crate::HostUnit`]).
+    Host,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -60,9 +65,12 @@ pub type Observer = Arc<dyn Fn(&UnitReport) + Send + Sync>;
 pub struct BuildOutput {
     /// In the order of the specs given.
     pub callables: Vec<Result<Arc<ChipCallable>, BuildError>>,
-    /// In plan order (specs in order, orchestration first, then incores),
-    /// independent of which worker finished first.
+    /// In plan order (specs in order, orchestration first, then incores,
+    /// then the host programs), independent of which worker finished first.
     pub units: Vec<UnitReport>,
+    /// Parallel to the host programs given to
+    /// [`crate::Builder::build_all_with_hosts`]: each one's executable.
+    pub hosts: Vec<Result<Arc<Vec<u8>>, Arc<crate::error::CompileError>>>,
 }
 
 impl BuildOutput {

@@ -192,6 +192,28 @@ pub struct OrchUnit {
     pub defines: Vec<(String, String)>,
 }
 
+/// A host program: a C source linked with a driver (C text the caller
+/// supplies, e.g. the harness's host-step driver) into one executable for
+/// the host, with the toolchain's C compiler. Built by
+/// [`crate::Builder::build_all_with_hosts`] like any other unit: keyed by
+/// the source, its include closure, the driver's text, the compiler's
+/// identity, the flags and the platform; cached, locked and budgeted alike.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HostUnit {
+    /// Shown in reports and errors (`<label>/<name>`), typically the scene.
+    pub label: String,
+    /// Typically `<source file>:<function>`.
+    pub name: String,
+    /// Relative to the builder's root.
+    pub source: PathBuf,
+    /// The driver's C text, compiled and linked with the source.
+    pub driver: std::sync::Arc<str>,
+    /// Relative to the root (absolute paths are passed through), in order.
+    pub include_dirs: Vec<PathBuf>,
+    /// E.g. the entry function the driver calls.
+    pub defines: Vec<(String, String)>,
+}
+
 /// One callable: an orchestration plus the incore kernels it submits to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CallableSpec {

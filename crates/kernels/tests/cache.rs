@@ -448,3 +448,116 @@ fn a_damaged_builtins_entry_is_detected_and_rebuilt() {
     assert_eq!(report.objects.damaged[0].0, key);
     assert!(objects.list().expect("list").is_empty());
 }
+
+/// A host program (a source linked with a driver into an executable) is a
+/// unit of the cache: compiled once, then a hit for a new builder (a new
+/// process) on the same cache, starting no compiler; a new key, so a
+/// compile, when its source, a header it includes, or the driver changes.
+/// A source that does not compile fails with the compiler's message.
+#[test]
+fn host_programs_are_cache_units_keyed_by_source_headers_and_driver() {
+    let root = Root::new();
+    root.write("include/answer.h", "#define ANSWER 41\n");
+    root.write(
+        "host.c",
+        "#include \"answer.h\"\nint the_entry(void) { return ANSWER + 1; }\n",
+    );
+    let driver = "int ENTRY(void);\nint main(void) { return ENTRY() == 42 ? 0 : 1; }\n";
+    let unit = |driver: &str| scene_kernels::HostUnit {
+        label: "s".into(),
+        name: "host.c:the_entry".into(),
+        source: "host.c".into(),
+        driver: Arc::from(driver),
+        include_dirs: vec!["include".into()],
+        defines: vec![("ENTRY".into(), "the_entry".into())],
+    };
+    let cc = LoggingCc::new();
+    let cache_dir = tempfile::tempdir().expect("tempdir");
+    let exe_dir = tempfile::tempdir().expect("tempdir");
+    // Builds `unit` on a fresh builder: its outcome, key and exit code.
+    let build = |unit: &scene_kernels::HostUnit| {
+        let (b, _) = cached_builder(&root, &cc.path, CacheConfig::new(cache_dir.path()));
+        let out = b.build_all_with_hosts(&[], std::slice::from_ref(unit));
+        assert_eq!(out.units.len(), 1);
+        assert_eq!(out.units[0].kind, scene_kernels::UnitKind::Host);
+        assert_eq!(out.units[0].unit, "s/host.c:the_entry");
+        let bytes = out.hosts[0].as_ref().expect("builds").clone();
+        let exe = exe_dir.path().join("host");
+        let _ = std::fs::remove_file(&exe);
+        std::fs::write(&exe, bytes.as_slice()).expect("write");
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let status = std::process::Command::new(&exe).status().expect("runs");
+        (out.units[0].outcome, out.units[0].key, status.code())
+    };
+
+    let (outcome, first, code) = build(&unit(driver));
+    assert_eq!(outcome, UnitOutcome::Compiled);
+    assert_eq!(code, Some(0), "the host program calls the entry");
+    assert_eq!(cc.compiles_of("host.c"), 1, "{:?}", cc.lines());
+
+    cc.reset();
+    let (outcome, key, code) = build(&unit(driver));
+    assert_eq!(outcome, UnitOutcome::Cached);
+    assert_eq!((key, code), (first, Some(0)));
+    let compiles: Vec<String> = cc
+        .lines()
+        .into_iter()
+        .filter(|l| l.trim() != "--version")
+        .collect();
+    assert!(
+        compiles.is_empty(),
+        "a hit starts no compiler: {compiles:?}"
+    );
+
+    // A header of its include closure.
+    root.write("include/answer.h", "#define ANSWER 40\n");
+    cc.reset();
+    let (outcome, header_key, code) = build(&unit(driver));
+    assert_eq!(outcome, UnitOutcome::Compiled);
+    assert_ne!(header_key, first);
+    assert_eq!(code, Some(1), "rebuilt with the edited header");
+    assert_eq!(cc.compiles_of("host.c"), 1, "{:?}", cc.lines());
+
+    // The source itself.
+    root.write(
+        "host.c",
+        "#include \"answer.h\"\nint the_entry(void) { return ANSWER + 2; }\n",
+    );
+    let (outcome, source_key, code) = build(&unit(driver));
+    assert_eq!(outcome, UnitOutcome::Compiled);
+    assert!(source_key != header_key && source_key != first);
+    assert_eq!(code, Some(0));
+
+    // The driver's text.
+    let other = driver.replace("42", "43");
+    let (outcome, driver_key, code) = build(&unit(&other));
+    assert_eq!(outcome, UnitOutcome::Compiled);
+    assert!(driver_key != source_key);
+    assert_eq!(code, Some(1));
+
+    let (b, _) = cached_builder(&root, &cc.path, CacheConfig::new(cache_dir.path()));
+    let cache = b.cache().expect("cache");
+    for key in [first, header_key, source_key, driver_key] {
+        let key = key.expect("keyed");
+        match cache.lookup(&key) {
+            cache::Lookup::Hit { manifest, .. } => assert_eq!(manifest.kind, EntryKind::Host),
+            _ => panic!("no entry for {key}"),
+        }
+    }
+    drop(b);
+
+    // A source that does not compile: the compiler's message names it.
+    root.write("broken.c", "int the_entry(void) { return nope; }\n");
+    let broken = scene_kernels::HostUnit {
+        source: "broken.c".into(),
+        ..unit(driver)
+    };
+    let (b, _) = cached_builder(&root, &cc.path, CacheConfig::new(cache_dir.path()));
+    let out = b.build_all_with_hosts(&[], &[broken]);
+    assert_eq!(out.units[0].outcome, UnitOutcome::Failed);
+    let err = out.hosts[0]
+        .as_ref()
+        .expect_err("does not compile")
+        .to_string();
+    assert!(err.contains("broken.c") && err.contains("nope"), "{err}");
+}

@@ -8,7 +8,9 @@
 //! case naming the scene, the step and the function, with no card held
 //! for a host function that does not build; a slow host step holds no
 //! card. `l3_host_dependency_py` does the same with the host function in
-//! Python, in the scene's Python worker.
+//! Python, in the scene's Python worker. The C host function is a unit of
+//! the kernel cache: a warm run starts no compiler, an edit of `host.c`
+//! rebuilds it, `scene compile` warms it.
 
 use serde_json::Value;
 
@@ -351,4 +353,88 @@ fn a_bundle_carries_the_host_function_to_a_machine_without_a_compiler() {
     );
     assert!(out.status.success(), "{}", crate::common::show(&out));
     assert_eq!(report["totals"]["passed"], 2, "{report}");
+}
+
+/// The C host function is a unit of the kernel cache: a second `scene
+/// run` with a warm local cache starts no compiler at all; an edit of
+/// `host.c` is a new key, so exactly the host program is compiled again,
+/// by `scene compile` (which builds it with the callables, so the run
+/// after it starts no compiler either). Each run counts it in its units.
+/// A host function that does not build fails `scene compile` for its
+/// scene, with the compiler's message.
+#[test]
+fn the_host_function_is_built_through_the_kernel_cache() {
+    let env = env_with(&[SCENE]);
+    let cc = crate::remote_cache::Wrapper::new(env.dir.path());
+    let host_compiles = |lines: &[String]| {
+        lines
+            .iter()
+            .filter(|l| l.contains("host.c") || l.contains("scene_host_driver.c"))
+            .count()
+    };
+    let run_counting = |what: &str| {
+        cc.reset();
+        let (out, report) = env.run_with_report_using(
+            &["run", "--platform", "a2a3sim", "--device", "0-7", SCENE],
+            |cmd| {
+                cmd.env("SCENE_CC", &cc.path);
+            },
+        );
+        assert!(
+            out.status.success(),
+            "{what}: {}",
+            crate::common::show(&out)
+        );
+        assert_eq!(report["totals"]["failed"], 0, "{what}: {report}");
+        (cc.lines(), report["totals"].clone())
+    };
+    let compile = || {
+        cc.reset();
+        env.scene(&["compile", "--platform", "a2a3sim", SCENE])
+            .env("SCENE_CC", &cc.path)
+            .output()
+            .unwrap()
+    };
+
+    // Cold: orchestration, three incores, the host program (its object,
+    // then the driver compiled and linked with it).
+    let (lines, totals) = run_counting("a cold run");
+    assert_eq!(host_compiles(&lines), 2, "{lines:?}");
+    assert_eq!(totals["units_compiled"], 5, "{totals}");
+
+    let (lines, totals) = run_counting("a second run");
+    assert_eq!(lines, Vec::<String>::new(), "a warm run started a compiler");
+    assert_eq!(totals["units_compiled"], 0, "{totals}");
+    assert_eq!(totals["units_cached"], 5, "{totals}");
+
+    let host = env.scenes_dir.as_ref().unwrap().join(SCENE).join("host.c");
+    let mut text = std::fs::read_to_string(&host).unwrap();
+    text.push_str("\n/* edited: a new key */\n");
+    std::fs::write(&host, text).unwrap();
+    let out = compile();
+    crate::common::assert_success(&out);
+    let lines = cc.lines();
+    assert_eq!(host_compiles(&lines), 2, "{lines:?}");
+    assert_eq!(lines.len(), 2, "only the host program: {lines:?}");
+
+    let (lines, totals) = run_counting("a run after scene compile");
+    assert_eq!(lines, Vec::<String>::new(), "scene compile did not warm it");
+    assert_eq!(totals["units_cached"], 5, "{totals}");
+
+    mutate(
+        &env,
+        "l3_host_dependency/scene.toml",
+        "function = \"center\"",
+        "function = \"centre\"",
+    );
+    let out = compile();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains(&format!("FAIL {SCENE}"))
+            && text.contains("host program `host.c:centre`")
+            && text.contains("failed to link")
+            && text.matches("centre").count() >= 2,
+        "{text}"
+    );
 }

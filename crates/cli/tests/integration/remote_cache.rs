@@ -168,13 +168,13 @@ impl Drop for Redis {
 /// process. With `SCENE_TEST_BLOCK_ON=<text>`, an invocation whose
 /// arguments contain <text> says so on the `SCENE_TEST_READY` fifo and
 /// waits for a line on `SCENE_TEST_RELEASE` before compiling.
-struct Wrapper {
-    path: PathBuf,
+pub(crate) struct Wrapper {
+    pub(crate) path: PathBuf,
     log: PathBuf,
 }
 
 impl Wrapper {
-    fn new(dir: &Path) -> Wrapper {
+    pub(crate) fn new(dir: &Path) -> Wrapper {
         let log = dir.join("cc.log");
         let path = dir.join("cc-wrapper");
         let script = format!(
@@ -199,7 +199,7 @@ exec cc "$@"
     /// Compiler processes that compiled something: a runner with an empty
     /// local cache still asks `cc --version` once for the key's compiler
     /// identity (memoised in its local `tools/`), which compiles nothing.
-    fn lines(&self) -> Vec<String> {
+    pub(crate) fn lines(&self) -> Vec<String> {
         std::fs::read_to_string(&self.log)
             .unwrap_or_default()
             .lines()
@@ -208,7 +208,7 @@ exec cc "$@"
             .collect()
     }
 
-    fn reset(&self) {
+    pub(crate) fn reset(&self) {
         let _ = std::fs::remove_file(&self.log);
     }
 }

@@ -1,8 +1,10 @@
 //! C host steps of level-3 scenes (`host = { c = "host.c", function = "F" }`,
-//! [`crate::scene::steps`]): built with the host toolchain's C compiler
-//! into one executable per (scene, source, function) and run, per step of
-//! a case, as a child process (started through the run's `Cancel`), so a
-//! host function that crashes fails its case, never the harness.
+//! [`crate::scene::steps`]): built by the kernel builder (a
+//! `scene_kernels::HostUnit`, in the compile stage with the callables, so
+//! through the kernel cache like every compile) into one executable per
+//! (scene, source, function) and run, per step of a case, as a child
+//! process (started through the run's `Cancel`), so a host function that
+//! crashes fails its case, never the harness.
 //!
 //! The executable is the scene's source linked with `driver.c` (embedded
 //! here), which reads the step's tensors from files the harness writes,
@@ -14,9 +16,10 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use scene_golden::Tensor;
+use scene_kernels::{Builder, HostUnit};
 
 use crate::config::RunConfig;
 use crate::scene::Scene;
@@ -43,7 +46,38 @@ pub enum HostStepError {
 
 /// A host function's build: the scene directory, the source as written,
 /// the function.
-type BuildKey = (PathBuf, PathBuf, String);
+pub type BuildKey = (PathBuf, PathBuf, String);
+
+/// A host function's build key with what building it gave: the
+/// executable's bytes, or why there are none.
+pub type BuiltHost = (BuildKey, Result<Arc<Vec<u8>>, HostStepError>);
+
+/// The [`BuildKey`] of `function` in `source` of `scene`.
+pub fn build_key(scene: &Scene, source: &Path, function: &str) -> BuildKey {
+    (scene.dir.clone(), source.to_path_buf(), function.to_owned())
+}
+
+/// The host program of a C host step: `source` (relative to the scene
+/// directory, as written) linked with [`DRIVER`], which calls `function`;
+/// a unit of the kernel builder like every compile (`-O2 -std=gnu11`, the
+/// platform's `-D` flags, `-I` the ABI headers), so the kernel cache keys,
+/// shares and serves it.
+pub fn host_unit(config: &RunConfig, scene: &Scene, source: &Path, function: &str) -> HostUnit {
+    let file = source.file_name().unwrap_or(source.as_os_str());
+    let abi = &config.abi_include_dir;
+    HostUnit {
+        label: scene.name.clone(),
+        name: format!("{}:{function}", file.to_string_lossy()),
+        source: scene.relative_to(&config.root, source),
+        driver: Arc::from(DRIVER),
+        include_dirs: vec![
+            abi.strip_prefix(&config.root)
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|_| abi.clone()),
+        ],
+        defines: vec![("SCENE_HOST_ENTRY".to_owned(), function.to_owned())],
+    }
+}
 
 /// A host step of a case whose function could not be built or installed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -56,7 +90,12 @@ pub struct StepBuildError {
     pub error: HostStepError,
 }
 
-/// The run's built host functions, each built once, on first use.
+/// The run's host functions, each obtained once: built in the compile
+/// stage ([`HostBuilds::add_built`]), installed from a bundle slot
+/// ([`HostBuilds::install`]), or else built on first use. Every build is a
+/// unit of the kernel builder (`scene_kernels::HostUnit`): keyed, cached
+/// (local and remote tiers), locked and budgeted like the callables' units;
+/// this only writes the executables it is given where the steps run them.
 #[derive(Debug, Default)]
 pub struct HostBuilds {
     dir: Mutex<Option<tempfile::TempDir>>,
@@ -65,22 +104,48 @@ pub struct HostBuilds {
 
 impl HostBuilds {
     /// The executable of `function` in `source` (relative to the scene
-    /// directory), building it the first time it is asked for.
+    /// directory): the one the compile stage built or a bundle slot
+    /// installed, else built now by `builder` (from its cache when it
+    /// holds it).
     pub fn executable(
         &self,
+        builder: &Builder,
         config: &RunConfig,
         scene: &Scene,
         source: &Path,
         function: &str,
     ) -> Result<PathBuf, HostStepError> {
-        let key = (scene.dir.clone(), source.to_path_buf(), function.to_owned());
+        let key = build_key(scene, source, function);
         let mut built = self.built.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(done) = built.get(&key) {
             return done.clone();
         }
-        let result = self.build(config, scene, source, function, built.len());
+        let unit = host_unit(config, scene, source, function);
+        let mut out = builder.build_all_with_hosts(&[], std::slice::from_ref(&unit));
+        let result = match out.hosts.pop() {
+            Some(Ok(bytes)) => self.write(built.len(), function, &bytes),
+            Some(Err(e)) => Err(HostStepError::Build(e.to_string())),
+            None => Err(HostStepError::Build("the builder returned nothing".into())),
+        };
         built.insert(key, result.clone());
         result
+    }
+
+    /// Takes what the compile stage built: each executable is written
+    /// where its steps run it, each failure kept as the answer for its
+    /// steps. What is already there (installed or built) stays.
+    pub fn add_built(&self, hosts: &[BuiltHost]) {
+        let mut built = self.built.lock().unwrap_or_else(|p| p.into_inner());
+        for (key, result) in hosts {
+            if built.contains_key(key) {
+                continue;
+            }
+            let result = match result {
+                Ok(bytes) => self.write(built.len(), &key.2, bytes),
+                Err(e) => Err(e.clone()),
+            };
+            built.insert(key.clone(), result);
+        }
     }
 
     /// Installs a host function built elsewhere (a bundle slot's, built
@@ -93,17 +158,20 @@ impl HostBuilds {
         function: &str,
         bytes: &[u8],
     ) -> Result<PathBuf, HostStepError> {
-        let key = (scene.dir.clone(), source.to_path_buf(), function.to_owned());
+        let key = build_key(scene, source, function);
         let mut built = self.built.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(done) = built.get(&key) {
             return done.clone();
         }
-        let result = self.dir().and_then(|dir| {
-            let exe = dir.join(format!("host{}-{function}", built.len()));
-            write_executable(&exe, bytes).map(|()| exe)
-        });
+        let result = self.write(built.len(), function, bytes);
         built.insert(key, result.clone());
         result
+    }
+
+    /// Writes the `n`th executable of the run (for `function`).
+    fn write(&self, n: usize, function: &str, bytes: &[u8]) -> Result<PathBuf, HostStepError> {
+        let exe = self.dir()?.join(format!("host{n}-{function}"));
+        write_executable(&exe, bytes).map(|()| exe)
     }
 
     /// The run's build directory, made on first use.
@@ -121,57 +189,6 @@ impl HostBuilds {
             .as_ref()
             .map(|d| d.path().to_path_buf())
             .unwrap_or_default())
-    }
-
-    fn build(
-        &self,
-        config: &RunConfig,
-        scene: &Scene,
-        source: &Path,
-        function: &str,
-        n: usize,
-    ) -> Result<PathBuf, HostStepError> {
-        let dir = self.dir()?;
-        let driver = dir.join("scene_host_driver.c");
-        if !driver.is_file() {
-            std::fs::write(&driver, DRIVER)
-                .map_err(|e| HostStepError::Build(format!("{}: {e}", driver.display())))?;
-        }
-        let exe = dir.join(format!("host{n}-{function}"));
-        let tc = config.platform.toolchain();
-        let compiler = tc
-            .resolve(&tc.compiler)
-            .unwrap_or_else(|| tc.compiler.clone());
-        let mut cmd = Command::new(&compiler);
-        cmd.current_dir(&config.root)
-            .arg("-O2")
-            .arg("-std=gnu11")
-            .arg("-I")
-            .arg(&config.abi_include_dir)
-            .arg(format!("-DSCENE_HOST_ENTRY={function}"));
-        // The platform's defines, as the orchestration sees them.
-        cmd.args(tc.orch_flags.iter().filter(|f| f.starts_with("-D")));
-        cmd.arg(scene.relative_to(&config.root, source))
-            .arg(&driver)
-            .arg("-o")
-            .arg(&exe)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let out = config
-            .cancel
-            .spawn(&mut cmd)
-            .and_then(|c| c.wait_with_output())
-            .map_err(|e| HostStepError::Build(format!("{}: {e}", compiler.display())))?;
-        if !out.status.success() {
-            return Err(HostStepError::Build(format!(
-                "{} failed ({}):\n{}",
-                compiler.display(),
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim_end()
-            )));
-        }
-        Ok(exe)
     }
 }
 

@@ -276,6 +276,7 @@ mod tests {
             (EntryKind::Callable, "callable"),
             (EntryKind::Builtins, "builtins"),
             (EntryKind::Golden, "golden"),
+            (EntryKind::Host, "host"),
         ] {
             let (key, m) = entry(b"x");
             let mut json: serde_json::Value = serde_json::from_slice(&m).expect("json");

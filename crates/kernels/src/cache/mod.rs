@@ -192,7 +192,10 @@ impl Tier {
         match kind {
             EntryKind::Builtins | EntryKind::Preamble => Tier::Objects,
             EntryKind::Golden => Tier::Goldens,
-            EntryKind::Incore | EntryKind::Orchestration | EntryKind::Callable => Tier::Entries,
+            EntryKind::Host
+            | EntryKind::Incore
+            | EntryKind::Orchestration
+            | EntryKind::Callable => Tier::Entries,
         }
     }
 

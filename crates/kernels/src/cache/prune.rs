@@ -624,6 +624,7 @@ mod tests {
         let short = memory.put_entry(4, EntryKind::Orchestration, 10, now);
         let golden = memory.put_entry(5, EntryKind::Golden, 10, now);
         let preamble = memory.put_entry(6, EntryKind::Preamble, 10, now);
+        let host = memory.put_entry(7, EntryKind::Host, 10, now);
         // Damage two: a flipped byte, and an artifact of the wrong length.
         if let Some((raw, _)) = memory.map().get_mut(&bad) {
             raw.artifact = Part::Bytes(vec![9; 10]);
@@ -633,14 +634,14 @@ mod tests {
         }
 
         let tier = stats_in(&memory).expect("stats");
-        assert_eq!(tier.entries, 6);
+        assert_eq!(tier.entries, 7);
         for kind in EntryKind::ALL {
             assert_eq!(tier.by_kind.get(&StatKind::Kind(kind)), Some(&1), "{kind}");
         }
         assert!(tier.bytes > 40);
 
         let report = verify_in(&memory, locks.path()).expect("verify");
-        assert_eq!(report.checked, 6);
+        assert_eq!(report.checked, 7);
         let mut damaged: Vec<_> = report
             .damaged
             .iter()
@@ -681,7 +682,7 @@ mod tests {
             }
         })
         .expect("verify");
-        assert_eq!(report.checked, 4);
+        assert_eq!(report.checked, 5);
         assert_eq!(
             report
                 .damaged
@@ -697,13 +698,14 @@ mod tests {
 
         let report = prune_in(&memory, locks.path(), &PrunePolicy::default()).expect("prune");
         assert_eq!(report.removed_old, 1);
-        assert_eq!(report.kept, 2);
+        assert_eq!(report.kept, 3);
         assert!(memory.get(&old).expect("get").is_none());
         assert!(memory.get(&good).expect("get").is_some());
         assert!(memory.get(&preamble).expect("get").is_some());
+        assert!(memory.get(&host).expect("get").is_some());
         assert_eq!(report.leftovers, 0, "the default sweep does nothing");
 
-        assert_eq!(memory.clear().expect("clear"), 2);
+        assert_eq!(memory.clear().expect("clear"), 3);
         assert_eq!(stats_in(&memory).expect("stats").entries, 0);
     }
 }
