@@ -631,3 +631,77 @@ fn workflows_pin_the_toolchain_of_rust_version() {
         );
     }
 }
+
+/// `ci/simulate --plan` on sim.yml (which has nothing to simulate: its
+/// jobs are cargo commands): every job and matrix entry evaluates, each
+/// uploads under a name of its own, runs the scene tests once and has a
+/// timeout. Two findings of issue 31 fail it: artifact names that collide
+/// across the platform axis, and a job running the scene tests three times.
+#[test]
+fn ci_simulate_plans_sim_yml_and_catches_colliding_artifacts_and_repeated_tests() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = |workflow: &Path| {
+        Command::new("python3")
+            .arg(repo().join("ci/simulate"))
+            .args(["--plan", "--workflow", workflow.to_str().unwrap()])
+            .output()
+            .unwrap()
+    };
+    let sim = repo().join("ci/workflows/sim.yml");
+    let out = plan(&sim);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for platform in ["a2a3sim", "a5sim"] {
+        for os in ["ubuntu-latest", "macos-latest"] {
+            let line =
+                format!("-- job sim {os} {platform} on {os}: 9 steps, 1 run(s) of the scene tests");
+            assert!(stdout.contains(&line), "{line}\n{}", show(&out));
+        }
+    }
+    assert!(
+        stdout.contains("-- job workspace on ubuntu-latest:"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("1 run(s) of the scene tests"), "{stdout}");
+
+    let original = std::fs::read_to_string(&sim).unwrap();
+    let name = "name: nextest-junit-${{ matrix.os }}-${{ matrix.platform }}";
+    assert_eq!(original.matches(name).count(), 1);
+    let colliding = dir.path().join("colliding.yml");
+    std::fs::write(
+        &colliding,
+        original.replace(name, "name: nextest-junit-${{ matrix.os }}"),
+    )
+    .unwrap();
+    let out = plan(&colliding);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(
+            "`nextest-junit-ubuntu-latest` from sim ubuntu-latest a2a3sim, sim ubuntu-latest a5sim"
+        ),
+        "{}",
+        show(&out)
+    );
+
+    let step = "        run: cargo nextest run --locked -p scenes --profile ci\n";
+    assert_eq!(original.matches(step).count(), 1);
+    let thrice = dir.path().join("thrice.yml");
+    std::fs::write(
+        &thrice,
+        original.replace(
+            step,
+            "        run: |\n          cargo test --locked -p scenes\n          \
+             cargo test --locked --workspace\n          \
+             cargo nextest run --locked -p scenes --profile ci\n",
+        ),
+    )
+    .unwrap();
+    let out = plan(&thrice);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("sim ubuntu-latest a2a3sim: the scene tests run 3 times in one job"),
+        "{}",
+        show(&out)
+    );
+}
