@@ -3,7 +3,7 @@
 //!
 //! This crate is the front end of `scene-harness`, as `cargo-nextest` is of
 //! `nextest-runner`: it parses flags (clap, `args`), reads the environment
-//! once ([`env`]), resolves both (`lowargs` -> `hiargs`, as ripgrep does)
+//! once ([`mod@env`]), resolves both (`lowargs` -> `hiargs`, as ripgrep does)
 //! into one immutable configuration that produces the engine's
 //! `RunConfig`, calls the engine, and prints (progress bars, case lines,
 //! summaries). Every error ends as one `CliError` (`error`), printed and
@@ -18,7 +18,7 @@
 //! or unusable: [`EXIT_SETUP`]), 4 = the selection matched no case
 //! (`--no-tests=fail`, the default; the same code as cargo-nextest's),
 //! 130 / 143 = `run`, `compile` or `precompile` interrupted by SIGINT /
-//! SIGTERM (see [`signals`]: children stopped, temp dirs removed, card
+//! SIGTERM (see `signals`: children stopped, temp dirs removed, card
 //! locks released, a partial summary).
 
 mod args;

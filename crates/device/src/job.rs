@@ -126,7 +126,7 @@ pub struct SessionOutput {
     /// The session's work on the open card(s): register, upload, run,
     /// download, free, every round. Opening and closing are not in it.
     pub session: Duration,
-    /// Opening the card(s), for [`run_session`] (zero for [`run_opened`]:
+    /// Opening the card(s), for [`run_session`] (zero for `run_opened`:
     /// the devices were open already).
     pub open: Duration,
     /// A group's per-rank run time (empty for one card).

@@ -416,7 +416,7 @@ pub(crate) fn explain_compile_failure(language: Language, error: CompileError) -
     }
 }
 
-/// What [`probe_hosted`] compiles: the C++ language and library features
+/// What `probe_hosted` compiles: the C++ language and library features
 /// PTO-ISA's CPU backend uses (a compiler that lacks one fails on the
 /// first PTO header, with pages of template errors).
 pub const HOSTED_PROBE_SOURCE: &str = r#"

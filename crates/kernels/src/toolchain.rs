@@ -244,7 +244,7 @@ pub struct Toolchain {
     /// C++20 with a hosted standard library, linking shared objects
     /// against its own C++ runtime (`c++`, `g++-13`, `clang++-16`, `zig
     /// c++` through a wrapper script...). Checked when first used
-    /// ([`probe_hosted`]).
+    /// (`probe_hosted`).
     pub hosted_cxx: PathBuf,
     /// Flags of every hosted incore compile (`-shared -fPIC -std=c++20
     /// -D__CPU_SIM ...`); `-isystem` for each include root, the unit's

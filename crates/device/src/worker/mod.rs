@@ -52,7 +52,7 @@
 //! travel on the pipe that was its stdout, moved aside at start).
 //!
 //! Workers run in process groups of their own, registered with the run's
-//! [`Cancel`] ([`Cancel::spawn`]): a terminal's Ctrl-C reaches the
+//! [`Cancel`](scene_util::Cancel) ([`Cancel::spawn`](scene_util::Cancel::spawn)): a terminal's Ctrl-C reaches the
 //! supervisor alone, and cancelling the run terminates the workers; the
 //! supervisor then releases the card as after any session
 //! ([`WorkerError::Cancelled`]).
@@ -435,7 +435,7 @@ impl PreparedJob {
     }
 
     /// The output tensors' bytes, in argument order, every round in turn
-    /// (see [`SessionOutput::outputs`]). Read after the card
+    /// (see [`crate::SessionOutput::outputs`]). Read after the card
     /// is released.
     pub fn outputs(&self) -> Result<Vec<Vec<u8>>, WorkerError> {
         let path = self.dir.path().join(DATA);
