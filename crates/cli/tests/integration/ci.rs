@@ -705,3 +705,54 @@ fn ci_simulate_plans_sim_yml_and_catches_colliding_artifacts_and_repeated_tests(
         show(&out)
     );
 }
+
+/// The finding of issue 31: a self-hosted card runner keeps `out/` between
+/// jobs, and a run that failed before writing its report uploaded the
+/// previous job's. With `--stale-workdir` every job starts among such
+/// files. Partition 2's runner fails before `scene run` writes anything:
+/// the card job's clean step removed the leftovers, so it uploads nothing
+/// and the summary names the partition; a copy without the clean steps
+/// uploads the stale report, which the check catches.
+#[test]
+fn ci_simulate_a_self_hosted_runners_leftovers_are_never_uploaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let original = std::fs::read_to_string(repo().join("ci/workflows/two-pass.yml")).unwrap();
+    let refused = "          mkdir -p out\n";
+    assert_eq!(original.matches(refused).count(), 1);
+    let dying = original.replace(
+        refused,
+        "          mkdir -p out\n          if [ \"$K\" = 2 ]; then exit 9; fi\n",
+    );
+    let clean = "run: rm -rf pass2 out scene-pass2.tar.gz";
+    assert_eq!(dying.matches(clean).count(), 2, "the card job cleans twice");
+    for (name, text, verdict) in [
+        ("cleaning.yml", dying.clone(), "ok"),
+        (
+            "not-cleaning.yml",
+            dying.replace(clean, "run: 'true'"),
+            "FAIL",
+        ),
+    ] {
+        let workflow = dir.path().join(name);
+        std::fs::write(&workflow, text).unwrap();
+        let work = dir.path().join(name.replace(".yml", ""));
+        let out = simulate_with(
+            &workflow,
+            &work,
+            &["--break", "vector_example", "--stale-workdir"],
+        );
+        assert_eq!(out.status.code(), Some(1), "{name}: {}", show(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let check =
+            format!("{verdict}: run 1: no file an earlier job left on the runner was uploaded");
+        assert!(stdout.contains(&check), "{name}: {check}\n{}", show(&out));
+        if verdict == "ok" {
+            let summary =
+                std::fs::read_to_string(work.join("runner-1/tmp/summary/step-summary.md")).unwrap();
+            assert!(
+                summary.contains("**No report from partition(s) 2 of 2**"),
+                "{summary}"
+            );
+        }
+    }
+}
