@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use scene_harness::compile::{compile_builder, scene_hosts, scene_specs};
+use scene_harness::compile::{compile_builder, scene_host_units, scene_specs};
 use scene_harness::distinct_scenes;
 use scene_kernels::{BuildOutput, CallableSpec, HostUnit, UnitOutcome, plan_outline_with_hosts};
 
@@ -174,10 +174,7 @@ pub(crate) fn run(
     let builder = compile_builder(&config)?;
     let specs = scene_specs(&config, &scenes);
     // The C host steps' programs are units of the same plan.
-    let hosts: Vec<HostUnit> = scene_hosts(&config, &scenes)
-        .into_iter()
-        .map(|(_, unit)| unit)
-        .collect();
+    let hosts = scene_host_units(&config, &scenes);
 
     let total_units = plan_outline_with_hosts(&specs, &hosts).units.len();
     // `--explain` prints every unit with its reason; `-q` nothing per

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::Path;
 
 use scene_harness::bundle::Bundle;
-use scene_harness::compile::{compile_builder, scene_hosts, scene_specs};
+use scene_harness::compile::{compile_builder, scene_host_units, scene_specs};
 use scene_harness::report::RunReport;
 use scene_harness::{GoldenRegistry, Session, distinct_scenes};
 use scene_kernels::plan_outline_with_hosts;
@@ -115,10 +115,7 @@ pub(crate) fn run(
         None => {
             let scenes = distinct_scenes(&cases);
             let specs = scene_specs(session.config(), &scenes);
-            let hosts: Vec<_> = scene_hosts(session.config(), &scenes)
-                .into_iter()
-                .map(|(_, unit)| unit)
-                .collect();
+            let hosts = scene_host_units(session.config(), &scenes);
             let units = plan_outline_with_hosts(&specs, &hosts).units.len();
             progress::bar(units, !verbosity.quiet)
         }

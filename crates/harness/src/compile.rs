@@ -25,7 +25,7 @@ pub fn callable_spec(
     default_build: crate::scene::IncoreBuild,
 ) -> CallableSpec {
     let rel = |p: &Path| scene.relative_to(root, p);
-    let abi_inc = root_relative(root, abi_include_dir);
+    let abi_inc = crate::config::root_relative(root, abi_include_dir);
     // Only the declared dirs and the ABI headers: no implicit per-scene dir,
     // so a kernel shared by several scenes is one unit with one cache key.
     let includes = |dirs: &[std::path::PathBuf]| {
@@ -59,14 +59,6 @@ pub fn callable_spec(
     }
 }
 
-/// `dir` relative to `root` when it is under it (as compilers are given
-/// paths), else as it is.
-fn root_relative(root: &Path, dir: &Path) -> std::path::PathBuf {
-    dir.strip_prefix(root)
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|_| dir.to_path_buf())
-}
-
 /// The host programs of every C host step of `scenes`, each with the key
 /// [`crate::host_step::HostBuilds`] knows it by (one per scene, source and
 /// function, however many steps call it).
@@ -83,6 +75,15 @@ pub fn scene_hosts(config: &RunConfig, scenes: &[Arc<Scene>]) -> Vec<(BuildKey, 
         }
     }
     out
+}
+
+/// The host programs of `scenes` as [`scene_hosts`] finds them, without
+/// their keys: what `scene compile` builds and a progress bar counts.
+pub fn scene_host_units(config: &RunConfig, scenes: &[Arc<Scene>]) -> Vec<HostUnit> {
+    scene_hosts(config, scenes)
+        .into_iter()
+        .map(|(_, unit)| unit)
+        .collect()
 }
 
 /// The builder a run compiles with (the platform's toolchain, the worker

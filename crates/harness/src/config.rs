@@ -7,7 +7,7 @@
 //! test, another front end) configures a run completely by value.
 
 use std::num::NonZeroUsize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use scene_device::DeviceList;
@@ -223,4 +223,12 @@ impl std::str::FromStr for Provision {
             _ => Err(UnknownProvision(s.to_owned())),
         }
     }
+}
+
+/// `dir` relative to `root` when it is under it (compilers run in the root
+/// and are given root-relative paths), else as it is.
+pub(crate) fn root_relative(root: &Path, dir: &Path) -> PathBuf {
+    dir.strip_prefix(root)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|_| dir.to_path_buf())
 }

@@ -70,11 +70,7 @@ pub fn host_unit(config: &RunConfig, scene: &Scene, source: &Path, function: &st
         name: format!("{}:{function}", file.to_string_lossy()),
         source: scene.relative_to(&config.root, source),
         driver: Arc::from(DRIVER),
-        include_dirs: vec![
-            abi.strip_prefix(&config.root)
-                .map(Path::to_path_buf)
-                .unwrap_or_else(|_| abi.clone()),
-        ],
+        include_dirs: vec![crate::config::root_relative(&config.root, abi)],
         defines: vec![("SCENE_HOST_ENTRY".to_owned(), function.to_owned())],
     }
 }
@@ -115,36 +111,27 @@ impl HostBuilds {
         source: &Path,
         function: &str,
     ) -> Result<PathBuf, HostStepError> {
-        let key = build_key(scene, source, function);
-        let mut built = self.built.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(done) = built.get(&key) {
-            return done.clone();
-        }
-        let unit = host_unit(config, scene, source, function);
-        let mut out = builder.build_all_with_hosts(&[], std::slice::from_ref(&unit));
-        let result = match out.hosts.pop() {
-            Some(Ok(bytes)) => self.write(built.len(), function, &bytes),
-            Some(Err(e)) => Err(HostStepError::Build(e.to_string())),
-            None => Err(HostStepError::Build("the builder returned nothing".into())),
-        };
-        built.insert(key, result.clone());
-        result
+        self.obtain(build_key(scene, source, function), |n| {
+            let unit = host_unit(config, scene, source, function);
+            let mut out = builder.build_all_with_hosts(&[], std::slice::from_ref(&unit));
+            match out.hosts.pop() {
+                Some(Ok(bytes)) => self.write(n, function, &bytes),
+                Some(Err(e)) => Err(HostStepError::Build(e.to_string())),
+                None => Err(HostStepError::Build("the builder returned nothing".into())),
+            }
+        })
     }
 
     /// Takes what the compile stage built: each executable is written
     /// where its steps run it, each failure kept as the answer for its
     /// steps. What is already there (installed or built) stays.
     pub fn add_built(&self, hosts: &[BuiltHost]) {
-        let mut built = self.built.lock().unwrap_or_else(|p| p.into_inner());
         for (key, result) in hosts {
-            if built.contains_key(key) {
-                continue;
-            }
-            let result = match result {
-                Ok(bytes) => self.write(built.len(), &key.2, bytes),
+            // The answer is kept for the steps; nothing to return here.
+            let _ = self.obtain(key.clone(), |n| match result {
+                Ok(bytes) => self.write(n, &key.2, bytes),
                 Err(e) => Err(e.clone()),
-            };
-            built.insert(key.clone(), result);
+            });
         }
     }
 
@@ -158,12 +145,24 @@ impl HostBuilds {
         function: &str,
         bytes: &[u8],
     ) -> Result<PathBuf, HostStepError> {
-        let key = build_key(scene, source, function);
+        self.obtain(build_key(scene, source, function), |n| {
+            self.write(n, function, bytes)
+        })
+    }
+
+    /// The answer for `key`: the one given first (built, installed or
+    /// failed), else `make`'s, given the number of answers so far (which
+    /// names its executable) and kept for every later caller.
+    fn obtain(
+        &self,
+        key: BuildKey,
+        make: impl FnOnce(usize) -> Result<PathBuf, HostStepError>,
+    ) -> Result<PathBuf, HostStepError> {
         let mut built = self.built.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(done) = built.get(&key) {
             return done.clone();
         }
-        let result = self.write(built.len(), function, bytes);
+        let result = make(built.len());
         built.insert(key, result.clone());
         result
     }
