@@ -225,6 +225,28 @@ impl std::str::FromStr for Provision {
     }
 }
 
+/// `p` with `.` components dropped and each `..` taking away the component
+/// before it (no file system access: the places may not exist here).
+pub(crate) fn lexical(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => match out.components().next_back() {
+                Some(Component::Normal(_)) => {
+                    out.pop();
+                }
+                // `/..` is `/`.
+                Some(Component::RootDir | Component::Prefix(_)) => {}
+                _ => out.push(c),
+            },
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// `dir` relative to `root` when it is under it (compilers run in the root
 /// and are given root-relative paths), else as it is.
 pub(crate) fn root_relative(root: &Path, dir: &Path) -> PathBuf {

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::lexical;
+
 /// The `--report-json` schema this `scene` writes (`schema`) and reads
 /// (`scene report`). Reports written before the field existed have none
 /// and are refused by the reader.
@@ -639,28 +641,6 @@ impl RunReport {
         };
         ArtifactPath { recorded, moved_to }
     }
-}
-
-/// `p` with `.` components dropped and each `..` taking away the component
-/// before it (no file system access: the places may not exist here).
-fn lexical(p: &Path) -> PathBuf {
-    use std::path::Component;
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => match out.components().next_back() {
-                Some(Component::Normal(_)) => {
-                    out.pop();
-                }
-                // `/..` is `/`.
-                Some(Component::RootDir | Component::Prefix(_)) => {}
-                _ => out.push(c),
-            },
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// Why a `--report-json` file could not be read back.

@@ -492,27 +492,9 @@ impl Scene {
     /// `..` is resolved lexically, so a kernel shared by two scenes
     /// (`../common/add.c`) has one path, and therefore one cache key.
     pub fn relative_to(&self, root: &Path, path: &Path) -> PathBuf {
-        let abs = normalize(&self.dir.join(path));
+        let abs = crate::config::lexical(&self.dir.join(path));
         abs.strip_prefix(root).map(Path::to_path_buf).unwrap_or(abs)
     }
-}
-
-/// Removes `.` and resolves `..` components without touching the disk.
-fn normalize(path: &Path) -> PathBuf {
-    use std::path::Component;
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if !out.pop() {
-                    out.push("..");
-                }
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
 }
 
 /// Loads every scene directory under `scenes_dir` (each holding a
