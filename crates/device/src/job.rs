@@ -54,8 +54,10 @@ pub struct DeviceJob<'a> {
     /// A level-3 rank group instead of one card: `None` for level 2.
     pub group: Option<GroupJob>,
     /// How many times to run the callable in this one session (`0` counts
-    /// as 1): the inputs are uploaded again before every run and the
-    /// outputs downloaded after it, so every round's outputs come back.
+    /// as 1): before every run after the first the inputs are uploaded
+    /// again and the outputs zeroed (as the first run found them), and
+    /// after every run the outputs are downloaded, so every round's
+    /// outputs come back and are that round's own.
     pub rounds: u32,
     /// `SCENE_RT_TRACE_*` flags (0: off): the last run of the session is
     /// recorded by the runtime (`scene_rt_trace_enable`) and its record
@@ -305,8 +307,9 @@ pub fn run_opened(
     })
 }
 
-/// Stages once, then runs `rounds` times (inputs uploaded again before
-/// each run after the first, outputs downloaded after each), then frees.
+/// Stages once, then runs `rounds` times (inputs uploaded again and
+/// outputs zeroed before each run after the first, outputs downloaded
+/// after each), then frees.
 /// With `job.trace`, the last run is recorded and its record returned.
 #[allow(clippy::type_complexity)]
 fn on_device(
@@ -355,19 +358,32 @@ fn in_round(mut e: SessionStepError, round: u32, rounds: u32) -> SessionStepErro
     e
 }
 
-/// Uploads every input again, so each round starts from the same state
-/// (an `InOut` tensor holds the last round's result otherwise).
+/// Puts every tensor back as the first round found it, so each round's
+/// outputs are its own: inputs (and `InOut` tensors) uploaded again, and
+/// `Out` tensors, which the first round found as freshly allocated
+/// memory (zeros), zeroed again. Without the zeroing a run that writes
+/// nothing (an orchestration that submits only on its first call) would
+/// hand back the first round's results and pass every later round.
 fn reupload(
     device: &DeviceSession<'_>,
     staged: &Staged<'_>,
     names: &[Option<String>],
 ) -> Result<(), SessionStepError> {
+    let mut zeros: Vec<u8> = Vec::new();
     for &(t, addr) in &staged.buffers {
-        if let Some(bytes) = t.input {
-            device.copy_to(addr, bytes).map_err(|e| {
-                SessionStepError::new(format!("uploading tensor `{}`", t.name), e, names)
-            })?;
-        }
+        let bytes = match t.input {
+            Some(bytes) => bytes,
+            None => {
+                let len = usize::try_from(t.size).unwrap_or(usize::MAX);
+                if zeros.len() < len {
+                    zeros.resize(len, 0);
+                }
+                &zeros[..len]
+            }
+        };
+        device.copy_to(addr, bytes).map_err(|e| {
+            SessionStepError::new(format!("resetting tensor `{}`", t.name), e, names)
+        })?;
     }
     Ok(())
 }

@@ -386,6 +386,8 @@ impl DeviceStage {
                 warmup: self.warmup,
                 device_s: RoundStats::of(&measured),
                 per_round_s: measured,
+                failed_warmup: Vec::new(),
+                failed: Vec::new(),
             });
         }
         let done = result.map_err(|e| {

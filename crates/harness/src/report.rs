@@ -250,6 +250,13 @@ pub struct RoundsReport {
     /// Each measured round's device time, in order.
     #[serde(default)]
     pub per_round_s: Vec<f64>,
+    /// The warmup rounds (1-based) whose outputs did not match the
+    /// golden; every round is judged, not only up to the first failure.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_warmup: Vec<u32>,
+    /// The measured rounds (1-based) whose outputs did not match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<u32>,
 }
 
 /// Minimum, median and maximum of per-round seconds.

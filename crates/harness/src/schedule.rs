@@ -453,13 +453,16 @@ impl Session {
         };
 
         // Every run's outputs are judged (`--warmup` runs, then `--rounds`),
-        // in the order they ran; the first failing run is the verdict and
-        // is named when there is more than one.
+        // in the order they ran, all of them: the first failing run is the
+        // verdict and is named when there is more than one, and the
+        // report's `rounds` lists every round that failed (a kernel that is
+        // right once and then does nothing fails every later round).
         let t = Instant::now();
         let (warmup, rounds) = (self.config().warmup, self.config().rounds.max(1));
         let many = runs.len() > 1;
         let mut failure = None;
         let mut judged = None;
+        let mut failed_rounds: Vec<String> = Vec::new();
         for (i, outputs) in runs.iter().enumerate() {
             let outcome = compare_outputs(
                 self.cpu.golden_pool(),
@@ -472,19 +475,44 @@ impl Session {
             );
             let failed = !outcome.problems.is_empty();
             if failed {
-                let text = outcome.problems.join("\n");
-                failure = Some(match (many, i < warmup as usize) {
-                    (false, _) => text,
-                    (true, true) => format!("warmup round {} of {warmup}: {text}", i + 1),
-                    (true, false) => {
-                        format!("round {} of {rounds}: {text}", i + 1 - warmup as usize)
+                let in_warmup = i < warmup as usize;
+                let number = if in_warmup {
+                    i + 1
+                } else {
+                    i + 1 - warmup as usize
+                };
+                let label = match (many, in_warmup) {
+                    (false, _) => String::new(),
+                    (true, true) => format!("warmup round {number} of {warmup}"),
+                    (true, false) => format!("round {number} of {rounds}"),
+                };
+                if let Some(r) = &mut report.rounds {
+                    let number = u32::try_from(number).unwrap_or(u32::MAX);
+                    if in_warmup {
+                        r.failed_warmup.push(number);
+                    } else {
+                        r.failed.push(number);
                     }
-                });
+                }
+                if failure.is_none() {
+                    let text = outcome.problems.join("\n");
+                    failure = Some(if many {
+                        format!("{label}: {text}")
+                    } else {
+                        text
+                    });
+                    judged = Some((outcome.outputs, i));
+                } else {
+                    failed_rounds.push(label);
+                }
+            } else if failure.is_none() {
+                judged = Some((outcome.outputs, i));
             }
-            judged = Some((outcome.outputs, i));
-            if failed {
-                break;
-            }
+        }
+        if let Some(f) = &mut failure
+            && !failed_rounds.is_empty()
+        {
+            f.push_str(&format!("\nalso failed: {}", failed_rounds.join(", ")));
         }
         report.phases.compare_s = t.elapsed().as_secs_f64();
         let Some((judged_outputs, at)) = judged else {

@@ -123,3 +123,71 @@ fn one_round_is_an_ordinary_run() {
     assert_success(&out);
     assert!(json["cases"][0].get("rounds").is_none(), "{json}");
 }
+
+/// Cause 2 of issue 38 (stale outputs between rounds): an orchestration
+/// that submits its task only on its first call. Before every later run
+/// the outputs were left as the first run wrote them (only inputs were
+/// uploaded again), so a run that did nothing passed every round. Each
+/// round must start from the first round's state (outputs zeroed, inputs
+/// uploaded), so every round after the first fails, each named.
+#[test]
+fn stale_outputs_a_run_that_does_nothing_after_the_first_fails_every_later_round() {
+    let env = TestEnv::with_scenes(&[]);
+    let scenes = env.scenes_dir.clone().unwrap();
+    crate::crash::write_scene(
+        &scenes,
+        "first_call_only",
+        "static int calls = 0; if (calls++ > 0) return 0;",
+        "",
+        crate::crash::GOOD_BODY,
+    );
+    // A sound orchestration beside it: every round passes.
+    crate::crash::write_scene(&scenes, "every_call", "", "", crate::crash::GOOD_BODY);
+    let (out, json) =
+        env.run_with_report_using(&["run", "--rounds", "3", "--warmup", "2"], |cmd| {
+            cmd.env_remove("SCENE_RUNTIME_OPTIONS");
+        });
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let lazy = common::report_case(&json, "first_call_only::odd");
+    assert_eq!(lazy["status"], "failed", "{lazy}");
+    assert_eq!(lazy["failure_stage"], "compare", "{lazy}");
+    let msg = lazy["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("warmup round 2 of 2: ") && msg.contains("`f`"),
+        "the first run that did nothing is named: {msg}"
+    );
+    assert!(
+        msg.contains("also failed: round 1 of 3, round 2 of 3, round 3 of 3"),
+        "every later round is named: {msg}"
+    );
+    assert_eq!(
+        lazy["rounds"]["failed_warmup"],
+        serde_json::json!([2]),
+        "{lazy}"
+    );
+    assert_eq!(
+        lazy["rounds"]["failed"],
+        serde_json::json!([1, 2, 3]),
+        "{lazy}"
+    );
+    let sound = common::report_case(&json, "every_call::odd");
+    assert_eq!(sound["status"], "passed", "{sound}");
+    assert!(sound["rounds"].get("failed").is_none(), "{sound}");
+
+    // Without warmup: round 1 passes, rounds 2 and 3 fail.
+    let (out, json) =
+        env.run_with_report_using(&["run", "first_call_only", "--rounds", "3"], |cmd| {
+            cmd.env_remove("SCENE_RUNTIME_OPTIONS");
+        });
+    assert_eq!(out.status.code(), Some(1), "{}", common::show(&out));
+    let lazy = common::report_case(&json, "first_call_only::odd");
+    let msg = lazy["message"].as_str().unwrap();
+    assert!(msg.starts_with("round 2 of 3: "), "{msg}");
+    assert!(msg.contains("also failed: round 3 of 3"), "{msg}");
+    assert_eq!(
+        lazy["rounds"]["failed"],
+        serde_json::json!([2, 3]),
+        "{lazy}"
+    );
+}
