@@ -262,6 +262,23 @@ pub fn run_opened(
     devices: &mut [DeviceSession<'_>],
     job: &DeviceJob<'_>,
 ) -> Result<SessionOutput, SessionStepError> {
+    run_opened_then(runtime, devices, job, &mut || false)
+}
+
+/// [`run_opened`], with `after_runs` called once the last run has
+/// returned and its outputs are downloaded, before anything is freed or
+/// unregistered. When it returns true nothing is: the callables (and the
+/// code of user libraries, which unregistering the last callable would
+/// unload) stay as they are, because the caller is about to end the
+/// process (a persistent worker that found a thread user code left
+/// running: unloading the code under it would crash the worker before it
+/// could reply).
+pub fn run_opened_then(
+    runtime: &Runtime,
+    devices: &mut [DeviceSession<'_>],
+    job: &DeviceJob<'_>,
+    after_runs: &mut dyn FnMut() -> bool,
+) -> Result<SessionOutput, SessionStepError> {
     let rounds = job.rounds.max(1);
     if let Some(group) = &job.group {
         // A group's domain lives for one run: each round is a group run.
@@ -271,7 +288,8 @@ pub fn run_opened(
             let t = Instant::now();
             // Traced: the last round only.
             let trace = if round == rounds { job.trace } else { 0 };
-            let out = run_group(runtime, devices, job, group, trace)
+            let keep = |_: ()| round == rounds && after_runs();
+            let out = run_group(runtime, devices, job, group, trace, keep)
                 .map_err(|e| in_round(e, round, rounds))?;
             all.run_times.push(t.elapsed());
             all.outputs.extend(out.outputs);
@@ -296,7 +314,7 @@ pub fn run_opened(
             .record_args(dir)
             .map_err(|e| SessionStepError::new("recording task arguments", e, &names))?;
     }
-    let (outputs, run_times, traces) = on_device(device, job, rounds, &names)?;
+    let (outputs, run_times, traces) = on_device(device, job, rounds, &names, after_runs)?;
     Ok(SessionOutput {
         outputs,
         run_times,
@@ -309,7 +327,8 @@ pub fn run_opened(
 
 /// Stages once, then runs `rounds` times (inputs uploaded again and
 /// outputs zeroed before each run after the first, outputs downloaded
-/// after each), then frees.
+/// after each), then frees (unless `after_runs` says not to: see
+/// [`run_opened_then`]).
 /// With `job.trace`, the last run is recorded and its record returned.
 #[allow(clippy::type_complexity)]
 fn on_device(
@@ -317,6 +336,7 @@ fn on_device(
     job: &DeviceJob<'_>,
     rounds: u32,
     names: &[Option<String>],
+    after_runs: &mut dyn FnMut() -> bool,
 ) -> Result<(Vec<Vec<u8>>, Vec<Duration>, Vec<String>), SessionStepError> {
     let staged = stage(device, &job.callable, &job.args, names)?;
     let mut outputs = Vec::new();
@@ -346,7 +366,9 @@ fn on_device(
         }
         outputs.extend(download(device, &staged, names).map_err(|e| in_round(e, round, rounds))?);
     }
-    release(device, staged, names)?;
+    if !after_runs() {
+        release(device, staged, names)?;
+    }
     Ok((outputs, times, traces))
 }
 
@@ -448,17 +470,6 @@ fn stage<'j>(
     })
 }
 
-/// Downloads the outputs of a staged run, frees its buffers, unregisters.
-fn collect(
-    device: &DeviceSession<'_>,
-    staged: Staged<'_>,
-    names: &[Option<String>],
-) -> Result<Vec<Vec<u8>>, SessionStepError> {
-    let outputs = download(device, &staged, names)?;
-    release(device, staged, names)?;
-    Ok(outputs)
-}
-
 /// Downloads the outputs of a staged run, in argument order.
 fn download(
     device: &DeviceSession<'_>,
@@ -507,13 +518,16 @@ fn release(
 // the group's first message; the session's error is a card failure
 // (timeout, fatal) if any, else that message.
 
-/// Runs `job` as the rank group `group` (see [`GroupJob`]).
+/// Runs `job` as the rank group `group` (see [`GroupJob`]). `keep` is
+/// asked once the ranks have run: true leaves the callables registered
+/// and the buffers allocated (see [`run_opened_then`]).
 fn run_group(
     runtime: &Runtime,
     devices: &mut [DeviceSession<'_>],
     job: &DeviceJob<'_>,
     group: &GroupJob,
     trace: u32,
+    mut keep: impl FnMut(()) -> bool,
 ) -> Result<SessionOutput, SessionStepError> {
     let ranks = group.ranks as usize;
     let setup = |message: String| SessionStepError {
@@ -661,9 +675,14 @@ fn run_group(
             traces.push(taken.unwrap_or_default());
         }
     }
+    let keep = keep(());
     let mut outputs = Vec::new();
     for (rank, (device, st)) in devices.iter().zip(staged).enumerate() {
-        outputs.extend(collect(device, st, names[rank]).map_err(|e| in_rank(e, rank))?);
+        let names = names[rank];
+        outputs.extend(download(device, &st, names).map_err(|e| in_rank(e, rank))?);
+        if !keep {
+            release(device, st, names).map_err(|e| in_rank(e, rank))?;
+        }
     }
     Ok(SessionOutput {
         outputs,

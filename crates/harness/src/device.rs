@@ -208,6 +208,12 @@ impl DeviceStage {
                 }
             }
         }
+        if let Some(left) = &report.worker_residue {
+            outcome.notes.push(format!(
+                "note: this case left in its device worker's process: {left}; \
+                 the worker was replaced, so no later case inherits it"
+            ));
+        }
         outcome
     }
 
@@ -313,6 +319,9 @@ impl DeviceStage {
         let (result, device_time, began_ns) = (session.result, session.device, session.began_ns);
         report.phases.runtime_open_s += session.open.as_secs_f64();
         report.runtime_opens += session.opens;
+        if let Some(left) = session.left {
+            report.worker_residue = Some(left);
+        }
 
         let worker_alive = matches!(&result, Err(f) if f.worker_alive);
         // A held lease is released, and its hold accounted, by the run.
@@ -500,6 +509,7 @@ impl DeviceStage {
                 began_ns: run.began_ns,
                 opens: run.opens,
                 open: run.open,
+                left: run.left,
             };
         }
         let began_ns = scene_device::monotonic_ns();
@@ -513,6 +523,7 @@ impl DeviceStage {
                     began_ns,
                     opens: 0,
                     open: started.elapsed(),
+                    left: None,
                 };
             }
         };
@@ -537,6 +548,9 @@ impl DeviceStage {
             began_ns,
             opens,
             open,
+            // In process (`--in-process`) nothing is checked: there is no
+            // worker to replace (docs/simulator.md).
+            left: None,
         }
     }
 
@@ -789,6 +803,9 @@ struct SessionRun {
     /// opening them took.
     opens: u32,
     open: Duration,
+    /// What the case left in its worker's process (the worker was
+    /// replaced after it): see [`scene_device::WorkerRun::left`].
+    left: Option<String>,
 }
 
 /// What a session that ran to the end returned.

@@ -202,6 +202,12 @@ pub struct CaseReport {
     /// card when its worker opened them, 0 when they were open already.
     #[serde(default)]
     pub runtime_opens: u32,
+    /// What this case's user code left in its device worker's process (a
+    /// thread still running, a signal handler, an environment variable
+    /// set, a file left open). The worker was replaced after the case, so
+    /// no later case inherits it; absent when the case left nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_residue: Option<String>,
     /// The golden came from the golden cache (nothing was computed).
     #[serde(default)]
     pub golden_cached: bool,
@@ -347,6 +353,7 @@ impl CaseReport {
             steps: Vec::new(),
             golden_cached: false,
             runtime_opens: 0,
+            worker_residue: None,
             golden_miss: None,
             golden_computed: false,
             rounds: None,

@@ -426,7 +426,10 @@ fn load_from_file(
         let _ = std::fs::remove_file(&path);
         return Err(io("writing", e));
     }
-    let lib = match kind {
+    // Loading runs the object's constructors on this (the caller's)
+    // thread: whatever floating-point environment they set is not the
+    // caller's business after the load.
+    let lib = crate::fpenv::FpEnv::preserved(|| match kind {
         // SAFETY: loading runs the object's initialisers. The bytes are the
         // orchestration the caller registered, which is trusted host code by
         // the runtime's contract (its entry is called in-process anyway).
@@ -437,7 +440,7 @@ fn load_from_file(
             use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
             Library::open(Some(&path), RTLD_NOW | RTLD_LOCAL).map(libloading::Library::from)
         },
-    };
+    });
     // The loader has mapped the file (or failed); the name can go.
     let _ = std::fs::remove_file(&path);
     lib.map_err(|e| {

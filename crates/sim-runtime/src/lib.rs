@@ -88,6 +88,7 @@ mod chip;
 mod crash;
 mod device;
 pub mod error;
+mod fpenv;
 mod hooks;
 mod image;
 mod memory;

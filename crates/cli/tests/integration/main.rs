@@ -25,6 +25,7 @@ mod host_steps;
 mod hosted;
 mod html_report;
 mod install;
+mod isolation;
 mod junit;
 mod level3;
 mod lock_accounting;

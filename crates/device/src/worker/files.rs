@@ -120,13 +120,23 @@ pub(super) struct Request {
 
 /// One line on a worker's reply channel: the job of request `id` is done
 /// (its result is in the job directory). `retire`: the worker exits now
-/// and serves no more cases (its device may be unusable).
+/// and serves no more cases (its device may be unusable, or the case left
+/// its process unclean: then `left` says what it left).
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct Reply {
     pub(super) id: u64,
     #[serde(default)]
     pub(super) retire: bool,
+    /// What the case's user code left in the worker's process (a thread,
+    /// a signal handler, an environment change, an open file): the reason
+    /// the worker retires although its device is fine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) left: Option<String>,
 }
+
+/// The case's working directory inside its job directory: user code's
+/// relative paths land here and are removed with the job.
+pub(super) const CASE_CWD: &str = "cwd";
 
 pub(super) const JOB: &str = "job.json";
 pub(super) const OPEN: &str = "open.json";

@@ -59,6 +59,7 @@
 
 mod files;
 mod pool;
+mod residue;
 mod serve;
 
 use std::ffi::OsString;
@@ -250,6 +251,17 @@ pub struct WorkerRun {
     /// When `elapsed` began, in `CLOCK_MONOTONIC` nanoseconds
     /// ([`crate::monotonic_ns`]): where a trace puts the device phase.
     pub began_ns: u64,
+    /// What this case's user code left in the worker's process (a thread
+    /// still running, a signal handler, an environment change, an open
+    /// file): the worker was replaced after it, so no later case inherits
+    /// it. `None` when the process was as the case found it.
+    pub left: Option<String>,
+}
+
+/// `path` made absolute against this process's working directory (as it
+/// is, when that cannot be read).
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 fn setup(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> WorkerError {
@@ -344,7 +356,9 @@ pub fn prepare(job: &DeviceJob<'_>, runtime: &Path) -> Result<PreparedJob, Worke
     file.flush().map_err(setup("cannot write", &data_path))?;
     let spec = JobFile {
         version: JOB_VERSION,
-        runtime: runtime.to_path_buf(),
+        // Absolute: the worker runs each case in a working directory of
+        // its own, not the supervisor's.
+        runtime: absolute(runtime),
         options: job.options.to_owned(),
         orch_symbol: job.callable.orch_symbol.to_owned(),
         orch,
@@ -354,7 +368,7 @@ pub fn prepare(job: &DeviceJob<'_>, runtime: &Path) -> Result<PreparedJob, Worke
         rounds,
         round_outputs: outputs.clone(),
         trace: job.trace,
-        args_dump: job.args_dump.map(Path::to_path_buf),
+        args_dump: job.args_dump.map(absolute),
     };
     let job_path = dir.path().join(JOB);
     let text = serde_json::to_vec(&spec).map_err(encode)?;

@@ -85,6 +85,8 @@ struct Worker {
 enum CaseEnd {
     Replied {
         retire: bool,
+        /// What the case left in the worker's process (why it retires).
+        left: Option<String>,
     },
     /// The worker ended without replying; it has been reaped.
     Died(ExitStatus),
@@ -155,7 +157,7 @@ impl WorkerPool {
         let bound = self.lock().bound.remove(cards).filter(Worker::alive);
         let worker = bound.or_else(|| standby.worker.take().filter(Worker::alive));
         drop(standby);
-        let (result, keep) = self.serve(worker, job, cards, deadline);
+        let (result, keep, left) = self.serve(worker, job, cards, deadline);
         if let Some(w) = keep {
             self.lock().bound.insert(cards.to_vec(), w);
         }
@@ -171,29 +173,39 @@ impl WorkerPool {
             began_ns,
             opens: open.opens,
             open: Duration::from_secs_f64(open.open_s.max(0.0)),
+            left,
         }
     }
 
     /// The case on `worker` (a new one when there is none: no standby was
     /// set aside because the card had its worker, and that one was gone):
-    /// its outcome, and the worker when it may serve the next case.
+    /// its outcome, the worker when it may serve the next case, and what
+    /// the case left in the worker's process when it did.
+    #[allow(clippy::type_complexity)]
     fn serve(
         &self,
         worker: Option<Worker>,
         job: &PreparedJob,
         cards: &[u32],
         deadline: Option<Duration>,
-    ) -> (Result<Duration, WorkerError>, Option<Worker>) {
+    ) -> (
+        Result<Duration, WorkerError>,
+        Option<Worker>,
+        Option<String>,
+    ) {
         let mut worker = match worker.map_or_else(|| Worker::spawn(&self.command, &self.cancel), Ok)
         {
             Ok(w) => w,
-            Err(e) => return (Err(e), None),
+            Err(e) => return (Err(e), None, None),
         };
-        match worker.case(job, cards, deadline) {
-            CaseEnd::Replied { retire: false } => (job.verdict(), Some(worker)),
-            CaseEnd::Replied { retire: true } => {
+        let (result, keep) = match worker.case(job, cards, deadline) {
+            CaseEnd::Replied {
+                retire: false,
+                left,
+            } => return (job.verdict(), Some(worker), left),
+            CaseEnd::Replied { retire: true, left } => {
                 worker.retire();
-                (job.verdict(), None)
+                return (job.verdict(), None, left);
             }
             CaseEnd::Died(status) => {
                 let report =
@@ -208,7 +220,8 @@ impl WorkerPool {
                 (Err(e), None)
             }
             CaseEnd::Failed(e) => (Err(e), None),
-        }
+        };
+        (result, keep, None)
     }
 
     /// Ends every worker: stdin closed (each closes its devices and
@@ -345,7 +358,12 @@ impl Worker {
             };
             match event {
                 Ok(Event::Line(text)) => match reply_to(id, &text) {
-                    Some(retire) => return CaseEnd::Replied { retire },
+                    Some(r) => {
+                        return CaseEnd::Replied {
+                            retire: r.retire,
+                            left: r.left,
+                        };
+                    }
                     // Not a reply to this request: stray output on the
                     // channel is ignored.
                     None => continue,
@@ -357,9 +375,12 @@ impl Worker {
                     // With the group gone (nothing else can hold the
                     // pipe), the pipe is read to its end first.
                     self.child.kill_group();
-                    if late_reply(&self.events, id, STOP_GRACE).is_some() {
+                    if let Some(r) = late_reply(&self.events, id, STOP_GRACE) {
                         // Gone either way: never kept for another case.
-                        return CaseEnd::Replied { retire: true };
+                        return CaseEnd::Replied {
+                            retire: true,
+                            left: r.left,
+                        };
                     }
                     return self.died();
                 }
@@ -431,11 +452,10 @@ impl Worker {
     }
 }
 
-/// Whether `line` is the reply to request `id`, and if so whether the
-/// worker retires.
-fn reply_to(id: u64, line: &str) -> Option<bool> {
+/// `line` as the reply to request `id`, if it is that.
+fn reply_to(id: u64, line: &str) -> Option<Reply> {
     match serde_json::from_str::<Reply>(line.trim()) {
-        Ok(r) if r.id == id => Some(r.retire),
+        Ok(r) if r.id == id => Some(r),
         _ => None,
     }
 }
@@ -443,13 +463,13 @@ fn reply_to(id: u64, line: &str) -> Option<bool> {
 /// After the worker's exit: the reply to `id` among the lines still on
 /// its reply channel, read until the channel closes (waiting at most
 /// `grace` for that).
-fn late_reply(events: &mpsc::Receiver<Event>, id: u64, grace: Duration) -> Option<bool> {
+fn late_reply(events: &mpsc::Receiver<Event>, id: u64, grace: Duration) -> Option<Reply> {
     let until = Instant::now() + grace;
     loop {
         match events.recv_timeout(until.saturating_duration_since(Instant::now())) {
             Ok(Event::Line(text)) => {
-                if let Some(retire) = reply_to(id, &text) {
-                    return Some(retire);
+                if let Some(reply) = reply_to(id, &text) {
+                    return Some(reply);
                 }
             }
             Ok(Event::Exited) => continue,
@@ -481,7 +501,8 @@ mod tests {
         tx.send(Event::Line(r#"{"id":7,"retire":true}"#.into()))
             .unwrap();
         tx.send(Event::Closed).unwrap();
-        assert_eq!(late_reply(&events, 7, KILL_GRACE), Some(true));
+        let reply = late_reply(&events, 7, KILL_GRACE).expect("the reply");
+        assert!(reply.retire);
     }
 
     #[test]
@@ -490,9 +511,9 @@ mod tests {
         tx.send(Event::Line(r#"{"id":6,"retire":false}"#.into()))
             .unwrap();
         tx.send(Event::Closed).unwrap();
-        assert_eq!(late_reply(&events, 7, KILL_GRACE), None);
+        assert!(late_reply(&events, 7, KILL_GRACE).is_none());
         tx.send(Event::Exited).unwrap();
         drop(tx);
-        assert_eq!(late_reply(&events, 7, KILL_GRACE), None);
+        assert!(late_reply(&events, 7, KILL_GRACE).is_none());
     }
 }

@@ -37,9 +37,10 @@ use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use super::files::{
-    CRASH, DATA, FileArg, JOB, JOB_VERSION, JobFile, OPEN, OpenFile, RESULT, Reply, Request,
-    ResultFile, Span, TRACE_PREFIX, parse_direction,
+    CASE_CWD, CRASH, DATA, FileArg, JOB, JOB_VERSION, JobFile, OPEN, OpenFile, RESULT, Reply,
+    Request, ResultFile, Span, TRACE_PREFIX, parse_direction,
 };
+use super::residue::Snapshot;
 use crate::held::SupervisedCard;
 use crate::job::{self, DeviceJob, GroupJob, JobArg, SessionOutput, SessionStepError, TensorArg};
 use crate::runtime::{
@@ -182,10 +183,11 @@ impl Server {
                     line: line.trim().to_owned(),
                     source,
                 })?;
-            let retire = self.case(&request)?;
+            let (retire, left) = self.case(&request)?;
             let mut text = serde_json::to_vec(&Reply {
                 id: request.id,
                 retire,
+                left,
             })
             .map_err(ServeError::Encode)?;
             text.push(b'\n');
@@ -205,26 +207,60 @@ impl Server {
     }
 
     /// One request: the job's session on the open card(s), its result
-    /// written. Returns whether the worker must retire.
-    fn case(&mut self, request: &Request) -> Result<bool, ServeError> {
+    /// written. Returns whether the worker must retire, and what the case
+    /// left in this process when that is the reason.
+    ///
+    /// User code runs in a working directory of its own (`cwd/` of the job
+    /// directory, removed with it), and the process is compared before and
+    /// after the session ([`Snapshot`]): a case that leaves a thread, a
+    /// signal handler, an environment change or an open file behind
+    /// retires the worker, before the reset (which would unload the code a
+    /// leftover thread or handler runs), so that no later case inherits it.
+    fn case(&mut self, request: &Request) -> Result<(bool, Option<String>), ServeError> {
         let job_dir = &request.job;
         let loaded = LoadedJob::read(job_dir)?;
         let cards = request.cards.clone();
         let card = *cards.first().ok_or(ServeError::NoCard)?;
         let job = loaded.job(card, &cards)?;
-        let (outcome, retire) = match self.open_for(&loaded.spec, &job, job_dir)? {
-            Err(e) => (Err(e), false),
+        let home = self.dir.clone();
+        let (outcome, retire, left) = match self.open_for(&loaded.spec, &job, job_dir)? {
+            Err(e) => (Err(e), false, None),
             Ok(opened) => {
-                let outcome = job::run_opened(opened.runtime, &mut opened.devices, &job);
+                let cwd = job_dir.join(CASE_CWD);
+                std::fs::create_dir_all(&cwd)
+                    .and_then(|()| std::env::set_current_dir(&cwd))
+                    .map_err(|source| ServeError::Write {
+                        path: cwd.clone(),
+                        source,
+                    })?;
+                let before = Snapshot::take();
+                // Looked at as soon as user code is done (the last run
+                // returned), before the callables are unregistered: a
+                // leftover thread or handler may run code of the library
+                // unregistering would unload.
+                let mut left = None;
+                let outcome =
+                    job::run_opened_then(opened.runtime, &mut opened.devices, &job, &mut || {
+                        left = Snapshot::left(&before);
+                        left.is_some()
+                    });
+                if outcome.is_err() && left.is_none() {
+                    // A failed session never reached that point; what it
+                    // registered stays until the reset below.
+                    left = Snapshot::left(&before);
+                }
+                // Back out of the job directory before it is removed.
+                let _ = std::env::set_current_dir(&home);
                 let mut retire = matches!(&outcome, Err(e) if e.device_fatal || e.is_timeout());
+                retire |= left.is_some();
                 if !retire {
                     retire = !self.reset();
                 }
-                (outcome, retire)
+                (outcome, retire, left)
             }
         };
         write_result(job_dir, &loaded, outcome)?;
-        Ok(retire)
+        Ok((retire, left))
     }
 
     /// The devices `job` needs, open: the ones open already if they are

@@ -13,6 +13,7 @@ use super::{USER_STACK_BYTES, args_dump, core_name, lock, trace};
 use crate::chip::ChipArgs;
 use crate::crash::{self, Activity};
 use crate::error::{RtError, RtResult};
+use crate::fpenv::FpEnv;
 use crate::hooks;
 use crate::image::KernelCode;
 use crate::memory::{Allocator, Arena, DEVICE_BASE, Place};
@@ -562,6 +563,9 @@ fn run_kernel<'a>(
     crash::running(activity, || {
         let pipes = work.cluster.as_ref().map(|c| c.pipes());
         hooks::in_block(args.block_idx, sub_block, pipes, || {
+            // Whatever an earlier kernel on this thread left (a rounding
+            // mode, FTZ/DAZ) is not this block's environment.
+            FpEnv::reset();
             code.call(&args, chip.as_deref())
         })
     });

@@ -57,6 +57,8 @@ static OPS: SceneOrchOps = SceneOrchOps {
 
 pub(super) fn orch_thread(ctx: Arc<RunCtx>, args: Vec<SceneRunArg>) {
     let _guard = crash::enter_thread(USER_STACK_BYTES);
+    // A new thread inherits its creator's floating-point environment.
+    crate::fpenv::FpEnv::reset();
     let mut c = SceneOrchCtx {
         ops: &OPS,
         runtime: Arc::as_ptr(&ctx).cast_mut().cast::<c_void>(),
