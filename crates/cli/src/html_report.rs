@@ -733,6 +733,8 @@ mod tests {
                 max: 0.004,
             },
             per_round_s: vec![],
+            failed_warmup: vec![],
+            failed: vec![],
         });
         c.golden_cached = true;
         c.trace = Some("/out/traces/s/r.trace.json".into());
