@@ -229,13 +229,11 @@ fn run_in_order(scenes: &[(String, Part)]) -> serde_json::Value {
     r
 }
 
-/// For every cause: leaker then victim, victim then leaker, and each
-/// alone; the verdicts of each scene are the same in all runs (and are
-/// passes: each is sound on its own), and the leaker's residue is named
-/// whenever the leak is process state.
-#[test]
-fn a_verdict_is_the_same_in_either_order_and_alone() {
-    let pairs = pairs();
+/// For the `pairs`: every leaker then every victim, every victim then
+/// every leaker, and each scene alone; the verdicts of each scene are the
+/// same in all runs (and are passes: each is sound on its own), and a
+/// leaker's residue is named whenever its leak is process state.
+fn verdicts_do_not_depend_on_order(pairs: &[Pair]) {
     let mut verdicts: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
     let mut record = |r: &serde_json::Value, how: &str, cause: &str, role: &str, name: &str| {
         let c = report_case(r, &format!("{name}::odd"));
@@ -245,8 +243,6 @@ fn a_verdict_is_the_same_in_either_order_and_alone() {
             .push((how.to_owned(), format!("{} {}", c["status"], c["message"])));
         c.clone()
     };
-    // Both orders: every leaker first, then the victims; then the victims
-    // first. One run each, all causes together.
     let leak_first: Vec<(String, Part)> = pairs
         .iter()
         .map(|p| (format!("a_{}_leaker", p.cause), p.leaker))
@@ -257,7 +253,7 @@ fn a_verdict_is_the_same_in_either_order_and_alone() {
         )
         .collect();
     let r = run_in_order(&leak_first);
-    for p in &pairs {
+    for p in pairs {
         let leaker = record(
             &r,
             "leaker first",
@@ -304,7 +300,7 @@ fn a_verdict_is_the_same_in_either_order_and_alone() {
         )
         .collect();
     let r = run_in_order(&victim_first);
-    for p in &pairs {
+    for p in pairs {
         record(
             &r,
             "victim first",
@@ -320,7 +316,7 @@ fn a_verdict_is_the_same_in_either_order_and_alone() {
             &format!("b_{}_leaker", p.cause),
         );
     }
-    for p in &pairs {
+    for p in pairs {
         for (role, part) in [("leaker", p.leaker), ("victim", p.victim)] {
             let name = format!("{}_{role}", p.cause);
             let r = run_in_order(&[(name.clone(), part)]);
@@ -347,4 +343,60 @@ fn a_verdict_is_the_same_in_either_order_and_alone() {
         "verdicts that depend on order:\n{}",
         differ.join("\n")
     );
+}
+
+fn pair(cause: &str) -> Vec<Pair> {
+    let found: Vec<Pair> = pairs().into_iter().filter(|p| p.cause == cause).collect();
+    assert_eq!(found.len(), 1, "{cause}");
+    found
+}
+
+/// Cause 3: a kernel that sets the rounding mode and flush-to-zero on its
+/// core thread; a later `exact` scene on that thread failed only after it.
+#[test]
+fn fp_environment_left_by_a_kernel_does_not_reach_a_later_exact_scene() {
+    if cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+        verdicts_do_not_depend_on_order(&pair("fp_env"));
+    }
+}
+
+/// An orchestration's `setenv()` reached the next case's `getenv()`.
+#[test]
+fn environment_set_by_an_orchestration_retires_the_worker_naming_the_case() {
+    verdicts_do_not_depend_on_order(&pair("env"));
+}
+
+/// A file an orchestration wrote into its working directory was there for
+/// the next case (and in the user's checkout).
+#[test]
+fn files_written_in_the_working_directory_stay_with_their_case() {
+    verdicts_do_not_depend_on_order(&pair("cwd_file"));
+    // Not in the directory `scene` ran in (cargo runs tests in the
+    // package's directory: a user's checkout).
+    let stray = std::env::current_dir()
+        .expect("cwd")
+        .join("scene-isolation-leftover.txt");
+    assert!(!stray.exists(), "{} was written", stray.display());
+}
+
+/// A signal handler an orchestration installed outlived its case (and,
+/// once the reset unloaded its code, pointed at nothing).
+#[test]
+fn a_signal_handler_left_by_an_orchestration_retires_the_worker_naming_the_case() {
+    verdicts_do_not_depend_on_order(&pair("signal"));
+}
+
+/// A thread an orchestration left running: once the reset unloaded the
+/// library its code lives in, it crashed the worker while an unrelated
+/// case ran, and that case was charged with the crash.
+#[test]
+fn a_thread_left_running_retires_the_worker_before_its_code_is_unloaded() {
+    verdicts_do_not_depend_on_order(&pair("thread"));
+}
+
+/// Every cause at once: all leakers before all victims, the reverse, and
+/// each scene alone.
+#[test]
+fn a_verdict_is_the_same_in_either_order_and_alone() {
+    verdicts_do_not_depend_on_order(&pairs());
 }
