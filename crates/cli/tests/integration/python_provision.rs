@@ -647,7 +647,7 @@ fn a_damaged_managed_environment_is_rebuilt_with_one_warning() {
         &env,
         &bin,
         Some(&format!(
-            "`{rel}` has other contents than when it was installed; its interpreter failed: "
+            "`{rel}` has other contents than when it was installed; found when its interpreter would not start"
         )),
     );
     run_small1(&env, &bin, None);

@@ -24,6 +24,11 @@
 # filled in place or returned in a dict) and saves every one of them to its
 # "out" path; the harness takes back the written ones.
 #
+# Every string of a reply is valid UTF-8 (a lone surrogate, which JSON
+# would escape as \udcXX and the harness's parser refuses, is sent as that
+# text), and a reply JSON cannot carry (NaN) is replaced by an error reply
+# to the same request: nothing user code returns can break the protocol.
+#
 # `files`: every file outside the interpreter's own directories that the
 # scene's code was loaded from (sys.modules) or opened for reading, so far
 # in this worker; `opaque`: modules loaded from something the harness

@@ -435,17 +435,17 @@ impl PythonRunner {
         result
     }
 
-    /// `interp`, whose managed environment's interpreter did not start
-    /// (`why`): when the environment's files are not what was installed,
+    /// `interp`, whose managed environment's interpreter did not start:
+    /// when the environment's files are not what was installed,
     /// it is rebuilt (one warning naming what was wrong) and the new
     /// interpreter returned; `None` when it is intact (the failure is not
     /// the environment's) or is no managed one.
-    fn repaired(&self, scene: &Scene, interp: &Interpreter, why: &str) -> Option<Interpreter> {
+    fn repaired(&self, scene: &Scene, interp: &Interpreter) -> Option<Interpreter> {
         let broken = interp.env.as_ref()?;
         let reqs = requirement_set(&scene.python.requirements);
         let mut resolved = self.resolved.lock().unwrap_or_else(|p| p.into_inner());
         let probe = resolved.probes.get(&reqs)?.clone();
-        let result = self.provisioned(scene, &probe, &reqs, Some((broken, why)));
+        let result = self.provisioned(scene, &probe, &reqs, Some(broken));
         match &result {
             Ok(fixed) if fixed.env.as_ref().map(|e| &e.built) == Some(&broken.built) => None,
             _ => {
@@ -463,7 +463,7 @@ impl PythonRunner {
         scene: &Scene,
         probe: &Probe,
         reqs: &[String],
-        broken: Option<(&ManagedEnv, &str)>,
+        broken: Option<&ManagedEnv>,
     ) -> Result<Interpreter, PyError> {
         let python = self.config.python.display().to_string();
         let named = if python == probe.executable {
@@ -491,8 +491,8 @@ impl PythonRunner {
         let progress = |dir: &Path, damage: Option<&provision::EnvDamage>| {
             built = true;
             match (damage, broken) {
-                (Some(damage), Some((_, why))) => eprintln!(
-                    "warning: managed Python environment {} is damaged ({damage}; its interpreter failed: {why}); rebuilding it",
+                (Some(damage), Some(_)) => eprintln!(
+                    "warning: managed Python environment {} is damaged ({damage}; found when its interpreter would not start); rebuilding it",
                     dir.display()
                 ),
                 (Some(damage), None) => eprintln!(
@@ -512,17 +512,16 @@ impl PythonRunner {
             None => cache
                 .ensure(probe, reqs, &installer, &self.cancel, progress)
                 .map(Some),
-            Some((env, _)) => cache.repair(probe, reqs, &installer, &self.cancel, env, progress),
+            Some(env) => cache.repair(probe, reqs, &installer, &self.cancel, env, progress),
         };
-        let env = match made {
-            Ok(Some(env)) => env,
-            // Intact: the interpreter's failure stands as it is.
-            Ok(None) => match broken {
-                Some((env, _)) => env.clone(),
-                None => return Err(PyError::Died("no environment".into())),
-            },
-            Err(provision::ProvisionError::Interrupted) => return Err(PyError::Interrupted),
-            Err(e) => {
+        let env = match (made, broken) {
+            (Ok(Some(env)), _) => env,
+            // `repair` found it intact: it stays (the interpreter's failure
+            // is not the environment's).
+            (Ok(None), Some(env)) => env.clone(),
+            (Ok(None), None) => return Err(PyError::Died("no environment".into())),
+            (Err(provision::ProvisionError::Interrupted), _) => return Err(PyError::Interrupted),
+            (Err(e), _) => {
                 return Err(PyError::Unavailable(format!(
                     "`{named}` lacks {lacks} and a managed environment for it could not be made: {e}. \
                      Fix: `{fix}` (or point SCENE_PYTHON at an interpreter that has it; \
@@ -614,8 +613,8 @@ impl PythonRunner {
             // be damaged in a way the cheap check of every use (sizes,
             // links) does not see: its files' digests decide, and a
             // damaged one is rebuilt and tried once more.
-            if let Err(PyError::Unavailable(why)) = &started
-                && let Some(fixed) = self.repaired(scene, &interp, why)
+            if let Err(PyError::Unavailable(_)) = &started
+                && let Some(fixed) = self.repaired(scene, &interp)
             {
                 python = fixed.python;
                 started = Worker::start(&self.config, &python, &self.cancel);
