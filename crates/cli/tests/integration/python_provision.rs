@@ -397,24 +397,31 @@ fn running(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-/// Starts `scene run paged_attention_py` on a fresh cache with pip pointed
-/// at a [`SilentIndex`], waits until the provisioning's `pip install` has
-/// connected to it (the environment is half made), sends `signal` to the
-/// scene process alone (as `kill` does; a terminal's Ctrl-C reaches only
-/// `scene` too, its children being in groups of their own), and checks
-/// that it exits `128 + signal` as interrupted, with the partial summary,
-/// no `error:` line, pip stopped and nothing left that looks like an
-/// environment.
-fn interrupt_provisioning(env: &TestEnv, bin: &Path, signal: rustix::process::Signal) {
+/// Starts `scene <args>` (selecting `paged_attention_py` alone) on a
+/// fresh cache with pip pointed at a [`SilentIndex`], waits until the
+/// provisioning's `pip install` has connected to it (the environment is
+/// half made), sends `signal` to the scene process alone (as `kill` does;
+/// a terminal's Ctrl-C reaches only `scene` too, its children being in
+/// groups of their own), and checks that it exits `128 + signal` as
+/// interrupted, with the partial summary (`interrupted (SIG...): ` +
+/// `summary`), no `error:` line, pip stopped and nothing left that looks
+/// like an environment.
+fn interrupt_provisioning(
+    env: &TestEnv,
+    bin: &Path,
+    args: &[&str],
+    signal: rustix::process::Signal,
+    summary: &str,
+) {
     use std::process::Stdio;
     let (name, code) = match signal {
         rustix::process::Signal::INT => ("SIGINT", 130),
         _ => ("SIGTERM", 143),
     };
     let index = silent_index();
-    let log = |ext: &str| env.dir.path().join(format!("{name}.{ext}"));
+    let log = |ext: &str| env.dir.path().join(format!("{name}-{}.{ext}", args[0]));
     let file = |ext: &str| Stdio::from(std::fs::File::create(log(ext)).unwrap());
-    let mut cmd = scene(env, bin, &["run", "paged_attention_py"]);
+    let mut cmd = scene(env, bin, args);
     cmd.env("PIP_INDEX_URL", &index.url)
         .env("PIP_RETRIES", "0")
         .env("PIP_DEFAULT_TIMEOUT", "600")
@@ -492,9 +499,7 @@ fn interrupt_provisioning(env: &TestEnv, bin: &Path, signal: rustix::process::Si
         logs()
     );
     assert!(
-        stdout.contains(&format!(
-            "interrupted ({name}): 0 passed, 0 failed, 3 not run"
-        )),
+        stdout.contains(&format!("interrupted ({name}): {summary}")),
         "{}",
         logs()
     );
@@ -518,7 +523,13 @@ fn interrupt_provisioning(env: &TestEnv, bin: &Path, signal: rustix::process::Si
 fn sigint_during_python_provisioning_is_an_interrupt_not_a_setup_error() {
     let env = TestEnv::new();
     let bin = bare_venv(&env);
-    interrupt_provisioning(&env, &bin, rustix::process::Signal::INT);
+    interrupt_provisioning(
+        &env,
+        &bin,
+        &["run", "paged_attention_py"],
+        rustix::process::Signal::INT,
+        "0 passed, 0 failed, 3 not run",
+    );
     let (out, report) = run_report(&env, scene(&env, &bin, &["run", "paged_attention_py"]));
     assert_success(&out);
     assert_eq!(report["totals"]["passed"], 3, "{}", show(&out));
@@ -527,12 +538,34 @@ fn sigint_during_python_provisioning_is_an_interrupt_not_a_setup_error() {
     no_leftovers(&env);
 }
 
-/// As above with SIGTERM (what CI runners send): exit 143.
+/// As above with SIGTERM (what CI runners send): exit 143, for `scene
+/// run` and for `scene precompile` (which provisions before it prepares,
+/// as `run` does; no bundle is written).
 #[test]
 fn sigterm_during_python_provisioning_is_an_interrupt_not_a_setup_error() {
     let env = TestEnv::new();
     let bin = bare_venv(&env);
-    interrupt_provisioning(&env, &bin, rustix::process::Signal::TERM);
+    interrupt_provisioning(
+        &env,
+        &bin,
+        &["run", "paged_attention_py"],
+        rustix::process::Signal::TERM,
+        "0 passed, 0 failed, 3 not run",
+    );
+    let out = env.dir.path().join("bundle");
+    interrupt_provisioning(
+        &env,
+        &bin,
+        &[
+            "precompile",
+            "--out",
+            out.to_str().unwrap(),
+            "paged_attention_py",
+        ],
+        rustix::process::Signal::TERM,
+        "precompiled 0 of 3 cases (0 stored, 0 failed, 3 not run); no bundle written",
+    );
+    assert!(!out.exists());
 }
 
 const DAMAGED: &str = "warning: managed Python environment ";
