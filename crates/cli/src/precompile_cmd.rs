@@ -41,8 +41,13 @@ pub(crate) fn run(
     let mut writer =
         BundleWriter::create(&setup.out, config.platform.name()).map_err(UsageError::Out)?;
     let cpu = CpuStages::new(config, registry)?;
-    cpu.check_python(&cases)
-        .map_err(|e| CliError::Python(e.into()))?;
+    match cpu.check_python(&cases) {
+        Ok(()) => {}
+        // The interrupt's (see `scene run`): nothing below starts, and the
+        // command ends interrupted.
+        Err(_) if cancel.is_cancelled() => {}
+        Err(e) => return Err(CliError::Python(e.into())),
+    }
 
     // One plan for every scene, on one worker budget.
     let compiled = cpu.compile(&cases);

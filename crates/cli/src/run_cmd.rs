@@ -99,10 +99,15 @@ pub(crate) fn run(
     // directory, no usable Python) stop the run before any case.
     let session = Session::new(config, registry)?;
     if bundle.is_none() {
-        session
-            .cpu()
-            .check_python(&cases)
-            .map_err(|e| CliError::Python(e.into()))?;
+        match session.cpu().check_python(&cases) {
+            Ok(()) => {}
+            // Whatever failed while the user interrupted (pip, venv or the
+            // worker, terminated by the run's own cancel) is the
+            // interrupt's: the run below starts nothing and ends
+            // interrupted, with its partial summary and 130 / 143.
+            Err(_) if cancel.is_cancelled() => {}
+            Err(e) => return Err(CliError::Python(e.into())),
+        }
     }
     // Before the first case (and the compile bar): what this run will do.
     if !verbosity.quiet {

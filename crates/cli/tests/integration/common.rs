@@ -426,7 +426,7 @@ pub fn test_python() -> Option<PathBuf> {
                 &reqs,
                 &Installer { uv: None },
                 &cancel,
-                |dir| {
+                |dir, _| {
                     eprintln!(
                         "note: python3 lacks numpy; provisioning a test environment in {}",
                         dir.display()

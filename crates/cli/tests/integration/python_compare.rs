@@ -184,3 +184,78 @@ fn a_two_pass_run_judges_with_the_python_compare_in_pass_2() {
     let f = &case(&report, "python_compare::small")["outputs"][0];
     assert_eq!(f["detail"], "16 valid rows of 32 match", "{f:#}");
 }
+
+/// golden.py's comparison, replaced by one whose detail or exception
+/// message holds a lone surrogate (`'\udc80'`, what `os.fsdecode` makes of
+/// a byte that is not UTF-8) in case `returns` / `raises`; every detail
+/// names the worker's pid.
+const SURROGATE: &str = r#"
+import os
+
+def compare_valid_rows(name, actual, expected, params):
+    mode = params["mode"]
+    if mode == 1:
+        return False, "bad \udc80 byte in pid %d" % os.getpid()
+    if mode == 2:
+        raise ValueError("lone \udc80 in pid %d" % os.getpid())
+    return True, "pid %d" % os.getpid()
+"#;
+
+/// JSON escapes a lone surrogate as `\udc80`, which serde_json refuses: the
+/// reply was taken for a broken worker, killed, and the case failed saying
+/// so. Now the surrogate reaches the report as the text `\udc80`, the case
+/// passes or fails on its own merits, and the next case is answered by the
+/// same worker.
+#[test]
+fn a_lone_surrogate_in_a_python_compare_detail_keeps_the_worker() {
+    let (env, dir) = setup(|t| {
+        let head = &t[..t.find("[[cases]]").unwrap()];
+        let mut t = head.replace("slack = 0 }", "mode = \"get(mode_of_case, 0)\" }");
+        for (name, mode) in [("ok", 0), ("returns", 1), ("raises", 2), ("ok2", 0)] {
+            t.push_str(&format!(
+                "[[cases]]\nname = \"{name}\"\nparams = {{ recv_count = [2, 3], capacity = 4, hidden = 16, mode_of_case = {mode} }}\n\n"
+            ));
+        }
+        t
+    });
+    let golden = dir.join("golden.py");
+    let text = std::fs::read_to_string(&golden).unwrap();
+    let cut = text.find("def compare_valid_rows").unwrap();
+    std::fs::write(&golden, format!("{}{SURROGATE}", &text[..cut])).unwrap();
+    let (out, report) = run(&env, "a2a3sim");
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let detail = |name: &str| {
+        case(&report, name)["outputs"][0]["detail"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    for ok in ["python_compare::ok", "python_compare::ok2"] {
+        assert_eq!(case(&report, ok)["status"], "passed", "{}", show(&out));
+    }
+    let pid = detail("python_compare::ok");
+    assert!(pid.starts_with("pid "), "{pid}");
+    assert_eq!(
+        detail("python_compare::ok2"),
+        pid,
+        "the worker was replaced after the surrogate\n{}",
+        show(&out)
+    );
+    let returned = case(&report, "python_compare::returns");
+    assert_eq!(returned["status"], "failed", "{returned:#}");
+    assert_eq!(returned["failure_stage"], "compare", "{returned:#}");
+    assert_eq!(returned["outputs"][0]["verdict"], "fail", "{returned:#}");
+    let m = message(&report, "python_compare::returns");
+    assert!(
+        m.contains(&format!(
+            "failed comparison python:compare_valid_rows(mode=1): bad \\udc80 byte in {pid}"
+        )),
+        "{m}"
+    );
+    let raised = message(&report, "python_compare::raises");
+    assert!(
+        raised.contains(&format!("ValueError: lone \\udc80 in {pid}")),
+        "{raised}"
+    );
+    assert!(!raised.contains("died"), "{raised}");
+}

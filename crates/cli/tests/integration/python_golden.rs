@@ -485,3 +485,65 @@ fn torch_goldens_run_where_torch_is_installed() {
         );
     }
 }
+
+/// `generate_inputs` for `pyvec`: ones, plus a number `x` that is NaN in
+/// case mode `nan`; each call appends the worker's pid to `$PID_LOG`.
+const NAN_FIXTURES: &str = r#"
+
+import os
+
+
+def generate_inputs(params):
+    with open(os.environ["PID_LOG"], "a") as log:
+        log.write("%d\n" % os.getpid())
+    n = params["N"]
+    out = {"a": np.ones(n, np.float32), "b": np.ones(n, np.float32)}
+    if params["MODE"] == "nan":
+        out["x"] = float("nan")
+    return out
+"#;
+
+/// JSON has no NaN: Python's `json` writes `NaN` anyway, which serde_json
+/// refuses, so a reply holding one (here a number `generate_inputs`
+/// returned) was taken for a broken worker, which was killed. Now the
+/// worker answers that request with an error instead: the case fails
+/// saying why, and the same worker serves the next case.
+#[test]
+fn a_nan_in_a_python_reply_fails_its_case_and_keeps_the_worker() {
+    let (env, dir) = setup(&[("ok1", "ok"), ("nan", "nan"), ("ok2", "ok")]);
+    let golden = dir.join("golden.py");
+    let text = std::fs::read_to_string(&golden).unwrap();
+    std::fs::write(&golden, format!("{text}{NAN_FIXTURES}")).unwrap();
+    let toml = dir.join("scene.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(
+        &toml,
+        text.replace(
+            "golden = { python = \"golden.py\" }",
+            "golden = { python = \"golden.py\" }\nfixtures = { python = \"golden.py\" }",
+        ),
+    )
+    .unwrap();
+    let log = env.dir.path().join("pids");
+    let (out, report) = run(
+        &env,
+        &["pyvec", "--no-golden-cache"],
+        &[("PID_LOG", log.to_str().unwrap())],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(passed(&report, "pyvec::ok1"), "{}", show(&out));
+    assert!(passed(&report, "pyvec::ok2"), "{}", show(&out));
+    let m = message(&report, "pyvec::nan");
+    assert!(
+        m.contains("the worker's reply cannot be sent as JSON") && !m.contains("died"),
+        "{m}"
+    );
+    let pids = std::fs::read_to_string(&log).unwrap();
+    let pids: Vec<&str> = pids.lines().collect();
+    assert!(pids.len() >= 3, "{pids:?}");
+    assert!(
+        pids.iter().all(|p| *p == pids[0]),
+        "the worker was replaced: {pids:?}\n{}",
+        show(&out)
+    );
+}

@@ -335,3 +335,354 @@ fn uv_on_path_builds_the_environment() {
     assert!(lock.contains("numpy=="), "{lock}");
     no_leftovers(&env);
 }
+
+/// How long a wait of the interrupt tests may take before it fails.
+const DEADLINE: std::time::Duration = std::time::Duration::from_secs(180);
+
+/// A package index that accepts connections and never answers: a `pip
+/// install` against it waits (up to `PIP_DEFAULT_TIMEOUT`) with the
+/// environment half made. `connected` gets a message per connection.
+struct SilentIndex {
+    url: String,
+    connected: std::sync::mpsc::Receiver<()>,
+}
+
+fn silent_index() -> SilentIndex {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/simple", listener.local_addr().unwrap());
+    let (tx, connected) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        // Held open, unanswered, until the test is gone.
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { break };
+            held.push(stream);
+            if tx.send(()).is_err() {
+                break;
+            }
+        }
+    });
+    SilentIndex { url, connected }
+}
+
+/// The command line of process `pid` (`\0` between arguments).
+fn cmdline(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .unwrap_or_default()
+}
+
+/// `pid`'s children, from `/proc/<pid>/task/*/children`.
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let text = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        out.extend(
+            text.split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok()),
+        );
+    }
+    out
+}
+
+/// Whether `pid` exists and is not a zombie.
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| Some(s[s.rfind(')')? + 1..].split_whitespace().next()? != "Z"))
+        .unwrap_or(false)
+}
+
+/// Starts `scene <args>` (selecting `paged_attention_py` alone) on a
+/// fresh cache with pip pointed at a [`SilentIndex`], waits until the
+/// provisioning's `pip install` has connected to it (the environment is
+/// half made), sends `signal` to the scene process alone (as `kill` does;
+/// a terminal's Ctrl-C reaches only `scene` too, its children being in
+/// groups of their own), and checks that it exits `128 + signal` as
+/// interrupted, with the partial summary (`interrupted (SIG...): ` +
+/// `summary`), no `error:` line, pip stopped and nothing left that looks
+/// like an environment.
+fn interrupt_provisioning(
+    env: &TestEnv,
+    bin: &Path,
+    args: &[&str],
+    signal: rustix::process::Signal,
+    summary: &str,
+) {
+    use std::process::Stdio;
+    let (name, code) = match signal {
+        rustix::process::Signal::INT => ("SIGINT", 130),
+        _ => ("SIGTERM", 143),
+    };
+    let index = silent_index();
+    let log = |ext: &str| env.dir.path().join(format!("{name}-{}.{ext}", args[0]));
+    let file = |ext: &str| Stdio::from(std::fs::File::create(log(ext)).unwrap());
+    let mut cmd = scene(env, bin, args);
+    cmd.env("PIP_INDEX_URL", &index.url)
+        .env("PIP_RETRIES", "0")
+        .env("PIP_DEFAULT_TIMEOUT", "600")
+        .env_remove("PIP_FIND_LINKS")
+        .env_remove("PIP_EXTRA_INDEX_URL")
+        .stdin(Stdio::null())
+        .stdout(file("out"))
+        .stderr(file("err"));
+    let mut child = cmd.spawn().unwrap();
+    let logs = || {
+        format!(
+            "--- stdout\n{}\n--- stderr\n{}",
+            std::fs::read_to_string(log("out")).unwrap_or_default(),
+            std::fs::read_to_string(log("err")).unwrap_or_default()
+        )
+    };
+    let started = std::time::Instant::now();
+    loop {
+        match index
+            .connected
+            .recv_timeout(std::time::Duration::from_millis(100))
+        {
+            Ok(()) => break,
+            Err(_) => {
+                if let Some(status) = child.try_wait().unwrap() {
+                    panic!(
+                        "scene ended ({status}) before pip asked the index\n{}",
+                        logs()
+                    );
+                }
+                if started.elapsed() > DEADLINE {
+                    let _ = child.kill();
+                    panic!("pip never asked the index\n{}", logs());
+                }
+            }
+        }
+    }
+    let scene_pid = child.id();
+    let pips: Vec<u32> = children(scene_pid)
+        .into_iter()
+        .filter(|&p| cmdline(p).contains("-m pip install"))
+        .collect();
+    assert_eq!(
+        pips.len(),
+        1,
+        "the provisioning pip, a child of scene\n{}",
+        logs()
+    );
+    assert!(
+        std::fs::read_to_string(log("err"))
+            .unwrap()
+            .contains(PROGRESS),
+        "{}",
+        logs()
+    );
+    let pid = rustix::process::Pid::from_child(&child);
+    rustix::process::kill_process(pid, signal).unwrap();
+    let (tx, exited) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let Ok(status) = exited.recv_timeout(DEADLINE) else {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        panic!("scene did not exit after {name}\n{}", logs());
+    };
+    let status = status.unwrap();
+    let (stdout, stderr) = (
+        std::fs::read_to_string(log("out")).unwrap(),
+        std::fs::read_to_string(log("err")).unwrap(),
+    );
+    assert_eq!(status.code(), Some(code), "{status}\n{}", logs());
+    assert!(
+        stderr.contains(&format!("interrupted ({name}): stopping and cleaning up")),
+        "{}",
+        logs()
+    );
+    assert!(
+        stdout.contains(&format!("interrupted ({name}): {summary}")),
+        "{}",
+        logs()
+    );
+    // The harness stopped pip itself: that is no setup error.
+    assert!(!stderr.contains("error:"), "{}", logs());
+    assert!(!stderr.contains("could not be made"), "{}", logs());
+    assert!(!running(pips[0]), "pip {} still runs\n{}", pips[0], logs());
+    // Nothing that a later run could take for an environment, and no
+    // build directory left.
+    assert!(env_dirs(env).is_empty(), "{:?}\n{}", env_dirs(env), logs());
+    no_leftovers(env);
+}
+
+/// Ctrl-C while the harness provisions the Python environment used to
+/// exit 3 with "a managed environment could not be made: `pip install`
+/// failed: signal: 15": the run's own cancel had terminated pip, and that
+/// was reported as a setup error. Now it is an interrupted run (130, the
+/// partial summary), and a later run provisions the environment afresh and
+/// passes.
+#[test]
+fn sigint_during_python_provisioning_is_an_interrupt_not_a_setup_error() {
+    let env = TestEnv::new();
+    let bin = bare_venv(&env);
+    interrupt_provisioning(
+        &env,
+        &bin,
+        &["run", "paged_attention_py"],
+        rustix::process::Signal::INT,
+        "0 passed, 0 failed, 3 not run",
+    );
+    let (out, report) = run_report(&env, scene(&env, &bin, &["run", "paged_attention_py"]));
+    assert_success(&out);
+    assert_eq!(report["totals"]["passed"], 3, "{}", show(&out));
+    assert_eq!(progress_lines(&out), 1, "{}", show(&out));
+    assert_eq!(env_dirs(&env).len(), 1);
+    no_leftovers(&env);
+}
+
+/// As above with SIGTERM (what CI runners send): exit 143, for `scene
+/// run` and for `scene precompile` (which provisions before it prepares,
+/// as `run` does; no bundle is written).
+#[test]
+fn sigterm_during_python_provisioning_is_an_interrupt_not_a_setup_error() {
+    let env = TestEnv::new();
+    let bin = bare_venv(&env);
+    interrupt_provisioning(
+        &env,
+        &bin,
+        &["run", "paged_attention_py"],
+        rustix::process::Signal::TERM,
+        "0 passed, 0 failed, 3 not run",
+    );
+    let out = env.dir.path().join("bundle");
+    interrupt_provisioning(
+        &env,
+        &bin,
+        &[
+            "precompile",
+            "--out",
+            out.to_str().unwrap(),
+            "paged_attention_py",
+        ],
+        rustix::process::Signal::TERM,
+        "precompiled 0 of 3 cases (0 stored, 0 failed, 3 not run); no bundle written",
+    );
+    assert!(!out.exists());
+}
+
+const DAMAGED: &str = "warning: managed Python environment ";
+
+/// The `warning: managed Python environment ... is damaged` lines.
+fn damage_warnings(out: &Output) -> Vec<String> {
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| l.starts_with(DAMAGED))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `scene run paged_attention_py::small1`: passes, having rebuilt the
+/// environment once with one warning (holding `needle`) when `needle` is
+/// given, else without building anything.
+fn run_small1(env: &TestEnv, bin: &Path, needle: Option<&str>) {
+    let out = scene(env, bin, &["run", "paged_attention_py::small1"])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let warnings = damage_warnings(&out);
+    match needle {
+        Some(needle) => {
+            assert_eq!(warnings.len(), 1, "{}", show(&out));
+            assert!(
+                warnings[0].contains("is damaged (")
+                    && warnings[0].contains(needle)
+                    && warnings[0].ends_with("; rebuilding it"),
+                "{needle}: {}",
+                show(&out)
+            );
+            assert_eq!(progress(&out), 1, "{}", show(&out));
+        }
+        None => {
+            assert!(warnings.is_empty(), "{}", show(&out));
+            assert_eq!(progress(&out), 0, "{}", show(&out));
+        }
+    }
+    no_leftovers(env);
+}
+
+/// Progress lines of any scene (`provisioning Python environment for`).
+fn progress(out: &Output) -> usize {
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| l.starts_with("provisioning Python environment for "))
+        .count()
+}
+
+/// `<env>/lib/python3.X/site-packages/numpy/__init__.py`.
+fn numpy_init(dir: &Path) -> PathBuf {
+    let lib = dir.join("lib");
+    let python = std::fs::read_dir(&lib)
+        .unwrap()
+        .filter_map(Result::ok)
+        .find(|e| e.file_name().to_string_lossy().starts_with("python3"))
+        .unwrap_or_else(|| panic!("no lib/python3.* in {}", dir.display()));
+    python.path().join("site-packages/numpy/__init__.py")
+}
+
+/// A managed environment damaged after it was made (numpy's `__init__.py`
+/// removed; `bin/python` replaced by an empty, non-executable file) used
+/// to be taken as complete, and every run then exited 3 ("numpy cannot be
+/// imported", or `bin/python` cannot start) with nothing ever repairing
+/// it. Now every use checks the environment against the list of files its
+/// builder recorded (an lstat each, no read), so the run rebuilds it under
+/// the provisioning lock with one warning naming what was wrong, and
+/// passes. A file changed in place to the same size passes that check; the
+/// interpreter then fails to start, and the files' digests find it.
+#[test]
+fn a_damaged_managed_environment_is_rebuilt_with_one_warning() {
+    let env = TestEnv::new();
+    let bin = bare_venv(&env);
+    let out = scene(&env, &bin, &["run", "paged_attention_py::small1"])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    assert_eq!(progress(&out), 1, "{}", show(&out));
+    let dirs = env_dirs(&env);
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let dir = &dirs[0];
+    // Used as made: no damage seen in a sound environment.
+    run_small1(&env, &bin, None);
+
+    // A package file removed.
+    let init = numpy_init(dir);
+    let rel = init.strip_prefix(dir).unwrap().display().to_string();
+    std::fs::remove_file(&init).unwrap();
+    run_small1(&env, &bin, Some(&format!("`{rel}` is missing")));
+    run_small1(&env, &bin, None);
+
+    // `bin/python` an empty file, not executable (not through the link:
+    // that would empty the interpreter it was made from).
+    let python = dir.join("bin/python");
+    std::fs::remove_file(&python).unwrap();
+    std::fs::write(&python, "").unwrap();
+    run_small1(&env, &bin, Some("`bin/python` no longer links to"));
+    run_small1(&env, &bin, None);
+
+    // numpy's `__init__.py` rewritten to the same size: the cheap check
+    // passes, the interpreter's start fails, the digests find the file.
+    let size = std::fs::metadata(&init).unwrap().len() as usize;
+    let broken = "raise ImportError('damaged')\n";
+    assert!(size > broken.len());
+    std::fs::write(
+        &init,
+        format!("{broken}{}", "#".repeat(size - broken.len())),
+    )
+    .unwrap();
+    run_small1(
+        &env,
+        &bin,
+        Some(&format!(
+            "`{rel}` has other contents than when it was installed; found when its interpreter would not start"
+        )),
+    );
+    run_small1(&env, &bin, None);
+    assert_eq!(env_dirs(&env), dirs);
+}

@@ -24,6 +24,11 @@
 # filled in place or returned in a dict) and saves every one of them to its
 # "out" path; the harness takes back the written ones.
 #
+# Every string of a reply is valid UTF-8 (a lone surrogate, which JSON
+# would escape as \udcXX and the harness's parser refuses, is sent as that
+# text), and a reply JSON cannot carry (NaN) is replaced by an error reply
+# to the same request: nothing user code returns can break the protocol.
+#
 # `files`: every file outside the interpreter's own directories that the
 # scene's code was loaded from (sys.modules) or opened for reading, so far
 # in this worker; `opaque`: modules loaded from something the harness
@@ -71,9 +76,46 @@ def _only_parent():
         os._exit(0)
 
 
+def _clean(obj):
+    """`obj` with every string made valid UTF-8: a lone surrogate (what
+    os.fsdecode makes of a byte that is not UTF-8, or '\\udc80' in user code)
+    becomes the text `\\udc80`. JSON would escape it as \\udc80, which the
+    harness's parser (rightly) refuses, taking the reply for a broken
+    worker."""
+    if isinstance(obj, str):
+        try:
+            obj.encode("utf-8")
+            return obj
+        except UnicodeEncodeError:
+            return obj.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(obj, dict):
+        return {_clean(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def _encode(obj):
+    """One reply line; a reply JSON cannot carry (NaN, an object) becomes an
+    error reply to the same request instead of a line the harness refuses."""
+    try:
+        return json.dumps(_clean(obj), allow_nan=False)
+    except (TypeError, ValueError) as e:
+        return json.dumps(
+            _clean(
+                {
+                    "id": obj.get("id") if isinstance(obj, dict) else None,
+                    "ok": False,
+                    "error": "the worker's reply cannot be sent as JSON: %s" % e,
+                    "traceback": None,
+                }
+            )
+        )
+
+
 def _send(obj):
     _only_parent()
-    _proto.write(json.dumps(obj) + "\n")
+    _proto.write(_encode(obj) + "\n")
     _proto.flush()
 
 
@@ -157,8 +199,17 @@ def _tracked(path):
     return real
 
 
+def _utf8(path):
+    try:
+        path.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
 def dependencies():
-    """The files the scene's code came from and read, and what is opaque."""
+    """The files the scene's code came from and read, and what is opaque
+    (a file whose name is not UTF-8 cannot be named to the harness)."""
     files, opaque = set(), []
     for name, mod in list(sys.modules.items()):
         f = getattr(mod, "__file__", None)
@@ -178,6 +229,9 @@ def dependencies():
         real = _tracked(path)
         if real is not None and not os.path.isdir(real):
             files.add(real)
+    for f in [f for f in files if not _utf8(f)]:
+        files.discard(f)
+        opaque.append("file %r was read, and its name is not UTF-8" % f)
     return sorted(files), sorted(opaque)
 
 

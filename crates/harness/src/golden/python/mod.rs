@@ -86,6 +86,11 @@ pub enum PyError {
     /// Files of the exchange directory.
     #[error("{0}")]
     Exchange(String),
+    /// The run was cancelled (SIGINT, SIGTERM) before the request was
+    /// answered, or before its interpreter was ready: the run's outcome
+    /// is the interrupt, not this case's.
+    #[error("interrupted: the run was cancelled")]
+    Interrupted,
 }
 
 impl PyError {
@@ -176,7 +181,7 @@ fn given_interpreter(config: &PythonConfig) -> Interpreter {
 impl Worker {
     fn start(config: &PythonConfig, python: &Path, cancel: &Cancel) -> Result<Worker, PyError> {
         if cancel.is_cancelled() {
-            return Err(PyError::Died("the run was interrupted".into()));
+            return Err(PyError::Interrupted);
         }
         let mut child = cancel
             .spawn(
@@ -222,6 +227,8 @@ impl Worker {
         };
         let hello = match worker.receive(config.timeout.max(STARTUP_TIMEOUT)) {
             Ok(h) => h,
+            // Terminated by the run's cancel while it started.
+            Err(_) if cancel.is_cancelled() => return Err(PyError::Interrupted),
             Err(PyError::Died(why)) => {
                 return Err(PyError::Unavailable(format!(
                     "`{}` exited before answering ({why}). {}",
@@ -341,6 +348,9 @@ pub struct Interpreter {
 #[derive(Default)]
 struct Resolved {
     by_requirements: HashMap<Vec<String>, Result<Interpreter, PyError>>,
+    /// The probe of the interpreter a managed environment was made from,
+    /// by requirement set (to repair it).
+    probes: HashMap<Vec<String>, Probe>,
 }
 
 /// The Python side of a run: starts a worker per interpreter on first use,
@@ -410,14 +420,39 @@ impl PythonRunner {
         if let Some(r) = resolved.by_requirements.get(&reqs) {
             return r.clone();
         }
-        let result = match provision::probe(&self.config.python, &reqs) {
+        let result = match provision::probe_with(&self.config.python, &reqs, &self.cancel) {
+            Err(_) if self.cancel.is_cancelled() => Err(PyError::Interrupted),
             // No interpreter at all: the worker's start says so as before.
             Err(_) => Ok(given()),
             Ok(p) if p.missing.is_empty() => Ok(given()),
-            Ok(p) => self.provisioned(scene, &p, &reqs),
+            Ok(p) => {
+                let env = self.provisioned(scene, &p, &reqs, None);
+                resolved.probes.insert(reqs.clone(), p);
+                env
+            }
         };
         resolved.by_requirements.insert(reqs, result.clone());
         result
+    }
+
+    /// `interp`, whose managed environment's interpreter did not start:
+    /// when the environment's files are not what was installed,
+    /// it is rebuilt (one warning naming what was wrong) and the new
+    /// interpreter returned; `None` when it is intact (the failure is not
+    /// the environment's) or is no managed one.
+    fn repaired(&self, scene: &Scene, interp: &Interpreter) -> Option<Interpreter> {
+        let broken = interp.env.as_ref()?;
+        let reqs = requirement_set(&scene.python.requirements);
+        let mut resolved = self.resolved.lock().unwrap_or_else(|p| p.into_inner());
+        let probe = resolved.probes.get(&reqs)?.clone();
+        let result = self.provisioned(scene, &probe, &reqs, Some(broken));
+        match &result {
+            Ok(fixed) if fixed.env.as_ref().map(|e| &e.built) == Some(&broken.built) => None,
+            _ => {
+                resolved.by_requirements.insert(reqs, result.clone());
+                result.ok()
+            }
+        }
     }
 
     /// A managed environment for `probe`'s interpreter and `reqs`, or the
@@ -428,6 +463,7 @@ impl PythonRunner {
         scene: &Scene,
         probe: &Probe,
         reqs: &[String],
+        broken: Option<&ManagedEnv>,
     ) -> Result<Interpreter, PyError> {
         let python = self.config.python.display().to_string();
         let named = if python == probe.executable {
@@ -452,23 +488,47 @@ impl PythonRunner {
         let cache = EnvCache::new(root.clone());
         let started = Instant::now();
         let mut built = false;
-        let env = cache
-            .ensure(probe, reqs, &installer, &self.cancel, |dir| {
-                built = true;
-                eprintln!(
-                    "provisioning Python environment for {}: {} (once; cached in {})",
-                    scene.name,
-                    installer.describe(&python, reqs),
+        let progress = |dir: &Path, damage: Option<&provision::EnvDamage>| {
+            built = true;
+            match (damage, broken) {
+                (Some(damage), Some(_)) => eprintln!(
+                    "warning: managed Python environment {} is damaged ({damage}; found when its interpreter would not start); rebuilding it",
                     dir.display()
-                );
-            })
-            .map_err(|e| {
-                PyError::Unavailable(format!(
+                ),
+                (Some(damage), None) => eprintln!(
+                    "warning: managed Python environment {} is damaged ({damage}); rebuilding it",
+                    dir.display()
+                ),
+                (None, _) => {}
+            }
+            eprintln!(
+                "provisioning Python environment for {}: {} (once; cached in {})",
+                scene.name,
+                installer.describe(&python, reqs),
+                dir.display()
+            );
+        };
+        let made = match broken {
+            None => cache
+                .ensure(probe, reqs, &installer, &self.cancel, progress)
+                .map(Some),
+            Some(env) => cache.repair(probe, reqs, &installer, &self.cancel, env, progress),
+        };
+        let env = match (made, broken) {
+            (Ok(Some(env)), _) => env,
+            // `repair` found it intact: it stays (the interpreter's failure
+            // is not the environment's).
+            (Ok(None), Some(env)) => env.clone(),
+            (Ok(None), None) => return Err(PyError::Died("no environment".into())),
+            (Err(provision::ProvisionError::Interrupted), _) => return Err(PyError::Interrupted),
+            (Err(e), _) => {
+                return Err(PyError::Unavailable(format!(
                     "`{named}` lacks {lacks} and a managed environment for it could not be made: {e}. \
                      Fix: `{fix}` (or point SCENE_PYTHON at an interpreter that has it; \
                      SCENE_PYTHON_PROVISION=never stops these attempts)"
-                ))
-            })?;
+                )));
+            }
+        };
         if built {
             eprintln!(
                 "provisioned Python environment in {:.1} s: {}",
@@ -508,7 +568,8 @@ impl PythonRunner {
         scene: &Scene,
         f: impl FnOnce(&mut Worker) -> Result<T, PyError>,
     ) -> Result<T, PyError> {
-        let python = self.interpreter(scene)?.python;
+        let interp = self.interpreter(scene)?;
+        let mut python = interp.python.clone();
         let mut guard = self.workers.lock().unwrap_or_else(|p| p.into_inner());
         let workers = &mut *guard;
         if let Some(why) = workers.unavailable.get(&python) {
@@ -547,7 +608,18 @@ impl PythonRunner {
                 // Dropping it stops and reaps it.
                 workers.by_scene.remove(&oldest);
             }
-            match Worker::start(&self.config, &python, &self.cancel) {
+            let mut started = Worker::start(&self.config, &python, &self.cancel);
+            // A managed environment whose interpreter does not start may
+            // be damaged in a way the cheap check of every use (sizes,
+            // links) does not see: its files' digests decide, and a
+            // damaged one is rebuilt and tried once more.
+            if let Err(PyError::Unavailable(_)) = &started
+                && let Some(fixed) = self.repaired(scene, &interp)
+            {
+                python = fixed.python;
+                started = Worker::start(&self.config, &python, &self.cancel);
+            }
+            match started {
                 Ok(w) => {
                     workers.by_scene.insert(
                         key.clone(),

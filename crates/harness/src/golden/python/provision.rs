@@ -48,6 +48,9 @@ const MAX_SMALL_FILE: u64 = 1 << 20;
 
 pub use crate::config::{Provision, UnknownProvision};
 
+mod files;
+pub use files::{EnvDamage, FILES};
+
 /// A scene's requirements, or the default; sorted, without duplicates (the
 /// set is part of the environment's key).
 pub fn requirement_set(declared: &[String]) -> Vec<String> {
@@ -196,19 +199,28 @@ pub enum ProbeError {
 
 /// Starts `python` once to ask who it is and which of `reqs` it lacks.
 pub fn probe(python: &Path, reqs: &[String]) -> Result<Probe, ProbeError> {
+    probe_with(python, reqs, &Cancel::default())
+}
+
+/// [`probe`], the interpreter started through `cancel` (a run's probe is
+/// one of its children: cancelling terminates it).
+pub fn probe_with(python: &Path, reqs: &[String], cancel: &Cancel) -> Result<Probe, ProbeError> {
     let arg = serde_json::to_string(reqs).map_err(ProbeError::Encode)?;
-    let mut child = Command::new(python)
-        .args(["-c", PROBE, &arg])
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+    let mut child = cancel
+        .spawn(
+            Command::new(python)
+                .args(["-c", PROBE, &arg])
+                .env("PYTHONDONTWRITEBYTECODE", "1")
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+        )
         .map_err(|source| ProbeError::Start {
             python: python.to_path_buf(),
             source,
         })?;
-    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+    let pipes = child.child_mut();
+    let (stdout, stderr) = (pipes.stdout.take(), pipes.stderr.take());
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         use std::io::Read;
@@ -227,7 +239,6 @@ pub fn probe(python: &Path, reqs: &[String]) -> Result<Probe, ProbeError> {
     });
     let Ok((stdout, stderr)) = rx.recv_timeout(PROBE_TIMEOUT) else {
         let _ = child.kill();
-        let _ = child.wait();
         return Err(ProbeError::Timeout {
             python: python.to_path_buf(),
             secs: PROBE_TIMEOUT.as_secs(),
@@ -280,6 +291,8 @@ pub struct ManagedEnv {
     pub requirements: Vec<String>,
     /// `requirements.lock`: the exact versions installed.
     pub lock: String,
+    /// Which build of the environment this is (the marker's `built`).
+    pub built: String,
 }
 
 impl ManagedEnv {
@@ -305,6 +318,9 @@ struct Marker {
     requirements: Vec<String>,
     installer: String,
     seconds: f64,
+    /// Names this build (absent in markers written before it existed).
+    #[serde(default)]
+    built: String,
 }
 
 /// Why an environment could not be made.
@@ -325,6 +341,11 @@ pub enum ProvisionError {
     /// Installed, yet what was written cannot be read back.
     #[error("the new environment still lacks {0}")]
     Unreadable(#[source] EnvReadError),
+    /// The run was cancelled (SIGINT, SIGTERM) before the environment was
+    /// complete: the commands the cancel terminated did not fail, and
+    /// nothing of the build is left.
+    #[error("interrupted before the environment was complete")]
+    Interrupted,
 }
 
 /// Why a directory is not a complete environment.
@@ -460,7 +481,7 @@ fn run(mut cmd: Command, cancel: &Cancel) -> Result<Output, ProvisionError> {
         why,
     };
     if cancel.is_cancelled() {
-        return Err(failed("the run was interrupted".into()));
+        return Err(ProvisionError::Interrupted);
     }
     let out = cancel
         .spawn(
@@ -471,6 +492,11 @@ fn run(mut cmd: Command, cancel: &Cancel) -> Result<Output, ProvisionError> {
         )
         .and_then(|child| child.wait_with_output())
         .map_err(|e| failed(e.to_string()))?;
+    // Ended by the run's own cancel (or racing it): not the command's
+    // failure, and not a setup error.
+    if !out.status.success() && cancel.is_cancelled() {
+        return Err(ProvisionError::Interrupted);
+    }
     if !out.status.success() {
         return Err(ProvisionError::Command {
             command,
@@ -499,44 +525,127 @@ impl EnvCache {
         self.root.join("locks").join(format!("{key}.lock"))
     }
 
-    /// The complete environment of `key`, if there is one (touched: used).
-    fn complete(&self, key: &str) -> Option<ManagedEnv> {
+    /// The complete, undamaged environment of `key` (touched: used); else
+    /// why the directory there is not one (`None`: there is none).
+    fn complete(&self, key: &str) -> Result<ManagedEnv, Option<EnvDamage>> {
         let dir = self.root.join(key);
-        let env = read_env(&dir, key).ok()?;
+        if std::fs::symlink_metadata(&dir).is_err() {
+            return Err(None);
+        }
+        let env = read_env(&dir, key).map_err(|e| Some(EnvDamage::Marker(e)))?;
+        // The warm path's check: an lstat per file, no file read.
+        files::check(&dir).map_err(Some)?;
         let _ = scene_util::touch_regular_file(&dir.join(MARKER));
-        Some(env)
+        Ok(env)
+    }
+
+    /// The key's lock, held until dropped.
+    fn lock(&self, key: &str) -> Result<scene_kernels::cache::KeyLock, ProvisionError> {
+        let lock = self.lock_path(key);
+        if let Some(parent) = lock.parent() {
+            std::fs::create_dir_all(parent).map_err(at(parent))?;
+        }
+        lock_file(&lock).map_err(at(&lock))
     }
 
     /// The environment of `probe`'s interpreter with `reqs`: the one there
     /// is, else one built now (once across processes: under the key's lock).
-    /// `progress` is called before a build starts, only by the builder.
+    /// `progress` is called before a build starts, only by the builder,
+    /// with why the directory there could not be used (a damaged
+    /// environment is rebuilt; `None`: there was none).
     pub fn ensure(
         &self,
         probe: &Probe,
         reqs: &[String],
         installer: &Installer,
         cancel: &Cancel,
-        progress: impl FnOnce(&Path),
+        progress: impl FnOnce(&Path, Option<&EnvDamage>),
     ) -> Result<ManagedEnv, ProvisionError> {
         let key = env_key(probe, reqs);
-        if let Some(env) = self.complete(&key) {
+        if let Ok(env) = self.complete(&key) {
             return Ok(env);
         }
-        let lock = self.lock_path(&key);
-        if let Some(parent) = lock.parent() {
-            std::fs::create_dir_all(parent).map_err(at(parent))?;
-        }
-        let _held = lock_file(&lock).map_err(at(&lock))?;
-        if let Some(env) = self.complete(&key) {
-            return Ok(env);
-        }
-        let dest = self.root.join(&key);
+        let _held = self.lock(&key)?;
+        let damage = match self.complete(&key) {
+            Ok(env) => return Ok(env),
+            Err(damage) => damage,
+        };
+        self.build(probe, reqs, installer, cancel, &key, |dir| {
+            progress(dir, damage.as_ref())
+        })
+    }
+
+    /// `broken`, an environment of `probe`'s interpreter with `reqs` whose
+    /// interpreter would not start although it passed the cheap check:
+    /// rebuilt (under the key's lock) when its files' contents are not
+    /// what was installed, as [`EnvCache::ensure`] does. `Ok(None)`: they
+    /// are, so the failure is not the environment's. A process that
+    /// rebuilt it meanwhile wins: its environment is returned.
+    pub fn repair(
+        &self,
+        probe: &Probe,
+        reqs: &[String],
+        installer: &Installer,
+        cancel: &Cancel,
+        broken: &ManagedEnv,
+        progress: impl FnOnce(&Path, Option<&EnvDamage>),
+    ) -> Result<Option<ManagedEnv>, ProvisionError> {
+        let key = env_key(probe, reqs);
+        let _held = self.lock(&key)?;
+        let damage = match self.complete(&key) {
+            Ok(env) if env.built != broken.built => return Ok(Some(env)),
+            Ok(env) => match files::verify(&env.dir) {
+                Ok(()) => return Ok(None),
+                Err(damage) => Some(damage),
+            },
+            Err(damage) => damage,
+        };
+        self.build(probe, reqs, installer, cancel, &key, |dir| {
+            progress(dir, damage.as_ref())
+        })
+        .map(Some)
+    }
+
+    /// Builds the environment of `key` in place of whatever is there; the
+    /// caller holds the key's lock. A failure leaves nothing: the build
+    /// directory is removed, and a cancelled build is
+    /// [`ProvisionError::Interrupted`].
+    fn build(
+        &self,
+        probe: &Probe,
+        reqs: &[String],
+        installer: &Installer,
+        cancel: &Cancel,
+        key: &str,
+        progress: impl FnOnce(&Path),
+    ) -> Result<ManagedEnv, ProvisionError> {
+        self.build_inner(probe, reqs, installer, cancel, key, progress)
+            .map_err(|e| match cancel.is_cancelled() {
+                true => ProvisionError::Interrupted,
+                false => e,
+            })
+    }
+
+    fn build_inner(
+        &self,
+        probe: &Probe,
+        reqs: &[String],
+        installer: &Installer,
+        cancel: &Cancel,
+        key: &str,
+        progress: impl FnOnce(&Path),
+    ) -> Result<ManagedEnv, ProvisionError> {
+        let dest = self.root.join(key);
         // Half-built (no marker) or damaged: never used, replaced.
         scene_util::remove_any(&dest).map_err(at(&dest))?;
-        progress(&dest);
-        let started = Instant::now();
         let tmp_root = self.root.join("tmp");
         std::fs::create_dir_all(&tmp_root).map_err(at(&tmp_root))?;
+        // Build directories of this key are made only under its lock, which
+        // we hold: any there is a killed builder's (a second Ctrl-C exits at
+        // once), removed now rather than by prune days later.
+        sweep_builds(&tmp_root, key);
+        progress(&dest);
+        let started = Instant::now();
         // Removed on any failure below (dropped), kept only when renamed.
         let tmp = tempfile::Builder::new()
             .prefix(&format!("{key}-"))
@@ -558,7 +667,7 @@ impl EnvCache {
         run(installer.install(&python, reqs), cancel).map_err(named)?;
         let frozen = run(installer.freeze(&python), cancel).map_err(named)?;
         let lock_text = String::from_utf8_lossy(&frozen.stdout).into_owned();
-        let check = self::probe(&python, reqs).map_err(|why| ProvisionError::Command {
+        let check = probe_with(&python, reqs, cancel).map_err(|why| ProvisionError::Command {
             command: format!("{} -c <probe>", python.display()),
             why: why.to_string(),
         })?;
@@ -567,14 +676,18 @@ impl EnvCache {
         }
         let lock_path = env_dir.join(LOCK_FILE);
         scene_util::write_atomically(&lock_path, lock_text.as_bytes()).map_err(at(&lock_path))?;
+        // What the environment is made of, before the marker that makes it
+        // complete: every use checks it.
+        files::write(&env_dir).map_err(at(&env_dir.join(files::FILES)))?;
         let marker = Marker {
             schema: SCHEMA,
-            key: key.clone(),
+            key: key.to_owned(),
             base: probe.executable.clone(),
             version: probe.version.clone(),
             requirements: reqs.to_vec(),
             installer: installer.name().into(),
             seconds: started.elapsed().as_secs_f64(),
+            built: build_id(),
         };
         let json = serde_json::to_vec_pretty(&marker).map_err(io::Error::other);
         let marker_path = env_dir.join(MARKER);
@@ -582,8 +695,36 @@ impl EnvCache {
             .map_err(at(&marker_path))?;
         std::fs::rename(&env_dir, &dest).map_err(at(&dest))?;
         drop(tmp);
-        read_env(&dest, &key).map_err(ProvisionError::Unreadable)
+        read_env(&dest, key).map_err(ProvisionError::Unreadable)
     }
+}
+
+/// Removes the build directories of `key` in `tmp_root` (`<key>-*`).
+fn sweep_builds(tmp_root: &Path, key: &str) {
+    let prefix = format!("{key}-");
+    for entry in std::fs::read_dir(tmp_root).into_iter().flatten().flatten() {
+        if entry
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with(&prefix))
+        {
+            let _ = scene_util::remove_any(&entry.path());
+        }
+    }
+}
+
+/// Names one build of an environment (the marker's `built`): another
+/// build of the same key has another.
+fn build_id() -> String {
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!(
+        "{}.{:09}-{}",
+        now.as_secs(),
+        now.subsec_nanos(),
+        std::process::id()
+    )
 }
 
 /// A complete environment read from `dir`: its marker (this schema, this
@@ -608,6 +749,7 @@ fn read_env(dir: &Path, key: &str) -> Result<ManagedEnv, EnvReadError> {
         base: m.base,
         requirements: m.requirements,
         lock: String::from_utf8_lossy(&lock).into_owned(),
+        built: m.built,
     })
 }
 
@@ -841,7 +983,7 @@ mod tests {
                 &reqs,
                 &Installer { uv: None },
                 &Cancel::default(),
-                |_| progressed = true,
+                |_, _| progressed = true,
             )
             .unwrap_err();
         assert!(progressed);
@@ -861,7 +1003,7 @@ mod tests {
         let listed = cache.list().unwrap();
         assert_eq!(listed.len(), 1);
         assert!(listed[0].env.is_none());
-        assert!(cache.complete(&key).is_none());
+        assert!(cache.complete(&key).is_err());
         let r = cache.prune(Duration::from_secs(86400)).unwrap();
         assert_eq!((r.removed, r.leftovers, r.kept), (0, 1, 0));
         assert!(cache.list().unwrap().is_empty());
@@ -880,7 +1022,9 @@ mod tests {
             requirements: reqs.clone(),
             installer: "pip".into(),
             seconds: 1.0,
+            built: "1".into(),
         };
+        files::write(&dir).unwrap();
         std::fs::write(dir.join(MARKER), serde_json::to_vec(&marker).unwrap()).unwrap();
         let env = cache
             .ensure(
@@ -888,7 +1032,7 @@ mod tests {
                 &reqs,
                 &Installer { uv: None },
                 &Cancel::default(),
-                |_| panic!("no build"),
+                |_, _| panic!("no build"),
             )
             .unwrap();
         assert_eq!(env.python, dir.join("bin/python"));
@@ -912,5 +1056,150 @@ mod tests {
         assert!(!dir.exists());
         assert_eq!(cache.clear().unwrap(), 0);
         assert!(!cache.root().exists());
+    }
+
+    /// A complete stand-in environment of `key` under `cache` (its
+    /// `bin/python` a link to /bin/true), as a build leaves it.
+    fn complete_env(cache: &EnvCache, p: &Probe, reqs: &[String]) -> PathBuf {
+        let key = env_key(p, reqs);
+        let dir = cache.root().join(&key);
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        std::fs::create_dir_all(dir.join("lib/numpy")).unwrap();
+        std::fs::write(dir.join("lib/numpy/__init__.py"), "import sys\n").unwrap();
+        std::os::unix::fs::symlink("/bin/true", dir.join("bin/python")).unwrap();
+        std::fs::write(dir.join(LOCK_FILE), "numpy==2.1.3\n").unwrap();
+        files::write(&dir).unwrap();
+        let marker = Marker {
+            schema: SCHEMA,
+            key,
+            base: p.executable.clone(),
+            version: p.version.clone(),
+            requirements: reqs.to_vec(),
+            installer: "pip".into(),
+            seconds: 1.0,
+            built: build_id(),
+        };
+        std::fs::write(dir.join(MARKER), serde_json::to_vec(&marker).unwrap()).unwrap();
+        dir
+    }
+
+    /// A package file removed from a complete environment: the next
+    /// `ensure` does not hand it out, tells the builder why (naming the
+    /// file) and replaces it (here the build itself fails, the interpreter
+    /// being fake: the damaged directory is gone all the same).
+    #[test]
+    fn a_damaged_environment_is_rebuilt_naming_the_damage() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = EnvCache::new(tmp.path().join("python"));
+        let p = fake_probe();
+        let reqs = requirement_set(&[]);
+        let dir = complete_env(&cache, &p, &reqs);
+        let installer = Installer { uv: None };
+        let env = cache
+            .ensure(&p, &reqs, &installer, &Cancel::default(), |_, _| {
+                panic!("no build")
+            })
+            .unwrap();
+        assert_eq!(env.dir, dir);
+        std::fs::remove_file(dir.join("lib/numpy/__init__.py")).unwrap();
+        let mut why = None;
+        let err = cache
+            .ensure(&p, &reqs, &installer, &Cancel::default(), |d, damage| {
+                assert_eq!(d, dir);
+                why = damage.map(ToString::to_string);
+            })
+            .unwrap_err();
+        assert_eq!(why.as_deref(), Some("`lib/numpy/__init__.py` is missing"));
+        assert!(matches!(err, ProvisionError::Command { .. }), "{err}");
+        assert!(!dir.exists());
+
+        // An environment without the file list (made before it existed) is
+        // rebuilt too, once, saying so.
+        let dir = complete_env(&cache, &p, &reqs);
+        std::fs::remove_file(dir.join(FILES)).unwrap();
+        let mut why = None;
+        let _ = cache.ensure(&p, &reqs, &installer, &Cancel::default(), |_, damage| {
+            why = damage.map(ToString::to_string);
+        });
+        assert!(
+            why.as_deref()
+                .is_some_and(|w| w.contains("has no scene-env.files")),
+            "{why:?}"
+        );
+    }
+
+    /// `repair` of an environment whose files are as installed changes
+    /// nothing (the interpreter's failure is not the environment's); of one
+    /// whose file changed in place, same size, it rebuilds; of one another
+    /// process rebuilt meanwhile, it returns that one.
+    #[test]
+    fn repair_rebuilds_only_an_environment_whose_contents_changed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = EnvCache::new(tmp.path().join("python"));
+        let p = fake_probe();
+        let reqs = requirement_set(&[]);
+        let installer = Installer { uv: None };
+        let dir = complete_env(&cache, &p, &reqs);
+        let env = cache
+            .ensure(&p, &reqs, &installer, &Cancel::default(), |_, _| {
+                panic!("no build")
+            })
+            .unwrap();
+        let no_build = |_: &Path, _: Option<&EnvDamage>| panic!("no build");
+        let same = cache
+            .repair(&p, &reqs, &installer, &Cancel::default(), &env, no_build)
+            .unwrap();
+        assert_eq!(same, None);
+        let mut other = env.clone();
+        other.built = "an older build".into();
+        let newer = cache
+            .repair(&p, &reqs, &installer, &Cancel::default(), &other, no_build)
+            .unwrap();
+        assert_eq!(newer, Some(env.clone()));
+        std::fs::write(dir.join("lib/numpy/__init__.py"), "import sy!\n").unwrap();
+        let mut why = None;
+        let _ = cache.repair(
+            &p,
+            &reqs,
+            &installer,
+            &Cancel::default(),
+            &env,
+            |_, damage| {
+                why = damage.map(ToString::to_string);
+            },
+        );
+        assert_eq!(
+            why.as_deref(),
+            Some("`lib/numpy/__init__.py` has other contents than when it was installed")
+        );
+        assert!(!dir.exists());
+    }
+
+    /// A build of a cancelled run ends `Interrupted` (not as a failed
+    /// command), and the build directory a killed builder left for the key
+    /// (a second Ctrl-C exits at once) is removed by the next builder.
+    #[test]
+    fn an_interrupted_build_is_no_failure_and_killed_builds_are_swept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = EnvCache::new(tmp.path().join("python"));
+        let p = fake_probe();
+        let reqs = requirement_set(&[]);
+        let key = env_key(&p, &reqs);
+        let killed = cache.root().join("tmp").join(format!("{key}-killed"));
+        std::fs::create_dir_all(killed.join("env/bin")).unwrap();
+        let other_key = cache.root().join("tmp").join("0123-other");
+        std::fs::create_dir_all(&other_key).unwrap();
+        let cancel = Cancel::default();
+        cancel.cancel(scene_util::cancel::SIGINT);
+        let err = cache
+            .ensure(&p, &reqs, &Installer { uv: None }, &cancel, |_, _| {})
+            .unwrap_err();
+        assert!(matches!(err, ProvisionError::Interrupted), "{err}");
+        assert!(!killed.exists());
+        assert!(
+            other_key.exists(),
+            "another key's build is not ours to remove"
+        );
+        assert!(cache.list().unwrap().is_empty());
     }
 }
