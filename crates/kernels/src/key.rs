@@ -205,6 +205,9 @@ pub struct ToolIdentity {
 pub struct KeyContext {
     files: Mutex<HashMap<PathBuf, FileMemo>>,
     tools: Mutex<HashMap<PathBuf, (SystemTime, u64, ToolIdentity)>>,
+    /// Whether a tool accepts a flag ([`KeyContext::accepts_flag`]), by
+    /// the digest of its identity and the flag.
+    flags: Mutex<HashMap<UnitKey, bool>>,
     /// Where `--version` outputs are persisted across processes (the cache's
     /// `tools/` dir), so a fully warm run starts no compiler process at all.
     tool_store: Option<PathBuf>,
@@ -228,6 +231,7 @@ impl Default for KeyContext {
         KeyContext {
             files: Mutex::default(),
             tools: Mutex::default(),
+            flags: Mutex::default(),
             tool_store: None,
             digest_store: None,
             racy_window: RACY_WINDOW,
@@ -508,6 +512,79 @@ impl KeyContext {
             let _ = scene_util::write_atomically(&path, version.as_bytes());
         }
         version
+    }
+}
+
+impl KeyContext {
+    /// Whether `program` accepts `flag`: it preprocesses an empty C++ file
+    /// with it (`-E -x c++ /dev/null`, which checks the options as a
+    /// compile does, and costs a few milliseconds). Memoised per tool
+    /// identity (path, content, `--version`) and flag, in this process and
+    /// in the cache's `tools/` as `--version` outputs are, so the answer
+    /// (and every key it decides) follows the compiler; a probe a
+    /// cancellation cut short is not remembered.
+    pub(crate) fn accepts_flag(
+        &self,
+        program: &Path,
+        search_path: Option<&std::ffi::OsStr>,
+        flag: &str,
+    ) -> bool {
+        let Some(resolved) = resolve_program(program, search_path) else {
+            return false;
+        };
+        let id = self.tool(program, search_path);
+        let mut h = KeyHasher::new("tool-flag");
+        h.str("path", &id.path);
+        h.str("digest", &id.digest);
+        h.str("version", &id.version);
+        h.str("flag", flag);
+        let memo = h.finish();
+        if let Some(&known) = self
+            .flags
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&memo)
+        {
+            return known;
+        }
+        let stored = self
+            .tool_store
+            .as_ref()
+            .map(|dir| dir.join(format!("{}.flag", memo.to_hex())));
+        let remembered = stored
+            .as_ref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .and_then(|text| match text.trim() {
+                "accepted" => Some(true),
+                "refused" => Some(false),
+                _ => None,
+            });
+        let accepted = remembered.unwrap_or_else(|| {
+            let slot = self.budget.as_ref().map(|b| b.take());
+            let probe = self
+                .cancel
+                .spawn(
+                    Command::new(&resolved)
+                        .args([flag, "-E", "-x", "c++", "/dev/null"])
+                        .stdin(Stdio::null())
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null()),
+                )
+                .and_then(|child| child.wait_with_output());
+            drop(slot);
+            let accepted = probe.is_ok_and(|out| out.status.success());
+            if let Some(path) = stored.filter(|_| !self.cancel.is_cancelled()) {
+                // Best effort: without it the next process probes again.
+                let text = if accepted { "accepted\n" } else { "refused\n" };
+                let _ = scene_util::write_atomically(&path, text.as_bytes());
+            }
+            accepted
+        });
+        self.flags
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(memo, accepted);
+        accepted
     }
 }
 
