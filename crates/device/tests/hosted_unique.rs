@@ -98,7 +98,12 @@ fn build(
 ) -> Vec<ChipCallable> {
     let include = root.join("include");
     std::fs::create_dir_all(&include).unwrap();
-    let headers = Path::new(env!("CARGO_MANIFEST_DIR")).join("include");
+    // The checkout the test runs in (a nextest archive run with
+    // `--workspace-remap` points the variable at it), else the build's.
+    let headers = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
+        .join("include");
     for entry in std::fs::read_dir(&headers).unwrap() {
         let entry = entry.unwrap();
         std::fs::copy(entry.path(), include.join(entry.file_name())).unwrap();

@@ -231,8 +231,13 @@ impl Builder {
     /// and C orchestrations use the toolchain as configured, so their keys
     /// and commands do not depend on that probe.
     fn isolated(&self) -> &Toolchain {
-        self.isolated
-            .get_or_init(|| crate::unique::isolated(&self.toolchain, &self.keys))
+        self.isolated.get_or_init(|| {
+            let search = self.toolchain.search_path.as_deref();
+            crate::unique::isolated(&self.toolchain, |cxx| {
+                self.keys
+                    .accepts_flag(cxx, search, crate::unique::NO_GNU_UNIQUE)
+            })
+        })
     }
 
     /// The toolchain an orchestration is keyed and built with.

@@ -91,7 +91,7 @@ pub enum CompileError {
          library such as -static-libstdc++)",
         compiler.display(),
         symbols.len(),
-        crate::unique::symbol_list(symbols)
+        symbol_list(symbols)
     )]
     GnuUnique {
         compiler: PathBuf,
@@ -124,6 +124,21 @@ impl CompileError {
             _ => false,
         }
     }
+}
+
+/// At most `MAX` of `symbols`, comma-separated, then how many more.
+fn symbol_list(symbols: &[String]) -> String {
+    const MAX: usize = 6;
+    let mut text = symbols
+        .iter()
+        .take(MAX)
+        .map(|s| format!("`{s}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if symbols.len() > MAX {
+        text.push_str(&format!(" and {} more", symbols.len() - MAX));
+    }
+    text
 }
 
 /// One reason a callable could not be assembled.
@@ -231,4 +246,19 @@ pub enum BuildSetupError {
         #[source]
         source: io::Error,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_symbol_list_is_cut_with_a_count() {
+        let names: Vec<String> = (0..9).map(|i| format!("s{i}")).collect();
+        assert_eq!(
+            symbol_list(&names),
+            "`s0`, `s1`, `s2`, `s3`, `s4`, `s5` and 3 more"
+        );
+        assert_eq!(symbol_list(&names[..1]), "`s0`");
+    }
 }

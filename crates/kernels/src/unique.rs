@@ -22,7 +22,6 @@ use goblin::elf::Elf;
 use goblin::elf::sym::STB_GNU_UNIQUE;
 
 use crate::error::CompileError;
-use crate::key::KeyContext;
 use crate::toolchain::Toolchain;
 
 /// g++'s flag that gives those objects the binding `STB_WEAK` instead:
@@ -33,14 +32,11 @@ pub const NO_GNU_UNIQUE: &str = "-fno-gnu-unique";
 /// `tc` as hosted kernels and C++ orchestrations are keyed and built with
 /// it: [`NO_GNU_UNIQUE`] appended to `hosted_flags` when the hosted
 /// compiler accepts it, and to `cxx_flags` when the C++ compiler does
-/// (`cxx_flags` reach orchestrations through `orch_args`, and image units
-/// keep the toolchain as configured). The probes are memoised per compiler
-/// identity ([`KeyContext::accepts_flag`]), so the keys follow the
-/// compiler: another compiler at the same path is probed again.
-pub(crate) fn isolated(tc: &Toolchain, keys: &KeyContext) -> Toolchain {
+/// (`cxx_flags` reach orchestrations through `orch_args`; image units keep
+/// the toolchain as configured). `accepts` answers for a compiler (the
+/// builder's memoised probe, so the keys follow the compiler's identity).
+pub(crate) fn isolated(tc: &Toolchain, accepts: impl Fn(&Path) -> bool) -> Toolchain {
     let mut tc = tc.clone();
-    let search = tc.search_path.clone();
-    let accepts = |program: &Path| keys.accepts_flag(program, search.as_deref(), NO_GNU_UNIQUE);
     let has = |flags: &[String]| flags.iter().any(|f| f == NO_GNU_UNIQUE);
     if !has(&tc.hosted_flags) && accepts(&tc.hosted_cxx) {
         tc.hosted_flags.push(NO_GNU_UNIQUE.to_owned());
@@ -79,21 +75,6 @@ pub(crate) fn refuse_gnu_unique(bytes: &[u8], compiler: &Path) -> Result<(), Com
     })
 }
 
-/// At most `MAX` of `symbols`, comma-separated, then how many more.
-pub(crate) fn symbol_list(symbols: &[String]) -> String {
-    const MAX: usize = 6;
-    let mut text = symbols
-        .iter()
-        .take(MAX)
-        .map(|s| format!("`{s}`"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    if symbols.len() > MAX {
-        text.push_str(&format!(" and {} more", symbols.len() - MAX));
-    }
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,15 +84,5 @@ mod tests {
         assert!(gnu_unique_symbols(b"").is_empty());
         assert!(gnu_unique_symbols(b"not an object at all").is_empty());
         assert!(gnu_unique_symbols(b"\x7fELF\x02\x01\x01").is_empty());
-    }
-
-    #[test]
-    fn a_long_symbol_list_is_cut_with_a_count() {
-        let names: Vec<String> = (0..9).map(|i| format!("s{i}")).collect();
-        assert_eq!(
-            symbol_list(&names),
-            "`s0`, `s1`, `s2`, `s3`, `s4`, `s5` and 3 more"
-        );
-        assert_eq!(symbol_list(&names[..1]), "`s0`");
     }
 }
