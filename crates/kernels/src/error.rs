@@ -82,13 +82,13 @@ pub enum CompileError {
     /// A shared object (hosted kernel, C++ orchestration) that defines
     /// symbols with the binding `STB_GNU_UNIQUE` (`crate::unique`).
     #[error(
-        "the shared object built by `{}` defines {} symbol(s) with the binding STB_GNU_UNIQUE ({}): \
-         the dynamic loader binds those by name across every library of the device worker \
-         (RTLD_LOCAL does not keep them apart) and never unloads a library that has them, so \
-         other scenes' kernels and later cases would share these objects; build with -fno-gnu-unique (added by the \
-         harness when the compiler accepts it, as g++ does; clang never emits the binding) and \
-         remove what brings them back (-fgnu-unique in the platform's flags, a static C++ \
-         library such as -static-libstdc++)",
+        "the shared object built by `{}` defines {} symbol(s) with the binding STB_GNU_UNIQUE \
+         ({}): the dynamic loader binds those by name across every library of the device \
+         worker (RTLD_LOCAL does not keep them apart) and never unloads a library that has \
+         them, so other scenes' kernels and later cases would share these objects; build with \
+         -fno-gnu-unique (added by the harness when the compiler accepts it, as g++ does; clang \
+         never emits the binding) and remove what brings them back (-fgnu-unique in the \
+         platform's flags, a static C++ library such as -static-libstdc++)",
         compiler.display(),
         symbols.len(),
         symbol_list(symbols)

@@ -572,8 +572,13 @@ impl KeyContext {
                 )
                 .and_then(|child| child.wait_with_output());
             drop(slot);
-            let accepted = probe.is_ok_and(|out| out.status.success());
-            if let Some(path) = stored.filter(|_| !self.cancel.is_cancelled()) {
+            // Only an exit status is an answer: a compiler that could not
+            // be started or was killed says nothing about the flag, and is
+            // asked again by the next process.
+            let answered = probe.ok().and_then(|out| out.status.code());
+            let accepted = answered == Some(0);
+            if let Some(path) = stored.filter(|_| answered.is_some() && !self.cancel.is_cancelled())
+            {
                 // Best effort: without it the next process probes again.
                 let text = if accepted { "accepted\n" } else { "refused\n" };
                 let _ = scene_util::write_atomically(&path, text.as_bytes());
@@ -1418,6 +1423,71 @@ mod tests {
         second.digest(&other).expect("digest");
         second.persist_digests();
         assert!(!digests::store_path(&cache).exists(), "and not written");
+    }
+
+    /// A compiler script that logs each call and accepts exactly `flag`.
+    #[cfg(unix)]
+    fn flag_compiler(dir: &Path, flag: &str) -> (PathBuf, PathBuf) {
+        use std::os::unix::fs::PermissionsExt;
+        let log = dir.join("calls");
+        let cxx = dir.join("cxx");
+        std::fs::write(
+            &cxx,
+            format!(
+                "#!/bin/sh\necho \"$1\" >> '{}'\n[ \"$1\" = --version ] && {{ echo fake 1; exit 0; }}\n[ \"$1\" = '{flag}' ]\n",
+                log.display()
+            ),
+        )
+        .expect("script");
+        std::fs::set_permissions(&cxx, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        (cxx, log)
+    }
+
+    /// The flag probe answers from the compiler's exit status, runs once
+    /// per identity and flag (a second context reads the answer the first
+    /// stored), and a compiler that cannot be run stores nothing.
+    #[cfg(unix)]
+    #[test]
+    fn flag_probes_are_remembered_per_compiler_and_flag() {
+        let dir = tempfile::tempdir().expect("dir");
+        let tools = dir.path().join("tools");
+        std::fs::create_dir_all(&tools).expect("tools");
+        let (cxx, log) = flag_compiler(dir.path(), "-fno-gnu-unique");
+        let probes = || {
+            std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| *l != "--version")
+                .count()
+        };
+        let first = KeyContext::new(Some(tools.clone()));
+        assert!(first.accepts_flag(&cxx, None, "-fno-gnu-unique"));
+        assert!(!first.accepts_flag(&cxx, None, "-fno-such-flag"));
+        assert!(first.accepts_flag(&cxx, None, "-fno-gnu-unique"));
+        assert_eq!(probes(), 2, "once per flag in a process");
+        let second = KeyContext::new(Some(tools.clone()));
+        assert!(second.accepts_flag(&cxx, None, "-fno-gnu-unique"));
+        assert!(!second.accepts_flag(&cxx, None, "-fno-such-flag"));
+        assert_eq!(probes(), 2, "and across processes, from tools/");
+
+        let stored = || std::fs::read_dir(&tools).expect("tools").count();
+        let before = stored();
+        let missing = dir.path().join("no-such-compiler");
+        assert!(!second.accepts_flag(&missing, None, "-fno-gnu-unique"));
+        // A file that cannot be executed: no answer, nothing remembered.
+        let not_exec = dir.path().join("not-executable");
+        std::fs::write(&not_exec, "#!/bin/sh\nexit 0\n").expect("file");
+        assert!(!second.accepts_flag(&not_exec, None, "-fno-gnu-unique"));
+        assert_eq!(
+            std::fs::read_dir(&tools)
+                .expect("tools")
+                .filter_map(Result::ok)
+                .filter(|e| e.path().extension().is_some_and(|x| x == "flag"))
+                .count(),
+            2,
+            "only the two answers of `cxx` are stored ({before} files before, {} after)",
+            stored()
+        );
     }
 
     #[test]
