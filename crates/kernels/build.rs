@@ -18,6 +18,7 @@ const LOGIC_FILES: &[&str] = &[
     "src/key.rs",
     "src/rules.rs",
     "src/unit.rs",
+    "src/unique.rs",
     "src/c/builtins.c",
     "src/c/kernel.ld",
 ];

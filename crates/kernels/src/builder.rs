@@ -23,7 +23,7 @@ use crate::plan::{self, Job, PlanEntry};
 use crate::report::{BuildOutput, Observer, UnitKind, UnitOutcome, UnitReport};
 use crate::toolchain::Toolchain;
 use crate::unit::{
-    CallableSpec, ChipCallable, CoreType, HostUnit, IncoreImage, IncoreUnit, OrchUnit,
+    CallableSpec, ChipCallable, CoreType, HostUnit, IncoreImage, IncoreUnit, Language, OrchUnit,
 };
 
 mod hosted;
@@ -83,6 +83,9 @@ pub struct Builder {
     link_script: PathBuf,
     /// Compiled on first use, by whichever worker needs it first.
     builtins: [OnceLock<Result<PathBuf, Arc<CompileError>>>; 2],
+    /// The toolchain of C++ shared objects (`unique::isolated`: with
+    /// `-fno-gnu-unique` where the compiler takes it), made on first use.
+    isolated: OnceLock<Toolchain>,
     /// The hosted compiler's probe (`compile::probe_hosted`),
     /// run before the first hosted unit compiles.
     hosted_probe: OnceLock<Result<(), Arc<CompileError>>>,
@@ -173,6 +176,7 @@ impl Builder {
             scratch,
             link_script,
             builtins: [OnceLock::new(), OnceLock::new()],
+            isolated: OnceLock::new(),
             hosted_probe: OnceLock::new(),
             preambles: Mutex::new(HashMap::new()),
             memo: Mutex::new(HashMap::new()),
@@ -220,16 +224,44 @@ impl Builder {
         self.memo_lock().clear();
     }
 
+    /// The toolchain hosted kernels and C++ orchestrations are keyed and
+    /// built with: the configured one plus `-fno-gnu-unique` for each
+    /// compiler that accepts it (`crate::unique`: their objects must stay
+    /// their own in a device worker that loads many scenes). Image units
+    /// and C orchestrations use the toolchain as configured, so their keys
+    /// and commands do not depend on that probe.
+    fn isolated(&self) -> &Toolchain {
+        self.isolated.get_or_init(|| {
+            let search = self.toolchain.search_path.as_deref();
+            crate::unique::isolated(&self.toolchain, |cxx| {
+                self.keys
+                    .accepts_flag(cxx, search, crate::unique::NO_GNU_UNIQUE)
+            })
+        })
+    }
+
+    /// The toolchain an orchestration is keyed and built with.
+    fn orch_toolchain(&self, unit: &OrchUnit) -> &Toolchain {
+        match Language::of(&unit.source) {
+            Language::Cxx => self.isolated(),
+            Language::C => &self.toolchain,
+        }
+    }
+
     /// Every key input of a unit, as stored in its cache manifest.
     fn inputs(&self, job: &Job) -> Result<KeyInputs, CompileError> {
         match job {
+            Job::Incore(unit) if unit.kind.is_hosted() => {
+                self.keys
+                    .incore_inputs(self.schema, self.isolated(), &self.root, unit)
+            }
             Job::Incore(unit) => {
                 self.keys
                     .incore_inputs(self.schema, &self.toolchain, &self.root, unit)
             }
             Job::Orch(unit) => {
                 self.keys
-                    .orch_inputs(self.schema, &self.toolchain, &self.root, unit)
+                    .orch_inputs(self.schema, self.orch_toolchain(unit), &self.root, unit)
             }
             Job::Host(unit) => {
                 self.keys
@@ -681,7 +713,7 @@ impl Builder {
     ) -> Result<Vec<u8>, CompileError> {
         let out = self.scratch_file(key, "so");
         compile::compile_orchestration(
-            &self.toolchain,
+            self.orch_toolchain(unit),
             &self.root,
             unit,
             &out,

@@ -268,7 +268,9 @@ pub(crate) fn compile_hosted(
     };
     let source = pch.map_or(unit.source.as_path(), |p| p.copy);
     run_compiler(compiler, root, source, args, out, dep_file, cancel)?;
-    read_output(out)
+    let bytes = read_output(out)?;
+    crate::unique::refuse_gnu_unique(&bytes, &tc.hosted_cxx)?;
+    Ok(bytes)
 }
 
 /// Precompiles the preamble `header` for `unit` into `out`, with the
@@ -302,7 +304,9 @@ pub(crate) fn compile_orchestration(
 ) -> Result<Vec<u8>, CompileError> {
     let args = orch_args(tc, unit);
     compile_unit(tc, root, &unit.source, args, out, dep_file, cancel)?;
-    read_output(out)
+    let bytes = read_output(out)?;
+    crate::unique::refuse_gnu_unique(&bytes, tc.compiler_for(Language::of(&unit.source)))?;
+    Ok(bytes)
 }
 
 /// A host program's flags besides its defines and include dirs: C at

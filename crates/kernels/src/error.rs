@@ -79,6 +79,24 @@ pub enum CompileError {
         compiler.display()
     )]
     HostedToolchain { compiler: PathBuf, why: String },
+    /// A shared object (hosted kernel, C++ orchestration) that defines
+    /// symbols with the binding `STB_GNU_UNIQUE` (`crate::unique`).
+    #[error(
+        "the shared object built by `{}` defines {} symbol(s) with the binding STB_GNU_UNIQUE \
+         ({}): the dynamic loader binds those by name across every library of the device \
+         worker (RTLD_LOCAL does not keep them apart) and never unloads a library that has \
+         them, so other scenes' kernels and later cases would share these objects; build with \
+         -fno-gnu-unique (added by the harness when the compiler accepts it, as g++ does; clang \
+         never emits the binding) and remove what brings them back (-fgnu-unique in the \
+         platform's flags, a static C++ library such as -static-libstdc++)",
+        compiler.display(),
+        symbols.len(),
+        symbol_list(symbols)
+    )]
+    GnuUnique {
+        compiler: PathBuf,
+        symbols: Vec<String>,
+    },
     #[error("{0}")]
     Shared(Arc<CompileError>),
     /// The run was cancelled (a signal) before or while the tool ran.
@@ -106,6 +124,21 @@ impl CompileError {
             _ => false,
         }
     }
+}
+
+/// At most `MAX` of `symbols`, comma-separated, then how many more.
+fn symbol_list(symbols: &[String]) -> String {
+    const MAX: usize = 6;
+    let mut text = symbols
+        .iter()
+        .take(MAX)
+        .map(|s| format!("`{s}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if symbols.len() > MAX {
+        text.push_str(&format!(" and {} more", symbols.len() - MAX));
+    }
+    text
 }
 
 /// One reason a callable could not be assembled.
@@ -213,4 +246,19 @@ pub enum BuildSetupError {
         #[source]
         source: io::Error,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_symbol_list_is_cut_with_a_count() {
+        let names: Vec<String> = (0..9).map(|i| format!("s{i}")).collect();
+        assert_eq!(
+            symbol_list(&names),
+            "`s0`, `s1`, `s2`, `s3`, `s4`, `s5` and 3 more"
+        );
+        assert_eq!(symbol_list(&names[..1]), "`s0`");
+    }
 }

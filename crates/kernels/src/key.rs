@@ -205,6 +205,9 @@ pub struct ToolIdentity {
 pub struct KeyContext {
     files: Mutex<HashMap<PathBuf, FileMemo>>,
     tools: Mutex<HashMap<PathBuf, (SystemTime, u64, ToolIdentity)>>,
+    /// Whether a tool accepts a flag ([`KeyContext::accepts_flag`]), by
+    /// the digest of its identity and the flag.
+    flags: Mutex<HashMap<UnitKey, bool>>,
     /// Where `--version` outputs are persisted across processes (the cache's
     /// `tools/` dir), so a fully warm run starts no compiler process at all.
     tool_store: Option<PathBuf>,
@@ -228,6 +231,7 @@ impl Default for KeyContext {
         KeyContext {
             files: Mutex::default(),
             tools: Mutex::default(),
+            flags: Mutex::default(),
             tool_store: None,
             digest_store: None,
             racy_window: RACY_WINDOW,
@@ -508,6 +512,84 @@ impl KeyContext {
             let _ = scene_util::write_atomically(&path, version.as_bytes());
         }
         version
+    }
+}
+
+impl KeyContext {
+    /// Whether `program` accepts `flag`: it preprocesses an empty C++ file
+    /// with it (`-E -x c++ /dev/null`, which checks the options as a
+    /// compile does, and costs a few milliseconds). Memoised per tool
+    /// identity (path, content, `--version`) and flag, in this process and
+    /// in the cache's `tools/` as `--version` outputs are, so the answer
+    /// (and every key it decides) follows the compiler; a probe a
+    /// cancellation cut short is not remembered.
+    pub(crate) fn accepts_flag(
+        &self,
+        program: &Path,
+        search_path: Option<&std::ffi::OsStr>,
+        flag: &str,
+    ) -> bool {
+        let Some(resolved) = resolve_program(program, search_path) else {
+            return false;
+        };
+        let id = self.tool(program, search_path);
+        let mut h = KeyHasher::new("tool-flag");
+        h.str("path", &id.path);
+        h.str("digest", &id.digest);
+        h.str("version", &id.version);
+        h.str("flag", flag);
+        let memo = h.finish();
+        if let Some(&known) = self
+            .flags
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&memo)
+        {
+            return known;
+        }
+        let stored = self
+            .tool_store
+            .as_ref()
+            .map(|dir| dir.join(format!("{}.flag", memo.to_hex())));
+        let remembered = stored
+            .as_ref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .and_then(|text| match text.trim() {
+                "accepted" => Some(true),
+                "refused" => Some(false),
+                _ => None,
+            });
+        let accepted = remembered.unwrap_or_else(|| {
+            let slot = self.budget.as_ref().map(|b| b.take());
+            let probe = self
+                .cancel
+                .spawn(
+                    Command::new(&resolved)
+                        .args([flag, "-E", "-x", "c++", "/dev/null"])
+                        .stdin(Stdio::null())
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null()),
+                )
+                .and_then(|child| child.wait_with_output());
+            drop(slot);
+            // Only an exit status is an answer: a compiler that could not
+            // be started or was killed says nothing about the flag, and is
+            // asked again by the next process.
+            let answered = probe.ok().and_then(|out| out.status.code());
+            let accepted = answered == Some(0);
+            if let Some(path) = stored.filter(|_| answered.is_some() && !self.cancel.is_cancelled())
+            {
+                // Best effort: without it the next process probes again.
+                let text = if accepted { "accepted\n" } else { "refused\n" };
+                let _ = scene_util::write_atomically(&path, text.as_bytes());
+            }
+            accepted
+        });
+        self.flags
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(memo, accepted);
+        accepted
     }
 }
 
@@ -1341,6 +1423,71 @@ mod tests {
         second.digest(&other).expect("digest");
         second.persist_digests();
         assert!(!digests::store_path(&cache).exists(), "and not written");
+    }
+
+    /// A compiler script that logs each call and accepts exactly `flag`.
+    #[cfg(unix)]
+    fn flag_compiler(dir: &Path, flag: &str) -> (PathBuf, PathBuf) {
+        use std::os::unix::fs::PermissionsExt;
+        let log = dir.join("calls");
+        let cxx = dir.join("cxx");
+        std::fs::write(
+            &cxx,
+            format!(
+                "#!/bin/sh\necho \"$1\" >> '{}'\n[ \"$1\" = --version ] && {{ echo fake 1; exit 0; }}\n[ \"$1\" = '{flag}' ]\n",
+                log.display()
+            ),
+        )
+        .expect("script");
+        std::fs::set_permissions(&cxx, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        (cxx, log)
+    }
+
+    /// The flag probe answers from the compiler's exit status, runs once
+    /// per identity and flag (a second context reads the answer the first
+    /// stored), and a compiler that cannot be run stores nothing.
+    #[cfg(unix)]
+    #[test]
+    fn flag_probes_are_remembered_per_compiler_and_flag() {
+        let dir = tempfile::tempdir().expect("dir");
+        let tools = dir.path().join("tools");
+        std::fs::create_dir_all(&tools).expect("tools");
+        let (cxx, log) = flag_compiler(dir.path(), "-fno-gnu-unique");
+        let probes = || {
+            std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| *l != "--version")
+                .count()
+        };
+        let first = KeyContext::new(Some(tools.clone()));
+        assert!(first.accepts_flag(&cxx, None, "-fno-gnu-unique"));
+        assert!(!first.accepts_flag(&cxx, None, "-fno-such-flag"));
+        assert!(first.accepts_flag(&cxx, None, "-fno-gnu-unique"));
+        assert_eq!(probes(), 2, "once per flag in a process");
+        let second = KeyContext::new(Some(tools.clone()));
+        assert!(second.accepts_flag(&cxx, None, "-fno-gnu-unique"));
+        assert!(!second.accepts_flag(&cxx, None, "-fno-such-flag"));
+        assert_eq!(probes(), 2, "and across processes, from tools/");
+
+        let stored = || std::fs::read_dir(&tools).expect("tools").count();
+        let before = stored();
+        let missing = dir.path().join("no-such-compiler");
+        assert!(!second.accepts_flag(&missing, None, "-fno-gnu-unique"));
+        // A file that cannot be executed: no answer, nothing remembered.
+        let not_exec = dir.path().join("not-executable");
+        std::fs::write(&not_exec, "#!/bin/sh\nexit 0\n").expect("file");
+        assert!(!second.accepts_flag(&not_exec, None, "-fno-gnu-unique"));
+        assert_eq!(
+            std::fs::read_dir(&tools)
+                .expect("tools")
+                .filter_map(Result::ok)
+                .filter(|e| e.path().extension().is_some_and(|x| x == "flag"))
+                .count(),
+            2,
+            "only the two answers of `cxx` are stored ({before} files before, {} after)",
+            stored()
+        );
     }
 
     #[test]

@@ -38,6 +38,7 @@ mod process;
 mod report;
 pub mod rules;
 pub mod toolchain;
+mod unique;
 mod unit;
 
 pub use builder::{BuildOptions, Builder};
@@ -51,6 +52,7 @@ pub use outline::{
 };
 pub use report::{BuildOutput, Observer, UnitKind, UnitOutcome, UnitReport};
 pub use toolchain::{BuiltinPlatform, Extraction, Toolchain, ToolchainError, UnknownExtraction};
+pub use unique::{NO_GNU_UNIQUE, gnu_unique_symbols};
 pub use unit::{
     ArgsConvention, CallableSpec, ChipCallable, CoreType, HostUnit, IncoreImage, IncoreKind,
     IncoreUnit, Language, OrchUnit, ParseArgsConventionError, ParseCoreTypeError,

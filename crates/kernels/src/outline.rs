@@ -134,7 +134,10 @@ pub struct RenderedBuild {
 
 /// Renders the compile and link commands the builder runs for `specs`,
 /// writing all outputs under `out_dir` (made absolute, since compilers run
-/// in `root`). Nothing is run or written.
+/// in `root`). Nothing is run or written. Hosted kernels and C++
+/// orchestrations are rendered with the toolchain as given: the builder
+/// adds `-fno-gnu-unique` to theirs when it finds the compiler accepts it
+/// (`crate::unique`), which rendering does not probe.
 pub fn render_commands(
     tc: &Toolchain,
     root: &Path,

@@ -410,3 +410,194 @@ fn kernels_that_open_alike_share_one_cached_precompiled_preamble() {
         "five builders, one probe: the cache remembers it passed"
     );
 }
+
+/// Every kind of object g++ binds `STB_GNU_UNIQUE` (an inline variable, a
+/// static local of an inline function, a template static data member, an
+/// `inline thread_local`): what two scenes' headers may both declare.
+const UNIQUE_HEADER: &str = r#"#pragma once
+inline float bias = 1.0f;
+inline float &scale() { static float s = 2.0f; return s; }
+template <typename T> struct Table { static T first[4]; };
+template <typename T> T Table<T>::first[4] = {T(3)};
+inline thread_local float stage[16] = {4.0f};
+inline float op(float v) { return (v + bias) * scale() + Table<float>::first[0] + stage[0]; }
+"#;
+
+/// Whether `c++` takes `-fno-gnu-unique` (g++ does, clang refuses it).
+fn cxx_takes_no_gnu_unique() -> bool {
+    std::process::Command::new("c++")
+        .args(["-fno-gnu-unique", "-E", "-x", "c++", "/dev/null"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The cache manifests under `cache` that record hosted flags (hosted
+/// units and their precompiled preambles).
+fn hosted_manifests(cache: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut dirs = vec![cache.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("cache dir").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.file_name().is_some_and(|n| n == "manifest.json") {
+                let text = std::fs::read_to_string(&path).expect("manifest");
+                if text.contains("flags.hosted") {
+                    found.push(text);
+                }
+            }
+        }
+    }
+    found
+}
+
+/// g++ gives inline variables, static locals of inline functions, template
+/// static data members and `inline thread_local` variables the binding
+/// `STB_GNU_UNIQUE`, which glibc shares by name across every library of a
+/// device worker and never unloads (issue 38). A hosted kernel, and the
+/// precompiled preamble it compiles from (a PCH needs the unit's flags),
+/// are built with `-fno-gnu-unique` when the compiler takes it, which both
+/// keys record; the shared object defines no such symbol either way.
+#[test]
+fn hosted_kernels_and_their_preambles_are_built_without_gnu_unique_symbols() {
+    if !cfg!(target_os = "linux") {
+        eprintln!("skipped: the logging compiler is a shell script for c++ on Linux");
+        return;
+    }
+    let root = Root::new();
+    let roots = tempfile::tempdir().expect("include root");
+    let cache = tempfile::tempdir().expect("cache");
+    let tools = tempfile::tempdir().expect("tools");
+    let log = tools.path().join("log");
+    std::fs::create_dir_all(roots.path().join("lib")).expect("mkdir");
+    std::fs::write(roots.path().join("lib/names.hpp"), UNIQUE_HEADER).expect("header");
+    let mut tc = toolchain();
+    tc.include_roots = vec![roots.path().to_path_buf()];
+    tc.hosted_cxx = logging_cxx(tools.path(), &log);
+    let kernel = format!(
+        "#include <lib/names.hpp>\n{}",
+        KERNEL.replace(
+            "#include <tile_ops.hpp>",
+            "inline float tile_op(float v) { return op(v); }"
+        )
+    );
+    let spec = hosted_spec(&root, &kernel);
+    let out = build(root.path(), cache.path(), &tc, &spec);
+    let so = shared_object(&out);
+    assert!(is_shared_object(&so));
+    assert_eq!(
+        scene_kernels::gnu_unique_symbols(&so),
+        Vec::<String>::new(),
+        "the hosted kernel's shared object"
+    );
+    let takes = cxx_takes_no_gnu_unique();
+    let compiles = std::fs::read_to_string(&log).expect("log");
+    let compiles: Vec<&str> = compiles
+        .lines()
+        .filter(|l| l.contains("c++-header") || l.contains("-include "))
+        .collect();
+    assert_eq!(
+        compiles.len(),
+        2,
+        "the preamble, then the unit: {compiles:?}"
+    );
+    for line in &compiles {
+        assert_eq!(line.contains(scene_kernels::NO_GNU_UNIQUE), takes, "{line}");
+    }
+    let manifests = hosted_manifests(cache.path());
+    assert_eq!(manifests.len(), 2, "the unit's and the preamble's");
+    for m in &manifests {
+        assert_eq!(m.contains(scene_kernels::NO_GNU_UNIQUE), takes, "{m}");
+    }
+}
+
+/// A hosted compiler that takes `-fno-gnu-unique` and ignores it (here a
+/// wrapper dropping it before g++), or anything else that brings the
+/// binding back (a static C++ library, `-fgnu-unique` in the platform's
+/// flags): the unit is refused, naming the compiler, the symbols and the
+/// fix, and nothing is cached for it.
+#[test]
+fn a_hosted_object_that_keeps_gnu_unique_symbols_is_refused_naming_them() {
+    if !cfg!(target_os = "linux") || !cxx_takes_no_gnu_unique() {
+        eprintln!("skipped: needs c++ to be g++ on Linux (clang never emits STB_GNU_UNIQUE)");
+        return;
+    }
+    let root = Root::new();
+    let cache = tempfile::tempdir().expect("cache");
+    let tools = tempfile::tempdir().expect("tools");
+    let deaf = tools.path().join("deaf-c++");
+    std::fs::write(
+        &deaf,
+        "#!/bin/sh\nfor a do shift; [ \"$a\" = -fno-gnu-unique ] || set -- \"$@\" \"$a\"; done\nexec c++ \"$@\"\n",
+    )
+    .expect("script");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&deaf, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let mut tc = toolchain();
+    tc.hosted_cxx = deaf.clone();
+    let kernel = format!(
+        "{UNIQUE_HEADER}\n{}",
+        KERNEL.replace("#pragma once", "").replace(
+            "#include <tile_ops.hpp>",
+            "inline float tile_op(float v) { return op(v); }"
+        )
+    );
+    let spec = hosted_spec(&root, &kernel);
+    let out = build(root.path(), cache.path(), &tc, &spec);
+    let err = out.callables[0].as_ref().expect_err("refused");
+    let text = err.to_string();
+    for needed in [
+        "kernel `k`",
+        "STB_GNU_UNIQUE",
+        "`bias`",
+        "scale",
+        "Table",
+        "`stage`",
+        "-fno-gnu-unique",
+        deaf.to_str().expect("utf-8"),
+    ] {
+        assert!(text.contains(needed), "`{needed}` not in: {text}");
+    }
+    assert_eq!(hosted_manifests(cache.path()), Vec::<String>::new());
+}
+
+/// A C++ orchestration is a shared object in the same worker: built with
+/// `-fno-gnu-unique` when the compiler takes it, so its inline and
+/// template objects are its own (and fresh after a reset).
+#[test]
+fn a_cxx_orchestration_is_built_without_gnu_unique_symbols() {
+    let root = Root::new();
+    let cache = tempfile::tempdir().expect("cache");
+    root.write(
+        "orch.cpp",
+        &format!(
+            "{UNIQUE_HEADER}\n{}",
+            ORCH_SRC.replace("(void)nargs;", "(void)nargs; if (op(1.0f) < 0) return -1;")
+        ),
+    );
+    root.write(
+        "k.cpp",
+        &KERNEL.replace(
+            "#include <tile_ops.hpp>",
+            "inline float tile_op(float v) { return v; }",
+        ),
+    );
+    let spec = spec(
+        "s",
+        orch("orch.cpp", "run_orch"),
+        vec![hosted(incore("k", 0, CoreType::Aiv, "k.cpp"))],
+    );
+    let out = build(root.path(), cache.path(), &toolchain(), &spec);
+    let callable = out.callables[0]
+        .as_ref()
+        .unwrap_or_else(|e| panic!("builds: {e}"));
+    assert_eq!(
+        scene_kernels::gnu_unique_symbols(&callable.orch_so),
+        Vec::<String>::new()
+    );
+}

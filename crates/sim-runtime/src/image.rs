@@ -377,9 +377,60 @@ fn load_cached<T>(
     if let Some(lib) = cache.get(hash.as_bytes()).and_then(Weak::upgrade) {
         return Ok(lib);
     }
+    refuse_gnu_unique(bytes, &hash, kind)?;
     let lib = Arc::new(make(load_from_file(bytes, &hash, kind)?, hash));
     cache.insert(*hash.as_bytes(), Arc::downgrade(&lib));
     Ok(lib)
+}
+
+/// Refuses a shared object that defines symbols with the binding
+/// `STB_GNU_UNIQUE`, before it is loaded (issue 38).
+///
+/// g++ gives that binding to the static locals of inline functions,
+/// inline variables, template static data members and `inline
+/// thread_local` variables. glibc binds such a symbol process-wide by
+/// name, across `RTLD_LOCAL`, and never unloads a library that defines
+/// one: another kernel or orchestration with an object of the same name
+/// would use this one's, and after `scene_rt_reset` the same bytes loaded
+/// again would find the old objects instead of fresh ones. The harness
+/// builds with `-fno-gnu-unique` (`WEAK` instead, which `RTLD_LOCAL` keeps
+/// apart and `dlclose` unloads); this check keeps every other way in
+/// (replayed or bundled objects, other callers of the ABI) from sharing
+/// them. Bytes that are not ELF are left to the loader's own error.
+fn refuse_gnu_unique(bytes: &[u8], hash: &blake3::Hash, kind: LibKind) -> RtResult<()> {
+    use goblin::elf::sym::STB_GNU_UNIQUE;
+    let Ok(elf) = goblin::elf::Elf::parse(bytes) else {
+        return Ok(());
+    };
+    let names: Vec<&str> = elf
+        .dynsyms
+        .iter()
+        .filter(|s| s.st_bind() == STB_GNU_UNIQUE && s.st_shndx != 0)
+        .map(|s| elf.dynstrtab.get_at(s.st_name).unwrap_or("?"))
+        .collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    const SHOWN: usize = 6;
+    let mut list = names
+        .iter()
+        .take(SHOWN)
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        list.push_str(&format!(" and {} more", names.len() - SHOWN));
+    }
+    Err(RtError::Load(format!(
+        "the {} shared object ({} bytes, blake3 {}) defines {} symbol(s) with the binding \
+         STB_GNU_UNIQUE ({list}), which the dynamic loader shares by name with every other \
+         library of the process and never unloads, so other kernels and later cases would see \
+         its objects: rebuild it with -fno-gnu-unique (g++; clang never emits the binding)",
+        kind.what(),
+        bytes.len(),
+        &hash.to_hex()[..16],
+        names.len()
+    )))
 }
 
 /// Writes the bytes to a fresh private file and dlopens it, then unlinks it.

@@ -545,6 +545,128 @@ fn reset_unloads_hosted_kernels_so_globals_start_fresh() {
     assert_eq!(count(&dev, h3), 2);
 }
 
+/// Every kind of object g++ binds `STB_GNU_UNIQUE` (an inline variable, a
+/// static local of an inline function, a template static data member, an
+/// `inline thread_local`), read by the entry.
+const UNIQUE_OBJECTS: &str = r#"
+inline int scene_test_inline_var = 1;
+inline int &scene_test_fn_static() { static int v = 2; return v; }
+template <int N> struct SceneTestTemplate { static int value; };
+template <int N> int SceneTestTemplate<N>::value = N;
+inline thread_local int scene_test_tls[4] = {4};
+static int sum() {
+    return scene_test_inline_var + scene_test_fn_static() + SceneTestTemplate<3>::value +
+           scene_test_tls[0];
+}
+"#;
+
+/// `g++` building `src` (after `header`) into a shared object with
+/// `flags`; `None` when there is no `g++` (clang never emits the binding).
+fn gxx_so(dir: &Path, name: &str, header: &str, src: &str, flags: &[&str]) -> Option<Vec<u8>> {
+    let cpp = dir.join(format!("{name}.cpp"));
+    let so = dir.join(format!("{name}.so"));
+    std::fs::write(&cpp, format!("#include \"{header}\"\n{src}\n")).unwrap();
+    let out = Command::new("g++")
+        .args([
+            "-std=c++20",
+            "-shared",
+            "-fPIC",
+            "-O1",
+            "-I",
+            &common::include(),
+        ])
+        .args(flags)
+        .arg(&cpp)
+        .arg("-o")
+        .arg(&so)
+        .output()
+        .ok()?;
+    assert!(
+        out.status.success(),
+        "g++: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(std::fs::read(&so).unwrap())
+}
+
+/// g++ binds those objects `STB_GNU_UNIQUE`, which glibc shares by name
+/// with every library of the process (across `RTLD_LOCAL`) and never
+/// unloads: a hosted kernel or orchestration that defines one is refused
+/// at registration, naming the symbols and the fix, before it is loaded;
+/// built with `-fno-gnu-unique` (as the harness builds) it registers and
+/// runs. Issue 38.
+#[test]
+fn gnu_unique_symbols_are_refused_at_registration() {
+    let dir = tempfile::tempdir().unwrap();
+    let kernel = format!(
+        "{UNIQUE_OBJECTS}\nextern \"C\" void unique_entry(const SceneKernelArgs *ka) {{ SCENE_ARG_PTR(ka, 0, uint32_t)[ka->block_idx] = sum(); }}"
+    );
+    let Some(unique) = gxx_so(dir.path(), "unique", "scene_kernel.h", &kernel, &[]) else {
+        assert!(
+            std::env::var_os("CI").is_none_or(|v| v.is_empty()),
+            "CI has g++"
+        );
+        eprintln!("skipped: no g++ (the compiler that emits STB_GNU_UNIQUE)");
+        return;
+    };
+    let orch = orch_so(dir.path(), "orch", ORCH);
+    let dev = Dev::open("aic=1;aiv=1");
+    let (rc, _) = try_register2(
+        &dev,
+        &orch,
+        "orch_one",
+        &[hosted(5, SCENE_CORE_AIV, &unique, "unique_entry")],
+    );
+    assert_eq!(rc, SCENE_RT_E_LOAD);
+    let msg = last_error_message();
+    for needed in [
+        "func_id 5",
+        "hosted kernel shared object",
+        "STB_GNU_UNIQUE",
+        "`scene_test_inline_var`",
+        "scene_test_fn_static",
+        "SceneTestTemplate",
+        "`scene_test_tls`",
+        "-fno-gnu-unique",
+    ] {
+        assert!(msg.contains(needed), "`{needed}` not in: {msg}");
+    }
+
+    // The same source with -fno-gnu-unique: registered, and it runs.
+    let weak = gxx_so(
+        dir.path(),
+        "weak",
+        "scene_kernel.h",
+        &kernel,
+        &["-fno-gnu-unique"],
+    )
+    .expect("g++");
+    let h = register2(
+        &dev,
+        &orch,
+        "orch_one",
+        &[hosted(5, SCENE_CORE_AIV, &weak, "unique_entry")],
+    );
+    assert_eq!(count(&dev, h), 1 + 2 + 3 + 4);
+
+    // An orchestration built so is refused too (the reset promises its
+    // globals fresh as well).
+    let orch_src = format!(
+        "{UNIQUE_OBJECTS}\nSCENE_ORCH_ENTRY(unique_orch, ctx, args, nargs) {{ (void)args; (void)nargs; return sum() == 10 ? 0 : -1; }}"
+    );
+    let unique_orch =
+        gxx_so(dir.path(), "unique_orch", "scene_orch.h", &orch_src, &[]).expect("g++");
+    let (rc, _) = dev.try_register(&unique_orch, "unique_orch", &[]);
+    assert_eq!(rc, SCENE_RT_E_LOAD);
+    let msg = last_error_message();
+    assert!(
+        msg.contains("orchestration shared object")
+            && msg.contains("`scene_test_inline_var`")
+            && msg.contains("-fno-gnu-unique"),
+        "{msg}"
+    );
+}
+
 // ---- crash reports (child process) -------------------------------------------
 
 const CRASH_KERNEL: &str = r#"

@@ -8,6 +8,7 @@ mod device_memory;
 mod dtype_copy;
 mod gemm;
 mod host_steps;
+mod hosted_names;
 mod hosted_pipe_state;
 mod manual_dep_columns;
 mod matmul;
@@ -53,6 +54,7 @@ pub fn register(r: GoldenRegistry) -> GoldenRegistry {
         .register("manual_dep_columns", manual_dep_columns::golden)
         .register("mixed_example", mixed_example::golden)
         .register("hosted_pipe_state", hosted_pipe_state::golden)
+        .register("hosted_names", hosted_names::golden)
         .register("pto_pipe", pto_pipe::golden)
         .register("mixed_pipeline", mixed_pipeline::golden)
         .register("spmd_multiblock_mix", spmd_multiblock_mix::golden)

@@ -1005,6 +1005,22 @@ mod pinned_keys {
                 "227eb7c98a9422471d24f83076ffadae80b48ce5332af3bfe87f1bac585a8d2b",
             ),
             (
+                "hosted_names_large::first",
+                "387ab2aa173bf26f002c922fac513d20de1128f3c37c2a24f202d16f685c4148",
+            ),
+            (
+                "hosted_names_large::again",
+                "8bb6842748b35d826e36fbe341d0bdcd7c5d4343a565b302f5648f8769682fcd",
+            ),
+            (
+                "hosted_names_small::first",
+                "2642b4fa476d66c0b8d9951d10815d6d420e9fc8d3d04f61bfefe30d7085f7a8",
+            ),
+            (
+                "hosted_names_small::again",
+                "b76d6a9e8200e032899d0bd72a65addb2b2ca7468ac7d0893f16b3656e11b7e4",
+            ),
+            (
                 "hosted_pipe_state::eight_blocks",
                 "9689932ada13c24b44a432f3513b4eccf606b519dd57ec462bd85d045293236c",
             ),

@@ -35,7 +35,7 @@ impl Builder {
                 copy,
             });
             compile::compile_hosted(
-                &self.toolchain,
+                self.isolated(),
                 &self.root,
                 unit,
                 pch,
@@ -72,7 +72,7 @@ impl Builder {
     /// ~2 s of `zig c++`, which every process that compiles one hosted
     /// kernel would otherwise pay again).
     fn probe_hosted(&self) -> Result<(), CompileError> {
-        let tc = &self.toolchain;
+        let tc = self.isolated();
         let text = compile::hosted_probe_text(tc);
         let passed = self.cache.as_ref().filter(|c| c.is_enabled()).map(|cache| {
             let id = self.keys.tool(&tc.hosted_cxx, tc.search_path.as_deref());
@@ -108,7 +108,8 @@ impl Builder {
     /// with that preamble blanked, when the toolchain uses preambles and
     /// the source opens with one.
     fn preamble_of(&self, unit: &IncoreUnit, key: UnitKey) -> Option<(Arc<PreambleSlot>, PathBuf)> {
-        let tc = &self.toolchain;
+        // The unit's own flags (a PCH is refused with others).
+        let tc = self.isolated();
         if !tc.hosted_pch || tc.include_roots.is_empty() {
             return None;
         }
@@ -204,18 +205,16 @@ impl Builder {
                 Lookup::Miss => {}
             }
         }
-        let dep_file = self.toolchain.dep_file.then(|| dir.join("preamble.d"));
+        let tc = self.isolated();
+        let dep_file = tc.dep_file.then(|| dir.join("preamble.d"));
         let started = SystemTime::now();
         let clang = self
             .keys
-            .tool(
-                &self.toolchain.hosted_cxx,
-                self.toolchain.search_path.as_deref(),
-            )
+            .tool(&tc.hosted_cxx, tc.search_path.as_deref())
             .version
             .contains("clang");
         compile::compile_preamble(
-            &self.toolchain,
+            tc,
             &self.root,
             unit,
             (&lasting, clang),

@@ -48,6 +48,7 @@
 //! <dir>/locks/<aa>/<key>.lock                         per-key flock files, every tier
 //! <dir>/units/<unit id>.json                          last inputs per unit (explain)
 //! <dir>/tools/<id>.txt                                memoised `--version` outputs
+//! <dir>/tools/<id>.flag                               memoised flag probes (`-fno-gnu-unique`)
 //! <dir>/digests/files.bin                             memoised file digests + #includes
 //!                                                     (by dev, inode, size, mtime, ctime)
 //! <dir>/preambles/<key>.hpp                           what preamble PCHs were compiled from
