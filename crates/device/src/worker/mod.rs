@@ -370,6 +370,9 @@ pub fn prepare(job: &DeviceJob<'_>, runtime: &Path) -> Result<PreparedJob, Worke
         trace: job.trace,
         args_dump: job.args_dump.map(absolute),
     };
+    // The case's working directory, made here (before the card is taken).
+    let cwd = dir.path().join(files::CASE_CWD);
+    std::fs::create_dir(&cwd).map_err(setup("cannot create", &cwd))?;
     let job_path = dir.path().join(JOB);
     let text = serde_json::to_vec(&spec).map_err(encode)?;
     std::fs::write(&job_path, text).map_err(setup("cannot write", &job_path))?;

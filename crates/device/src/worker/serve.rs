@@ -131,6 +131,10 @@ struct Server {
     /// a timed-out run may still execute its code.
     runtime: Option<&'static Runtime>,
     opened: Option<Opened>,
+    /// The process as the next case on the open devices will find it,
+    /// taken while idle after the last reply (so not in any case's card
+    /// time); dropped when the devices are opened again.
+    baseline: Option<Snapshot>,
 }
 
 impl Server {
@@ -173,6 +177,7 @@ impl Server {
             busy,
             runtime: None,
             opened: None,
+            baseline: None,
         })
     }
 
@@ -197,6 +202,11 @@ impl Server {
                 // The device may be unusable, its kernels may still run:
                 // no close, no destructors.
                 std::process::exit(0);
+            }
+            // The card is being released meanwhile: this costs no case
+            // card time.
+            if self.opened.is_some() {
+                self.baseline = Some(Snapshot::take());
             }
         }
         // Stdin closed while idle: the run is over.
@@ -223,17 +233,26 @@ impl Server {
         let card = *cards.first().ok_or(ServeError::NoCard)?;
         let job = loaded.job(card, &cards)?;
         let home = self.dir.clone();
+        // Still true of the process only if the devices stay open.
+        let baseline = self.baseline.take().filter(|_| self.open_already(&job));
         let (outcome, retire, left) = match self.open_for(&loaded.spec, &job, job_dir)? {
             Err(e) => (Err(e), false, None),
             Ok(opened) => {
+                // Made by the supervisor with the job (off the card).
                 let cwd = job_dir.join(CASE_CWD);
-                std::fs::create_dir_all(&cwd)
-                    .and_then(|()| std::env::set_current_dir(&cwd))
+                std::env::set_current_dir(&cwd)
+                    .or_else(|_| {
+                        std::fs::create_dir_all(&cwd)?;
+                        std::env::set_current_dir(&cwd)
+                    })
                     .map_err(|source| ServeError::Write {
                         path: cwd.clone(),
                         source,
                     })?;
-                let before = Snapshot::take();
+                let before = baseline.unwrap_or_else(Snapshot::take);
+                // The job's data file is the worker's, open for the case.
+                let data = job_dir.join(DATA);
+                let own = [std::fs::canonicalize(&data).unwrap_or(data)];
                 // Looked at as soon as user code is done (the last run
                 // returned), before the callables are unregistered: a
                 // leftover thread or handler may run code of the library
@@ -241,13 +260,13 @@ impl Server {
                 let mut left = None;
                 let outcome =
                     job::run_opened_then(opened.runtime, &mut opened.devices, &job, &mut || {
-                        left = Snapshot::left(&before);
+                        left = Snapshot::left_except(&before, &own);
                         left.is_some()
                     });
                 if outcome.is_err() && left.is_none() {
                     // A failed session never reached that point; what it
                     // registered stays until the reset below.
-                    left = Snapshot::left(&before);
+                    left = Snapshot::left_except(&before, &own);
                 }
                 // Back out of the job directory before it is removed.
                 let _ = std::env::set_current_dir(&home);
@@ -274,11 +293,8 @@ impl Server {
         job_dir: &Path,
     ) -> Result<Result<&mut Opened, SessionStepError>, ServeError> {
         let cards = job.cards();
-        let same = self
-            .opened
-            .as_ref()
-            .is_some_and(|o| o.cards == cards && o.options == job.options);
-        if !same {
+        if !self.open_already(job) {
+            self.baseline = None;
             if let Some(old) = self.opened.take() {
                 close(old);
             }
@@ -311,6 +327,14 @@ impl Server {
             message: "no open device".into(),
             device_fatal: false,
         }))
+    }
+
+    /// Whether the devices `job` needs are the open ones, opened with its
+    /// options.
+    fn open_already(&self, job: &DeviceJob<'_>) -> bool {
+        self.opened
+            .as_ref()
+            .is_some_and(|o| o.cards == job.cards() && o.options == job.options)
     }
 
     /// The runtime, loaded on the first case (with crash reports into this
