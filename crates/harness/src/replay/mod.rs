@@ -618,7 +618,9 @@ fn run(
         trace: 0,
         args_dump: None,
     };
-    let runtime = crate::device::RuntimeChoice::of(config).path()?;
+    // Kept to the end: a private copy of the embedded runtime goes with it.
+    let runtime_file = crate::device::RuntimeChoice::of(config).resolve()?;
+    let runtime = runtime_file.path.clone();
     let pool = CardPool::new(config.devices.clone(), config.lock_dir.clone())
         .map_err(ReplayRunError::CardPool)?
         .with_cancel(config.cancel.clone());
