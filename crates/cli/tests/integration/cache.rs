@@ -761,6 +761,50 @@ fn a_cache_that_cannot_take_the_runtime_warns_once_and_runs() {
     assert_eq!(left, Vec::<String>::new(), "left behind");
 }
 
+/// Issue 38, cause 5, a full cache: the kernel cache's small entries fit,
+/// the runtime (megabytes) does not. One warning naming the failure (`No
+/// space left on device`), a private copy, a passing run. Needs a mount
+/// namespace for a tiny tmpfs (`unshare -r -m`); skipped with a note
+/// where the host forbids one.
+#[test]
+fn a_full_cache_dir_runs_with_one_warning() {
+    if !common::can_hide_dirs() {
+        eprintln!("SKIPPED: this host cannot make a mount namespace (`unshare -r -m` fails)");
+        return;
+    }
+    let env = TestEnv::new();
+    std::fs::create_dir_all(&env.cache_dir).unwrap();
+    let tmp = env.dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let lone = env.lone_scene(&["run", "vector_example::small"]);
+    // A 2 MiB tmpfs over the cache dir, in a namespace of the run's own.
+    let mut cmd = Command::new("unshare");
+    cmd.args(["-r", "-m", "--", "sh", "-c"])
+        .arg(r#"mount -t tmpfs -o size=2m none "$1" && shift && exec "$@""#)
+        .arg("sh")
+        .arg(&env.cache_dir)
+        .arg(lone.get_program())
+        .args(lone.get_args())
+        .env("TMPDIR", &tmp);
+    for (k, v) in lone.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "{}", show(&out));
+    assert!(
+        warnings[0].contains("cannot unpack the simulator runtime into")
+            && warnings[0].contains("No space left on device")
+            && warnings[0].contains("using a private copy in"),
+        "{warnings:?}"
+    );
+}
+
 #[test]
 fn cache_dir_flag_and_clear() {
     let f = Fixture::new();
