@@ -864,7 +864,9 @@ fn a_trickling_remote_is_switched_off_after_one_request_with_one_warning() {
     let warnings = remote_warnings(&out);
     assert_eq!(warnings.len(), 1, "{}", stderr(&out));
     assert!(
-        warnings[0].contains("unavailable") && warnings[0].contains("local cache only"),
+        warnings[0].contains("unavailable")
+            && warnings[0].contains("no complete answer within 600ms")
+            && warnings[0].contains("local cache only"),
         "{warnings:?}"
     );
     let commands = server.finish();
