@@ -152,7 +152,7 @@ impl DeviceStage {
     /// the kernel cache found that directory unusable and said so in its
     /// one warning, so trying it again would only warn twice.
     pub(crate) fn without_runtime_cache(mut self) -> Self {
-        self.runtime.cache = None;
+        self.runtime = self.runtime.without_cache();
         self
     }
 
@@ -624,6 +624,13 @@ impl RuntimeChoice {
             embedded: config.embedded_runtime,
             cache: config.cache_dir.clone(),
         }
+    }
+
+    /// Never the cache directory for the embedded runtime: the kernel
+    /// cache refused it, and warned.
+    pub(crate) fn without_cache(mut self) -> Self {
+        self.cache = None;
+        self
     }
 
     /// The library; unpacks the embedded one when it is the choice. A
