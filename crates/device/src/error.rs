@@ -5,6 +5,16 @@ use std::time::Duration;
 
 use crate::holder::HolderInfo;
 
+/// Why the embedded runtime could not be made a file at one place
+/// (`EmbeddedRuntime::unpack_for_run`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{} ({reason})", path.display())]
+pub struct UnpackFailure {
+    /// The file (in a cache) or the directory (a private one's parent).
+    pub path: PathBuf,
+    pub reason: String,
+}
+
 /// Errors of device lists and card locks.
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
@@ -68,6 +78,15 @@ pub enum RuntimeError {
         path.display()
     )]
     Unpack { path: PathBuf, reason: String },
+    /// Neither the cache nor a private directory could take the embedded
+    /// runtime (`EmbeddedRuntime::unpack_for_run`).
+    #[error(
+        "cannot unpack the simulator runtime embedded in this binary into {}; make the cache \
+         directory (--cache-dir, SCENE_CACHE_DIR) or the temp directory (TMPDIR) writable, or \
+         name a runtime with SCENE_RUNTIME_LIB",
+        tried.iter().map(ToString::to_string).collect::<Vec<_>>().join(" nor into ")
+    )]
+    UnpackNowhere { tried: Vec<UnpackFailure> },
     #[error("cannot load the device runtime {}: {}", path.display(), with_cause(source))]
     Load {
         path: PathBuf,

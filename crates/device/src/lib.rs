@@ -37,7 +37,7 @@ pub mod worker;
 
 use std::path::PathBuf;
 
-pub use embedded::{EmbeddedRuntime, RUNTIME_CACHE_SUBDIR};
+pub use embedded::{EmbeddedRuntime, RUNTIME_CACHE_SUBDIR, UnpackFailure, UnpackedRuntime};
 pub use error::{DeviceError, RuntimeError};
 pub use held::{HeldCard, SupervisedCard};
 pub use holder::HolderInfo;

@@ -36,8 +36,10 @@ pub struct RunConfig {
     /// runtime for the sim platforms).
     pub runtime_lib: Option<PathBuf>,
     /// The simulator runtime carried by the executable, unpacked into the
-    /// cache when neither `runtime_lib` nor the platform names one; `None`
-    /// (and no cache dir): the one built beside the executable.
+    /// cache when neither `runtime_lib` nor the platform names one (into a
+    /// private temp directory, removed at the end, when there is no cache
+    /// dir or it cannot take it); `None`: the one built beside the
+    /// executable.
     pub embedded_runtime: Option<scene_device::EmbeddedRuntime>,
     pub lock_timeout: Option<Duration>,
     /// Thread cap for goldens and comparisons.

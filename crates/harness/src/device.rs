@@ -80,7 +80,9 @@ pub struct DeviceOutcome {
 pub struct DeviceStage {
     pool: CardPool,
     runtime: RuntimeChoice,
-    runtime_path: Mutex<Option<Result<PathBuf, RuntimeLibError>>>,
+    /// The library, resolved on first use; holds a private copy of the
+    /// embedded runtime (removed with the stage) when the cache had none.
+    runtime_path: Mutex<Option<Result<RuntimeFile, RuntimeLibError>>>,
     open_options: String,
     /// What decides each case's device memory besides its scene (the
     /// `arena_mb` added to `open_options` per case).
@@ -144,6 +146,14 @@ impl DeviceStage {
             cancel: config.cancel.clone(),
             retirements: Mutex::default(),
         })
+    }
+
+    /// The embedded runtime is not unpacked into the run's cache directory:
+    /// the kernel cache found that directory unusable and said so in its
+    /// one warning, so trying it again would only warn twice.
+    pub(crate) fn without_runtime_cache(mut self) -> Self {
+        self.runtime = self.runtime.without_cache();
+        self
     }
 
     /// The runtime's open options for `sel`: the run's, with the case's
@@ -591,18 +601,32 @@ impl DeviceStage {
 
     fn runtime_path(&self) -> Result<PathBuf, RuntimeLibError> {
         let mut slot = self.runtime_path.lock().unwrap_or_else(|p| p.into_inner());
-        slot.get_or_insert_with(|| self.runtime.path()).clone()
+        slot.get_or_insert_with(|| self.runtime.resolve())
+            .as_ref()
+            .map(|file| file.path.clone())
+            .map_err(Clone::clone)
     }
 }
 
 /// Where a run's runtime library comes from, in this order: the one it
 /// names (`--runtime`, `SCENE_RUNTIME_LIB`), the platform's, the simulator
-/// runtime embedded in the executable (unpacked into the cache), the one
-/// built beside the executable (`scene_device::default_runtime_path`).
+/// runtime embedded in the executable (unpacked into the cache, or into a
+/// private temp directory when there is no usable cache), the one built
+/// beside the executable (`scene_device::default_runtime_path`).
 #[derive(Clone, Debug)]
 pub(crate) struct RuntimeChoice {
     named: Option<PathBuf>,
-    embedded: Option<(scene_device::EmbeddedRuntime, PathBuf)>,
+    embedded: Option<scene_device::EmbeddedRuntime>,
+    /// Where the embedded runtime goes first: the run's cache directory.
+    cache: Option<PathBuf>,
+}
+
+/// A resolved runtime library: its path, and the private copy it is (if
+/// it is one), which lives as long as any clone of this.
+#[derive(Clone, Debug)]
+pub(crate) struct RuntimeFile {
+    pub(crate) path: PathBuf,
+    _private: Option<Arc<scene_device::UnpackedRuntime>>,
 }
 
 impl RuntimeChoice {
@@ -611,18 +635,59 @@ impl RuntimeChoice {
             .runtime_lib
             .clone()
             .or_else(|| config.platform.runtime().map(Path::to_path_buf));
-        let embedded = config.embedded_runtime.zip(config.cache_dir.clone());
-        Self { named, embedded }
+        Self {
+            named,
+            embedded: config.embedded_runtime,
+            cache: config.cache_dir.clone(),
+        }
     }
 
-    /// The library's path; unpacks the embedded one when it is the choice.
-    pub(crate) fn path(&self) -> Result<PathBuf, RuntimeLibError> {
-        let found = match (&self.named, &self.embedded) {
-            (Some(p), _) => return Ok(p.clone()),
-            (None, Some((runtime, cache))) => runtime.unpack(cache),
-            (None, None) => scene_device::default_runtime_path(),
+    /// Never the cache directory for the embedded runtime: the kernel
+    /// cache refused it, and warned.
+    pub(crate) fn without_cache(mut self) -> Self {
+        self.cache = None;
+        self
+    }
+
+    /// The library; unpacks the embedded one when it is the choice. A
+    /// cache that cannot take it costs one warning (the kernel cache's own
+    /// when it refused the directory first, see
+    /// [`DeviceStage::without_runtime_cache`]), never the run.
+    pub(crate) fn resolve(&self) -> Result<RuntimeFile, RuntimeLibError> {
+        let locate = |e| RuntimeLibError::Locate(Arc::new(e));
+        let runtime = match (&self.named, &self.embedded) {
+            (Some(p), _) => {
+                return Ok(RuntimeFile {
+                    path: p.clone(),
+                    _private: None,
+                });
+            }
+            (None, Some(runtime)) => runtime,
+            (None, None) => {
+                return scene_device::default_runtime_path()
+                    .map(|path| RuntimeFile {
+                        path,
+                        _private: None,
+                    })
+                    .map_err(locate);
+            }
         };
-        found.map_err(|e| RuntimeLibError::Locate(Arc::new(e)))
+        let unpacked = runtime
+            .unpack_for_run(self.cache.as_deref(), &std::env::temp_dir())
+            .map_err(locate)?;
+        if let (Some(failure), Some(dir)) = (unpacked.cache_failure(), unpacked.private_dir()) {
+            eprintln!(
+                "warning: cannot unpack the simulator runtime into {failure}; using a private \
+                 copy in {} for this run",
+                dir.display()
+            );
+        }
+        let path = unpacked.path().to_path_buf();
+        let private = unpacked.private_dir().is_some().then(|| Arc::new(unpacked));
+        Ok(RuntimeFile {
+            path,
+            _private: private,
+        })
     }
 }
 

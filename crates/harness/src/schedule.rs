@@ -37,9 +37,14 @@ pub struct Session {
 
 impl Session {
     pub fn new(config: RunConfig, registry: GoldenRegistry) -> Result<Self, SetupError> {
-        let device = DeviceStage::new(&config)?;
-        device.check_runtime().map_err(SetupError::Runtime)?;
+        // The CPU stages first: they open the kernel cache, which warns once
+        // if its directory is unusable; the runtime then does not try it.
         let cpu = CpuStages::new(config, registry)?;
+        let mut device = DeviceStage::new(cpu.config())?;
+        if cpu.config().cache_dir.is_some() && cpu.builder().cache().is_none() {
+            device = device.without_runtime_cache();
+        }
+        device.check_runtime().map_err(SetupError::Runtime)?;
         Ok(Self {
             cpu,
             device,

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, SystemTime};
 
-use common::{TestEnv, copy_scene};
+use common::{TestEnv, copy_scene, show};
 
 /// A compiler wrapper that logs each invocation's arguments, one line per
 /// process. With `SCENE_TEST_BLOCK_ON=<text>`, an invocation whose
@@ -626,6 +626,183 @@ fn unwritable_cache_dir_falls_back_with_one_warning() {
     let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("warning")).collect();
     assert_eq!(warnings.len(), 1, "{stderr}");
     assert!(warnings[0].contains("not-a-dir/cache"), "{stderr}");
+}
+
+/// Issue 38, cause 5: the `scene` binary unpacks the simulator runtime it
+/// carries into `<cache>/runtime/`, and a cache directory that could not
+/// take it stopped every `scene run` of an installed binary (no runtime
+/// beside it) with exit 3: "cannot find the device runtime ...; set
+/// SCENE_RUNTIME_LIB or build scene-sim-runtime" for a cache dir that is a
+/// file, lies under one or is a FIFO (the run had dropped the cache, and
+/// with it the embedded runtime), "cannot unpack the simulator runtime
+/// ... to /proc/self/fdinfo/runtime/..." for a directory even root cannot
+/// write in. As documented, a run compiles without a cache after one
+/// warning: the runtime goes into a private temp directory (removed at
+/// the end) and nothing else is said. `compile` and `precompile` too;
+/// `scene cache` keeps such a directory a usage error.
+#[test]
+fn an_unusable_cache_dir_runs_with_one_warning_and_a_private_runtime() {
+    let env = TestEnv::new();
+    let file = env.dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let fifo = env.dir.path().join("a-fifo");
+    mkfifo(&fifo);
+    let tmp = env.dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let warnings = |out: &Output| -> Vec<String> {
+        String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .filter(|l| l.contains("warning"))
+            .map(str::to_owned)
+            .collect()
+    };
+    let private_dirs = || -> Vec<String> {
+        std::fs::read_dir(&tmp)
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.starts_with("scene-runtime-"))
+            .collect()
+    };
+    let unwritable = PathBuf::from("/proc/self/fdinfo");
+    for (i, cache) in [file.clone(), file.join("cache"), fifo, unwritable.clone()]
+        .iter()
+        .enumerate()
+    {
+        let mut commands = vec![vec!["run".to_owned(), "vector_example::small".to_owned()]];
+        // One cache of each kind (refused by the command line, refused by
+        // the kernel cache itself) for the commands that need no card.
+        if i == 0 || cache == &unwritable {
+            let bundle = env.dir.path().join(format!("bundle-{i}"));
+            commands.push(vec!["compile".into(), "vector_example".into()]);
+            commands.push(vec![
+                "precompile".into(),
+                "vector_example::small".into(),
+                "--out".into(),
+                bundle.display().to_string(),
+            ]);
+        }
+        for args in commands {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = env
+                .lone_scene(&args)
+                .env("SCENE_CACHE_DIR", cache)
+                .env("TMPDIR", &tmp)
+                .output()
+                .unwrap();
+            let what = format!("{args:?} with the cache {}", cache.display());
+            assert_eq!(out.status.code(), Some(0), "{what}: {}", show(&out));
+            let warned = warnings(&out);
+            assert_eq!(warned.len(), 1, "{what}: {}", show(&out));
+            assert!(
+                warned[0].contains(&cache.display().to_string()),
+                "{what}: {warned:?}"
+            );
+            if args[0] == "run" {
+                assert!(
+                    String::from_utf8_lossy(&out.stdout).contains("1 passed"),
+                    "{what}: {}",
+                    show(&out)
+                );
+            }
+            assert_eq!(private_dirs(), Vec::<String>::new(), "{what}: left behind");
+        }
+    }
+    // `scene cache` cannot work without its directory: a usage error.
+    for cache in [file.clone(), file.join("cache")] {
+        for sub in ["stats", "verify", "prune", "clear"] {
+            let out = env
+                .lone_scene(&["cache", sub])
+                .env("SCENE_CACHE_DIR", &cache)
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(2), "cache {sub}: {}", show(&out));
+        }
+    }
+}
+
+/// Issue 38, cause 5: a cache the kernel cache can use but whose
+/// `runtime/` cannot take the runtime (here a file in its place) costs one
+/// warning naming what failed, and the run goes on with a private copy
+/// and the kernel cache.
+#[test]
+fn a_cache_that_cannot_take_the_runtime_warns_once_and_runs() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(&env.cache_dir).unwrap();
+    std::fs::write(env.cache_dir.join("runtime"), "not a directory").unwrap();
+    let tmp = env.dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let out = env
+        .lone_scene(&["run", "vector_example::small"])
+        .env("TMPDIR", &tmp)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "{}", show(&out));
+    let expected = format!(
+        "warning: cannot unpack the simulator runtime into {}",
+        env.cache_dir.join("runtime").display()
+    );
+    assert!(warnings[0].starts_with(&expected), "{warnings:?}");
+    assert!(
+        warnings[0].contains("using a private copy in"),
+        "{warnings:?}"
+    );
+    assert!(
+        env.cache_dir.join("entries").is_dir(),
+        "the kernel cache is still used"
+    );
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("scene-runtime-"))
+        .collect();
+    assert_eq!(left, Vec::<String>::new(), "left behind");
+}
+
+/// Issue 38, cause 5, a full cache: the kernel cache's small entries fit,
+/// the runtime (megabytes) does not. One warning naming the failure (`No
+/// space left on device`), a private copy, a passing run. Needs a mount
+/// namespace for a tiny tmpfs (`unshare -r -m`); skipped with a note
+/// where the host forbids one.
+#[test]
+fn a_full_cache_dir_runs_with_one_warning() {
+    if !common::can_hide_dirs() {
+        eprintln!("SKIPPED: this host cannot make a mount namespace (`unshare -r -m` fails)");
+        return;
+    }
+    let env = TestEnv::new();
+    std::fs::create_dir_all(&env.cache_dir).unwrap();
+    let tmp = env.dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let lone = env.lone_scene(&["run", "vector_example::small"]);
+    // A 2 MiB tmpfs over the cache dir, in a namespace of the run's own.
+    let mut cmd = Command::new("unshare");
+    cmd.args(["-r", "-m", "--", "sh", "-c"])
+        .arg(r#"mount -t tmpfs -o size=2m none "$1" && shift && exec "$@""#)
+        .arg("sh")
+        .arg(&env.cache_dir)
+        .arg(lone.get_program())
+        .args(lone.get_args())
+        .env("TMPDIR", &tmp);
+    for (k, v) in lone.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "{}", show(&out));
+    assert!(
+        warnings[0].contains("cannot unpack the simulator runtime into")
+            && warnings[0].contains("No space left on device")
+            && warnings[0].contains("using a private copy in"),
+        "{warnings:?}"
+    );
 }
 
 #[test]

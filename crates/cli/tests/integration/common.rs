@@ -86,6 +86,38 @@ impl TestEnv {
         env
     }
 
+    /// [`TestEnv::scene`] run by a copy of the binary alone in a
+    /// directory of this env (a hard link where the file system allows,
+    /// else a copy), as an installed `scene` is: no runtime library beside
+    /// it, so a run loads the simulator runtime the binary carries. The
+    /// root and scenes are named, since they are not above it.
+    pub fn lone_scene(&self, args: &[&str]) -> Command {
+        let bin = self.dir.path().join("lone-bin");
+        let exe = bin.join("scene");
+        if !exe.exists() {
+            std::fs::create_dir_all(&bin).unwrap();
+            if std::fs::hard_link(scene_exe(), &exe).is_err() {
+                std::fs::copy(scene_exe(), &exe).unwrap();
+            }
+        }
+        let like = self.scene(args);
+        let mut cmd = Command::new(&exe);
+        cmd.args(like.get_args());
+        for (k, v) in like.get_envs() {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        let scenes = self.scenes_dir.clone().unwrap_or_else(package_scenes_dir);
+        cmd.env_remove("SCENE_RUNTIME_LIB")
+            .arg("--root")
+            .arg(workspace_root())
+            .arg("--scenes-dir")
+            .arg(scenes);
+        cmd
+    }
+
     pub fn scene(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(scene_exe());
         cmd.args(args)

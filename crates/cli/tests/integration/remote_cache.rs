@@ -762,3 +762,119 @@ fn redis_password_with_slash_is_decoded_and_never_printed() {
         }
     }
 }
+
+/// A Redis server that answers every command with a valid reply trickled
+/// a byte at a time (`GET`: `$-1\r\n`, a miss; anything else: `+OK\r\n`),
+/// each byte after `pause`; it counts the commands it read until a `STOP`
+/// connection ends it.
+struct TricklingRedis {
+    port: u16,
+    thread: std::thread::JoinHandle<Vec<String>>,
+}
+
+impl TricklingRedis {
+    fn start(pause: std::time::Duration) -> TricklingRedis {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let thread = std::thread::spawn(move || {
+            let mut commands = Vec::new();
+            for conn in listener.incoming() {
+                let mut conn = BufReader::new(conn.expect("accept"));
+                if conn.fill_buf().map_or(true, |b| b.starts_with(b"STOP")) {
+                    return commands;
+                }
+                'commands: while let Some(name) = read_resp_command(&mut conn) {
+                    let reply: &[u8] = if name == "GET" {
+                        b"$-1\r\n"
+                    } else {
+                        b"+OK\r\n"
+                    };
+                    commands.push(name);
+                    for byte in reply {
+                        // The behaviour under test (a slow server), not
+                        // synchronisation.
+                        std::thread::sleep(pause);
+                        if conn
+                            .get_mut()
+                            .write_all(std::slice::from_ref(byte))
+                            .is_err()
+                        {
+                            break 'commands;
+                        }
+                    }
+                }
+            }
+            commands
+        });
+        TricklingRedis { port, thread }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    /// Stops it; the commands it was sent.
+    fn finish(self) -> Vec<String> {
+        let mut stop = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        stop.write_all(b"STOP").expect("stop");
+        self.thread.join().expect("the trickling server")
+    }
+}
+
+/// The name of the next RESP command on `conn`; `None` once it is closed.
+fn read_resp_command(conn: &mut BufReader<TcpStream>) -> Option<String> {
+    fn header(conn: &mut BufReader<TcpStream>, kind: char) -> Option<usize> {
+        let mut line = String::new();
+        conn.read_line(&mut line).ok()?;
+        line.strip_prefix(kind)?.trim_end().parse().ok()
+    }
+    let count = header(conn, '*')?;
+    let mut name = None;
+    for _ in 0..count {
+        let len = header(conn, '$')?;
+        let mut arg = vec![0; len + 2];
+        conn.read_exact(&mut arg).ok()?;
+        arg.truncate(len);
+        name.get_or_insert_with(|| String::from_utf8_lossy(&arg).into_owned());
+    }
+    name
+}
+
+/// Issue 38, cause 4: a Redis remote that trickles each reply (every byte
+/// within `SCENE_CACHE_REMOTE_TIMEOUT`, the whole reply past it) used to
+/// keep each request alive for the whole reply: the `GET`s *succeeded* as
+/// slow misses one after another (48 s for one scene's cold compile with a
+/// byte per 1.9 s). Here, before the fix, the server was sent five `GET`s
+/// (about a second each) until a request queued behind them found its
+/// deadline spent before it got the connection. Now the first request ends
+/// at its deadline: one warning, the remote off for the rest of the run,
+/// and the server sees that one request only; the compile still succeeds
+/// from the local tier.
+#[test]
+fn a_trickling_remote_is_switched_off_after_one_request_with_one_warning() {
+    let timeout = std::time::Duration::from_millis(600);
+    let server = TricklingRedis::start(timeout / 3);
+    let fleet = Fleet::vector(server.url());
+    let out = run_ok(
+        fleet
+            .scene("a", &["compile"])
+            .env("SCENE_CACHE_REMOTE_TIMEOUT", "0.6"),
+    );
+    assert!(!fleet.cc.lines().is_empty(), "a cold compile compiles");
+    let warnings = remote_warnings(&out);
+    assert_eq!(warnings.len(), 1, "{}", stderr(&out));
+    assert!(
+        warnings[0].contains("unavailable")
+            && warnings[0].contains("no complete answer within 600ms")
+            && warnings[0].contains("local cache only"),
+        "{warnings:?}"
+    );
+    let commands = server.finish();
+    assert_eq!(
+        commands,
+        ["GET"],
+        "requests after the first reached the server"
+    );
+    let (hits, _, errors) = remote_stats(&fleet, "a");
+    assert_eq!((hits, errors), (0, 1));
+}

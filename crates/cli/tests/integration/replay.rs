@@ -553,3 +553,50 @@ SCENE_ORCH_ENTRY(two_tasks_orch, ctx, args, nargs) {
         show(&out)
     );
 }
+
+/// Issue 38, cause 5, for `scene replay`: with a cache directory that is
+/// a file (the command line drops the cache) or one even root cannot
+/// write in (the kernel cache refuses it), an installed `scene` replays a
+/// task after one warning. Before the fix the first failed (exit 2,
+/// "cannot find the device runtime ...": the embedded one had gone with
+/// the cache) and the second could not write the replay orchestration's
+/// source into `<cache>/replay/`, nor then unpack the runtime there.
+#[test]
+fn replay_with_an_unusable_cache_dir_runs_with_one_warning() {
+    let env = TestEnv::with_scenes(&[]);
+    copy_scene(&env, "scalar_data", "scalar_data");
+    let (root, _) = run_dumping(&env, "scalar_data::default", &[]);
+    let case = root.join("scalar_data").join("default");
+    let file = env.dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let tmp = env.dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    for cache in [file, PathBuf::from("/proc/self/fdinfo")] {
+        let out = env
+            .lone_scene(&["replay", case.to_str().unwrap(), "0"])
+            .env("SCENE_CACHE_DIR", &cache)
+            .env("TMPDIR", &tmp)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}: {}",
+            cache.display(),
+            show(&out)
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("warning")).collect();
+        assert_eq!(warnings.len(), 1, "{}: {}", cache.display(), show(&out));
+        assert!(
+            warnings[0].contains(&cache.display().to_string()),
+            "{warnings:?}"
+        );
+        let left: Vec<_> = std::fs::read_dir(&tmp)
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.starts_with("scene-runtime-"))
+            .collect();
+        assert_eq!(left, Vec::<String>::new(), "left behind");
+    }
+}

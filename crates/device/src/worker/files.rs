@@ -180,41 +180,58 @@ pub(super) const JOB_DIR_PREFIX: &str = "scene-job-";
 /// unlike a pid it cannot be recycled by another process.
 pub(super) const OWNER_LOCK: &str = "owner.lock";
 
-/// A job directory and the lock that marks it as in use
-/// ([`sweep_dead_job_dirs`]).
+/// A directory and the lock that marks it as in use
+/// ([`sweep_dead_owned_dirs`]): a job directory, or the private directory
+/// an embedded runtime is unpacked into when the cache cannot take it.
 #[derive(Debug)]
-pub(super) struct JobDir {
+pub(crate) struct OwnedDir {
     // Declared first: dropped (removed) while the lock is still held.
     dir: tempfile::TempDir,
     _owner: File,
 }
 
-impl JobDir {
-    pub(super) fn path(&self) -> &Path {
+/// A job directory ([`create_job_dir`]).
+pub(super) type JobDir = OwnedDir;
+
+impl OwnedDir {
+    pub(crate) fn path(&self) -> &Path {
         self.dir.path()
     }
 }
 
-/// Creates a job directory in `parent`, its owner lock held. The lock file
-/// is locked under another name and renamed into place, so a sweeper
-/// never sees an `owner.lock` that is not (yet) held.
+/// Creates a job directory in `parent`, its owner lock held.
 pub(super) fn create_job_dir(parent: &Path) -> std::io::Result<JobDir> {
+    create_owned_dir(parent, JOB_DIR_PREFIX)
+}
+
+/// Creates a directory `<prefix>XXXXXX` in `parent`, mode 0700, its owner
+/// lock held. The lock file is locked under another name and renamed into
+/// place, so a sweeper never sees an `owner.lock` that is not (yet) held.
+pub(crate) fn create_owned_dir(parent: &Path, prefix: &str) -> std::io::Result<OwnedDir> {
+    use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::Builder::new()
-        .prefix(JOB_DIR_PREFIX)
+        .prefix(prefix)
+        .permissions(std::fs::Permissions::from_mode(0o700))
         .tempdir_in(parent)?;
     let staging = dir.path().join(".owner.lock.new");
     let owner = File::create(&staging)?;
     owner.lock()?;
     std::fs::rename(&staging, dir.path().join(OWNER_LOCK))?;
-    Ok(JobDir { dir, _owner: owner })
+    Ok(OwnedDir { dir, _owner: owner })
 }
 
-/// Removes the job directories in `parent` whose owner is gone (a run
-/// killed by `SIGKILL` or a crash cannot remove its own): those whose
+/// Removes the job directories in `parent` whose owner is gone
+/// ([`sweep_dead_owned_dirs`]).
+pub fn sweep_dead_job_dirs(parent: &Path) -> usize {
+    sweep_dead_owned_dirs(parent, JOB_DIR_PREFIX)
+}
+
+/// Removes the directories `<prefix>*` in `parent` whose owner is gone (a
+/// run killed by `SIGKILL` or a crash cannot remove its own): those whose
 /// owner lock nobody holds. A directory without a lock file (being
 /// created, or left by an older version) is kept, as is one this user may
 /// not open. Returns how many were removed.
-pub fn sweep_dead_job_dirs(parent: &Path) -> usize {
+pub(crate) fn sweep_dead_owned_dirs(parent: &Path, prefix: &str) -> usize {
     use std::os::unix::fs::OpenOptionsExt;
     let Ok(entries) = std::fs::read_dir(parent) else {
         return 0;
@@ -222,7 +239,7 @@ pub fn sweep_dead_job_dirs(parent: &Path) -> usize {
     let mut removed = 0;
     for entry in entries.flatten() {
         let name = entry.file_name();
-        if !name.to_str().is_some_and(|n| n.starts_with(JOB_DIR_PREFIX))
+        if !name.to_str().is_some_and(|n| n.starts_with(prefix))
             || !entry.file_type().is_ok_and(|t| t.is_dir())
         {
             continue;

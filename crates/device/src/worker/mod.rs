@@ -78,6 +78,7 @@ use files::{
     ResultFile, Span, TRACE_PREFIX, create_job_dir, direction_name, job_parent,
     sweep_job_dirs_once,
 };
+pub(crate) use files::{OwnedDir, create_owned_dir, sweep_dead_owned_dirs};
 pub use pool::{Standby, WorkerPool};
 pub use serve::serve;
 

@@ -223,7 +223,7 @@ pub fn replay(config: &RunConfig, req: &ReplayRequest) -> Result<ReplayReport, R
     let task_id = task_id(dir, &manifest, &req.task)?;
     let task = args_dump::read_task(dir, task_id)?;
     let scene = load_scene(&manifest, req.scene_dir.as_deref())?;
-    let callable = compile(config, &scene, &task)?;
+    let (callable, cache_refused) = compile(config, &scene, &task)?;
     let name = |func_id: u32| {
         scene
             .incores
@@ -238,10 +238,11 @@ pub fn replay(config: &RunConfig, req: &ReplayRequest) -> Result<ReplayReport, R
         .map(|k| format!("{} (func_id {}) [{}]", name(k.func_id), k.func_id, k.slot))
         .collect();
     let layout = Layout::of(dir, &task, config.max_case_bytes.unwrap_or(u64::MAX))?;
-    let outputs = run(config, &callable, &layout).map_err(|source| ReplayError::Device {
-        task: task_id,
-        source,
-    })?;
+    let outputs =
+        run(config, &callable, &layout, cache_refused).map_err(|source| ReplayError::Device {
+            task: task_id,
+            source,
+        })?;
     let checks = compare(dir, &task, &layout, &outputs)?;
     Ok(ReplayReport {
         task: task_id,
@@ -315,12 +316,13 @@ fn load_scene(manifest: &Manifest, moved: Option<&Path>) -> Result<Scene, Replay
 }
 
 /// The replay callable: the replay orchestration and the task's kernel,
-/// compiled from the scene's current sources.
+/// compiled from the scene's current sources; and whether the kernel
+/// cache refused the run's cache directory (it warned).
 fn compile(
     config: &RunConfig,
     scene: &Scene,
     task: &TaskEntry,
-) -> Result<ChipCallable, ReplayError> {
+) -> Result<(ChipCallable, bool), ReplayError> {
     let manifest = scene.manifest.clone();
     // (slot's core type, func_id) of every kernel the task ran.
     let ran: Vec<(&str, u32)> = if task.kernels.is_empty() {
@@ -385,10 +387,11 @@ fn compile(
         defines: Vec::new(),
     };
     let builder = compile_builder(config).map_err(|e| compile_err(e.to_string()))?;
+    let cache_refused = config.cache_dir.is_some() && builder.cache().is_none();
     let out = builder.build_all(std::slice::from_ref(&spec));
     drop(source);
     match out.callables.into_iter().next() {
-        Some(Ok(c)) => Ok((*c).clone()),
+        Some(Ok(c)) => Ok(((*c).clone(), cache_refused)),
         Some(Err(e)) => Err(compile_err(e.to_string())),
         None => Err(compile_err("the builder returned no callable".into())),
     }
@@ -396,7 +399,8 @@ fn compile(
 
 /// Where the replay orchestration's source is compiled from: a stable
 /// file in the kernel cache directory (so its unit is cached like any
-/// other), else a temporary one.
+/// other), else (no cache, or one that cannot take the file: the kernel
+/// cache says so when it opens) a temporary one.
 enum ReplaySource {
     Stable(PathBuf),
     /// The directory lives (and the file with it) until the compile ends.
@@ -416,11 +420,13 @@ fn replay_source(config: &RunConfig) -> std::io::Result<ReplaySource> {
     if let Some(cache) = &config.cache_dir {
         let path = cache.join("replay").join(NAME);
         let current = std::fs::read(&path).ok();
-        if current.as_deref() != Some(REPLAY_ORCH_SOURCE.as_bytes()) {
-            std::fs::create_dir_all(cache.join("replay"))?;
-            scene_util::write_atomically(&path, REPLAY_ORCH_SOURCE.as_bytes())?;
+        let written = current.as_deref() == Some(REPLAY_ORCH_SOURCE.as_bytes())
+            || std::fs::create_dir_all(cache.join("replay"))
+                .and_then(|()| scene_util::write_atomically(&path, REPLAY_ORCH_SOURCE.as_bytes()))
+                .is_ok();
+        if written {
+            return Ok(ReplaySource::Stable(path));
         }
-        return Ok(ReplaySource::Stable(path));
     }
     let dir = tempfile::Builder::new().prefix("scene-replay").tempdir()?;
     let path = dir.path().join(NAME);
@@ -581,6 +587,7 @@ fn run(
     config: &RunConfig,
     callable: &ChipCallable,
     layout: &Layout,
+    cache_refused: bool,
 ) -> Result<Vec<Vec<u8>>, ReplayRunError> {
     let names: Vec<String> = (0..layout.groups.len())
         .map(|g| format!("group{g}"))
@@ -618,7 +625,14 @@ fn run(
         trace: 0,
         args_dump: None,
     };
-    let runtime = crate::device::RuntimeChoice::of(config).path()?;
+    // Kept to the end: a private copy of the embedded runtime goes with it.
+    let mut choice = crate::device::RuntimeChoice::of(config);
+    if cache_refused {
+        // The kernel cache refused the directory and said so: once is enough.
+        choice = choice.without_cache();
+    }
+    let runtime_file = choice.resolve()?;
+    let runtime = runtime_file.path.clone();
     let pool = CardPool::new(config.devices.clone(), config.lock_dir.clone())
         .map_err(ReplayRunError::CardPool)?
         .with_cancel(config.cancel.clone());

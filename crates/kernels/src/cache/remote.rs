@@ -15,11 +15,15 @@
 //! not trusted: [`super::TieredStorage`] verifies them (schema, key, size,
 //! blake3) before using them or copying them into the local tier.
 //!
-//! Every operation runs on a small tokio runtime owned by this module (the
-//! rest of the crate stays synchronous) under [`RemoteConfig::timeout`].
+//! Every operation is bounded as a whole by [`RemoteConfig::timeout`]:
+//! OpenDAL's run on a small tokio runtime owned by this module (the rest of
+//! the crate stays synchronous) under one `tokio::time::timeout` around the
+//! whole request, body included; Redis's under the client's deadline per
+//! request (`resp.rs`), which every `recv` and `send` shares.
 //! The first failure (refused, timed out, a write the store refuses)
 //! disables the remote for the rest of the process with one warning; the
-//! run goes on with the local cache only. A Redis key of the wrong type
+//! run goes on with the local cache only, and no later operation of any
+//! kind (read, write, of any tier) reaches the store. A Redis key of the wrong type
 //! (`-WRONGTYPE`, e.g. something else planted under a cache key) is
 //! different: the server is fine, only that object is unreadable, so it
 //! is a miss counted as an error, warned once per key, and the remote
@@ -31,7 +35,7 @@ use std::time::Duration;
 
 use opendal::Operator;
 
-use super::resp::{RedisClient, RedisTarget, error_reply};
+use super::resp::{RedisClient, RedisTarget, error_reply, gave_up};
 
 use super::WarnSink;
 use super::storage::MAX_MANIFEST_BYTES;
@@ -71,8 +75,8 @@ pub struct RemoteConfig {
     pub url: String,
     /// Never write (`SCENE_CACHE_REMOTE_READONLY=1`): for untrusted jobs.
     pub read_only: bool,
-    /// Bound on each remote operation, connecting included
-    /// (`SCENE_CACHE_REMOTE_TIMEOUT`).
+    /// Bound on each remote operation as a whole: connecting, sending and
+    /// the whole reply (`SCENE_CACHE_REMOTE_TIMEOUT`).
     pub timeout: Duration,
     pub s3: S3Settings,
 }
@@ -360,6 +364,11 @@ pub struct Remote {
     read_only: bool,
     schema: u32,
     disabled: AtomicBool,
+    /// The one "unavailable" warning was given. Apart from `disabled`: a
+    /// request skipped because another one failed ([`gave_up`]) turns the
+    /// remote off too, possibly before the failed one reports, and must not
+    /// take its warning.
+    warned: AtomicBool,
     warn: WarnSink,
     /// Objects already warned about as unreadable (one warning each).
     warned_keys: std::sync::Mutex<std::collections::HashSet<String>>,
@@ -472,6 +481,7 @@ impl Remote {
             read_only: config.read_only,
             schema,
             disabled: AtomicBool::new(false),
+            warned: AtomicBool::new(false),
             warn,
             warned_keys: Default::default(),
             counters: RemoteCounters::default(),
@@ -503,7 +513,8 @@ impl Remote {
     /// remote for the rest of the process.
     fn fail(&self, what: &str, error: &dyn fmt::Display) {
         self.counters.errors.fetch_add(1, Ordering::Relaxed);
-        if !self.disabled.swap(true, Ordering::Relaxed) {
+        self.disabled.store(true, Ordering::Relaxed);
+        if !self.warned.swap(true, Ordering::Relaxed) {
             (self.warn)(&format!(
                 "remote kernel cache `{}` unavailable ({what}: {error}); continuing with the local cache only for this run",
                 self.display
@@ -541,6 +552,12 @@ impl Remote {
                 Some(bytes)
             }
             Ok(None) => None,
+            // Never sent: another request failed and is reported by its
+            // own thread (one error, one warning).
+            Err(RequestError::Redis(e)) if gave_up(&e) => {
+                self.disabled.store(true, Ordering::Relaxed);
+                None
+            }
             Err(RequestError::Redis(e))
                 if error_reply(&e).is_some_and(|r| r.is_about_the_key()) =>
             {
@@ -610,6 +627,10 @@ impl Remote {
                     .written_bytes
                     .fetch_add(len, Ordering::Relaxed);
                 true
+            }
+            Err(RequestError::Redis(e)) if gave_up(&e) => {
+                self.disabled.store(true, Ordering::Relaxed);
+                false
             }
             Err(e) => {
                 self.fail(&format!("writing {path}"), &e);
@@ -833,5 +854,99 @@ mod tests {
             !remote.is_enabled(),
             "the first failure disables the remote"
         );
+    }
+
+    /// An HTTP server for [`an_s3_reply_trickled_past_the_timeout_switches_the_remote_off`]:
+    /// answers each request with `reply`, the bytes from `slow_from` on
+    /// one per `pause`; counts connections until a `STOP` connection.
+    fn trickling_http(
+        reply: &'static [u8],
+        slow_from: usize,
+        pause: Duration,
+    ) -> (u16, std::thread::JoinHandle<usize>) {
+        use std::io::{BufRead, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let thread = std::thread::spawn(move || {
+            let mut connections = 0;
+            for conn in listener.incoming() {
+                let mut conn = std::io::BufReader::new(conn.expect("accept"));
+                if conn
+                    .fill_buf()
+                    .map(|b| b.starts_with(b"STOP"))
+                    .unwrap_or(true)
+                {
+                    return connections;
+                }
+                connections += 1;
+                // The request head, then its body.
+                let mut length = 0;
+                loop {
+                    let mut line = String::new();
+                    if conn.read_line(&mut line).unwrap_or(0) == 0 {
+                        break;
+                    }
+                    if let Some(n) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = n.trim().parse().unwrap_or(0);
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                let mut body = vec![0; length];
+                let _ = conn.read_exact(&mut body);
+                let out = conn.get_mut();
+                let _ = out.write_all(&reply[..slow_from]);
+                for byte in &reply[slow_from..] {
+                    // The behaviour under test (a slow store), not
+                    // synchronisation.
+                    std::thread::sleep(pause);
+                    if out.write_all(std::slice::from_ref(byte)).is_err() {
+                        break;
+                    }
+                }
+            }
+            connections
+        });
+        (port, thread)
+    }
+
+    /// Issue 38, cause 4, for the OpenDAL backends: an S3 store whose
+    /// reply trickles (the status line and headers, or the body after a
+    /// prompt head) is bounded by the one timeout around the whole
+    /// operation, switched off with one warning, and not asked again by a
+    /// later read or write. (Verified rather than fixed: OpenDAL requests
+    /// already ran under `tokio::time::timeout`.)
+    #[test]
+    fn an_s3_reply_trickled_past_the_timeout_switches_the_remote_off() {
+        let head_slow: &[u8] = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
+        let body_slow: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\nscene-cache!";
+        let timeout = Duration::from_millis(600);
+        for (reply, slow_from) in [(head_slow, 0), (body_slow, body_slow.len() - 12)] {
+            let (port, server) = trickling_http(reply, slow_from, timeout / 3);
+            let warnings = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+            let sink = warnings.clone();
+            let warn: WarnSink = std::sync::Arc::new(move |m: &str| {
+                sink.lock().expect("warnings").push(m.to_string());
+            });
+            let mut config = RemoteConfig::new("s3://bucket/prefix");
+            config.s3.endpoint = Some(format!("http://127.0.0.1:{port}"));
+            config.timeout = timeout;
+            let remote = Remote::open(&config, 1, warn).expect("open");
+            assert_eq!(remote.fetch("entries", &UnitKey([2; 32])), None);
+            assert!(
+                !remote.is_enabled(),
+                "the first failure disables the remote"
+            );
+            assert!(!remote.store("entries", &UnitKey([3; 32]), b"object".to_vec()));
+            assert_eq!(remote.fetch("objects", &UnitKey([4; 32])), None);
+            let mut stop = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+            std::io::Write::write_all(&mut stop, b"STOP").expect("stop");
+            assert_eq!(server.join().expect("server"), 1, "connections");
+            let warnings = warnings.lock().expect("warnings").clone();
+            assert_eq!(warnings.len(), 1, "{warnings:?}");
+            assert!(warnings[0].contains("no answer within"), "{warnings:?}");
+            assert_eq!(remote.counters.errors.load(Ordering::Relaxed), 1);
+        }
     }
 }

@@ -352,4 +352,66 @@ mod tests {
         assert_eq!(t.remote.counters.errors.load(Ordering::Relaxed), 1);
         assert_eq!(t.remote.counters.misses.load(Ordering::Relaxed), 0);
     }
+
+    /// Issue 38, cause 4, through the tier: a Redis server trickling each
+    /// reply (every byte within the timeout, the whole reply past it) is
+    /// switched off by the first operation that reaches it, whichever kind
+    /// it is (a read through `get_manifest`, a publish through `put`), with
+    /// one warning; no later operation of any kind (`get`,
+    /// `get_manifest`, `put`) reaches it, and neither do reads already
+    /// queued behind the slow one on other threads. Before the fix the
+    /// first `GET` succeeded as a slow miss and every later operation was
+    /// sent too (7 commands for the sequence here: the first `GET`,
+    /// then a `GET` and a `SET` per later entry; no warning).
+    #[test]
+    fn a_trickling_redis_is_switched_off_for_every_operation_after_one_deadline() {
+        use crate::cache::resp::trickle;
+        let timeout = Duration::from_millis(600);
+        for first in ["get_manifest", "put", "concurrent get_manifest"] {
+            let server = trickle::Server::start(timeout / 3);
+            let s = Setup::new();
+            let mut config = RemoteConfig::new(format!("redis://{}/0", server.address()));
+            config.timeout = timeout;
+            let (t, _l) = s.tier(config);
+            let entries: Vec<_> = (20..24).map(entry).collect();
+            let (k0, a0, m0) = &entries[0];
+            match first {
+                "get_manifest" => assert!(t.get_manifest(k0).expect("read").is_none()),
+                "put" => t.put(k0, a0, m0).expect("the local put still works"),
+                _ => std::thread::scope(|scope| {
+                    for (k, _, _) in &entries {
+                        let t = &t;
+                        scope.spawn(move || assert!(t.get_manifest(k).expect("read").is_none()));
+                    }
+                }),
+            }
+            for (k, a, m) in &entries[1..] {
+                assert!(t.get(k).expect("read").is_none(), "{first}");
+                assert!(t.get_manifest(k).expect("read").is_none(), "{first}");
+                t.put(k, a, m).expect("the local put still works");
+                assert_eq!(verified(&t, k), Some(a.clone()), "{first}");
+            }
+            let enabled = t.remote.is_enabled();
+            let c = &t.remote.counters;
+            let (errors, written) = (
+                c.errors.load(Ordering::Relaxed),
+                c.written_bytes.load(Ordering::Relaxed),
+            );
+            // Closes the client's connection, if it still has one, so the
+            // server can take its stop.
+            drop(t);
+            let seen = server.finish();
+            assert_eq!(seen.connections, 1, "{first}: {seen:?}");
+            assert_eq!(seen.commands.len(), 1, "{first}: {seen:?}");
+            let warnings = std::mem::take(&mut *s.warnings.lock().expect("lock"));
+            assert_eq!(warnings.len(), 1, "{first}: {warnings:?}");
+            assert!(
+                warnings[0].contains("unavailable") && warnings[0].contains("local cache only"),
+                "{first}: {warnings:?}"
+            );
+            assert!(!enabled, "{first}");
+            assert_eq!(errors, 1, "{first}");
+            assert_eq!(written, 0, "{first}");
+        }
+    }
 }
