@@ -76,13 +76,17 @@ impl Snapshot {
         let mut after = Snapshot::take();
         if let Some(old) = &before.threads {
             let until = Instant::now() + THREAD_EXIT_GRACE;
+            // A joined thread is gone within microseconds: look again soon,
+            // then less and less often (this is card time).
+            let mut pause = Duration::from_micros(20);
             while after
                 .threads
                 .as_ref()
                 .is_some_and(|now| threads_differ(old, now))
                 && Instant::now() < until
             {
-                std::thread::sleep(Duration::from_millis(2));
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(5));
                 after.threads = threads();
             }
         }
