@@ -13,9 +13,10 @@
 //! it retires after replying: the next case gets a fresh worker, and the
 //! case that left the residue is named in its report.
 //!
-//! Threads (and each thread's blocked signals), child processes, signal
-//! dispositions and open descriptors are read from `/proc/self` (Linux);
-//! elsewhere only the environment is compared.
+//! Threads (and each thread's blocked signals and CPU affinity), child
+//! processes, signal dispositions, open descriptors, the umask and the
+//! resource limits are read from `/proc/self` (Linux); elsewhere only the
+//! environment is compared.
 //! Files an orchestration writes into its working directory need no
 //! check: each case runs in a working directory of its own (`cwd/` of
 //! its job directory), removed with it.
@@ -30,16 +31,29 @@ use std::time::{Duration, Instant};
 pub(super) struct Snapshot {
     /// Environment variables, sorted by name.
     env: BTreeMap<OsString, OsString>,
-    /// Threads by id, with their names (`comm`) and blocked signals
-    /// (`SigBlk`: a kernel can block signals on the core thread it runs
-    /// on, which outlives it). `None`: not knowable here.
-    threads: Option<BTreeMap<u32, (String, u64)>>,
+    /// Threads by id (`None`: not knowable here).
+    threads: Option<BTreeMap<u32, ThreadState>>,
     /// Child processes (of any thread), by pid, with their names.
     children: Option<BTreeMap<u32, String>>,
     /// Caught and ignored signals (`SigCgt`, `SigIgn` of /proc/self/status).
     signals: Option<(u64, u64)>,
     /// Open descriptors and what they refer to.
     fds: Option<BTreeMap<u32, String>>,
+    /// Process-wide settings user code can change: the umask and the
+    /// resource limits (`/proc/self/status`, `/proc/self/limits`).
+    settings: Option<BTreeMap<&'static str, String>>,
+}
+
+/// What a thread that outlives a case keeps of it (an emulated core
+/// thread runs every case's kernels).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ThreadState {
+    /// `comm`.
+    name: String,
+    /// Blocked signals (`SigBlk`).
+    blocked: u64,
+    /// The CPUs it may run on (`Cpus_allowed_list`).
+    cpus: String,
 }
 
 /// How long a thread that is gone from the program's point of view (a
@@ -57,6 +71,7 @@ impl Snapshot {
             children: children(),
             signals: signals(),
             fds: fds(),
+            settings: settings(),
         }
     }
 
@@ -95,7 +110,7 @@ impl Snapshot {
             let new: Vec<String> = now
                 .iter()
                 .filter(|(tid, _)| !old.contains_key(tid))
-                .map(|(tid, (name, _))| format!("`{name}` (thread id {tid})"))
+                .map(|(tid, t)| format!("`{}` (thread id {tid})", t.name))
                 .collect();
             if !new.is_empty() {
                 found.push(format!(
@@ -106,12 +121,13 @@ impl Snapshot {
             }
             let masked: Vec<String> = now
                 .iter()
-                .filter_map(|(tid, (name, blk))| {
-                    let (_, was) = old.get(tid)?;
-                    let added = blk & !was;
+                .filter_map(|(tid, t)| {
+                    let was = old.get(tid)?;
+                    let added = t.blocked & !was.blocked;
                     (added != 0).then(|| {
                         format!(
-                            "`{name}` (thread id {tid}): {}",
+                            "`{}` (thread id {tid}): {}",
+                            t.name,
                             signal_names(added).join(", ")
                         )
                     })
@@ -119,6 +135,18 @@ impl Snapshot {
                 .collect();
             if !masked.is_empty() {
                 found.push(format!("blocked signals changed on {}", masked.join("; ")));
+            }
+            let pinned: Vec<String> = now
+                .iter()
+                .filter_map(|(tid, t)| {
+                    let was = old.get(tid)?;
+                    (was.cpus != t.cpus).then(|| {
+                        format!("`{}` (thread id {tid}): {} -> {}", t.name, was.cpus, t.cpus)
+                    })
+                })
+                .collect();
+            if !pinned.is_empty() {
+                found.push(format!("CPU affinity changed on {}", pinned.join("; ")));
             }
         }
         if let (Some(old), Some(now)) = (&before.children, &after.children) {
@@ -170,6 +198,16 @@ impl Snapshot {
                 found.push(format!("file descriptor(s) left open: {}", new.join(", ")));
             }
         }
+        if let (Some(old), Some(now)) = (&before.settings, &after.settings) {
+            let changed: Vec<&str> = now
+                .iter()
+                .filter(|(k, v)| old.get(*k) != Some(*v))
+                .map(|(k, _)| *k)
+                .collect();
+            if !changed.is_empty() {
+                found.push(format!("process settings changed: {}", changed.join(", ")));
+            }
+        }
         (!found.is_empty()).then(|| found.join("; "))
     }
 }
@@ -179,15 +217,15 @@ impl Snapshot {
 /// every signal for a moment while a thread starts, exits or forks, so a
 /// snapshot can catch a thread in that state; one taken again a moment
 /// later does not.)
-fn threads_differ(old: &BTreeMap<u32, (String, u64)>, now: &BTreeMap<u32, (String, u64)>) -> bool {
-    now.iter().any(|(tid, (_, blk))| match old.get(tid) {
+fn threads_differ(old: &BTreeMap<u32, ThreadState>, now: &BTreeMap<u32, ThreadState>) -> bool {
+    now.iter().any(|(tid, t)| match old.get(tid) {
         None => true,
-        Some((_, was)) => blk & !was != 0,
+        Some(was) => t.blocked & !was.blocked != 0,
     })
 }
 
 #[cfg(target_os = "linux")]
-fn threads() -> Option<BTreeMap<u32, (String, u64)>> {
+fn threads() -> Option<BTreeMap<u32, ThreadState>> {
     let mut out = BTreeMap::new();
     for entry in std::fs::read_dir("/proc/self/task").ok()? {
         let Ok(entry) = entry else { continue };
@@ -198,19 +236,38 @@ fn threads() -> Option<BTreeMap<u32, (String, u64)>> {
         let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else {
             continue;
         };
-        let name = status_field(&status, "Name:")
-            .unwrap_or_default()
-            .to_owned();
-        let blocked = status_field(&status, "SigBlk:")
-            .and_then(|v| u64::from_str_radix(v, 16).ok())
-            .unwrap_or_default();
-        out.insert(tid, (name, blocked));
+        let field = |key| status_field(&status, key).unwrap_or_default();
+        out.insert(
+            tid,
+            ThreadState {
+                name: field("Name:").to_owned(),
+                blocked: u64::from_str_radix(field("SigBlk:"), 16).unwrap_or_default(),
+                cpus: field("Cpus_allowed_list:").to_owned(),
+            },
+        );
     }
     Some(out)
 }
 
 #[cfg(not(target_os = "linux"))]
-fn threads() -> Option<BTreeMap<u32, (String, u64)>> {
+fn threads() -> Option<BTreeMap<u32, ThreadState>> {
+    None
+}
+
+#[cfg(target_os = "linux")]
+fn settings() -> Option<BTreeMap<&'static str, String>> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let mut out = BTreeMap::new();
+    out.insert("umask", status_field(&status, "Umask:")?.to_owned());
+    out.insert(
+        "resource limits",
+        std::fs::read_to_string("/proc/self/limits").ok()?,
+    );
+    Some(out)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn settings() -> Option<BTreeMap<&'static str, String>> {
     None
 }
 
@@ -428,6 +485,20 @@ mod tests {
             left.contains("signal disposition(s) changed: SIGUSR2"),
             "{left}"
         );
+
+        // The umask, resource limits, a thread's CPU affinity.
+        let mut changed = before.clone();
+        if let Some(s) = &mut changed.settings {
+            s.insert("umask", "0077".into());
+        }
+        let left = Snapshot::left(&changed).expect("a umask change");
+        assert!(left.contains("process settings changed: umask"), "{left}");
+        let mut changed = before.clone();
+        if let Some(t) = changed.threads.as_mut().and_then(|t| t.values_mut().next()) {
+            t.cpus = "0-1023".into();
+        }
+        let left = Snapshot::left(&changed).expect("an affinity change");
+        assert!(left.contains("CPU affinity changed on "), "{left}");
     }
 
     #[test]
