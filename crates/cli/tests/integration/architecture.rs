@@ -488,6 +488,10 @@ fn no_module_import_cycles() {
 
 #[test]
 fn no_environment_reads_below_the_entry_points() {
+    // Not settings but state: the device worker compares the whole
+    // environment before and after a case's user code (worker/residue.rs,
+    // issue 38), reading no variable for what it does.
+    const OBSERVED: &[(&str, &str)] = &[("device", "env: std::env::vars_os().collect(),")];
     let mut reads = Vec::new();
     for (name, src) in src_dirs() {
         if name == "cli" {
@@ -495,6 +499,9 @@ fn no_environment_reads_below_the_entry_points() {
         }
         for (module, code) in modules(&src) {
             for (i, line) in code.lines().enumerate() {
+                if OBSERVED.contains(&(name.as_str(), line.trim())) {
+                    continue;
+                }
                 if line.contains("env::var") || line.contains("var_os(") {
                     reads.push(format!(
                         "crates/{name} ({module}) line {}: {}",

@@ -379,7 +379,8 @@ fn signal_names(mask: u64) -> Vec<String> {
         .collect()
 }
 
-#[cfg(all(test, target_os = "linux"))]
+#[cfg(test)]
+#[cfg(target_os = "linux")]
 mod tests {
     use super::*;
 
