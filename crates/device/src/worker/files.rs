@@ -220,8 +220,8 @@ pub(crate) fn create_owned_dir(parent: &Path, prefix: &str) -> std::io::Result<O
     Ok(OwnedDir { dir, _owner: owner })
 }
 
-/// Removes the job directories in `parent` whose owner is gone
-/// ([`sweep_dead_owned_dirs`]).
+/// Removes the job directories in `parent` whose owner is gone: those
+/// whose owner lock nobody holds (`sweep_dead_owned_dirs`).
 pub fn sweep_dead_job_dirs(parent: &Path) -> usize {
     sweep_dead_owned_dirs(parent, JOB_DIR_PREFIX)
 }
