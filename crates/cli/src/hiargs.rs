@@ -749,9 +749,7 @@ mod tests {
         );
         assert_eq!(c.unwrap().python.uv, None);
         let uv = tmp.path().join("uv");
-        std::fs::write(&uv, "#!/bin/sh\n").unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&uv, std::fs::Permissions::from_mode(0o755)).unwrap();
+        scene_util::write_executable(&uv, "#!/bin/sh\n").unwrap();
         let path = format!("/nonexistent:{}", tmp.path().display());
         let c = resolve(&layout(), &env(&[("PATH", &path)]), None, &cards()).unwrap();
         assert_eq!(c.python.uv, Some(uv));

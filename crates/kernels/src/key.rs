@@ -1428,10 +1428,9 @@ mod tests {
     /// A compiler script that logs each call and accepts exactly `flag`.
     #[cfg(unix)]
     fn flag_compiler(dir: &Path, flag: &str) -> (PathBuf, PathBuf) {
-        use std::os::unix::fs::PermissionsExt;
         let log = dir.join("calls");
         let cxx = dir.join("cxx");
-        std::fs::write(
+        scene_util::write_executable(
             &cxx,
             format!(
                 "#!/bin/sh\necho \"$1\" >> '{}'\n[ \"$1\" = --version ] && {{ echo fake 1; exit 0; }}\n[ \"$1\" = '{flag}' ]\n",
@@ -1439,7 +1438,6 @@ mod tests {
             ),
         )
         .expect("script");
-        std::fs::set_permissions(&cxx, std::fs::Permissions::from_mode(0o755)).expect("chmod");
         (cxx, log)
     }
 

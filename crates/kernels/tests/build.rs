@@ -3,7 +3,6 @@
 mod common;
 
 use std::num::NonZeroUsize;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -30,8 +29,7 @@ fn builder(root: &Root, workers: usize) -> Builder {
 /// A shell script standing in for a tool.
 fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
     let path = dir.join(name);
-    std::fs::write(&path, format!("#!/bin/sh\n{body}")).expect("write script");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    scene_util::write_executable(&path, format!("#!/bin/sh\n{body}")).expect("write script");
     path
 }
 

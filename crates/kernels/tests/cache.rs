@@ -4,7 +4,6 @@
 mod common;
 
 use std::num::NonZeroUsize;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -26,7 +25,7 @@ impl LoggingCc {
         let dir = tempfile::tempdir().expect("tempdir");
         let log = dir.path().join("cc.log");
         let path = dir.path().join("cc-wrapper");
-        std::fs::write(
+        scene_util::write_executable(
             &path,
             format!(
                 "#!/bin/sh\necho \"$*\" >> '{}'\nexec cc \"$@\"\n",
@@ -34,7 +33,6 @@ impl LoggingCc {
             ),
         )
         .expect("write wrapper");
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
         LoggingCc {
             _dir: dir,
             path,
@@ -484,8 +482,7 @@ fn host_programs_are_cache_units_keyed_by_source_headers_and_driver() {
         let bytes = out.hosts[0].as_ref().expect("builds").clone();
         let exe = exe_dir.path().join("host");
         let _ = std::fs::remove_file(&exe);
-        std::fs::write(&exe, bytes.as_slice()).expect("write");
-        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        scene_util::write_executable(&exe, bytes.as_slice()).expect("write");
         let status = std::process::Command::new(&exe).status().expect("runs");
         (out.units[0].outcome, out.units[0].key, status.code())
     };

@@ -250,9 +250,8 @@ fn a_pto_include_root_asks_the_probe_for_what_pto_needs() {
 
 /// A hosted compiler that logs each command line to `log` and runs `c++`.
 fn logging_cxx(dir: &Path, log: &Path) -> std::path::PathBuf {
-    use std::os::unix::fs::PermissionsExt;
     let script = dir.join("logging-c++");
-    std::fs::write(
+    scene_util::write_executable(
         &script,
         format!(
             "#!/bin/sh\necho \"$*\" >> '{}'\nexec c++ \"$@\"\n",
@@ -260,7 +259,6 @@ fn logging_cxx(dir: &Path, log: &Path) -> std::path::PathBuf {
         ),
     )
     .expect("script");
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     script
 }
 
@@ -529,15 +527,11 @@ fn a_hosted_object_that_keeps_gnu_unique_symbols_is_refused_naming_them() {
     let cache = tempfile::tempdir().expect("cache");
     let tools = tempfile::tempdir().expect("tools");
     let deaf = tools.path().join("deaf-c++");
-    std::fs::write(
+    scene_util::write_executable(
         &deaf,
         "#!/bin/sh\nfor a do shift; [ \"$a\" = -fno-gnu-unique ] || set -- \"$@\" \"$a\"; done\nexec c++ \"$@\"\n",
     )
     .expect("script");
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&deaf, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    }
     let mut tc = toolchain();
     tc.hosted_cxx = deaf.clone();
     let kernel = format!(

@@ -1,7 +1,8 @@
 //! Small file-system and hashing primitives shared by the harness crates,
 //! each defined once: atomic file writes, atomic directory replacement,
 //! reading a file that must be a regular file of a known size, the "plain
-//! file name" check, and length-prefixed hashing.
+//! file name" check, length-prefixed hashing, and writing an executable
+//! that can be started at once (`exe`).
 //!
 //! They live in their own crate because both `scene-kernels` (the cache)
 //! and `scene-harness` (reports, bundles, dumps) need exactly the same
@@ -12,6 +13,8 @@ use std::path::{Component, Path};
 
 pub mod cancel;
 pub use cancel::Cancel;
+pub mod exe;
+pub use exe::{copy_executable, write_executable};
 pub mod output;
 pub use output::{OutputTarget, output_target, write_output};
 

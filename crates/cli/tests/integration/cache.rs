@@ -5,7 +5,6 @@
 use crate::common;
 
 use std::io::Read;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, SystemTime};
@@ -40,8 +39,7 @@ exec cc "$@"
 "#,
         log = log.display()
     );
-    std::fs::write(&path, script).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    scene_util::write_executable(&path, script).unwrap();
     Wrapper { path, log }
 }
 

@@ -97,7 +97,7 @@ impl TestEnv {
         if !exe.exists() {
             std::fs::create_dir_all(&bin).unwrap();
             if std::fs::hard_link(scene_exe(), &exe).is_err() {
-                std::fs::copy(scene_exe(), &exe).unwrap();
+                scene_util::copy_executable(&scene_exe(), &exe).unwrap();
             }
         }
         let like = self.scene(args);

@@ -45,9 +45,7 @@ impl ToolLog {
                  exit $status\n",
                 log = log.display()
             );
-            std::fs::write(&path, script).unwrap();
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+            scene_util::write_executable(&path, script).unwrap();
             path
         };
         let cc = write("cc-wrapper", "cc");

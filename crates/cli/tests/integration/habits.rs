@@ -228,7 +228,7 @@ fn a_missing_runtime_is_a_setup_error() {
     let bin = env.dir.path().join("unpacked/bin");
     std::fs::create_dir_all(&bin).unwrap();
     let exe = bin.join("scene");
-    std::fs::copy(scene_exe(), &exe).unwrap();
+    scene_util::copy_executable(&scene_exe(), &exe).unwrap();
     let relocated = |args: &[&str]| {
         let mut cmd = env.scene(args);
         cmd.env_remove("SCENE_RUNTIME_LIB");

@@ -670,7 +670,7 @@ fn hosted_kernels_compile_from_a_cached_preamble_clang_accepts() {
     }
     let log = env.dir.path().join("cxx.log");
     let wrapper = env.dir.path().join("logging-cxx");
-    std::fs::write(
+    scene_util::write_executable(
         &wrapper,
         format!(
             "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
@@ -679,7 +679,6 @@ fn hosted_kernels_compile_from_a_cached_preamble_clang_accepts() {
         ),
     )
     .expect("wrapper");
-    make_executable(&wrapper);
     let table = env.dir.path().join("platforms.toml");
     std::fs::write(
         &table,
@@ -765,11 +764,6 @@ fn append(path: &Path, text: &str) {
     let mut body = std::fs::read_to_string(path).expect("read");
     body.push_str(text);
     std::fs::write(path, body).expect("write");
-}
-
-fn make_executable(path: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
 }
 
 /// A wrong kernel that passes only by inheriting (issue 38): its header is

@@ -17,7 +17,7 @@ fn an_installed_scene_runs_from_any_directory_of_a_checkout() {
     let bin = tmp.path().join("install-root/bin");
     std::fs::create_dir_all(&bin).unwrap();
     let scene = bin.join("scene");
-    std::fs::copy(scene_exe(), &scene).unwrap();
+    scene_util::copy_executable(&scene_exe(), &scene).unwrap();
     let cache = tmp.path().join("cache");
     let root = workspace_root();
     for cwd in [

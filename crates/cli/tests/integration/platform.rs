@@ -4,7 +4,6 @@
 
 use crate::common;
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use common::TestEnv;
@@ -21,7 +20,7 @@ fn on_path(tool: &str) -> bool {
 /// A shell wrapper that logs its name to `log`, then runs `tool`.
 fn wrapper(dir: &Path, tool: &str, log: &Path) -> PathBuf {
     let path = dir.join(format!("{tool}-wrapper"));
-    std::fs::write(
+    scene_util::write_executable(
         &path,
         format!(
             "#!/bin/sh\necho {tool} >> '{}'\nexec {tool} \"$@\"\n",
@@ -29,7 +28,6 @@ fn wrapper(dir: &Path, tool: &str, log: &Path) -> PathBuf {
         ),
     )
     .unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     path
 }
 

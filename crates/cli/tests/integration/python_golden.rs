@@ -186,7 +186,7 @@ fn no_python_or_no_numpy_fails_python_scenes_with_one_line() {
     )
     .unwrap();
     let wrapper = env.dir.path().join("python-no-numpy");
-    std::fs::write(
+    scene_util::write_executable(
         &wrapper,
         format!(
             "#!/bin/sh\nPYTHONPATH={} exec python3 \"$@\"\n",
@@ -194,8 +194,6 @@ fn no_python_or_no_numpy_fails_python_scenes_with_one_line() {
         ),
     )
     .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
     let (out, report) = run(&env, &[], &[("SCENE_PYTHON", wrapper.to_str().unwrap())]);
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     let m = message(&report, "pyvec::ok1");

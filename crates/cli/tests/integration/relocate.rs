@@ -43,7 +43,7 @@ fn pass_two_runs_from_an_unpacked_tree_elsewhere() {
         t.replace("name = \"vector_example\"", "name = \"vec_reloc\""),
     )
     .unwrap();
-    std::fs::copy(scene_exe(), tree.join("scene")).unwrap();
+    scene_util::copy_executable(&scene_exe(), &tree.join("scene")).unwrap();
     let bundle = tree.join("bundle");
 
     // Pass 1, on the "build machine": the checkout's binary.

@@ -12,7 +12,6 @@ use crate::common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
@@ -191,8 +190,7 @@ exec cc "$@"
 "#,
             log = log.display()
         );
-        std::fs::write(&path, script).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        scene_util::write_executable(&path, script).unwrap();
         Wrapper { path, log }
     }
 

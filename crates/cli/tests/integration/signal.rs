@@ -9,7 +9,6 @@
 use crate::common;
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -54,7 +53,7 @@ fn setup_with(prelude: &str) -> Setup {
     std::fs::create_dir_all(&tmpdir).unwrap();
     std::fs::create_dir_all(&pids).unwrap();
     let cc = env.dir.path().join("slow-cc");
-    std::fs::write(
+    scene_util::write_executable(
         &cc,
         format!(
             "#!/bin/sh\n{prelude}\n\
@@ -66,7 +65,6 @@ fn setup_with(prelude: &str) -> Setup {
         ),
     )
     .unwrap();
-    std::fs::set_permissions(&cc, std::fs::Permissions::from_mode(0o755)).unwrap();
     Setup {
         env,
         tmpdir,

@@ -191,12 +191,11 @@ impl HostBuilds {
     }
 }
 
-/// Writes `bytes` as an executable file (mode 0755).
+/// Writes `bytes` as an executable file (mode 0755) that starts even while
+/// other threads spawn processes (no `ETXTBSY`: see `scene_util::exe`).
 fn write_executable(path: &Path, bytes: &[u8]) -> Result<(), HostStepError> {
-    use std::os::unix::fs::PermissionsExt;
-    let err = |e: std::io::Error| HostStepError::Build(format!("{}: {e}", path.display()));
-    std::fs::write(path, bytes).map_err(err)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).map_err(err)
+    scene_util::write_executable(path, bytes)
+        .map_err(|e| HostStepError::Build(format!("{}: {e}", path.display())))
 }
 
 /// One tensor a host step sees: its name, value and whether it writes it.

@@ -1107,16 +1107,14 @@ mod tests {
     /// A stand-in interpreter that says hello, then answers every request
     /// with the id of another one.
     fn wrong_id_worker(dir: &Path) -> PathBuf {
-        use std::os::unix::fs::PermissionsExt;
         let path = dir.join("python");
-        std::fs::write(
+        scene_util::write_executable(
             &path,
             "#!/bin/sh\n\
              echo '{\"hello\": 1, \"python\": \"3\", \"numpy\": \"1\"}'\n\
              while read -r line; do echo '{\"id\": 999, \"ok\": true}'; done\n",
         )
         .unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
         path
     }
 
