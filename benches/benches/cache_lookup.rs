@@ -44,7 +44,7 @@ fn spec() -> CallableSpec {
         &scene,
         &root,
         &scene_device::include_dir(),
-        scene_harness::scene::IncoreBuild::Image,
+        &scene_harness::Platform::builtin(scene_kernels::BuiltinPlatform::A2a3Sim),
     );
     assert!(spec.incores.len() >= UNITS - 1, "decode_layer shrank");
     spec.incores.truncate(UNITS - 1);

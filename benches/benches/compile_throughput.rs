@@ -41,12 +41,13 @@ fn root() -> PathBuf {
 fn specs(only: Option<&str>) -> Vec<CallableSpec> {
     let root = root();
     let abi = scene_device::include_dir();
+    let platform = scene_harness::Platform::builtin(scene_kernels::BuiltinPlatform::A2a3Sim);
     discover(&root.join("tests/scenes"))
         .expect("tests/scenes is readable")
         .into_iter()
         .map(|s| s.expect("every package scene is valid"))
         .filter(|s| only.is_none_or(|n| s.name == n))
-        .map(|s| callable_spec(&s, &root, &abi, scene_harness::scene::IncoreBuild::Image))
+        .map(|s| callable_spec(&s, &root, &abi, &platform))
         .collect()
 }
 

@@ -41,6 +41,9 @@ pub(crate) struct Cli {
     /// A PTO-ISA checkout: its `include` directory becomes an include root of hosted kernels (`build = "hosted"`) [env: SCENE_PTO_ISA_ROOT].
     #[arg(long, global = true, value_name = "DIR")]
     pub(crate) pto_isa_root: Option<String>,
+    /// A checkout of the original project (hw-native-sys/simpler): its kernels (`args = "chip_tensor"`) get the include dirs, defines and language standard its own sim build gives them, and its `build/pto-isa` is the PTO-ISA root unless one is named [env: SCENE_SIMPLER_ROOT].
+    #[arg(long, global = true, value_name = "DIR")]
+    pub(crate) simpler_root: Option<String>,
     /// Print less: only failures and summaries.
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     pub(crate) quiet: bool,

@@ -52,6 +52,8 @@ pub enum UsageError {
         .0.display()
     )]
     PtoIsaRoot(std::path::PathBuf),
+    #[error("--simpler-root / SCENE_SIMPLER_ROOT: {0}")]
+    SimplerRoot(scene_harness::simpler::NotASimplerCheckout),
     #[error("{0}")]
     Platform(#[from] PlatformError),
     #[error("{0}")]

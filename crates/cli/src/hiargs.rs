@@ -20,6 +20,7 @@ use scene_device::worker::WorkerCommand;
 use scene_harness::golden::python::provision::Provision;
 use scene_harness::platform::PlatformTable;
 use scene_harness::replay::ReplayRequest;
+use scene_harness::simpler::SimplerRoot;
 use scene_harness::{Platform, RunConfig, SelectedCase};
 use scene_kernels::cache::{RemoteConfig, S3Settings, check_remote_url};
 use scene_util::Cancel;
@@ -414,8 +415,10 @@ fn platform_table(env: &Environment, root: &Path) -> Result<PlatformTable, Usage
 
 /// The platform named by `--platform`, else `SCENE_PLATFORM`, else
 /// `a2a3sim`, with `SCENE_CC` / `SCENE_CXX` / `SCENE_LD` / `SCENE_HOSTED_CXX` applied to its toolchain,
-/// `SCENE_PTO_ISA_ROOT`'s `include` added to its include roots, and
-/// `PATH` as its tool search path.
+/// `SCENE_PTO_ISA_ROOT`'s `include` added to its include roots (else the
+/// `build/pto-isa` of `SCENE_SIMPLER_ROOT`, when it has one),
+/// `SCENE_SIMPLER_ROOT` as its checkout of the original, and `PATH` as its
+/// tool search path.
 pub(crate) fn resolve_platform(
     env: &Environment,
     root: &Path,
@@ -443,13 +446,21 @@ pub(crate) fn resolve_platform(
     if let Some(cxx) = env.path("SCENE_HOSTED_CXX") {
         toolchain.hosted_cxx = cxx;
     }
-    if let Some(pto) = env.path("SCENE_PTO_ISA_ROOT") {
+    let simpler = env
+        .path("SCENE_SIMPLER_ROOT")
+        .map(|dir| SimplerRoot::new(&dir).map_err(UsageError::SimplerRoot))
+        .transpose()?;
+    let pto = env
+        .path("SCENE_PTO_ISA_ROOT")
+        .or_else(|| simpler.as_ref().and_then(SimplerRoot::managed_pto_isa));
+    if let Some(pto) = pto {
         let include = pto.join("include");
         if !include.join("pto").is_dir() {
             return Err(UsageError::PtoIsaRoot(pto));
         }
         toolchain.include_roots.push(include);
     }
+    platform.set_simpler_root(simpler);
     Ok(platform)
 }
 

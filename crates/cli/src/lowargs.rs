@@ -51,6 +51,8 @@ impl LowArgs {
         let env = env.with_value("SCENE_CACHE_REMOTE", cli.cache_remote.as_deref());
         // Likewise `--pto-isa-root` for `SCENE_PTO_ISA_ROOT`.
         let env = env.with_value("SCENE_PTO_ISA_ROOT", cli.pto_isa_root.as_deref());
+        // And `--simpler-root` for `SCENE_SIMPLER_ROOT`.
+        let env = env.with_value("SCENE_SIMPLER_ROOT", cli.simpler_root.as_deref());
         LowArgs {
             root: cli.root,
             scenes_dir: cli.scenes_dir,

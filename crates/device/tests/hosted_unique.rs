@@ -134,6 +134,7 @@ fn build(
                     source: source.into(),
                     include_dirs: vec!["include".into()],
                     defines: vec![],
+                    flags: vec![],
                 }],
             }
         })

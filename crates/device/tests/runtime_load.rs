@@ -1066,3 +1066,145 @@ fn chip_tensor_kernels_get_records_and_scalars() {
         (1005..1105).collect::<Vec<u32>>()
     );
 }
+
+/// `chip_tensor` kernels reading the context tail the way the original's
+/// kernels do (its `get_block_idx(args)`, `get_block_num(args)`,
+/// `get_sub_block_id(args)`: `args[48]` and `args[49]` point at a local and
+/// a global context). The structs are the test's own, in the layout the
+/// original publishes. Each kernel writes a row `{block_idx, block_num,
+/// sub_block_id, ok}` where `ok` says the async context is "none" (null
+/// pointers, capacity 0, invalid token) and the DMA workspaces zero.
+const TAIL_KERNELS: &str = r#"#include <cstddef>
+#include <cstdint>
+
+struct AsyncCtx {
+    volatile uint32_t *completion_count;
+    volatile int32_t *completion_error_code;
+    volatile void *completion_entries;
+    uint32_t completion_capacity;
+    uint64_t task_token;
+};
+struct LocalContext { int32_t block_idx; int32_t block_num; AsyncCtx async_ctx; };
+struct GlobalContext { int32_t sub_block_id; uint64_t dma_workspace[2]; };
+static_assert(sizeof(LocalContext) == 48 && offsetof(LocalContext, async_ctx) == 8);
+static_assert(sizeof(GlobalContext) == 24);
+
+static const LocalContext *local(int64_t *args) {
+    return reinterpret_cast<const LocalContext *>(args[48]);
+}
+static const GlobalContext *global(int64_t *args) {
+    return reinterpret_cast<const GlobalContext *>(args[49]);
+}
+struct Record { uint64_t addr; };
+
+/* Writes this block's row at row index `row`. */
+static void put(int64_t *args, uint64_t row) {
+    int32_t *out = reinterpret_cast<int32_t *>(reinterpret_cast<const Record *>(args[0])->addr);
+    const LocalContext *l = local(args);
+    const GlobalContext *g = global(args);
+    const AsyncCtx &a = l->async_ctx;
+    const bool ok = a.completion_count == nullptr && a.completion_error_code == nullptr &&
+                    a.completion_entries == nullptr && a.completion_capacity == 0 &&
+                    a.task_token == UINT64_MAX && g->dma_workspace[0] == 0 &&
+                    g->dma_workspace[1] == 0;
+    int32_t *r = out + 4 * row;
+    r[0] = l->block_idx;
+    r[1] = l->block_num;
+    r[2] = g->sub_block_id;
+    r[3] = ok ? 1 : 0;
+}
+
+/* A plain vector task: row = block. */
+extern "C" void single_entry(int64_t *args) { put(args, (uint64_t)local(args)->block_idx); }
+/* A mixed task: the cube kernel at row 3b, the vector lanes at 3b+1+lane. */
+extern "C" void cube_entry(int64_t *args) { put(args, 3 * (uint64_t)local(args)->block_idx); }
+extern "C" void vec_entry(int64_t *args) {
+    put(args, 3 * (uint64_t)local(args)->block_idx + 1 + (uint64_t)global(args)->sub_block_id);
+}
+"#;
+
+const TAIL_ORCH: &str = r#"#include "scene_orch.h"
+/* single, mixed, blocks: a vector task, then a mixed task (cube + two vector lanes). */
+SCENE_ORCH_ENTRY(tail_orch, ctx, args, nargs) {
+    if (nargs != 3) { ctx->ops->fail(ctx, "want 3 args"); return -1; }
+    uint32_t blocks = (uint32_t)args[2].value;
+    SceneTaskArg s[1] = { SCENE_OUT(args[0]) };
+    int32_t rc = scene_orch_submit(ctx, 0, blocks, s, 1);
+    if (rc) return rc;
+    SceneTaskArgV2 m[1] = { scene_task_arg(ctx, args, 1, SCENE_DIR_OUT) };
+    return scene_orch_submit_mixed(ctx, scene_mixed(1, 2, 2), blocks, m, 1);
+}
+"#;
+
+/// Every block of every `chip_tensor` task gets its context tail (issue
+/// 39): block index and count in a plain task and in each kernel of a mixed
+/// one, the vector lane 0/1 within a mixed cluster, and an async context
+/// that says "none".
+#[test]
+fn chip_tensor_kernels_read_block_index_count_and_lane_from_the_context_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let cpp = dir.path().join("tail.cpp");
+    let so = dir.path().join("tail.so");
+    std::fs::write(&cpp, TAIL_KERNELS).unwrap();
+    let out = Command::new("c++")
+        .args(["-std=c++20", "-shared", "-fPIC", "-O1"])
+        .arg(&cpp)
+        .arg("-o")
+        .arg(&so)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let so = std::fs::read(so).unwrap();
+    let orch = std::fs::read(c_so(dir.path(), "orch", TAIL_ORCH)).unwrap();
+    let lease = lease(dir.path());
+    let rt = Runtime::load(&lease, &default_runtime_path().unwrap()).unwrap();
+    let dev = rt.open(0, "aic=2;aiv=4").unwrap();
+    let incore = |func_id, core_type, symbol| IncoreImageRef {
+        kind: IncoreKind::Hosted {
+            symbol: Some(symbol),
+            args: ArgsConvention::ChipTensor,
+        },
+        ..IncoreImageRef::image(func_id, core_type, &so)
+    };
+    let h = dev
+        .register(&CallableImage {
+            orch_so: &orch,
+            orch_symbol: "tail_orch",
+            incores: vec![
+                incore(0, SCENE_CORE_AIV, "single_entry"),
+                incore(1, SCENE_CORE_AIC, "cube_entry"),
+                incore(2, SCENE_CORE_AIV, "vec_entry"),
+            ],
+        })
+        .unwrap();
+    for blocks in [1u32, 5] {
+        let rows = 3 * blocks as usize;
+        let single = dev.malloc(16 * u64::from(blocks)).unwrap();
+        let mixed = dev.malloc(16 * rows as u64).unwrap();
+        dev.copy_to(single.addr, &vec![0xff; 16 * blocks as usize])
+            .unwrap();
+        dev.copy_to(mixed.addr, &vec![0xff; 16 * rows]).unwrap();
+        dev.run(
+            h,
+            &[
+                RunArg::tensor(Direction::Out, single),
+                RunArg::tensor(Direction::Out, mixed),
+                RunArg::Scalar(u64::from(blocks)),
+            ],
+        )
+        .unwrap();
+        let read = |buf: scene_device::DeviceBuffer, n: usize| {
+            let mut raw = vec![0u8; 16 * n];
+            dev.copy_from(buf.addr, &mut raw).unwrap();
+            words(&raw, i32::from_le_bytes)
+        };
+        let b = blocks as i32;
+        let want: Vec<i32> = (0..b).flat_map(|i| [i, b, 0, 1]).collect();
+        assert_eq!(read(single, blocks as usize), want, "plain task, {blocks} blocks");
+        let want: Vec<i32> = (0..b)
+            .flat_map(|i| [[i, b, 0, 1], [i, b, 0, 1], [i, b, 1, 1]])
+            .flatten()
+            .collect();
+        assert_eq!(read(mixed, rows), want, "mixed task, {blocks} blocks");
+    }
+}

@@ -6,8 +6,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use scene_kernels::{
-    BuildError, BuildOptions, BuildOutput, Builder, CacheConfig, CallableSpec, ChipCallable,
-    HostUnit, IncoreUnit, OrchUnit, UnitOutcome, plan_outline,
+    ArgsConvention, BuildError, BuildOptions, BuildOutput, Builder, CacheConfig, CallableSpec,
+    ChipCallable, HostUnit, IncoreKind, IncoreUnit, OrchUnit, UnitOutcome, plan_outline,
 };
 
 use crate::config::RunConfig;
@@ -15,14 +15,16 @@ use crate::host_step::{BuildKey, BuiltHost, HostStepError, host_unit};
 use crate::scene::Scene;
 use crate::scene::steps::StepKind;
 
-/// The compile spec of a scene's callable, paths relative to `root`.
-/// `default_build` is the platform's `incore_build`, for incores neither
-/// they nor their scene give a `build`.
+/// The compile spec of a scene's callable on `platform`, paths relative
+/// to `root`. Incores neither they nor their scene give a `build` take the
+/// platform's `incore_build`; with a checkout of the original named
+/// (`platform.simpler_root()`), hosted `chip_tensor` incores get its
+/// toolchain ([`crate::simpler`]).
 pub fn callable_spec(
     scene: &Scene,
     root: &Path,
     abi_include_dir: &Path,
-    default_build: crate::scene::IncoreBuild,
+    platform: &crate::Platform,
 ) -> CallableSpec {
     let rel = |p: &Path| scene.relative_to(root, p);
     let abi_inc = crate::config::root_relative(root, abi_include_dir);
@@ -46,14 +48,32 @@ pub fn callable_spec(
         incores: scene
             .incores
             .iter()
-            .map(|k| IncoreUnit {
-                name: k.name.clone(),
-                func_id: k.func_id,
-                core: k.core,
-                kind: k.kind_on(default_build, scene.args),
-                source: rel(&k.source),
-                include_dirs: includes(&k.include_dirs),
-                defines: k.defines.clone(),
+            .map(|k| {
+                let kind = k.kind_on(platform.incore_build(), scene.args);
+                let mut unit = IncoreUnit {
+                    name: k.name.clone(),
+                    func_id: k.func_id,
+                    core: k.core,
+                    kind,
+                    source: rel(&k.source),
+                    include_dirs: includes(&k.include_dirs),
+                    defines: k.defines.clone(),
+                    flags: Vec::new(),
+                };
+                if let Some(simpler) = platform.simpler_root()
+                    && unit.kind == IncoreKind::Hosted(ArgsConvention::ChipTensor)
+                {
+                    // The original's dirs after the scene's own (theirs
+                    // first, as its `extra_include_dirs` come last there
+                    // too, would let its headers shadow a scene's).
+                    unit.include_dirs
+                        .extend(simpler.incore_include_dirs(platform.scenes(), scene.runtime));
+                    let mut defines = crate::simpler::incore_defines(k.core);
+                    defines.append(&mut unit.defines);
+                    unit.defines = defines;
+                    unit.flags = crate::simpler::INCORE_FLAGS.map(str::to_owned).to_vec();
+                }
+                unit
             })
             .collect(),
     }
@@ -128,7 +148,7 @@ pub fn scene_specs(config: &RunConfig, scenes: &[Arc<Scene>]) -> Vec<CallableSpe
                 s,
                 &config.root,
                 &config.abi_include_dir,
-                config.platform.incore_build(),
+                &config.platform,
             )
         })
         .collect()
@@ -239,6 +259,7 @@ mod tests {
                     source: PathBuf::from(format!("common/{k}.c")),
                     include_dirs: vec![],
                     defines: vec![],
+                    flags: vec![],
                 })
                 .collect(),
         }

@@ -40,6 +40,7 @@ pub mod report;
 pub mod scene;
 pub mod schedule;
 pub mod select;
+pub mod simpler;
 pub mod size;
 pub mod steps;
 

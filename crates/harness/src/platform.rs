@@ -18,6 +18,7 @@ use std::str::FromStr;
 pub use scene_kernels::BuiltinPlatform;
 use scene_kernels::toolchain::{KERNEL_LINK_SCRIPT, MACHO_ORDER_FILE};
 use scene_kernels::{Extraction, Toolchain};
+use crate::simpler::SimplerRoot;
 use serde::Deserialize;
 
 /// The file a workspace keeps its extra platform entries in, at its root.
@@ -109,6 +110,9 @@ pub struct Platform {
     /// Device memory of a case whose scene does not say (`device_memory`,
     /// bytes); `None`: the simulator's built-in 256 MiB.
     device_memory: Option<u64>,
+    /// A checkout of the original project whose toolchain its kernels get
+    /// (`--simpler-root`; issue 39).
+    simpler_root: Option<SimplerRoot>,
 }
 
 impl Platform {
@@ -122,6 +126,7 @@ impl Platform {
             runtime: None,
             incore_build: IncoreBuild::Image,
             device_memory: None,
+            simpler_root: None,
         }
     }
 
@@ -147,6 +152,17 @@ impl Platform {
     /// search path).
     pub fn toolchain_mut(&mut self) -> &mut Toolchain {
         &mut self.toolchain
+    }
+
+    /// The checkout of the original whose toolchain its kernels get
+    /// (`chip_tensor` hosted incores; see [`crate::simpler`]).
+    pub fn simpler_root(&self) -> Option<&SimplerRoot> {
+        self.simpler_root.as_ref()
+    }
+
+    /// For the entry point's `--simpler-root` / `SCENE_SIMPLER_ROOT`.
+    pub fn set_simpler_root(&mut self, root: Option<SimplerRoot>) {
+        self.simpler_root = root;
     }
 
     /// The runtime library of this entry; `None` = the built sim runtime.

@@ -738,6 +738,7 @@ mod tests {
             },
             incores: vec![],
             args: Default::default(),
+            runtime: Default::default(),
             tensors: vec![],
             scalars,
             derived: vec![],

@@ -199,12 +199,14 @@ pub(crate) fn orch_args(tc: &Toolchain, unit: &OrchUnit) -> Vec<OsString> {
 }
 
 /// The compiler arguments of a hosted incore, without its source or `-o`:
-/// the hosted flags, the core's flags, `-isystem` per include root, the
-/// unit's defines and include dirs. Its precompiled preamble is built with
-/// exactly these (a compiler refuses a PCH built with other macros).
+/// the hosted flags, the core's flags, the unit's own flags, `-isystem` per
+/// include root, the unit's defines and include dirs. Its precompiled
+/// preamble is built with exactly these (a compiler refuses a PCH built
+/// with other macros).
 fn hosted_flags(tc: &Toolchain, unit: &IncoreUnit) -> Vec<OsString> {
     let mut args: Vec<OsString> = os(&tc.hosted_flags).collect();
     args.extend(os(tc.core_flags(unit.core)));
+    args.extend(os(&unit.flags));
     for root in &tc.include_roots {
         args.push("-isystem".into());
         args.push(root.as_os_str().to_owned());

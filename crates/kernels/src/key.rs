@@ -750,6 +750,10 @@ impl KeyContext {
         );
         inputs.list("flags.hosted", tc.hosted_flags.iter().cloned());
         inputs.list("flags.core", tc.core_flags(unit.core).iter().cloned());
+        // Only when there are any: keys of units without stay what they were.
+        if !unit.flags.is_empty() {
+            inputs.list("flags.unit", unit.flags.iter().cloned());
+        }
         inputs.list(
             "include_roots",
             tc.include_roots.iter().map(|d| path_str(d)),
@@ -1047,6 +1051,7 @@ mod tests {
             source: source.into(),
             include_dirs: vec!["inc".into()],
             defines: vec![],
+            flags: vec![],
         }
     }
 

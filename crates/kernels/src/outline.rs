@@ -355,6 +355,7 @@ mod tests {
                     source: (*s).into(),
                     include_dirs: vec![],
                     defines: vec![],
+                    flags: vec![],
                 })
                 .collect(),
         }

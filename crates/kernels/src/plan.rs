@@ -139,6 +139,7 @@ mod tests {
             source: source.into(),
             include_dirs: vec![],
             defines: vec![],
+            flags: vec![],
         }
     }
 

@@ -179,6 +179,11 @@ pub struct IncoreUnit {
     /// Relative to the root (absolute paths are passed through), in order.
     pub include_dirs: Vec<PathBuf>,
     pub defines: Vec<(String, String)>,
+    /// Flags of a hosted incore after the toolchain's hosted and core
+    /// flags (the original project's language standard for its kernels,
+    /// issue 39); in the unit's key when not empty. Image incores take
+    /// none.
+    pub flags: Vec<String>,
 }
 
 /// The orchestration source, built into a host shared object.

@@ -8,6 +8,16 @@
 //! layout the original publishes (hw-native-sys/simpler,
 //! `src/common/task_interface/tensor.h`, `struct alignas(64) ChipTensor`,
 //! whose `static_assert`s fix the size and offsets checked below).
+//!
+//! The array has a fixed *context tail* (issue 39): word
+//! [`CHIP_LOCAL_CONTEXT_INDEX`] (48) points at the block's
+//! [`ChipLocalContext`] (block index, block count, an async-completion
+//! context) and word [`CHIP_GLOBAL_CONTEXT_INDEX`] (49) at the core's
+//! [`ChipGlobalContext`] (the AIV lane within a mixed cluster), where the
+//! original's scheduler puts them (its `intrinsic.h`: 32 tensor + 16
+//! scalar words, then the two pointers) and where its `get_block_idx(args)`,
+//! `get_block_num(args)` and `get_sub_block_id(args)` read them. Two thirds
+//! of the original's kernels read them; an empty tail is a null read.
 
 use crate::error::{RtError, RtResult};
 use scene_abi::*;
@@ -33,6 +43,106 @@ pub mod chip_dtype {
     pub const BFLOAT16: u8 = 6;
     pub const INT64: u8 = 7;
     pub const BOOL: u8 = 11;
+}
+
+/// Argument words before the context tail (the original's 32 tensor and
+/// 16 scalar words): a `chip_tensor` task has at most this many arguments.
+pub const CHIP_MAX_ARG_WORDS: usize = 48;
+/// The word pointing at the block's [`ChipLocalContext`].
+pub const CHIP_LOCAL_CONTEXT_INDEX: usize = 48;
+/// The word pointing at the core's [`ChipGlobalContext`].
+pub const CHIP_GLOBAL_CONTEXT_INDEX: usize = 49;
+/// Words of the array a `chip_tensor` block receives.
+pub const CHIP_ARRAY_WORDS: usize = 50;
+
+/// The async-completion context inside [`ChipLocalContext`] (the
+/// original's `AsyncCtx`: three completion pointers, a capacity, the task
+/// token). The simulator has no deferred completions: the pointers are
+/// null, the capacity 0 and the token invalid, which is how the original
+/// says "no completion buffer" (`AsyncCtx::make` with a null buffer).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChipAsyncCtx {
+    pub completion_count: *mut u32,
+    pub completion_error_code: *mut i32,
+    pub completion_entries: *mut u8,
+    pub completion_capacity: u32,
+    /// `PTO2TaskId` (`raw`, 8 bytes).
+    pub task_token: u64,
+}
+
+/// The per-block context word 48 points at (the original's
+/// `LocalContext`; a5 names the fields `s_block_idx` / `s_block_num`,
+/// same layout).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChipLocalContext {
+    pub block_idx: i32,
+    pub block_num: i32,
+    pub async_ctx: ChipAsyncCtx,
+}
+
+/// `DMA_WORKSPACE_KIND_COUNT` of the original.
+pub const CHIP_DMA_WORKSPACE_KINDS: usize = 2;
+
+/// The per-core context word 49 points at (the original's
+/// `GlobalContext`: the AIV lane, then async-DMA workspace addresses,
+/// which the simulator does not provide: zeros, "unavailable"). The
+/// `host_build_graph` runtime's context is the first field alone; this
+/// layout is a prefix-compatible superset.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChipGlobalContext {
+    pub sub_block_id: i32,
+    pub dma_workspace: [u64; CHIP_DMA_WORKSPACE_KINDS],
+}
+
+// The original's layouts, as a 64-bit C++ compiler lays out its structs.
+const _: () = {
+    use std::mem::{offset_of, size_of};
+    assert!(offset_of!(ChipAsyncCtx, completion_capacity) == 24);
+    assert!(offset_of!(ChipAsyncCtx, task_token) == 32);
+    assert!(size_of::<ChipAsyncCtx>() == 40);
+    assert!(offset_of!(ChipLocalContext, block_num) == 4);
+    assert!(offset_of!(ChipLocalContext, async_ctx) == 8);
+    assert!(size_of::<ChipLocalContext>() == 48);
+    assert!(offset_of!(ChipGlobalContext, dma_workspace) == 8);
+    assert!(size_of::<ChipGlobalContext>() == 24);
+    assert!(CHIP_ARRAY_WORDS == CHIP_GLOBAL_CONTEXT_INDEX + 1);
+    assert!(CHIP_MAX_ARG_WORDS == CHIP_LOCAL_CONTEXT_INDEX);
+};
+
+/// Where one block runs: what its context tail says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChipBlock {
+    pub block_idx: u32,
+    pub block_num: u32,
+    /// The AIV lane within a mixed cluster (0 or 1); 0 for every other
+    /// kernel (the original leaves it meaningless there).
+    pub sub_block_id: u32,
+}
+
+impl ChipBlock {
+    /// The block's two contexts, as they are passed (by address) in the
+    /// tail words.
+    pub fn contexts(self) -> (ChipLocalContext, ChipGlobalContext) {
+        let local = ChipLocalContext {
+            block_idx: i32::try_from(self.block_idx).unwrap_or(i32::MAX),
+            block_num: i32::try_from(self.block_num).unwrap_or(i32::MAX),
+            async_ctx: ChipAsyncCtx {
+                completion_count: std::ptr::null_mut(),
+                completion_error_code: std::ptr::null_mut(),
+                completion_entries: std::ptr::null_mut(),
+                completion_capacity: 0,
+                task_token: CHIP_INVALID_TASK_ID,
+            },
+        };
+        let global = ChipGlobalContext {
+            sub_block_id: i32::try_from(self.sub_block_id).unwrap_or(0),
+            dma_workspace: [0; CHIP_DMA_WORKSPACE_KINDS],
+        };
+        (local, global)
+    }
 }
 
 /// One tensor record of the `chip_tensor` convention (128 bytes, 64-aligned).

@@ -11,9 +11,12 @@ use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use crate::chip::ChipArgs;
+use crate::chip::{
+    CHIP_ARRAY_WORDS, CHIP_GLOBAL_CONTEXT_INDEX, CHIP_LOCAL_CONTEXT_INDEX, CHIP_MAX_ARG_WORDS, ChipArgs,
+    ChipBlock,
+};
 use crate::error::{RtError, RtResult};
-use scene_abi::{KernelEntry, OrchEntry, SCENE_MAX_ARGS, SceneKernelArgs};
+use scene_abi::{KernelEntry, OrchEntry, SceneKernelArgs};
 
 /// An incore image copied into its own executable mapping and entered at
 /// offset 0 — the same bytes a card would receive; nothing is dlopen'ed.
@@ -250,14 +253,15 @@ impl HostedEntry {
     /// so the kernel's `thread_local` state stays with that core): a
     /// `scene` entry gets `args`, a `chip_tensor` entry a private copy of
     /// the task's argument words (`chip`; `None` only for a task built
-    /// without them, which then gets an array of zeros).
+    /// without them, which then gets zeros) followed by the context tail
+    /// of `block` (see [`crate::chip`]).
     ///
     /// As for [`ExecImage::call`]: a fault takes the process down; a kernel
     /// that never returns blocks this thread. A C++ exception must not
     /// escape the entry (a C function: unwinding into the runtime is
     /// undefined; in practice the process aborts).
     #[allow(unsafe_code)]
-    pub fn call(&self, args: &SceneKernelArgs, chip: Option<&ChipArgs>) {
+    pub fn call(&self, args: &SceneKernelArgs, chip: Option<&ChipArgs>, block: ChipBlock) {
         match self.entry {
             // SAFETY: `f` was resolved from the library `_lib` keeps loaded,
             // with the `SCENE_KERNEL_ARGS_SCENE` signature the registration
@@ -267,18 +271,23 @@ impl HostedEntry {
             HostedFn::ChipTensor(f) => {
                 // The block's own copy of the words (a kernel may write its
                 // `int64_t *`); the records they point at are the task's,
-                // alive until its last block returns.
-                let mut words = [0i64; SCENE_MAX_ARGS];
+                // alive until its last block returns. The context tail
+                // points at this block's contexts, on this frame.
+                let (mut local, mut global) = block.contexts();
+                let mut words = [0i64; CHIP_ARRAY_WORDS];
                 if let Some(c) = chip {
-                    let n = c.words().len().min(SCENE_MAX_ARGS);
+                    let n = c.words().len().min(CHIP_MAX_ARG_WORDS);
                     words[..n].copy_from_slice(&c.words()[..n]);
                 }
+                words[CHIP_LOCAL_CONTEXT_INDEX] = std::ptr::from_mut(&mut local) as usize as i64;
+                words[CHIP_GLOBAL_CONTEXT_INDEX] = std::ptr::from_mut(&mut global) as usize as i64;
                 // SAFETY: `f` was resolved from the library `_lib` keeps
                 // loaded, with the `SCENE_KERNEL_ARGS_CHIP_TENSOR` signature
                 // the registration declared; `words` is valid for the call,
                 // its tensor words point at records `chip` keeps alive, whose
                 // buffers were bounds-checked against live allocations at
-                // submit.
+                // submit, and its tail at `local` / `global`, which outlive
+                // the call.
                 unsafe { f(words.as_mut_ptr()) }
             }
         }
@@ -307,11 +316,12 @@ pub enum KernelCode {
 
 impl KernelCode {
     /// Runs one block of the kernel with `args` (and, for a `chip_tensor`
-    /// entry, the task's argument words `chip`).
-    pub fn call(&self, args: &SceneKernelArgs, chip: Option<&ChipArgs>) {
+    /// entry, the task's argument words `chip` and the context tail of
+    /// `block`).
+    pub fn call(&self, args: &SceneKernelArgs, chip: Option<&ChipArgs>, block: ChipBlock) {
         match self {
             KernelCode::Image(i) => i.call(args),
-            KernelCode::Hosted(h) => h.call(args, chip),
+            KernelCode::Hosted(h) => h.call(args, chip, block),
         }
     }
 

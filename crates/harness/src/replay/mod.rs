@@ -369,7 +369,7 @@ fn compile(
         scene,
         &config.root,
         &config.abi_include_dir,
-        config.platform.incore_build(),
+        &config.platform,
     );
     spec.label = format!("{} (replay of func_id {})", scene.name, incore.func_id);
     spec.incores

@@ -251,6 +251,10 @@ pub struct Scene {
     pub incores: Vec<Incore>,
     /// How the scene's hosted kernels take their arguments (`args`).
     pub args: scene_kernels::ArgsConvention,
+    /// The original project's runtime variant the scene is written for
+    /// (`runtime`; default `tensormap_and_ringbuffer`): with a checkout of
+    /// the original named, whose headers its `chip_tensor` kernels get.
+    pub runtime: crate::simpler::SimplerRuntime,
     pub tensors: Vec<TensorSpec>,
     pub scalars: Vec<ScalarSpec>,
     /// `[derived]`: params computed per case from the case's params, in

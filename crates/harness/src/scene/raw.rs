@@ -59,6 +59,9 @@ pub(super) struct RawScene {
     /// How hosted kernels take their arguments: `"scene"` (the default) or
     /// `"chip_tensor"`.
     pub(super) args: Option<String>,
+    /// The original's runtime variant (`"tensormap_and_ringbuffer"`, the
+    /// default, or `"host_build_graph"`).
+    pub(super) runtime: Option<String>,
     #[serde(default)]
     pub(super) incores: Vec<RawIncore>,
     #[serde(default)]

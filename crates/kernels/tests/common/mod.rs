@@ -64,6 +64,7 @@ pub fn incore(name: &str, func_id: u32, core: CoreType, source: &str) -> IncoreU
         source: source.into(),
         include_dirs: vec!["include".into()],
         defines: vec![],
+        flags: vec![],
     }
 }
 

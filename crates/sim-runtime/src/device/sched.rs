@@ -10,7 +10,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use super::cluster::{self, ClusterBlock, Shape};
 use super::{USER_STACK_BYTES, args_dump, core_name, lock, trace};
-use crate::chip::ChipArgs;
+use crate::chip::{ChipArgs, ChipBlock};
 use crate::crash::{self, Activity};
 use crate::error::{RtError, RtResult};
 use crate::fpenv::FpEnv;
@@ -566,7 +566,12 @@ fn run_kernel<'a>(
             // Whatever an earlier kernel on this thread left (a rounding
             // mode, FTZ/DAZ) is not this block's environment.
             FpEnv::reset();
-            code.call(&args, chip.as_deref())
+            let block = ChipBlock {
+                block_idx: args.block_idx,
+                block_num: args.block_num,
+                sub_block_id: sub_block.0,
+            };
+            code.call(&args, chip.as_deref(), block)
         })
     });
     drop(chip);

@@ -80,6 +80,16 @@ impl Validator<'_> {
         Some((build, args))
     }
 
+    /// `runtime`: one of the original's runtime variants.
+    pub(super) fn runtime(&self, runtime: Option<&str>) -> Option<crate::simpler::SimplerRuntime> {
+        match runtime {
+            None => Some(crate::simpler::SimplerRuntime::default()),
+            Some(r) => self.report(r.parse().map_err(|e: crate::simpler::UnknownRuntime| {
+                self.err("runtime", e.to_string())
+            })),
+        }
+    }
+
     fn build_kind(&self, field: &str, value: &str) -> Option<IncoreBuild> {
         self.report(
             value

@@ -81,6 +81,7 @@ impl<'a> Validator<'a> {
         self.check_orchestration(&o);
         let kinds = self.incore_kinds(raw.build.as_deref(), raw.args.as_deref());
         let args = kinds.map(|(_, a)| a).unwrap_or_default();
+        let runtime = self.runtime(raw.runtime.as_deref());
         let incores = self.incores(raw.incores, kinds);
         self.check_argument_count(&o.signature, raw.tensors.len(), raw.scalars.len());
         let n_tensors = raw.tensors.len();
@@ -157,6 +158,7 @@ impl<'a> Validator<'a> {
             },
             incores: incores?,
             args,
+            runtime: runtime?,
             tensors: tensors?,
             scalars: scalars?,
             derived: derived?,
