@@ -1153,7 +1153,11 @@ fn chip_tensor_kernels_read_block_index_count_and_lane_from_the_context_tail() {
         .arg(&so)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let so = std::fs::read(so).unwrap();
     let orch = std::fs::read(c_so(dir.path(), "orch", TAIL_ORCH)).unwrap();
     let lease = lease(dir.path());
@@ -1200,7 +1204,11 @@ fn chip_tensor_kernels_read_block_index_count_and_lane_from_the_context_tail() {
         };
         let b = blocks as i32;
         let want: Vec<i32> = (0..b).flat_map(|i| [i, b, 0, 1]).collect();
-        assert_eq!(read(single, blocks as usize), want, "plain task, {blocks} blocks");
+        assert_eq!(
+            read(single, blocks as usize),
+            want,
+            "plain task, {blocks} blocks"
+        );
         let want: Vec<i32> = (0..b)
             .flat_map(|i| [[i, b, 0, 1], [i, b, 0, 1], [i, b, 1, 1]])
             .flatten()

@@ -143,14 +143,7 @@ pub struct CompiledScenes {
 pub fn scene_specs(config: &RunConfig, scenes: &[Arc<Scene>]) -> Vec<CallableSpec> {
     scenes
         .iter()
-        .map(|s| {
-            callable_spec(
-                s,
-                &config.root,
-                &config.abi_include_dir,
-                &config.platform,
-            )
-        })
+        .map(|s| callable_spec(s, &config.root, &config.abi_include_dir, &config.platform))
         .collect()
 }
 

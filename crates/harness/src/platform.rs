@@ -15,10 +15,10 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+use crate::simpler::SimplerRoot;
 pub use scene_kernels::BuiltinPlatform;
 use scene_kernels::toolchain::{KERNEL_LINK_SCRIPT, MACHO_ORDER_FILE};
 use scene_kernels::{Extraction, Toolchain};
-use crate::simpler::SimplerRoot;
 use serde::Deserialize;
 
 /// The file a workspace keeps its extra platform entries in, at its root.

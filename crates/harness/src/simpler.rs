@@ -138,7 +138,11 @@ impl SimplerRoot {
     ) -> Vec<PathBuf> {
         let arch = arch(platform);
         let d = &self.dir;
-        let rt = d.join("src").join(arch).join("runtime").join(runtime.as_str());
+        let rt = d
+            .join("src")
+            .join(arch)
+            .join("runtime")
+            .join(runtime.as_str());
         vec![
             d.join("simpler_setup/incore"),
             d.join("src/common/platform/include"),
@@ -202,13 +206,16 @@ mod tests {
     fn a_checkout_gives_the_runtime_and_arch_dirs_in_the_originals_order() {
         let dir = checkout();
         let root = SimplerRoot::new(dir.path()).unwrap();
-        let dirs = root.incore_include_dirs(
-            BuiltinPlatform::A5Sim,
-            SimplerRuntime::HostBuildGraph,
-        );
+        let dirs = root.incore_include_dirs(BuiltinPlatform::A5Sim, SimplerRuntime::HostBuildGraph);
         let rel: Vec<_> = dirs
             .iter()
-            .map(|d| d.strip_prefix(dir.path()).unwrap().to_str().unwrap().to_owned())
+            .map(|d| {
+                d.strip_prefix(dir.path())
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .to_owned()
+            })
             .collect();
         assert_eq!(
             rel,
@@ -224,14 +231,20 @@ mod tests {
         );
         assert_eq!(root.managed_pto_isa(), None);
         std::fs::create_dir_all(dir.path().join("build/pto-isa/include/pto")).unwrap();
-        assert_eq!(root.managed_pto_isa(), Some(dir.path().join("build/pto-isa")));
+        assert_eq!(
+            root.managed_pto_isa(),
+            Some(dir.path().join("build/pto-isa"))
+        );
     }
 
     #[test]
     fn what_is_not_a_checkout_is_named_with_what_it_lacks() {
         let dir = tempfile::tempdir().unwrap();
         let e = SimplerRoot::new(dir.path()).unwrap_err();
-        assert!(e.to_string().contains("src/common/task_interface/tensor.h"), "{e}");
+        assert!(
+            e.to_string().contains("src/common/task_interface/tensor.h"),
+            "{e}"
+        );
         let e = SimplerRoot::new(&dir.path().join("nope")).unwrap_err();
         assert!(e.to_string().ends_with("no such directory"), "{e}");
     }

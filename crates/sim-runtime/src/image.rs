@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use crate::chip::{
-    CHIP_ARRAY_WORDS, CHIP_GLOBAL_CONTEXT_INDEX, CHIP_LOCAL_CONTEXT_INDEX, CHIP_MAX_ARG_WORDS, ChipArgs,
-    ChipBlock,
+    CHIP_ARRAY_WORDS, CHIP_GLOBAL_CONTEXT_INDEX, CHIP_LOCAL_CONTEXT_INDEX, CHIP_MAX_ARG_WORDS,
+    ChipArgs, ChipBlock,
 };
 use crate::error::{RtError, RtResult};
 use scene_abi::{KernelEntry, OrchEntry, SceneKernelArgs};

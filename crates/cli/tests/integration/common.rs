@@ -135,6 +135,7 @@ impl TestEnv {
             .env_remove("SCENE_LD")
             .env_remove("SCENE_HOSTED_CXX")
             .env_remove("SCENE_PTO_ISA_ROOT")
+            .env_remove("SCENE_SIMPLER_ROOT")
             .env_remove("SCENE_COMPILE_WORKERS")
             .env_remove("NO_COLOR");
         match &self.scenes_dir {

@@ -49,5 +49,6 @@ mod replay;
 mod rounds;
 mod scale;
 mod signal;
+mod simpler_compat;
 mod terminal;
 mod trace;

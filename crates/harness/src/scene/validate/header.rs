@@ -84,9 +84,11 @@ impl Validator<'_> {
     pub(super) fn runtime(&self, runtime: Option<&str>) -> Option<crate::simpler::SimplerRuntime> {
         match runtime {
             None => Some(crate::simpler::SimplerRuntime::default()),
-            Some(r) => self.report(r.parse().map_err(|e: crate::simpler::UnknownRuntime| {
-                self.err("runtime", e.to_string())
-            })),
+            Some(r) => {
+                self.report(r.parse().map_err(|e: crate::simpler::UnknownRuntime| {
+                    self.err("runtime", e.to_string())
+                }))
+            }
         }
     }
 
