@@ -196,6 +196,9 @@ pub(crate) struct RunArgs {
     /// One-pass mode, for comparison: take the card(s) before compiling and hold them until the run ends.
     #[arg(long)]
     pub(crate) hold_card: bool,
+    /// Diagnose `manual_dep` misuse: fail a task whose manual access overlaps another task's, one writing, with nothing ordering them (off by default: kernels may write parts of a manual tensor the runtime cannot see).
+    #[arg(long)]
+    pub(crate) race_check: bool,
     /// Run device sessions in this process instead of a supervised worker (for debuggers); a crashing kernel then ends the whole run.
     #[arg(long)]
     pub(crate) in_process: bool,

@@ -634,6 +634,11 @@ pub(crate) fn resolve(
         config.runtime_lib = given(flags.runtime.clone()).or_else(|| env.path("SCENE_RUNTIME_LIB"));
         config.embedded_runtime = Some(crate::embedded_runtime::SIM_RUNTIME);
         config.runtime_options = env.text("SCENE_RUNTIME_OPTIONS")?.unwrap_or_default();
+        if flags.race_check {
+            // After the user's options, so the flag wins over a
+            // `race_check=0` there.
+            config.runtime_options.push_str(";race_check=1");
+        }
         config.lock_timeout = flags.lock_timeout;
         if let Some(t) = flags.case_timeout {
             config.case_timeout = (!t.is_zero()).then_some(t);

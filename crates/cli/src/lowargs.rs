@@ -83,6 +83,8 @@ pub(crate) struct Flags {
     pub(crate) dump: Option<PathBuf>,
     pub(crate) verbose: bool,
     pub(crate) hold_card: bool,
+    /// `--race-check`: the runtime's `manual_dep` race check on.
+    pub(crate) race_check: bool,
     /// `--in-process`: no device worker process.
     pub(crate) in_process: bool,
     /// `--max-case-bytes`; `Some(0)` = no bound.
@@ -122,6 +124,7 @@ impl Flags {
             dump: args.dump.clone(),
             verbose,
             hold_card: args.hold_card,
+            race_check: args.race_check,
             in_process: args.in_process,
             max_case_bytes: args.max_case_bytes,
             no_golden_cache: args.no_golden_cache,

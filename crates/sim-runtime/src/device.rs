@@ -463,7 +463,11 @@ impl Device {
             })
             .collect();
         let recorder = args_dump::Recorder::for_run(lock(&self.args_dir).as_deref())?;
-        *self.shared.sched() = Sched::for_run(self.opts.cores, recorder);
+        {
+            let mut s = self.shared.sched();
+            *s = Sched::for_run(self.opts.cores, recorder);
+            s.race_check_off = !self.opts.race_check;
+        }
         let trace_flags = self.trace_flags.load(Ordering::SeqCst);
         if trace_flags != 0 {
             // Built before the scheduler is locked: one lock at a time.

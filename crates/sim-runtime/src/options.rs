@@ -50,6 +50,11 @@ pub struct Options {
     pub open_delay: Duration,
     /// `close_ms=N`: `scene_rt_close` takes this much longer.
     pub close_delay: Duration,
+    /// `race_check=1`: refuse a task whose `manual_dep` access races one of
+    /// an earlier task (a diagnostic, off by default: the original's
+    /// kernels write parts of a manual tensor they compute themselves,
+    /// which the check cannot see; issue 39).
+    pub race_check: bool,
 }
 
 pub const DEFAULT_CORES: u32 = 2;
@@ -70,6 +75,7 @@ impl Default for Options {
             faults: Faults::default(),
             open_delay: Duration::ZERO,
             close_delay: Duration::ZERO,
+            race_check: false,
         }
     }
 }
@@ -150,6 +156,17 @@ impl Options {
                         o.close_delay = d;
                     }
                 }
+                "race_check" => {
+                    o.race_check = match value {
+                        "1" | "true" | "on" => true,
+                        "0" | "false" | "off" => false,
+                        _ => {
+                            return Err(RtError::Invalid(format!(
+                                "option `race_check`: `{value}` is not 0 or 1"
+                            )));
+                        }
+                    };
+                }
                 "fault_device" => {
                     let n = parse_num(key, value)?;
                     let n = u32::try_from(n).map_err(|_| {
@@ -191,7 +208,7 @@ impl Options {
                 }
                 _ => {
                     return Err(RtError::Invalid(format!(
-                        "unknown option `{key}` (known: platform, aic, aiv, arena_mb, timeout_ms, open_ms, close_ms, fault, fault_device)"
+                        "unknown option `{key}` (known: platform, aic, aiv, arena_mb, timeout_ms, open_ms, close_ms, race_check, fault, fault_device)"
                     )));
                 }
             }
@@ -244,6 +261,24 @@ mod tests {
         assert_eq!(o.arena_bytes, 8 << 20);
         assert_eq!(o.timeout, Some(Duration::from_millis(50)));
         assert_eq!(o.faults.fatal_on_run, Some(2));
+    }
+
+    #[test]
+    fn the_race_check_is_off_unless_asked_for_and_the_last_word_wins() {
+        assert!(!Options::parse("").unwrap().race_check);
+        assert!(Options::parse("race_check=1").unwrap().race_check);
+        assert!(
+            !Options::parse("race_check=1;race_check=0")
+                .unwrap()
+                .race_check
+        );
+        assert!(
+            Options::parse("race_check=0;;race_check=1")
+                .unwrap()
+                .race_check
+        );
+        let e = Options::parse("race_check=yes").unwrap_err().to_string();
+        assert!(e.contains("`yes` is not 0 or 1"), "{e}");
     }
 
     #[test]

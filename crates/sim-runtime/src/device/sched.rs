@@ -173,7 +173,8 @@ pub(super) struct Sched {
     /// before any manual access, and once the check gave up past
     /// `MAX_RACE_HISTORY` accesses).
     pub(super) history: Option<Vec<Access>>,
-    /// The race check gave up for this run (too long a history).
+    /// The race check is off for this run: not asked for (`race_check=1`),
+    /// or it gave up (too long a history).
     pub(super) race_check_off: bool,
     pub(super) error: Option<RtError>,
     pub(super) fail_msgs: Vec<String>,
