@@ -48,6 +48,28 @@ fn c_so(dir: &Path, name: &str, src: &str) -> PathBuf {
     so
 }
 
+/// `src` built by the host C++ compiler (C++20, the ABI headers on the
+/// path) into `<dir>/<name>.so`; its bytes.
+fn cxx_so(dir: &Path, name: &str, src: &str) -> Vec<u8> {
+    let cpp = dir.join(format!("{name}.cpp"));
+    let so = dir.join(format!("{name}.so"));
+    std::fs::write(&cpp, src).unwrap();
+    let out = Command::new("c++")
+        .args(["-std=c++20", "-shared", "-fPIC", "-O1", "-I"])
+        .arg(include_dir())
+        .arg(&cpp)
+        .arg("-o")
+        .arg(&so)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "c++: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read(so).unwrap()
+}
+
 #[test]
 fn sim_runtime_memory_round_trip_and_errors() {
     let dir = tempfile::tempdir().unwrap();
@@ -628,24 +650,7 @@ extern "C" void fill_entry(const SceneKernelArgs *ka) {
 
 /// A hosted kernel compiled with the host C++ compiler.
 fn hosted_so(dir: &Path) -> Vec<u8> {
-    let cpp = dir.join("hosted.cpp");
-    let so = dir.join("hosted.so");
-    std::fs::write(&cpp, HOSTED_FILL).unwrap();
-    let inc = include_dir();
-    let out = Command::new("c++")
-        .args(["-std=c++20", "-shared", "-fPIC", "-O1", "-I"])
-        .arg(&inc)
-        .arg(&cpp)
-        .arg("-o")
-        .arg(&so)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "c++: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::fs::read(so).unwrap()
+    cxx_so(dir, "hosted", HOSTED_FILL)
 }
 
 /// The loader registers a hosted kernel (issue 29) through the simulator's
@@ -902,23 +907,7 @@ SCENE_ORCH_ENTRY(mixed_orch, ctx, args, nargs) {
 "#;
 
 fn hook_kernels_so(dir: &Path) -> Vec<u8> {
-    let cpp = dir.join("hooks.cpp");
-    let so = dir.join("hooks.so");
-    std::fs::write(&cpp, HOOK_KERNELS).unwrap();
-    let out = Command::new("c++")
-        .args(["-std=c++20", "-shared", "-fPIC", "-O1", "-I"])
-        .arg(include_dir())
-        .arg(&cpp)
-        .arg("-o")
-        .arg(&so)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "c++: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::fs::read(so).unwrap()
+    cxx_so(dir, "hooks", HOOK_KERNELS)
 }
 
 fn chip_incore<'a>(func_id: u32, so: &'a [u8], symbol: Option<&'a str>) -> IncoreImageRef<'a> {
@@ -1143,22 +1132,7 @@ SCENE_ORCH_ENTRY(tail_orch, ctx, args, nargs) {
 #[test]
 fn chip_tensor_kernels_read_block_index_count_and_lane_from_the_context_tail() {
     let dir = tempfile::tempdir().unwrap();
-    let cpp = dir.path().join("tail.cpp");
-    let so = dir.path().join("tail.so");
-    std::fs::write(&cpp, TAIL_KERNELS).unwrap();
-    let out = Command::new("c++")
-        .args(["-std=c++20", "-shared", "-fPIC", "-O1"])
-        .arg(&cpp)
-        .arg("-o")
-        .arg(&so)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let so = std::fs::read(so).unwrap();
+    let so = cxx_so(dir.path(), "tail", TAIL_KERNELS);
     let orch = std::fs::read(c_so(dir.path(), "orch", TAIL_ORCH)).unwrap();
     let lease = lease(dir.path());
     let rt = Runtime::load(&lease, &default_runtime_path().unwrap()).unwrap();

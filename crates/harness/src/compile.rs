@@ -68,9 +68,9 @@ pub fn callable_spec(
                     // too, would let its headers shadow a scene's).
                     unit.include_dirs
                         .extend(simpler.incore_include_dirs(platform.scenes(), scene.runtime));
-                    let mut defines = crate::simpler::incore_defines(k.core);
-                    defines.append(&mut unit.defines);
-                    unit.defines = defines;
+                    // Its defines before the scene's own.
+                    unit.defines =
+                        [crate::simpler::incore_defines(k.core), k.defines.clone()].concat();
                     unit.flags = crate::simpler::INCORE_FLAGS.map(str::to_owned).to_vec();
                 }
                 unit

@@ -11,7 +11,7 @@
 //! reach the executable's inode through a `cp` child, so no descriptor
 //! writing that inode ever exists in this process to be inherited.
 
-use std::io;
+use std::io::{self, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -28,8 +28,9 @@ pub fn write_executable(path: &Path, bytes: impl AsRef<[u8]>) -> io::Result<()> 
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let staged = tempfile::Builder::new().prefix(".exe-").tempfile_in(dir)?;
-    std::fs::write(staged.path(), bytes.as_ref())?;
+    let mut staged = tempfile::Builder::new().prefix(".exe-").tempfile_in(dir)?;
+    staged.write_all(bytes.as_ref())?;
+    staged.flush()?;
     copy_executable(staged.path(), path)
 }
 
