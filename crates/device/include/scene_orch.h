@@ -116,6 +116,26 @@
  * ABI v5 adds `scene_orch_comm_rank(ctx, &rank, &nranks)`: a level-3
  * orchestration's rank in its group (docs/level3.md, the window as a
  * tensor).
+ *
+ * ABI v6 adds, without changing v5, what the original's orchestration API
+ * needs (docs/simpler-orchestration.md; include/simpler/ builds it on
+ * these):
+ * - `scene_orch_submit_task(ctx, &task, &task_id)`: one submit with
+ *   everything a task can carry: its kernels (a SceneMixedKernels; every
+ *   slot SCENE_NO_KERNEL makes a dependency-only task that runs nothing),
+ *   its block count and arguments, explicit dependencies on earlier tasks
+ *   by id (on top of the ones its arguments imply), and a dispatch
+ *   predicate: an element of device memory compared with a target when
+ *   the task becomes ready; false, the task is skipped (it runs no kernel,
+ *   its dependents are released as if it had run). `*task_id` is the new
+ *   task's id, for later tasks' `deps`;
+ * - `scene_orch_memory_window(ctx, &device_base, &host_base, &len)`: where
+ *   device memory is mapped in the host (device address device_base + o is
+ *   host address host_base + o for o < len), so an orchestration can hand
+ *   host pointers to code that reads tensors directly (untracked: no
+ *   waiting for the tasks writing them);
+ * - `scene_orch_core_counts(ctx, &aic, &aiv)`: the cores of the device the
+ *   run uses.
  */
 #ifndef SCENE_ORCH_H
 #define SCENE_ORCH_H
@@ -129,7 +149,7 @@ extern "C" {
 #endif
 
 /* Version of SceneOrchOps; it only grows, by additions (scene_abi.h). */
-#define SCENE_ORCH_ABI_VERSION 5
+#define SCENE_ORCH_ABI_VERSION 6
 
 /* v4: a slot of SceneMixedKernels that runs no kernel. */
 #define SCENE_NO_KERNEL -1
@@ -143,6 +163,49 @@ typedef struct SceneMixedKernels {
     int32_t aiv1;
 } SceneMixedKernels;
 
+/* v6: dispatch predicate operators (the original's PredicateOp, same
+ * order): the predicate element OP target. NONE: always run. */
+#define SCENE_PRED_NONE 0
+#define SCENE_PRED_EQ 1
+#define SCENE_PRED_NE 2
+#define SCENE_PRED_GT 3
+#define SCENE_PRED_LT 4
+#define SCENE_PRED_GE 5
+#define SCENE_PRED_LE 6
+
+/* v6: a task's dispatch predicate. When the task is ready (every task it
+ * depends on finished), the runtime reads the `elem_size`-byte element at
+ * byte `offset` of buffer `addr` as a signed integer and compares it with
+ * `target`; false: the task is skipped. The element's writer must be one
+ * of the task's dependencies (explicit, or through an argument), or the
+ * value read is whatever the memory held then. */
+typedef struct ScenePredicate {
+    uint32_t op;        /* SCENE_PRED_* */
+    uint32_t elem_size; /* 1, 2, 4 or 8 (unused for NONE) */
+    uint64_t addr;      /* device address of the buffer (0 for NONE) */
+    uint64_t offset;    /* byte offset of the element in the buffer */
+    int64_t target;
+} ScenePredicate;
+
+typedef struct SceneTaskArgV2 SceneTaskArgV2;
+
+/* v6: one task for scene_orch_submit_task. */
+typedef struct SceneSubmit {
+    /* A func_id per slot or SCENE_NO_KERNEL; one slot set is a plain task,
+     * several a mixed one, none a dependency-only task (no kernel runs;
+     * block_num is then ignored). */
+    SceneMixedKernels kernels;
+    uint32_t block_num;
+    uint32_t num_args;
+    const SceneTaskArgV2 *args;
+    /* Ids of earlier tasks of this run it runs after (finished ones are
+     * fine); NULL when num_deps is 0. */
+    const uint64_t *deps;
+    uint32_t num_deps;
+    uint32_t reserved; /* 0 */
+    ScenePredicate predicate;
+} SceneSubmit;
+
 typedef struct SceneOrchArg {
     uint32_t direction; /* SCENE_DIR_* */
     uint32_t reserved;  /* 0 (padding) */
@@ -154,7 +217,7 @@ typedef SceneOrchArg SceneTaskArg;
 
 /* A v2 task argument: a buffer (device address and size in bytes) and the
  * view of it the kernel gets (`desc`), or a scalar (`value`, desc unused). */
-typedef struct SceneTaskArgV2 {
+struct SceneTaskArgV2 {
     uint32_t direction; /* SCENE_DIR_* */
     union {
         /* 0, or 1 + d: scene_task_view's dimension d left the parent; the
@@ -166,7 +229,7 @@ typedef struct SceneTaskArgV2 {
     uint64_t value; /* buffer device address or scalar bits */
     uint64_t size;  /* buffer bytes (tensors), 0 (scalars) */
     SceneTensorDesc desc;
-} SceneTaskArgV2;
+};
 
 typedef struct SceneOrchCtx SceneOrchCtx;
 
@@ -217,6 +280,17 @@ typedef struct SceneOrchOps {
      * (level 3), into `*rank` and `*nranks`. SCENE_RT_E_INVALID when the
      * device is not a rank of a domain (level 2); the run goes on. */
     int32_t (*comm_rank)(SceneOrchCtx *ctx, uint32_t *rank, uint32_t *nranks);
+    /* ---- v6 (abi_version >= 6) ---- */
+    /* Submit `*task` (see SceneSubmit); its id into `*task_id` (may be
+     * NULL). Returns a status; an unknown or later dependency id, a bad
+     * predicate, or what submit_mixed refuses is SCENE_RT_E_INVALID. */
+    int32_t (*submit_task)(SceneOrchCtx *ctx, const SceneSubmit *task, uint64_t *task_id);
+    /* Device memory's host mapping: device address `*device_base` + o is
+     * host address `*host_base` + o for o < `*len`. Returns a status. */
+    int32_t (*memory_window)(SceneOrchCtx *ctx, uint64_t *device_base, uint64_t *host_base,
+                             uint64_t *len);
+    /* The run's device cores per type into `*aic`, `*aiv`. Returns a status. */
+    int32_t (*core_counts)(SceneOrchCtx *ctx, uint32_t *aic, uint32_t *aiv);
 } SceneOrchOps;
 
 struct SceneOrchCtx {
@@ -232,6 +306,28 @@ struct SceneOrchCtx {
 static inline int scene_orch_has_v3(SceneOrchCtx *ctx) { return ctx->ops->abi_version >= 3; }
 static inline int scene_orch_has_v4(SceneOrchCtx *ctx) { return ctx->ops->abi_version >= 4; }
 static inline int scene_orch_has_v5(SceneOrchCtx *ctx) { return ctx->ops->abi_version >= 5; }
+static inline int scene_orch_has_v6(SceneOrchCtx *ctx) { return ctx->ops->abi_version >= 6; }
+
+/* v6 (SCENE_RT_E_ABI before): submit one task with explicit dependencies
+ * and a dispatch predicate; `*task_id` (may be NULL) is its id. */
+static inline int32_t scene_orch_submit_task(SceneOrchCtx *ctx, const SceneSubmit *task,
+                                             uint64_t *task_id) {
+    if (!scene_orch_has_v6(ctx)) return SCENE_RT_E_ABI;
+    return ctx->ops->submit_task(ctx, task, task_id);
+}
+
+/* v6 (SCENE_RT_E_ABI before): device memory's host mapping. */
+static inline int32_t scene_orch_memory_window(SceneOrchCtx *ctx, uint64_t *device_base,
+                                               uint64_t *host_base, uint64_t *len) {
+    if (!scene_orch_has_v6(ctx)) return SCENE_RT_E_ABI;
+    return ctx->ops->memory_window(ctx, device_base, host_base, len);
+}
+
+/* v6 (SCENE_RT_E_ABI before): the run's cores per type. */
+static inline int32_t scene_orch_core_counts(SceneOrchCtx *ctx, uint32_t *aic, uint32_t *aiv) {
+    if (!scene_orch_has_v6(ctx)) return SCENE_RT_E_ABI;
+    return ctx->ops->core_counts(ctx, aic, aiv);
+}
 
 /* This run's rank and group size (level 3: what kernels read from their
  * SceneCommCtx; an orchestration that views its own slot of a window
