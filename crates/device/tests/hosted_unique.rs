@@ -125,6 +125,7 @@ fn build(
                     function: "names_orch".into(),
                     include_dirs: vec!["include".into()],
                     defines: vec![],
+                    flags: Vec::new(),
                 },
                 incores: vec![IncoreUnit {
                     name: "names".into(),

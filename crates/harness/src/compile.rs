@@ -12,7 +12,7 @@ use scene_kernels::{
 
 use crate::config::RunConfig;
 use crate::host_step::{BuildKey, BuiltHost, HostStepError, host_unit};
-use crate::scene::Scene;
+use crate::scene::{OrchestrationApi, SIMPLER_INCLUDE_SUBDIR, SIMPLER_ORCH_FLAGS, Scene};
 use crate::scene::steps::StepKind;
 
 /// The compile spec of a scene's callable on `platform`, paths relative
@@ -36,15 +36,26 @@ pub fn callable_spec(
         v
     };
     let o = &scene.orchestration;
+    let mut orchestration = OrchUnit {
+        name: "orchestration".to_string(),
+        source: rel(&o.source),
+        function: o.entry_symbol().to_owned(),
+        include_dirs: includes(&o.include_dirs),
+        defines: o.defines.clone(),
+        flags: Vec::new(),
+    };
+    if o.api == OrchestrationApi::Simpler {
+        // Our `pto_orchestration_api.h` before the ABI headers it builds
+        // on; never the checkout's own (`--simpler-root` is for kernels).
+        let at = orchestration.include_dirs.len() - 1;
+        orchestration
+            .include_dirs
+            .insert(at, abi_inc.join(SIMPLER_INCLUDE_SUBDIR));
+        orchestration.flags = SIMPLER_ORCH_FLAGS.map(str::to_owned).to_vec();
+    }
     CallableSpec {
         label: scene.name.clone(),
-        orchestration: OrchUnit {
-            name: "orchestration".to_string(),
-            source: rel(&o.source),
-            function: o.function.clone(),
-            include_dirs: includes(&o.include_dirs),
-            defines: o.defines.clone(),
-        },
+        orchestration,
         incores: scene
             .incores
             .iter()
@@ -240,6 +251,7 @@ mod tests {
                 function: "orch".to_string(),
                 include_dirs: vec![],
                 defines: vec![],
+                flags: Vec::new(),
             },
             incores: kernels
                 .iter()

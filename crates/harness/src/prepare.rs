@@ -732,6 +732,7 @@ mod tests {
             orchestration: crate::scene::Orchestration {
                 source: "o.c".into(),
                 function: "o".into(),
+                api: Default::default(),
                 signature: vec![],
                 include_dirs: vec![],
                 defines: vec![],

@@ -58,6 +58,7 @@ pub(crate) fn incore_args(tc: &Toolchain, unit: &IncoreUnit) -> Vec<OsString> {
     if Language::of(&unit.source) == Language::Cxx {
         args.extend(os(&tc.cxx_flags));
     }
+    args.extend(os(&unit.flags));
     args.extend(define_flags(&unit.defines));
     args.extend(include_flags(&unit.include_dirs));
     args.push("-c".into());

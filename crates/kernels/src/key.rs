@@ -716,6 +716,9 @@ impl KeyContext {
             );
             inputs.list("flags.cxx", tc.cxx_flags.iter().cloned());
         }
+        if !unit.flags.is_empty() {
+            inputs.list("flags.unit", unit.flags.iter().cloned());
+        }
         unit_inputs(&mut inputs, &unit.source, &unit.include_dirs, &unit.defines);
         self.source_inputs(&mut inputs, root, &unit.source, &unit.include_dirs)?;
         Ok(inputs)
@@ -1196,6 +1199,7 @@ mod tests {
             function: "f".into(),
             include_dirs: vec![],
             defines: vec![],
+            flags: Vec::new(),
         };
         assert_ne!(
             orch_key(&tc, root, &orch("k.cpp")).expect("key"),

@@ -339,6 +339,7 @@ mod tests {
                 function: "entry".into(),
                 include_dirs: vec![],
                 defines: vec![],
+                flags: Vec::new(),
             },
             incores: sources
                 .iter()

@@ -195,6 +195,10 @@ pub struct OrchUnit {
     pub function: String,
     pub include_dirs: Vec<PathBuf>,
     pub defines: Vec<(String, String)>,
+    /// Compiler flags of this unit alone, after the toolchain's (e.g. the
+    /// language standard of the original's orchestration API); in its key
+    /// only when present.
+    pub flags: Vec<String>,
 }
 
 /// A host program: a C source linked with a driver (C text the caller

@@ -385,6 +385,7 @@ fn compile(
         function: REPLAY_ORCH_FUNCTION.into(),
         include_dirs: vec![abi_inc],
         defines: Vec::new(),
+        flags: Vec::new(),
     };
     let builder = compile_builder(config).map_err(|e| compile_err(e.to_string()))?;
     let cache_refused = config.cache_dir.is_some() && builder.cache().is_none();

@@ -306,10 +306,62 @@ pub struct ToleranceSpec {
 pub struct Orchestration {
     /// Source path relative to the scene directory.
     pub source: PathBuf,
+    /// The source's entry function: `function` of scene.toml, or
+    /// `aicpu_orchestration_entry` for the original's API.
     pub function: String,
+    /// The API the source is written against.
+    pub api: OrchestrationApi,
     pub signature: Vec<ArgDirection>,
     pub include_dirs: Vec<PathBuf>,
     pub defines: Vec<(String, String)>,
+}
+
+/// What an orchestration source is written against (`[orchestration]
+/// api`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OrchestrationApi {
+    /// `scene_orch.h`: the entry named by `function` gets the context and
+    /// the run's arguments.
+    #[default]
+    Scene,
+    /// The original's `pto_orchestration_api.h` (ours, in
+    /// `include/simpler/`): `aicpu_orchestration_entry(const ChipTaskArgs&)`
+    /// and `aicpu_orchestration_config`, called through the header's
+    /// adapter entry.
+    Simpler,
+}
+
+impl OrchestrationApi {
+    pub const NAMES: [&'static str; 2] = ["scene", "simpler"];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "scene" => Some(Self::Scene),
+            "simpler" => Some(Self::Simpler),
+            _ => None,
+        }
+    }
+}
+
+/// The entry every original-API orchestration has.
+pub const SIMPLER_ENTRY: &str = "aicpu_orchestration_entry";
+/// The symbol the runtime calls for it: the adapter
+/// `include/simpler/pto_orchestration_api.h` defines.
+pub const SIMPLER_ADAPTER_SYMBOL: &str = "scene_simpler_orchestration";
+/// The original's orchestration language standard (its toolchain builds
+/// orchestrations with `-std=c++17`).
+pub const SIMPLER_ORCH_FLAGS: [&str; 1] = ["-std=c++17"];
+/// Where our `pto_orchestration_api.h` is, under the ABI include dir.
+pub const SIMPLER_INCLUDE_SUBDIR: &str = "simpler";
+
+impl Orchestration {
+    /// The symbol the runtime calls in the built shared object.
+    pub fn entry_symbol(&self) -> &str {
+        match self.api {
+            OrchestrationApi::Scene => &self.function,
+            OrchestrationApi::Simpler => SIMPLER_ADAPTER_SYMBOL,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]

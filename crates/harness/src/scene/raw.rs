@@ -169,7 +169,11 @@ pub(super) struct RawComm {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawOrchestration {
     pub(super) source: PathBuf,
-    pub(super) function: String,
+    /// Required for `api = "scene"`; the original's API has one entry.
+    pub(super) function: Option<String>,
+    /// `"scene"` (the default: scene_orch.h) or `"simpler"` (the
+    /// original's `pto_orchestration_api.h`, issue 39).
+    pub(super) api: Option<String>,
     pub(super) signature: Vec<ArgDirection>,
     #[serde(default)]
     pub(super) include_dirs: Vec<PathBuf>,

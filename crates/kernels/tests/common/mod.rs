@@ -75,6 +75,7 @@ pub fn orch(source: &str, function: &str) -> OrchUnit {
         function: function.into(),
         include_dirs: vec!["include".into()],
         defines: vec![],
+        flags: Vec::new(),
     }
 }
 

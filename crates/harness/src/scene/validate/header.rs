@@ -7,7 +7,7 @@ use scene_kernels::{ArgsConvention, CoreType, IncoreKind};
 
 use super::{Validator, is_c_identifier};
 use crate::scene::raw::{RawIncore, RawOrchestration, RawScene};
-use crate::scene::{ArgDirection, Incore, IncoreBuild};
+use crate::scene::{ArgDirection, Incore, IncoreBuild, OrchestrationApi, SIMPLER_ENTRY};
 
 impl Validator<'_> {
     /// Name, level, devices and platforms, each checked on its own.
@@ -41,14 +41,68 @@ impl Validator<'_> {
         self.report(self.platform_list("platforms", &raw.platforms));
     }
 
-    pub(super) fn check_orchestration(&self, o: &RawOrchestration) {
+    /// The orchestration's API and entry function; `None` when either is
+    /// wrong (reported).
+    pub(super) fn check_orchestration(
+        &self,
+        o: &RawOrchestration,
+    ) -> Option<(OrchestrationApi, String)> {
         self.report(self.existing_file("orchestration.source", &o.source));
         self.existing_dirs("orchestration.include_dirs", &o.include_dirs);
-        if !is_c_identifier(&o.function) {
-            self.problem(
-                "orchestration.function",
-                format!("`{}` is not a C identifier", o.function),
-            );
+        let api = match o.api.as_deref() {
+            None => OrchestrationApi::Scene,
+            Some(a) => match OrchestrationApi::parse(a) {
+                Some(api) => api,
+                None => {
+                    self.problem(
+                        "orchestration.api",
+                        format!(
+                            "unknown API `{a}` (one of: {})",
+                            OrchestrationApi::NAMES.join(", ")
+                        ),
+                    );
+                    return None;
+                }
+            },
+        };
+        match (api, &o.function) {
+            (OrchestrationApi::Scene, None) => {
+                self.problem(
+                    "orchestration.function",
+                    "missing: the entry function the runtime calls",
+                );
+                None
+            }
+            (_, Some(f)) if !is_c_identifier(f) => {
+                self.problem(
+                    "orchestration.function",
+                    format!("`{f}` is not a C identifier"),
+                );
+                None
+            }
+            (OrchestrationApi::Simpler, Some(f)) if f != SIMPLER_ENTRY => {
+                self.problem(
+                    "orchestration.function",
+                    format!(
+                        "`{f}`: an orchestration written against the original's API (api = \"simpler\") has the entry `{SIMPLER_ENTRY}`; leave `function` out"
+                    ),
+                );
+                None
+            }
+            (OrchestrationApi::Simpler, _)
+                if scene_kernels::Language::of(&o.source) != scene_kernels::Language::Cxx =>
+            {
+                self.problem(
+                    "orchestration.source",
+                    format!(
+                        "`{}`: the original's orchestration API is C++ (a .cpp, .cc or .cxx source)",
+                        o.source.display()
+                    ),
+                );
+                None
+            }
+            (OrchestrationApi::Simpler, _) => Some((api, SIMPLER_ENTRY.to_owned())),
+            (OrchestrationApi::Scene, Some(f)) => Some((api, f.clone())),
         }
     }
 

@@ -78,7 +78,7 @@ impl<'a> Validator<'a> {
         self.check_header(&raw);
         let tolerance = self.scene_tolerance(raw.rtol, raw.atol, raw.equal_nan);
         let o = raw.orchestration;
-        self.check_orchestration(&o);
+        let entry = self.check_orchestration(&o);
         let kinds = self.incore_kinds(raw.build.as_deref(), raw.args.as_deref());
         let args = kinds.map(|(_, a)| a).unwrap_or_default();
         let runtime = self.runtime(raw.runtime.as_deref());
@@ -134,6 +134,7 @@ impl<'a> Validator<'a> {
             python.as_ref().map(|(_, p)| p),
         );
         let (golden, python) = python?;
+        let (api, function) = entry?;
         if let Some(tensors) = &tensors {
             self.check_python_comparisons(tensors, &python);
         }
@@ -151,7 +152,8 @@ impl<'a> Validator<'a> {
             group: group?,
             orchestration: Orchestration {
                 source: o.source,
-                function: o.function,
+                function,
+                api,
                 signature: o.signature,
                 include_dirs: o.include_dirs,
                 defines: o.defines.into_iter().collect(),
