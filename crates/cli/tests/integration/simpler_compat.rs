@@ -39,12 +39,12 @@ fn the_originals_kernels_get_its_toolchain_and_their_context_tail() {
     let env = TestEnv::new();
     let checkout = compat().join("checkout");
     let checkout = checkout.to_str().unwrap();
-    let (out, r) = run(&env, &["--simpler-root", checkout], &[]);
+    let (out, r) = run(&env, &["--simpler-root", checkout, "tail_"], &[]);
     assert!(out.status.success(), "{}", show(&out));
     assert_eq!(r["totals"]["passed"], 2, "{}", show(&out));
     let (out, r) = run(
         &env,
-        &["--platform", "a5sim"],
+        &["--platform", "a5sim", "tail_"],
         &[("SCENE_SIMPLER_ROOT", checkout)],
     );
     assert!(out.status.success(), "{}", show(&out));
@@ -84,6 +84,106 @@ fn a_directory_that_is_not_a_checkout_is_a_usage_error() {
         stderr.contains("--simpler-root / SCENE_SIMPLER_ROOT")
             && stderr.contains("not-simpler")
             && stderr.contains("src/common/task_interface/tensor.h"),
+        "{}",
+        show(&out)
+    );
+}
+
+/// `orch_api` with its orchestration's text changed by `edit` (from,
+/// to), in a scratch copy; the run's output and report.
+fn run_orch_api(
+    env: &TestEnv,
+    edit: Option<(&str, &str)>,
+    extra: &[&str],
+) -> (std::process::Output, serde_json::Value) {
+    let scenes = env.dir.path().join("compat-scenes");
+    let dir = scenes.join("orch_api");
+    common::copy_dir(&compat().join("scenes/orch_api"), &dir);
+    if let Some((from, to)) = edit {
+        let path = dir.join("orchestration.cpp");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(from), "orchestration.cpp has no `{from}`");
+        std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+    }
+    let checkout = compat().join("checkout");
+    let mut args = vec![
+        "run",
+        "--scenes-dir",
+        scenes.to_str().unwrap(),
+        "--simpler-root",
+        checkout.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    env.run_with_report(&args)
+}
+
+/// An orchestration written against the original's API (`api =
+/// "simpler"`: ours, include/simpler/) runs on both sims: run arguments as
+/// `ChipTaskArgs`, a runtime-created output and its `get_ref`, `data_as` +
+/// `make_tensor_external`, views, an initial value, `PTO2_SCOPE`,
+/// `get_tensor_data` / `set_tensor_data`, 4-block SPMD, a mixed task, a
+/// predicate false in one case and true in the other, explicit
+/// dependencies through a dummy task, the core counts and `LOG_INFO`.
+#[test]
+fn an_orchestration_on_the_originals_api_runs_on_both_sims() {
+    let env = TestEnv::new();
+    for platform in ["a2a3sim", "a5sim"] {
+        let (out, r) = run_orch_api(&env, None, &["--platform", platform]);
+        assert!(out.status.success(), "{platform}: {}", show(&out));
+        assert_eq!(r["totals"]["passed"], 2, "{platform}: {}", show(&out));
+    }
+}
+
+/// A changed constant in the orchestration fails the comparison: the
+/// verdict rests on what it computes.
+#[test]
+fn a_changed_constant_in_an_original_api_orchestration_fails_it() {
+    let env = TestEnv::new();
+    let (out, r) = run_orch_api(
+        &env,
+        Some(("set_initial_value(1.0f)", "set_initial_value(2.0f)")),
+        &[],
+    );
+    assert!(!out.status.success(), "{}", show(&out));
+    assert_eq!(r["totals"]["failed"], 2, "{}", show(&out));
+    assert_eq!(r["totals"]["passed"], 0, "{}", show(&out));
+}
+
+/// `aicpu_orchestration_config`'s `expected_arg_count` is checked against
+/// the run's arguments, and `rt_report_fatal` fails the run with its
+/// message, naming the function that reported it.
+#[test]
+fn the_expected_argument_count_and_a_reported_fatal_fail_the_run() {
+    let env = TestEnv::new();
+    let (out, r) = run_orch_api(
+        &env,
+        Some((".expected_arg_count = 6", ".expected_arg_count = 5")),
+        &[],
+    );
+    assert!(!out.status.success(), "{}", show(&out));
+    assert_eq!(r["totals"]["failed"], 2, "{}", show(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("aicpu_orchestration_config expects 5 arguments, the run passes 6"),
+        "{}",
+        show(&out)
+    );
+
+    let env = TestEnv::new();
+    let (out, r) = run_orch_api(
+        &env,
+        Some((
+            "    set_tensor_data(gate, 1, idx0, g);",
+            "    if (g == 1) {\n        rt_report_fatal(PTO2_ERROR_INVALID_ARGS, \"gate %d refused\", g);\n        return;\n    }\n    set_tensor_data(gate, 1, idx0, g);",
+        )),
+        &[],
+    );
+    assert!(!out.status.success(), "{}", show(&out));
+    assert_eq!(r["totals"]["passed"], 1, "{}", show(&out));
+    assert_eq!(r["totals"]["failed"], 1, "{}", show(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("aicpu_orchestration_entry (error 5): gate 1 refused"),
         "{}",
         show(&out)
     );

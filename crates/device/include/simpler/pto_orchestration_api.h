@@ -45,6 +45,27 @@
 #error "the original's orchestration API needs C++17 or later"
 #endif
 
+/* The original's helper macros orchestrations use: a busy-wait hint (a
+ * no-op on the host), an assertion that stops the orchestration in every
+ * build, and one that is only checked in debug builds (compiled out, as
+ * the original's release builds do). */
+#ifndef SPIN_WAIT_HINT
+#define SPIN_WAIT_HINT() ((void)0)
+#endif
+#ifndef always_assert
+#define always_assert(cond)                                                                \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            fprintf(stderr, "[orchestration] %s:%d: assertion failed: %s\n", __FILE__,     \
+                    __LINE__, #cond);                                                      \
+            abort();                                                                       \
+        }                                                                                  \
+    } while (0)
+#endif
+#ifndef debug_assert
+#define debug_assert(cond) ((void)0)
+#endif
+
 /* ======================================================================
  * Data types and task ids
  * ====================================================================== */
@@ -420,6 +441,7 @@ public:
         return n;
     }
     uint64_t nbytes() const { return numel() * get_element_size(dtype); }
+    uint64_t buffer_size_bytes() const { return nbytes(); }
 
     uint64_t initial_value = 0;
     bool has_initial_value = false;
@@ -428,6 +450,13 @@ public:
     bool manual_dep = false;
     uint32_t shapes[MAX_TENSOR_DIMS] = {};
 };
+
+/* A contiguous tensor of `ci`'s shape and dtype over `addr` (what
+ * orchestrations that sub-allocate a scratch tensor themselves use). */
+inline void init_tensor_from_create_info(ChipTensor &t, const TensorCreateInfo &ci, void *addr,
+                                         uint64_t buffer_size) {
+    t = ChipTensor(addr, buffer_size, ci.shapes, ci.ndims, ci.dtype, 0, ci.manual_dep);
+}
 
 /* ======================================================================
  * Task arguments
@@ -1011,9 +1040,23 @@ inline TaskOutputTensors scene_simpler_submit(const MixedKernels &kernels,
     s.block_num = blocks > 0 ? static_cast<uint32_t>(blocks) : 1u;
     s.args = ta;
     s.num_args = static_cast<uint32_t>(nt + ns);
-    static_assert(sizeof(PTO2TaskId) == sizeof(uint64_t), "a task id is its raw word");
-    s.deps = reinterpret_cast<const uint64_t *>(args.explicit_deps_data());
-    s.num_deps = args.explicit_dep_count();
+    /* An invalid id (an external tensor's owner_task_id, a task never
+     * submitted) names no task: it orders nothing, as in the original. */
+    uint64_t deps[64];
+    uint32_t nd = 0;
+    for (uint32_t i = 0; i < args.explicit_dep_count(); i++) {
+        PTO2TaskId d = args.explicit_dep(i);
+        if (d.is_invalid()) continue;
+        if (nd == sizeof deps / sizeof deps[0]) {
+            scene_simpler_fatal(rt, PTO2_ERROR_DEP_POOL_OVERFLOW, what,
+                                "more than %u explicit dependencies",
+                                static_cast<unsigned>(sizeof deps / sizeof deps[0]));
+            return TaskOutputTensors{};
+        }
+        deps[nd++] = d.raw;
+    }
+    s.deps = nd ? deps : nullptr;
+    s.num_deps = nd;
     const CoreTaskPredicate &p = args.predicate();
     if (p.op != PredicateOp::NONE) {
         const ChipTensor *pt = p.operand.tensor;
@@ -1238,6 +1281,84 @@ private:
 /* PTO2_SCOPE() { ... }: a scope around a block. */
 #define PTO2_SCOPE(...) \
     if (PTO2ScopeGuard SCENE_SIMPLER_CAT(scene_scope_guard_, __COUNTER__){__VA_ARGS__}; true)
+
+/* ======================================================================
+ * host_build_graph's graph functions
+ * ====================================================================== */
+
+/* The original records a graph function's sub-graph once and replays it
+ * on later calls with the same key; replaying is an optimisation of the
+ * same tasks, so here every call runs the function: the tasks and their
+ * order are those of the recorded graph. */
+inline constexpr uint32_t GRAPH_MAX_TENSOR_ARGS = 128;
+inline constexpr uint32_t GRAPH_MAX_SCALAR_ARGS = 64;
+using GraphTaskArgs = Arg<GRAPH_MAX_TENSOR_ARGS, GRAPH_MAX_SCALAR_ARGS>;
+
+struct GraphScopeResult {
+    bool execute_block{true};
+    bool recording{false};
+    PTO2TaskId task_id{PTO2TaskId::invalid()};
+    void *recording_handle{nullptr};
+};
+using GraphSubmitResult = GraphScopeResult;
+
+using GraphFunction = void (*)(const GraphTaskArgs &);
+template <typename... Config>
+using GraphFunctionWithConfig = void (*)(const GraphTaskArgs &, Config...);
+
+template <typename Function>
+static inline uint64_t rt_graph_function_id(Function function) {
+    static_assert(std::is_pointer_v<Function>, "a graph function is a function pointer");
+    uint64_t id = 0;
+    memcpy(&id, &function, sizeof(function) < sizeof(id) ? sizeof(function) : sizeof(id));
+    return id;
+}
+
+inline GraphSubmitResult scene_simpler_graph_checked(const GraphTaskArgs &args) {
+    PTO2Runtime *rt = current_runtime();
+    if (rt == nullptr || rt->fatal) return GraphSubmitResult{false, false, PTO2TaskId::invalid(), nullptr};
+    if (args.has_error) {
+        scene_simpler_fatal(rt, PTO2_ERROR_INVALID_ARGS, "rt_submit_graph", "%s",
+                            args.error_msg ? args.error_msg : "invalid graph arguments");
+        return GraphSubmitResult{false, false, PTO2TaskId::invalid(), nullptr};
+    }
+    for (int32_t i = 0; i < args.tensor_count(); i++) {
+        if (args.tag(i) == TensorArgType::OUTPUT) {
+            scene_simpler_fatal(rt, PTO2_ERROR_INVALID_ARGS, "rt_submit_graph",
+                                "argument %d: a TensorCreateInfo cannot cross a graph boundary", i);
+            return GraphSubmitResult{false, false, PTO2TaskId::invalid(), nullptr};
+        }
+    }
+    return GraphSubmitResult{};
+}
+
+static inline GraphSubmitResult rt_submit_graph(uint64_t graph_id, GraphFunction function,
+                                                const GraphTaskArgs &args) {
+    (void)graph_id;
+    GraphSubmitResult r = scene_simpler_graph_checked(args);
+    if (r.execute_block && function != nullptr) function(args);
+    return r;
+}
+
+static inline GraphSubmitResult rt_submit_graph(GraphFunction function, const GraphTaskArgs &args) {
+    return rt_submit_graph(rt_graph_function_id(function), function, args);
+}
+
+template <typename... Config>
+static inline GraphSubmitResult rt_submit_graph(uint64_t graph_id,
+                                                GraphFunctionWithConfig<Config...> function,
+                                                const GraphTaskArgs &args, Config... config) {
+    (void)graph_id;
+    GraphSubmitResult r = scene_simpler_graph_checked(args);
+    if (r.execute_block && function != nullptr) function(args, config...);
+    return r;
+}
+
+template <typename... Config>
+static inline GraphSubmitResult rt_submit_graph(GraphFunctionWithConfig<Config...> function,
+                                                const GraphTaskArgs &args, Config... config) {
+    return rt_submit_graph(rt_graph_function_id(function), function, args, config...);
+}
 
 /* ======================================================================
  * The entry the runtime calls

@@ -1,0 +1,1 @@
+// an orchestration on the original API
