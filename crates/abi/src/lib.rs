@@ -26,8 +26,9 @@ pub const SCENE_RUNTIME_ABI_VERSION: i32 = 2;
 /// v4 added `slot`, `slot_mask` and `cluster` (mixed tasks).
 pub const SCENE_KERNEL_ABI_VERSION: u32 = 4;
 /// `SCENE_ORCH_ABI_VERSION` (`scene_orch.h`), in `SceneOrchOps::abi_version`.
-/// v3 added `malloc` and `last_error`, v4 `submit_mixed`, v5 `comm_rank`.
-pub const SCENE_ORCH_ABI_VERSION: u32 = 5;
+/// v3 added `malloc` and `last_error`, v4 `submit_mixed`, v5 `comm_rank`,
+/// v6 `submit_task`, `memory_window` and `core_counts`.
+pub const SCENE_ORCH_ABI_VERSION: u32 = 6;
 
 /// The version policy of `scene_abi.h` for a runtime reporting `found`:
 /// versions only grow, by additions, so a runtime serves every user built
@@ -342,6 +343,59 @@ pub struct SceneMixedKernels {
     pub aiv1: i32,
 }
 
+// Dispatch predicate operators (`SCENE_PRED_*`, `scene_orch.h`, v6): the
+// predicate element OP target.
+/// `SCENE_PRED_NONE`: no predicate, the task always runs.
+pub const SCENE_PRED_NONE: u32 = 0;
+/// `SCENE_PRED_EQ`: element == target.
+pub const SCENE_PRED_EQ: u32 = 1;
+/// `SCENE_PRED_NE`: element != target.
+pub const SCENE_PRED_NE: u32 = 2;
+/// `SCENE_PRED_GT`: element > target.
+pub const SCENE_PRED_GT: u32 = 3;
+/// `SCENE_PRED_LT`: element < target.
+pub const SCENE_PRED_LT: u32 = 4;
+/// `SCENE_PRED_GE`: element >= target.
+pub const SCENE_PRED_GE: u32 = 5;
+/// `SCENE_PRED_LE`: element <= target.
+pub const SCENE_PRED_LE: u32 = 6;
+
+/// `ScenePredicate` (`scene_orch.h`, v6): a task's dispatch predicate, the
+/// signed `elem_size`-byte element at byte `offset` of buffer `addr`
+/// compared with `target` when the task becomes ready.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScenePredicate {
+    /// `SCENE_PRED_*`.
+    pub op: u32,
+    /// 1, 2, 4 or 8 (unused for `SCENE_PRED_NONE`).
+    pub elem_size: u32,
+    /// Device address of the buffer (0 for `SCENE_PRED_NONE`).
+    pub addr: u64,
+    /// Byte offset of the element in the buffer.
+    pub offset: u64,
+    pub target: i64,
+}
+
+/// `SceneSubmit` (`scene_orch.h`, v6): one task of `submit_task`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct SceneSubmit {
+    /// A func_id per slot or [`SCENE_NO_KERNEL`]: one set is a plain task,
+    /// several a mixed one, none a dependency-only task.
+    pub kernels: SceneMixedKernels,
+    pub block_num: u32,
+    pub num_args: u32,
+    pub args: *const SceneTaskArgV2,
+    /// Ids of earlier tasks of the run it runs after (NULL when
+    /// `num_deps` is 0).
+    pub deps: *const u64,
+    pub num_deps: u32,
+    /// 0.
+    pub reserved: u32,
+    pub predicate: ScenePredicate,
+}
+
 /// `SCENE_COMM_MAX_RANKS` (`scene_comm.h`): ranks of one group, at most.
 pub const SCENE_COMM_MAX_RANKS: usize = 16;
 /// `SCENE_COMM_SIGNAL_SLOTS` (`scene_comm.h`): int32 signal slots per rank.
@@ -436,6 +490,20 @@ pub struct SceneOrchOps {
     /// v5: this run's rank and group size in its communication domain
     /// (level 3); returns a status.
     pub comm_rank: extern "C" fn(ctx: *mut SceneOrchCtx, rank: *mut u32, nranks: *mut u32) -> i32,
+    /// v6: submits `*task` with explicit dependencies and a dispatch
+    /// predicate, its id into `*task_id` (may be NULL); returns a status.
+    pub submit_task:
+        extern "C" fn(ctx: *mut SceneOrchCtx, task: *const SceneSubmit, task_id: *mut u64) -> i32,
+    /// v6: device memory's host mapping (device address `*device_base` + o
+    /// is host address `*host_base` + o for o < `*len`); returns a status.
+    pub memory_window: extern "C" fn(
+        ctx: *mut SceneOrchCtx,
+        device_base: *mut u64,
+        host_base: *mut u64,
+        len: *mut u64,
+    ) -> i32,
+    /// v6: the run's cores per type; returns a status.
+    pub core_counts: extern "C" fn(ctx: *mut SceneOrchCtx, aic: *mut u32, aiv: *mut u32) -> i32,
 }
 
 /// `SceneOrchCtx`.

@@ -175,8 +175,9 @@ typedef struct SceneMixedKernels {
 
 /* v6: a task's dispatch predicate. When the task is ready (every task it
  * depends on finished), the runtime reads the `elem_size`-byte element at
- * byte `offset` of buffer `addr` as a signed integer and compares it with
- * `target`; false: the task is skipped. The element's writer must be one
+ * byte `offset` of buffer `addr` as a signed integer (little-endian,
+ * sign-extended) and compares it with `target`; false: the task is
+ * skipped. The element's writer must be one
  * of the task's dependencies (explicit, or through an argument), or the
  * value read is whatever the memory held then. */
 typedef struct ScenePredicate {
@@ -282,8 +283,10 @@ typedef struct SceneOrchOps {
     int32_t (*comm_rank)(SceneOrchCtx *ctx, uint32_t *rank, uint32_t *nranks);
     /* ---- v6 (abi_version >= 6) ---- */
     /* Submit `*task` (see SceneSubmit); its id into `*task_id` (may be
-     * NULL). Returns a status; an unknown or later dependency id, a bad
-     * predicate, or what submit_mixed refuses is SCENE_RT_E_INVALID. */
+     * NULL). Returns a status: SCENE_RT_E_INVALID for an unknown or later
+     * dependency id, deps NULL with num_deps > 0, or a bad predicate;
+     * otherwise what submit_mixed returns for the same kernels and
+     * arguments (SCENE_RT_E_FUNC_ID for an unregistered func_id, ...). */
     int32_t (*submit_task)(SceneOrchCtx *ctx, const SceneSubmit *task, uint64_t *task_id);
     /* Device memory's host mapping: device address `*device_base` + o is
      * host address `*host_base` + o for o < `*len`. Returns a status. */

@@ -58,6 +58,13 @@ fn rust_constants() -> BTreeMap<&'static str, i64> {
         ("SCENE_SLOTS", i64::from(SCENE_SLOTS)),
         ("SCENE_CLUSTER_FLAGS", i64::from(SCENE_CLUSTER_FLAGS)),
         ("SCENE_NO_KERNEL", i64::from(SCENE_NO_KERNEL)),
+        ("SCENE_PRED_NONE", i64::from(SCENE_PRED_NONE)),
+        ("SCENE_PRED_EQ", i64::from(SCENE_PRED_EQ)),
+        ("SCENE_PRED_NE", i64::from(SCENE_PRED_NE)),
+        ("SCENE_PRED_GT", i64::from(SCENE_PRED_GT)),
+        ("SCENE_PRED_LT", i64::from(SCENE_PRED_LT)),
+        ("SCENE_PRED_GE", i64::from(SCENE_PRED_GE)),
+        ("SCENE_PRED_LE", i64::from(SCENE_PRED_LE)),
         (
             "SCENE_COMM_SIGNAL_SLOTS",
             i64::from(SCENE_COMM_SIGNAL_SLOTS),
@@ -179,8 +186,10 @@ fn rust_layout() -> Layout {
         SceneKernelArgs { abi_version, block_idx, block_num, num_args, args, arg_sizes, descs, comm, slot, slot_mask, cluster }
         SceneClusterCtx { slot, slot_mask, block, signal, wait }
         SceneMixedKernels { aic, aiv0, aiv1 }
+        ScenePredicate { op, elem_size, addr, offset, target }
+        SceneSubmit { kernels, block_num, num_args, args, deps, num_deps, reserved, predicate }
         SceneCommCtx { rank, nranks, window_size, windows, signals, num_signals, reserved, domain, signal, wait }
-        SceneOrchOps { abi_version, alloc, submit, fail, arg_desc, submit_v2, read, write, fill, free, begin_scope, end_scope, malloc, last_error, submit_mixed, comm_rank }
+        SceneOrchOps { abi_version, alloc, submit, fail, arg_desc, submit_v2, read, write, fill, free, begin_scope, end_scope, malloc, last_error, submit_mixed, comm_rank, submit_task, memory_window, core_counts }
         SceneTensorDesc { dtype, rank, offset, shape, strides }
         SceneTaskArgV2 { direction, view_error, value, size, desc }
         SceneOrchCtx { ops, runtime }
@@ -614,7 +623,7 @@ fn conventions_are_stated_once_and_referenced() {
 /// failure in-band fails here.
 #[test]
 fn every_call_returns_a_status() {
-    const NOT_CALLS: [&str; 17] = [
+    const NOT_CALLS: [&str; 18] = [
         // queries
         "scene_rt_abi_version",
         "scene_rt_last_error",
@@ -622,6 +631,7 @@ fn every_call_returns_a_status() {
         "scene_orch_has_v3",
         "scene_orch_has_v4",
         "scene_orch_has_v5",
+        "scene_orch_has_v6",
         "scene_mixed",
         "scene_orch_desc",
         "scene_orch_last_error",
@@ -726,6 +736,10 @@ fn every_op_returns_a_status() {
         "signal",
         "wait",
         "submit_mixed",
+        "comm_rank",
+        "submit_task",
+        "memory_window",
+        "core_counts",
     ] {
         assert!(seen.iter().any(|s| s == op), "{op} not found in {seen:?}");
     }

@@ -14,6 +14,7 @@ mod args_dump;
 mod cluster;
 pub mod comm;
 mod orch_v2;
+mod orch_v6;
 mod sched;
 mod submit;
 pub(crate) mod trace;
@@ -646,7 +647,7 @@ impl Device {
         run_no: u64,
     ) -> RtError {
         let msg = format!(
-            "run of `{}` on device {} exceeded timeout_ms={} (orchestration {}, {} of {} tasks completed{}); the device is now unusable",
+            "run of `{}` on device {} exceeded timeout_ms={} (orchestration {}, {} of {} tasks completed{}{}); the device is now unusable",
             callable.symbol,
             self.id,
             self.opts.timeout.map_or(0, |t| t.as_millis()),
@@ -657,6 +658,10 @@ impl Device {
             },
             s.completed,
             s.tasks.len(),
+            match s.skipped {
+                0 => String::new(),
+                n => format!(", {n} of them skipped by their predicate"),
+            },
             if self.opts.faults.hang {
                 ", fault=hang"
             } else {

@@ -256,7 +256,12 @@ pub(super) extern "C" fn op_submit_v2(
     let Some(rc) = run_ctx(ctx) else {
         return SCENE_RT_E_INVALID;
     };
-    let args = match task_args(rc, func_id, args, num_args) {
+    let args = match task_args(
+        rc,
+        || format!("submit to func_id {func_id}"),
+        args,
+        num_args,
+    ) {
         Ok(args) => args,
         Err(status) => return status,
     };

@@ -49,12 +49,55 @@ pub(super) struct Lane {
     pub(super) code: KernelCode,
 }
 
+/// A task's dispatch predicate (orchestration ABI v6), checked at submit:
+/// the element lies in one live allocation, which the task counts among
+/// its buffers (so it outlives a `free` until the task is done).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Predicate {
+    /// `SCENE_PRED_EQ` .. `SCENE_PRED_LE`.
+    pub(super) op: u32,
+    /// 1, 2, 4 or 8.
+    pub(super) elem_size: u32,
+    /// Arena offset of the element.
+    pub(super) off: u64,
+    pub(super) target: i64,
+}
+
+impl Predicate {
+    /// `value OP target`.
+    pub(super) fn compare(&self, value: i64) -> bool {
+        let t = self.target;
+        match self.op {
+            SCENE_PRED_EQ => value == t,
+            SCENE_PRED_NE => value != t,
+            SCENE_PRED_GT => value > t,
+            SCENE_PRED_LT => value < t,
+            SCENE_PRED_GE => value >= t,
+            SCENE_PRED_LE => value <= t,
+            // Refused at submit.
+            _ => true,
+        }
+    }
+
+    /// The element now: `elem_size` little-endian bytes, sign-extended.
+    fn read(&self, arena: &Arena) -> i64 {
+        let n = self.elem_size.clamp(1, 8) as usize;
+        let mut b = [0u8; 8];
+        arena.read(self.off, &mut b[..n]);
+        if b[n - 1] & 0x80 != 0 {
+            b[n..].fill(0xff);
+        }
+        i64::from_le_bytes(b)
+    }
+}
+
 #[derive(Debug)]
 pub(super) struct Task {
     /// The kernels of every block, one per active slot, slot order: one
     /// for a plain task; two or three for a mixed task, whose blocks each
-    /// run all of them together on one cluster (`cluster.rs`). Never
-    /// empty.
+    /// run all of them together on one cluster (`cluster.rs`); none for a
+    /// dependency-only task (v6 `submit_task` with every slot
+    /// `SCENE_NO_KERNEL`), which completes as soon as it is ready.
     pub(super) lanes: Vec<Lane>,
     pub(super) block_num: u32,
     pub(super) next_block: u32,
@@ -72,8 +115,11 @@ pub(super) struct Task {
     /// race check follows.
     pub(super) parents: Vec<usize>,
     pub(super) done: bool,
-    /// `--dump-args`: the task's arguments, when the run records them.
+    /// `--dump-args`: the task's arguments, when the run records them
+    /// (never for a dependency-only task: it has no kernel to record).
     pub(super) record: Option<Box<args_dump::TaskRecord>>,
+    /// v6: run only if this holds when the task is ready.
+    pub(super) predicate: Option<Predicate>,
 }
 
 impl Task {
@@ -81,9 +127,15 @@ impl Task {
         self.lanes.len() > 1
     }
 
-    /// The first lane's func_id (the only one's, for a plain task).
-    pub(super) fn func_id(&self) -> u32 {
-        self.lanes[0].func_id
+    /// A dependency-only task: no kernel.
+    pub(super) fn is_dummy(&self) -> bool {
+        self.lanes.is_empty()
+    }
+
+    /// The first lane's func_id (the only one's, for a plain task); `None`
+    /// for a dependency-only task.
+    pub(super) fn func_id(&self) -> Option<u32> {
+        self.lanes.first().map(|l| l.func_id)
     }
 
     /// The active slots (bit `1 << slot`).
@@ -91,9 +143,10 @@ impl Task {
         slot_mask(&self.lanes)
     }
 
-    /// The first lane's core type (a plain task's).
-    pub(super) fn core(&self) -> usize {
-        self.lanes[0].core
+    /// The first lane's core type (a plain task's); `None` for a
+    /// dependency-only task.
+    pub(super) fn core(&self) -> Option<usize> {
+        self.lanes.first().map(|l| l.core)
     }
 }
 
@@ -135,7 +188,8 @@ pub(super) struct Access {
 #[derive(Debug, Clone)]
 pub(super) struct ManualAccess {
     pub(super) task: usize,
-    pub(super) func_id: u32,
+    /// The task's (first) kernel; `None`: a dependency-only task.
+    pub(super) func_id: Option<u32>,
     /// The task argument it is.
     pub(super) arg: usize,
     pub(super) start: u64,
@@ -161,7 +215,10 @@ pub(super) struct Sched {
     /// take no plain work until it starts, so a stream of plain blocks
     /// cannot starve it.
     pub(super) reserved: Option<u32>,
+    /// Tasks done, dependency-only and skipped ones included.
     pub(super) completed: usize,
+    /// Of those, tasks whose predicate was false (v6).
+    pub(super) skipped: usize,
     pub(super) accesses: Vec<Access>,
     /// The run's `manual_dep` accesses, finished tasks' too (a race does
     /// not depend on which task happened to finish first; never in
@@ -313,47 +370,97 @@ impl Shared {
         if t.blocks_done < t.block_num * t.lanes.len() as u32 {
             return;
         }
-        t.done = true;
-        t.args = None;
-        // --- args dump (issue 19): outputs before dependents may run ---
-        if let (Some(rec), Some(recorder)) = (t.record.take(), s.recorder.clone()) {
-            Self::record_step(s, args_dump::after_last_block(self, &recorder, tid, &rec));
-        }
-        let t = &mut s.tasks[tid];
-        let dependents = std::mem::take(&mut t.dependents);
-        let buffers = std::mem::take(&mut t.buffers);
-        s.completed += 1;
-        for data in buffers {
-            let addr = DEVICE_BASE + data;
-            let left = s.users.get_mut(&addr).map(|n| {
-                *n -= 1;
-                *n
-            });
-            if left == Some(0) {
-                s.users.remove(&addr);
-                if s.released.remove(&addr) {
-                    let _ = self.free(addr);
+        self.finish(s, tid);
+    }
+
+    /// Task `tid` is done: its outputs are recorded (args dump), its
+    /// buffers' user counts dropped (freeing those released meanwhile)
+    /// and its dependents released. A dependent that runs nothing (a
+    /// dependency-only task, or one whose predicate is false) is done at
+    /// once too, in this loop rather than by recursion, so a long chain
+    /// of them cannot overflow the stack. Wakes whoever waits for tasks
+    /// to finish (`done_cv`: the run, the orchestration's reads, writes
+    /// and allocations).
+    fn finish(&self, s: &mut Sched, tid: usize) {
+        let mut todo = vec![tid];
+        while let Some(tid) = todo.pop() {
+            let t = &mut s.tasks[tid];
+            t.done = true;
+            t.args = None;
+            // --- args dump (issue 19): outputs before dependents may run ---
+            if let (Some(rec), Some(recorder)) = (t.record.take(), s.recorder.clone()) {
+                Self::record_step(s, args_dump::after_last_block(self, &recorder, tid, &rec));
+            }
+            let t = &mut s.tasks[tid];
+            let dependents = std::mem::take(&mut t.dependents);
+            let buffers = std::mem::take(&mut t.buffers);
+            s.completed += 1;
+            for data in buffers {
+                let addr = DEVICE_BASE + data;
+                let left = s.users.get_mut(&addr).map(|n| {
+                    *n -= 1;
+                    *n
+                });
+                if left == Some(0) {
+                    s.users.remove(&addr);
+                    if s.released.remove(&addr) {
+                        let _ = self.free(addr);
+                    }
                 }
             }
-        }
-        for d in dependents {
-            let dt = &mut s.tasks[d];
-            dt.pending -= 1;
-            if dt.pending == 0 {
-                self.make_ready(s, d);
+            for d in dependents {
+                let dt = &mut s.tasks[d];
+                dt.pending -= 1;
+                if dt.pending == 0 {
+                    if self.runs_nothing(s, d) {
+                        todo.push(d);
+                    } else {
+                        self.queue(s, d);
+                    }
+                }
             }
         }
         self.done_cv.notify_all();
     }
 
     /// Task `tid` waits for no unfinished task any more: its blocks may
-    /// start.
+    /// start, or, if it runs nothing, it is done now.
     pub(super) fn make_ready(&self, s: &mut Sched, tid: usize) {
+        if self.runs_nothing(s, tid) {
+            self.finish(s, tid);
+        } else {
+            self.queue(s, tid);
+        }
+    }
+
+    /// Whether ready task `tid` runs no kernel: it is dependency-only, or
+    /// its predicate is false now (then it is counted as skipped, marked
+    /// so in the trace, and its argument record dropped: no block ran to
+    /// record).
+    fn runs_nothing(&self, s: &mut Sched, tid: usize) -> bool {
+        let t = &mut s.tasks[tid];
+        let read = t.predicate.map(|p| {
+            let value = p.read(&self.arena);
+            (p.compare(value), value)
+        });
+        if let Some((false, value)) = read {
+            t.record = None;
+            s.skipped += 1;
+            if let Some(tr) = &mut s.trace {
+                tr.skipped(tid, value);
+            }
+            return true;
+        }
+        s.tasks[tid].is_dummy()
+    }
+
+    /// Puts ready task `tid`, which has kernels to run, in line for its
+    /// cores.
+    fn queue(&self, s: &mut Sched, tid: usize) {
         if s.tasks[tid].is_mixed() {
             s.ready_mixed.push_back(tid);
             self.dispatch_mixed(s);
-        } else {
-            let core = s.tasks[tid].core();
+        } else if let Some(core) = s.tasks[tid].core() {
             s.ready[core].push_back(tid);
             self.work_cv[core].notify_all();
         }

@@ -11,8 +11,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::cluster::{self, Shape, slot_name};
-use super::sched::{Access, KernelArgs, Lane, ManualAccess, Shared, Task, slot_mask};
-use super::{Callable, Incore, USER_STACK_BYTES, args_dump, comm, core_name, lock, orch_v2, trace};
+use super::sched::{Access, KernelArgs, Lane, ManualAccess, Predicate, Shared, Task, slot_mask};
+use super::{
+    Callable, Incore, USER_STACK_BYTES, args_dump, comm, core_name, lock, orch_v2, orch_v6, trace,
+};
 use crate::chip::{ChipArgs, ChipTensorRecord};
 use crate::crash::{self, Activity};
 use crate::error::{RtError, RtResult};
@@ -53,6 +55,9 @@ static OPS: SceneOrchOps = SceneOrchOps {
     last_error: orch_v2::op_last_error,
     submit_mixed: op_submit_mixed,
     comm_rank: orch_v2::op_comm_rank,
+    submit_task: orch_v6::op_submit_task,
+    memory_window: orch_v6::op_memory_window,
+    core_counts: orch_v6::op_core_counts,
 };
 
 pub(super) fn orch_thread(ctx: Arc<RunCtx>, args: Vec<SceneRunArg>) {
@@ -138,7 +143,12 @@ extern "C" fn op_submit(
     let Some(rc) = run_ctx(ctx) else {
         return SCENE_RT_E_INVALID;
     };
-    let args = match task_args(rc, func_id, args, num_args) {
+    let args = match task_args(
+        rc,
+        || format!("submit to func_id {func_id}"),
+        args,
+        num_args,
+    ) {
         Ok(args) => args,
         Err(status) => return status,
     };
@@ -176,14 +186,20 @@ extern "C" fn op_submit_mixed(
     // `SceneMixedKernels` for the duration of the call (scene_orch.h); it
     // is copied at once.
     let kernels = unsafe { kernels.as_ref() }.copied();
-    let slots = match kernels.map(|k| mixed_slots(&k)) {
+    let slots = match kernels.map(|k| mixed_slots("submit_mixed", &k)) {
         Some(Ok(slots)) => slots,
         Some(Err(e)) => return record(rc, e),
         None => {
             return record(rc, RtError::Invalid("submit_mixed: kernels is NULL".into()));
         }
     };
-    let args = match task_args(rc, slots[0].1, args, num_args) {
+    let func_id = slots.first().map_or(0, |s| s.1);
+    let args = match task_args(
+        rc,
+        || format!("submit to func_id {func_id}"),
+        args,
+        num_args,
+    ) {
         Ok(args) => args,
         Err(status) => return status,
     };
@@ -193,8 +209,21 @@ extern "C" fn op_submit_mixed(
     }
 }
 
-/// The `(slot, func_id)` of every set slot of a mixed submit, slot order.
-fn mixed_slots(k: &SceneMixedKernels) -> RtResult<Vec<(u32, u32)>> {
+/// The `(slot, func_id)` of every set slot of a mixed submit, slot order
+/// (at least one: `submit_task`'s dependency-only tasks are its own).
+fn mixed_slots(op: &str, k: &SceneMixedKernels) -> RtResult<Vec<(u32, u32)>> {
+    let slots = set_slots(op, k)?;
+    if slots.is_empty() {
+        return Err(RtError::Invalid(format!(
+            "{op}: every slot is SCENE_NO_KERNEL; a task runs at least one kernel"
+        )));
+    }
+    Ok(slots)
+}
+
+/// The `(slot, func_id)` of every set slot of `k`, slot order (none:
+/// every slot is `SCENE_NO_KERNEL`).
+pub(super) fn set_slots(op: &str, k: &SceneMixedKernels) -> RtResult<Vec<(u32, u32)>> {
     let mut slots = Vec::with_capacity(SCENE_SLOTS as usize);
     for (slot, id) in [
         (SCENE_SLOT_AIC, k.aic),
@@ -206,23 +235,18 @@ fn mixed_slots(k: &SceneMixedKernels) -> RtResult<Vec<(u32, u32)>> {
             Err(_) if id == SCENE_NO_KERNEL => {}
             Err(_) => {
                 return Err(RtError::Invalid(format!(
-                    "submit_mixed: slot {} names func_id {id}; a slot takes a func_id (>= 0) or SCENE_NO_KERNEL (-1)",
+                    "{op}: slot {} names func_id {id}; a slot takes a func_id (>= 0) or SCENE_NO_KERNEL (-1)",
                     slot_name(slot)
                 )));
             }
         }
-    }
-    if slots.is_empty() {
-        return Err(RtError::Invalid(
-            "submit_mixed: every slot is SCENE_NO_KERNEL; a task runs at least one kernel".into(),
-        ));
     }
     Ok(slots)
 }
 
 /// The kernels a submit names: one (v1 and v2 submits: its slot follows
 /// from its core type), or a `(slot, func_id)` per set slot of a mixed
-/// submit.
+/// submit (none: a dependency-only task, v6 `submit_task` only).
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Kernels<'a> {
     One(u32),
@@ -230,10 +254,11 @@ pub(super) enum Kernels<'a> {
 }
 
 /// The `num_args` task arguments at `args` (v1 or v2 layout), or the
-/// status of the recorded error: too many, or NULL.
+/// status of the recorded error: too many, or NULL. `who` names the
+/// submit in messages (`submit to func_id 3`).
 pub(super) fn task_args<'a, T>(
     rc: &RunCtx,
-    func_id: u32,
+    who: impl Fn() -> String,
     args: *const T,
     num_args: u32,
 ) -> Result<&'a [T], i32> {
@@ -241,7 +266,8 @@ pub(super) fn task_args<'a, T>(
         return Err(record(
             rc,
             RtError::Invalid(format!(
-                "submit to func_id {func_id}: {num_args} arguments, the maximum is {SCENE_MAX_ARGS}"
+                "{}: {num_args} arguments, the maximum is {SCENE_MAX_ARGS}",
+                who()
             )),
         ));
     }
@@ -251,7 +277,7 @@ pub(super) fn task_args<'a, T>(
     if args.is_null() {
         return Err(record(
             rc,
-            RtError::Invalid(format!("submit to func_id {func_id}: args is NULL")),
+            RtError::Invalid(format!("{}: args is NULL", who())),
         ));
     }
     #[allow(unsafe_code)]
@@ -260,65 +286,174 @@ pub(super) fn task_args<'a, T>(
     Ok(unsafe { std::slice::from_raw_parts(args, num_args as usize) })
 }
 
-/// One task submitted by the orchestration: check it, translate its
-/// arguments for the kernel, and put it into the task graph.
+/// One task submitted by the orchestration (v1 to v4 ops): check it,
+/// translate its arguments for the kernel, and put it into the task graph.
 pub(super) fn submit(
     rc: &RunCtx,
     kernels: Kernels<'_>,
     block_num: u32,
     args: &[SceneTaskArgV2],
 ) -> RtResult<()> {
+    submit_with(rc, kernels, block_num, args, Extras::default()).map(drop)
+}
+
+/// What a v6 `submit_task` adds to a submit: explicit dependencies and a
+/// dispatch predicate.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Extras<'a> {
+    /// Ids of earlier tasks of the run (indices in `Sched::tasks`) the
+    /// task runs after, on top of those its arguments imply.
+    pub(super) deps: &'a [u64],
+    /// Checked at submit, read when the task is ready (`None`: always run).
+    pub(super) predicate: Option<ScenePredicate>,
+}
+
+/// How messages name a task by its kernel: `task func_id 3` (a mixed
+/// task by its first kernel's), or `dependency-only task`.
+fn task_name(func_id: Option<u32>) -> String {
+    match func_id {
+        Some(id) => format!("task func_id {id}"),
+        None => "dependency-only task".to_owned(),
+    }
+}
+
+/// [`submit`] with `extras`; returns the new task's id. With no kernels
+/// (`Kernels::Slots(&[])`) the task is dependency-only: its arguments
+/// create dependencies like any task's, it runs nothing, and it completes
+/// as soon as it is ready (`block_num` is ignored).
+pub(super) fn submit_with(
+    rc: &RunCtx,
+    kernels: Kernels<'_>,
+    block_num: u32,
+    args: &[SceneTaskArgV2],
+    extras: Extras<'_>,
+) -> RtResult<usize> {
     let begin = if rc.trace != 0 { trace::now_ns() } else { 0 };
-    let recording = {
+    let (recording, tid) = {
         let s = rc.shared.sched();
         if let Some(e) = &s.error {
             return Err(e.clone());
         }
-        s.recorder.is_some()
+        // The orchestration thread is the only submitter: the id holds.
+        (s.recorder.is_some(), s.tasks.len())
     };
     let lanes = task_lanes(rc, kernels, block_num)?;
-    let (func_id, core) = (lanes[0].func_id, lanes[0].core);
+    let dummy = lanes.is_empty();
+    let block_num = if dummy { 0 } else { block_num };
+    let (func_id, core) = (
+        lanes.first().map(|l| l.func_id),
+        lanes.first().map(|l| l.core),
+    );
+    let name = task_name(func_id);
     // A mixed task's kernels, for records (a plain task has none).
     let mixed: Vec<trace::Kernel> = match kernels {
         Kernels::Slots(slots) if slots.len() > 1 => slots.to_vec(),
         _ => Vec::new(),
     };
-    let (args, manual) = &split_manual(func_id, args)?;
+    let (args, manual) = &split_manual(&name, args)?;
     let args = args.as_slice();
-    let (mut payload, accesses, manual_accesses, buffers) =
-        kernel_args(rc, func_id, block_num, args, manual)?;
-    if lanes.iter().any(|l| l.code.is_chip_tensor()) {
+    let (mut payload, accesses, manual_accesses, mut buffers) =
+        kernel_args(rc, (&name, func_id), block_num, args, manual)?;
+    if let Some(func_id) = func_id
+        && lanes.iter().any(|l| l.code.is_chip_tensor())
+    {
         payload.chip = Some(Arc::new(chip_args(func_id, args, &payload)?));
     }
-    let record = if recording {
-        Some(args_dump::describe(
+    let predicate = match extras.predicate {
+        Some(p) if p.op != SCENE_PRED_NONE => {
+            let who = format!("submit_task: task {tid} ({name})");
+            Some(checked_predicate(rc, &who, &p, &mut buffers)?)
+        }
+        _ => None,
+    };
+    let record = match (recording, func_id, core) {
+        (true, Some(func_id), Some(core)) => Some(args_dump::describe(
             &rc.shared,
             (func_id, core as u32, &mixed),
             block_num,
             args,
-        )?)
-    } else {
-        None
+        )?),
+        _ => None,
     };
     let task = Task {
         lanes,
         block_num,
         next_block: 0,
         blocks_done: 0,
-        args: Some(payload),
+        // A dependency-only task has no kernel to hand them to.
+        args: (!dummy).then_some(payload),
         buffers,
         pending: 0,
         dependents: Vec::new(),
         parents: Vec::new(),
         done: false,
         record,
+        predicate,
     };
     enqueue(
         rc,
         task,
-        (&accesses, manual_accesses),
+        (&accesses, manual_accesses, extras.deps),
         (args, manual, &mixed, begin),
     )
+}
+
+/// A v6 dispatch predicate checked at submit: a known operator, an
+/// element size of 1, 2, 4 or 8 bytes, and the element inside one live
+/// allocation, whose data offset joins the task's `buffers` (so a `free`
+/// waits for the task). Every failure is `SCENE_RT_E_INVALID`, named by
+/// `who`.
+fn checked_predicate(
+    rc: &RunCtx,
+    who: &str,
+    p: &ScenePredicate,
+    buffers: &mut Vec<u64>,
+) -> RtResult<Predicate> {
+    if p.op > SCENE_PRED_LE {
+        return Err(RtError::Invalid(format!(
+            "{who}: predicate op {} is not a SCENE_PRED_* operator (SCENE_PRED_NONE = 0 .. SCENE_PRED_LE = 6)",
+            p.op
+        )));
+    }
+    if !matches!(p.elem_size, 1 | 2 | 4 | 8) {
+        return Err(RtError::Invalid(format!(
+            "{who}: predicate elem_size {} is not 1, 2, 4 or 8 bytes",
+            p.elem_size
+        )));
+    }
+    let what = format!(
+        "{who}: predicate element ({} bytes at byte {} of buffer {:#x})",
+        p.elem_size, p.offset, p.addr
+    );
+    let Some(addr) = p.addr.checked_add(p.offset) else {
+        return Err(RtError::Invalid(format!("{what}: the offset overflows")));
+    };
+    let mem = lock(&rc.shared.mem);
+    let checked = mem.check(addr, u64::from(p.elem_size), &what);
+    let place = checked.as_ref().ok().map(|&off| mem.place(off));
+    // The allocator lock is never held while taking the scheduler's.
+    drop(mem);
+    let off = match checked {
+        Ok(off) => off,
+        Err(e) if rc.shared.sched().freed.contains(&p.addr) => {
+            return Err(RtError::Invalid(format!(
+                "{what}: buffer {:#x} was freed ({e})",
+                p.addr
+            )));
+        }
+        Err(e) => return Err(RtError::Invalid(e.to_string())),
+    };
+    if let Some(Place::Data { block, .. }) = place
+        && !buffers.contains(&block.data)
+    {
+        buffers.push(block.data);
+    }
+    Ok(Predicate {
+        op: p.op,
+        elem_size: p.elem_size,
+        off,
+        target: p.target,
+    })
 }
 
 /// The kernels of a task as its blocks run them, each checked: registered,
@@ -349,6 +484,8 @@ fn task_lanes(rc: &RunCtx, kernels: Kernels<'_>, block_num: u32) -> RtResult<Vec
     };
     let slots = match kernels {
         Kernels::One(func_id) => return Ok(vec![lane(None, func_id)?]),
+        // A dependency-only task (submit_task only).
+        Kernels::Slots([]) => return Ok(Vec::new()),
         Kernels::Slots(slots) => slots,
     };
     let lanes = slots
@@ -373,10 +510,7 @@ fn task_lanes(rc: &RunCtx, kernels: Kernels<'_>, block_num: u32) -> RtResult<Vec
 
 /// The arguments with `SCENE_DIR_MANUAL_DEP` taken out of their
 /// directions, and which had it (tensors only).
-fn split_manual(
-    func_id: u32,
-    args: &[SceneTaskArgV2],
-) -> RtResult<(Vec<SceneTaskArgV2>, Vec<bool>)> {
+fn split_manual(name: &str, args: &[SceneTaskArgV2]) -> RtResult<(Vec<SceneTaskArgV2>, Vec<bool>)> {
     let mut plain = args.to_vec();
     let mut manual = Vec::with_capacity(args.len());
     for (i, a) in plain.iter_mut().enumerate() {
@@ -384,7 +518,7 @@ fn split_manual(
         a.direction &= !SCENE_DIR_MANUAL_DEP;
         if flagged && a.direction == SCENE_DIR_SCALAR {
             return Err(RtError::Invalid(format!(
-                "task func_id {func_id} argument {i}: SCENE_DIR_MANUAL_DEP on a scalar (only tensors have dependencies)"
+                "{name} argument {i}: SCENE_DIR_MANUAL_DEP on a scalar (only tensors have dependencies)"
             )));
         }
         manual.push(flagged);
@@ -550,10 +684,11 @@ pub(super) fn view_span(mem: &Allocator, a: &SceneTaskArgV2, what: &str) -> RtRe
 /// The kernel's view of a task's arguments (device addresses become host
 /// pointers into the arena at each view's first element), the arena
 /// ranges the task reads and writes, and the data offsets of the buffers
-/// those ranges lie in.
+/// those ranges lie in. `name` names the task in messages (`task func_id
+/// 3`), `func_id` is its (first) kernel's (`None`: dependency-only).
 fn kernel_args(
     rc: &RunCtx,
-    func_id: u32,
+    (name, func_id): (&str, Option<u32>),
     block_num: u32,
     args: &[SceneTaskArgV2],
     manual: &[bool],
@@ -584,7 +719,7 @@ fn kernel_args(
         match a.direction {
             SCENE_DIR_SCALAR => kargs.args[i] = a.value,
             SCENE_DIR_IN | SCENE_DIR_OUT | SCENE_DIR_INOUT => {
-                let what = format!("task func_id {func_id} argument {i}");
+                let what = format!("{name} argument {i}");
                 let (off, bytes) = match view_span(&mem, a, &what) {
                     Ok(span) => span,
                     Err(e) => {
@@ -626,7 +761,7 @@ fn kernel_args(
             }
             d => {
                 return Err(RtError::Invalid(format!(
-                    "task func_id {func_id} argument {i}: unknown direction {d}"
+                    "{name} argument {i}: unknown direction {d}"
                 )));
             }
         }
@@ -675,14 +810,17 @@ fn chip_args(func_id: u32, args: &[SceneTaskArgV2], payload: &KernelArgs) -> RtR
 /// not overlap another manual access of the run with a write on either
 /// side unless a dependency path orders the two: that is a data race, and
 /// fails the submit (whichever task happened to finish first).
+/// `explicit` are the ids of earlier tasks it must also follow (v6
+/// `submit_task`'s deps): it waits for the unfinished ones, and all of
+/// them order it for the race check. Returns the task's id.
 /// `submitted` is the task's arguments, which are manual, and when its
 /// submit began, for the trace.
 fn enqueue(
     rc: &RunCtx,
     mut task: Task,
-    (accesses, mut manual): (&[ArenaAccess], Vec<ManualAccess>),
+    (accesses, mut manual, explicit): (&[ArenaAccess], Vec<ManualAccess>, &[u64]),
     submitted: (&[SceneTaskArgV2], &[bool], &[trace::Kernel], u64),
-) -> RtResult<()> {
+) -> RtResult<usize> {
     let mut s = rc.shared.sched();
     if s.shutdown {
         return Err(RtError::Timeout(
@@ -690,23 +828,32 @@ fn enqueue(
         ));
     }
     let sched = &mut *s;
-    sched.accesses.retain(|a| !sched.tasks[a.task].done);
-    let deps = must_follow(&sched.accesses, accesses, &manual);
     let tid = sched.tasks.len();
+    let explicit = explicit_deps(tid, &task, explicit)?;
+    sched.accesses.retain(|a| !sched.tasks[a.task].done);
+    let mut deps = must_follow(&sched.accesses, accesses, &manual);
+    let implied = deps.len();
+    deps.extend(explicit.iter().filter(|&&d| !sched.tasks[d].done));
+    if deps.len() > implied {
+        deps.sort_unstable();
+        deps.dedup();
+    }
     if !manual.is_empty() && sched.history.is_none() && !sched.race_check_off {
         sched.history = Some(Vec::new());
     }
     // What the task is ordered after whether or not those tasks finished:
-    // its unfinished dependencies, and the history's conflicting accesses.
-    let parents = match &sched.history {
-        Some(history) => {
-            let mut parents = must_follow(history, accesses, &manual);
-            parents.extend_from_slice(&deps);
-            parents.sort_unstable();
-            parents.dedup();
-            parents
-        }
-        None => deps.clone(),
+    // its unfinished dependencies, its explicit ones, and the history's
+    // conflicting accesses.
+    let parents = {
+        let mut parents = match &sched.history {
+            Some(history) => must_follow(history, accesses, &manual),
+            None => Vec::new(),
+        };
+        parents.extend_from_slice(&deps);
+        parents.extend_from_slice(&explicit);
+        parents.sort_unstable();
+        parents.dedup();
+        parents
     };
     for m in &mut manual {
         m.task = tid;
@@ -730,15 +877,15 @@ fn enqueue(
     task.parents = parents;
     if let Some(tr) = &mut sched.trace {
         let (args, manual_args, kernels, begin) = submitted;
-        let (func_id, core, block_num) = (task.func_id(), task.core() as u32, task.block_num);
+        let kernel = task.func_id().zip(task.core().map(|c| c as u32));
         let manual_spans: Vec<ArenaAccess> =
             manual.iter().map(|m| (m.start, m.end, m.write)).collect();
         tr.submit(
             tid,
-            (func_id, core, block_num, kernels),
+            (kernel, task.block_num, kernels),
             (args, manual_args),
             (accesses, &manual_spans),
-            &deps,
+            (&deps, &explicit),
             begin,
         );
     }
@@ -774,7 +921,31 @@ fn enqueue(
     if deps.is_empty() {
         rc.shared.make_ready(sched, tid);
     }
-    Ok(())
+    Ok(tid)
+}
+
+/// A `submit_task`'s explicit dependencies as task ids, sorted and
+/// deduplicated: each must name a task submitted before task `tid`.
+fn explicit_deps(tid: usize, task: &Task, ids: &[u64]) -> RtResult<Vec<usize>> {
+    let mut deps = Vec::with_capacity(ids.len());
+    for (i, &id) in ids.iter().enumerate() {
+        match usize::try_from(id) {
+            Ok(d) if d < tid => deps.push(d),
+            _ => {
+                let before = match tid {
+                    0 => "no task was submitted before it".to_owned(),
+                    n => format!("only tasks 0 to {} were submitted before it", n - 1),
+                };
+                return Err(RtError::Invalid(format!(
+                    "submit_task: task {tid} ({}): deps[{i}] is task id {id}, but {before} (a dependency is the id an earlier submit of this run returned)",
+                    task_name(task.func_id()),
+                )));
+            }
+        }
+    }
+    deps.sort_unstable();
+    deps.dedup();
+    Ok(deps)
 }
 
 /// The tasks of `earlier` a task with tracked `accesses` and `manual`
@@ -805,14 +976,18 @@ fn must_follow(
 fn manual_race(m: &ManualAccess, p: &ManualAccess) -> RtError {
     let verb = |write| if write { "writes" } else { "reads" };
     let (start, end) = (m.start.max(p.start), m.end.min(p.end));
+    let kernel = |id: Option<u32>| match id {
+        Some(id) => format!("func_id {id}"),
+        None => "dependency-only".to_owned(),
+    };
     RtError::Invalid(format!(
-        "data race: task {} (func_id {}, argument {}) {} arena bytes in [{start:#x}, {end:#x}) that task {} (func_id {}, argument {}) {}, and no dependency orders the two: both are manual_dep (SCENE_DIR_MANUAL_DEP), which the runtime does not track; order them (pass the tensor tracked to one of them, or to a task between) or leave manual_dep off",
+        "data race: task {} ({}, argument {}) {} arena bytes in [{start:#x}, {end:#x}) that task {} ({}, argument {}) {}, and no dependency orders the two: both are manual_dep (SCENE_DIR_MANUAL_DEP), which the runtime does not track; order them (pass the tensor tracked to one of them, or to a task between, or name the earlier task in submit_task's deps) or leave manual_dep off",
         m.task,
-        m.func_id,
+        kernel(m.func_id),
         m.arg,
         verb(m.write),
         p.task,
-        p.func_id,
+        kernel(p.func_id),
         p.arg,
         verb(p.write),
     ))

@@ -19,6 +19,13 @@
 //!   edges the scheduler actually waited on; `enqueue` only links
 //!   unfinished tasks, so which edges those are depends on timing).
 //!
+//! Orchestration ABI v6 adds, whatever the flags: a dependency-only task
+//! is recorded with `"dummy":true` (func_id `(uint32_t)SCENE_NO_KERNEL`,
+//! core `"none"`, no blocks), a task whose predicate was false with
+//! `"skipped":true` and the `predicate_value` read (no blocks either;
+//! the run's `"skipped"` counts them), and `submit_task`'s explicit
+//! dependencies as `"explicit_deps"` (`task`, `pending` at submit).
+//!
 //! Buffers are named by what the run knows: `arg` N (the run argument at
 //! position N) or `alloc` N (the N-th `alloc` of the orchestration in
 //! this run, from 0); ranges are byte offsets into that buffer. A freed
@@ -115,8 +122,9 @@ pub type Kernel = (u32, u32);
 
 #[derive(Debug)]
 struct TaskRec {
-    func_id: u32,
-    core: u32,
+    /// The (first) kernel's func_id and core type; `None`: a
+    /// dependency-only task (v6), recorded as `"dummy":true`.
+    kernel: Option<(u32, u32)>,
     /// A mixed task's kernels, slot order (empty for a plain task).
     kernels: Vec<Kernel>,
     block_num: u32,
@@ -124,6 +132,12 @@ struct TaskRec {
     args: Vec<ArgRec>,
     accesses: Vec<Acc>,
     deps: Vec<Dep>,
+    /// v6 `submit_task`'s explicit dependencies: the task, and whether it
+    /// had not finished at submit.
+    explicit: Vec<(usize, bool)>,
+    /// Its predicate was false when it became ready (the value read): it
+    /// ran nothing.
+    skipped: Option<i64>,
 }
 
 #[derive(Debug)]
@@ -244,20 +258,22 @@ impl TraceRun {
         self.orch.1 = now_ns();
     }
 
-    /// A task entered the graph as `tid`; `pending` are the unfinished
-    /// tasks the scheduler made it wait for; `begin` is when its submit
-    /// call started; `kernels` are a mixed task's (empty for a plain
-    /// one). `manual` says which arguments were `manual_dep`, and
+    /// A task entered the graph as `tid`; `kernel` is its (first)
+    /// kernel's func_id and core type (`None`: dependency-only);
+    /// `pending` are the unfinished tasks the scheduler made it wait for,
+    /// `explicit` the tasks `submit_task` named; `begin` is when its
+    /// submit call started; `kernels` are a mixed task's (empty for a
+    /// plain one). `manual` says which arguments were `manual_dep`, and
     /// `manual_accesses` are theirs: as in the scheduler, they depend only
     /// on tracked writes of their bytes and are never a later access's
     /// dependency.
     pub fn submit(
         &mut self,
         tid: usize,
-        (func_id, core, block_num, kernels): (u32, u32, u32, &[Kernel]),
+        (kernel, block_num, kernels): (Option<(u32, u32)>, u32, &[Kernel]),
         (args, manual): (&[SceneTaskArgV2], &[bool]),
         (accesses, manual_accesses): (&[Span], &[Span]),
-        pending: &[usize],
+        (pending, explicit): (&[usize], &[usize]),
         begin: u64,
     ) {
         let now = if self.timeline() { now_ns() } else { 0 };
@@ -320,14 +336,18 @@ impl TraceRun {
             self.all.extend(accs.iter().copied());
         }
         self.tasks.push(TaskRec {
-            func_id,
-            core,
+            kernel,
             kernels: kernels.to_vec(),
             block_num,
             submit_ns: now,
             args,
             accesses: accs,
             deps,
+            explicit: explicit
+                .iter()
+                .map(|&d| (d, pending.contains(&d)))
+                .collect(),
+            skipped: None,
         });
         if self.timeline() {
             self.ops.push(OpRec {
@@ -339,6 +359,14 @@ impl TraceRun {
                 bytes: None,
                 at: None,
             });
+        }
+    }
+
+    /// Task `task`'s predicate read `value` and was false: it completed
+    /// without running.
+    pub fn skipped(&mut self, task: usize, value: i64) {
+        if let Some(t) = self.tasks.get_mut(task) {
+            t.skipped = Some(value);
         }
     }
 
@@ -453,7 +481,7 @@ impl TraceRun {
         let mut o = String::with_capacity(256 + self.tasks.len() * 256 + self.blocks.len() * 96);
         let _ = write!(
             o,
-            "{{\"version\":1,\"flags\":{},\"device\":{},\"cores\":{{\"aic\":{},\"aiv\":{}}},\"run\":{{\"begin_ns\":{},\"end_ns\":{}}},\"orchestration\":{{\"begin_ns\":{},\"end_ns\":{}}},\"tasks\":[",
+            "{{\"version\":1,\"flags\":{},\"device\":{},\"cores\":{{\"aic\":{},\"aiv\":{}}},\"run\":{{\"begin_ns\":{},\"end_ns\":{}}},\"orchestration\":{{\"begin_ns\":{},\"end_ns\":{}}},\"skipped\":{},\"tasks\":[",
             self.flags,
             self.device,
             self.cores[0],
@@ -461,20 +489,40 @@ impl TraceRun {
             self.run_begin,
             end,
             self.orch.0,
-            self.orch.1
+            self.orch.1,
+            self.tasks.iter().filter(|t| t.skipped.is_some()).count()
         );
         for (i, t) in self.tasks.iter().enumerate() {
             if i > 0 {
                 o.push(',');
             }
+            // A dependency-only task keeps the fields every reader
+            // expects: func_id (uint32_t)SCENE_NO_KERNEL, core "none".
+            let (func_id, core) = match t.kernel {
+                Some((f, c)) => (f, super::core_name(c)),
+                None => (SCENE_NO_KERNEL as u32, "none"),
+            };
             let _ = write!(
                 o,
-                "{{\"id\":{i},\"func_id\":{},\"core\":\"{}\",\"block_num\":{},\"submit_ns\":{},",
-                t.func_id,
-                super::core_name(t.core),
-                t.block_num,
-                t.submit_ns
+                "{{\"id\":{i},\"func_id\":{func_id},\"core\":\"{core}\",\"block_num\":{},\"submit_ns\":{},",
+                t.block_num, t.submit_ns
             );
+            if t.kernel.is_none() {
+                o.push_str("\"dummy\":true,");
+            }
+            if let Some(value) = t.skipped {
+                let _ = write!(o, "\"skipped\":true,\"predicate_value\":{value},");
+            }
+            if !t.explicit.is_empty() {
+                o.push_str("\"explicit_deps\":[");
+                for (k, &(task, pending)) in t.explicit.iter().enumerate() {
+                    if k > 0 {
+                        o.push(',');
+                    }
+                    let _ = write!(o, "{{\"task\":{task},\"pending\":{pending}}}");
+                }
+                o.push_str("],");
+            }
             if !t.kernels.is_empty() {
                 o.push_str("\"kernels\":");
                 kernels_json(&mut o, &t.kernels);
@@ -638,26 +686,26 @@ mod tests {
         // task 0 reads x, task 1 writes x (WAR on x), task 2 reads x (RAW on 1).
         t.submit(
             0,
-            (1, 1, 1, &[]),
+            (Some((1, 1)), 1, &[]),
             (&[], &[]),
             (&[(0, 64, false)], &[]),
-            &[],
+            (&[], &[]),
             0,
         );
         t.submit(
             1,
-            (2, 1, 1, &[]),
+            (Some((2, 1)), 1, &[]),
             (&[], &[]),
             (&[(0, 32, true)], &[]),
-            &[0],
+            (&[0], &[]),
             0,
         );
         t.submit(
             2,
-            (1, 1, 1, &[]),
+            (Some((1, 1)), 1, &[]),
             (&[], &[]),
             (&[(16, 64, false), (4096, 4160, true)], &[]),
-            &[],
+            (&[], &[]),
             0,
         );
         assert_eq!(t.tasks[1].deps.len(), 1);
@@ -684,34 +732,34 @@ mod tests {
         // x tracked: WAW on 0, WAR on 1, nothing on 2.
         t.submit(
             0,
-            (1, 1, 1, &[]),
+            (Some((1, 1)), 1, &[]),
             (&[], &[]),
             (&[(0, 64, true)], &[]),
-            &[],
+            (&[], &[]),
             0,
         );
         t.submit(
             1,
-            (1, 1, 1, &[]),
+            (Some((1, 1)), 1, &[]),
             (&[], &[]),
             (&[(0, 64, false)], &[]),
-            &[],
+            (&[], &[]),
             0,
         );
         t.submit(
             2,
-            (1, 1, 1, &[]),
+            (Some((1, 1)), 1, &[]),
             (&[], &[]),
             (&[], &[(0, 32, true)]),
-            &[],
+            (&[], &[]),
             0,
         );
         t.submit(
             3,
-            (1, 1, 1, &[]),
+            (Some((1, 1)), 1, &[]),
             (&[], &[]),
             (&[(0, 64, true)], &[]),
-            &[],
+            (&[], &[]),
             0,
         );
         let deps = |k: usize| -> Vec<_> {
