@@ -12,8 +12,8 @@ use scene_kernels::{
 
 use crate::config::RunConfig;
 use crate::host_step::{BuildKey, BuiltHost, HostStepError, host_unit};
-use crate::scene::{OrchestrationApi, SIMPLER_INCLUDE_SUBDIR, SIMPLER_ORCH_FLAGS, Scene};
 use crate::scene::steps::StepKind;
+use crate::scene::{OrchestrationApi, SIMPLER_INCLUDE_SUBDIR, SIMPLER_ORCH_FLAGS, Scene};
 
 /// The compile spec of a scene's callable on `platform`, paths relative
 /// to `root`. Incores neither they nor their scene give a `build` take the

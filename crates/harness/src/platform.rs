@@ -246,6 +246,7 @@ struct RawEntry {
     /// Whether hosted incores compile from a precompiled preamble
     /// (default: true).
     hosted_pch: Option<bool>,
+    hosted_isa: Option<bool>,
     /// `"image"` or `"hosted"`: the default build of incores.
     incore_build: Option<String>,
     link_flags: Option<Vec<String>>,
@@ -509,6 +510,9 @@ impl Loader<'_> {
         replace(&mut tc.hosted_flags, &entry.hosted_flags);
         if let Some(roots) = &entry.include_roots {
             tc.include_roots = roots.iter().map(|r| self.base_dir.join(r)).collect();
+        }
+        if let Some(isa) = entry.hosted_isa {
+            tc.hosted_isa = isa;
         }
         if let Some(pch) = entry.hosted_pch {
             tc.hosted_pch = pch;

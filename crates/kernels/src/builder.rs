@@ -233,9 +233,8 @@ impl Builder {
     fn isolated(&self) -> &Toolchain {
         self.isolated.get_or_init(|| {
             let search = self.toolchain.search_path.as_deref();
-            crate::unique::isolated(&self.toolchain, |cxx| {
-                self.keys
-                    .accepts_flag(cxx, search, crate::unique::NO_GNU_UNIQUE)
+            crate::unique::isolated(&self.toolchain, |cxx, flag| {
+                self.keys.accepts_flag(cxx, search, flag)
             })
         })
     }

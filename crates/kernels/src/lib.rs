@@ -29,6 +29,7 @@ pub mod deps;
 mod digests;
 mod error;
 pub mod image;
+mod isa;
 pub mod key;
 mod link;
 pub mod outline;
@@ -46,6 +47,7 @@ pub use cache::{CacheConfig, InputChange, MissReason, PrunePolicy};
 pub use compile::{HOSTED_PROBE_SOURCE, PTO_PROBE_SOURCE};
 pub use error::{BuildError, BuildSetupError, CompileError, Stage, UnitFailure};
 pub use image::{ImageError, extract_text_image};
+pub use isa::host_march_flag;
 pub use key::{CACHE_SCHEMA, UnitKey};
 pub use outline::{
     PlanOutline, PlannedUnit, plan_outline, plan_outline_with_hosts, render_commands,

@@ -259,6 +259,11 @@ pub struct Toolchain {
     /// preamble text and flags, cached like a unit; see `preamble.rs`).
     /// `false`: every hosted compile parses its headers itself.
     pub hosted_pch: bool,
+    /// Hosted kernels are compiled for this machine's vector ISA
+    /// (`-march=x86-64-v3` ..., [`crate::host_march_flag`]) when the hosted
+    /// compiler accepts it and `hosted_flags` choose none; in their keys.
+    /// `false`: the compiler's default (a cache for older machines).
+    pub hosted_isa: bool,
     /// Linker flags for incore images; `-T <script>`, `-o` and inputs are added.
     pub link_flags: Vec<String>,
     pub link_script: String,
@@ -381,6 +386,7 @@ impl Toolchain {
             hosted_flags: hosted_flags(platform_define, extraction),
             include_roots: Vec::new(),
             hosted_pch: true,
+            hosted_isa: true,
             link_flags,
             link_script: link_script.to_owned(),
             builtins_source,

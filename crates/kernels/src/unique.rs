@@ -35,14 +35,23 @@ pub const NO_GNU_UNIQUE: &str = "-fno-gnu-unique";
 /// (`cxx_flags` reach orchestrations through `orch_args`; image units keep
 /// the toolchain as configured). `accepts` answers for a compiler (the
 /// builder's memoised probe, so the keys follow the compiler's identity).
-pub(crate) fn isolated(tc: &Toolchain, accepts: impl Fn(&Path) -> bool) -> Toolchain {
+pub(crate) fn isolated(tc: &Toolchain, accepts: impl Fn(&Path, &str) -> bool) -> Toolchain {
     let mut tc = tc.clone();
     let has = |flags: &[String]| flags.iter().any(|f| f == NO_GNU_UNIQUE);
-    if !has(&tc.hosted_flags) && accepts(&tc.hosted_cxx) {
+    if !has(&tc.hosted_flags) && accepts(&tc.hosted_cxx, NO_GNU_UNIQUE) {
         tc.hosted_flags.push(NO_GNU_UNIQUE.to_owned());
     }
-    if !has(&tc.cxx_flags) && accepts(&tc.cxx) {
+    if !has(&tc.cxx_flags) && accepts(&tc.cxx, NO_GNU_UNIQUE) {
         tc.cxx_flags.push(NO_GNU_UNIQUE.to_owned());
+    }
+    // Hosted kernels run on this machine's cores: compile them for its
+    // vector ISA (crate::isa), unless the flags already choose one.
+    if tc.hosted_isa
+        && !tc.hosted_flags.iter().any(|f| f.starts_with("-march="))
+        && let Some(march) = crate::isa::host_march_flag()
+        && accepts(&tc.hosted_cxx, march)
+    {
+        tc.hosted_flags.push(march.to_owned());
     }
     tc
 }
@@ -84,5 +93,58 @@ mod tests {
         assert!(gnu_unique_symbols(b"").is_empty());
         assert!(gnu_unique_symbols(b"not an object at all").is_empty());
         assert!(gnu_unique_symbols(b"\x7fELF\x02\x01\x01").is_empty());
+    }
+
+    /// The host's ISA flag goes to hosted kernels only (never to
+    /// orchestrations or images), only when the hosted compiler takes
+    /// it, and never over a `-march` the flags chose or with `hosted_isa`
+    /// off.
+    #[test]
+    fn hosted_kernels_get_the_hosts_isa_when_their_compiler_takes_it() {
+        let base = Toolchain::builtin("a2a3sim").expect("builtin");
+        let Some(march) = crate::isa::host_march_flag() else {
+            // Not x86-64: nothing to add, whatever the compiler takes.
+            assert!(
+                !isolated(&base, |_, _| true)
+                    .hosted_flags
+                    .iter()
+                    .any(|f| f.starts_with("-march="))
+            );
+            return;
+        };
+        let tc = isolated(&base, |_, _| true);
+        assert_eq!(
+            tc.hosted_flags.iter().filter(|f| *f == march).count(),
+            1,
+            "{:?}",
+            tc.hosted_flags
+        );
+        assert!(!tc.cxx_flags.iter().any(|f| f.starts_with("-march=")));
+        assert!(!tc.incore_flags.iter().any(|f| f.starts_with("-march=")));
+        let refused = isolated(&base, |_, flag| flag != march);
+        assert!(
+            !refused
+                .hosted_flags
+                .iter()
+                .any(|f| f.starts_with("-march="))
+        );
+        let mut off = base.clone();
+        off.hosted_isa = false;
+        assert!(
+            !isolated(&off, |_, _| true)
+                .hosted_flags
+                .iter()
+                .any(|f| f.starts_with("-march="))
+        );
+        let mut chosen = base;
+        chosen.hosted_flags.push("-march=x86-64".into());
+        let tc = isolated(&chosen, |_, _| true);
+        assert_eq!(
+            tc.hosted_flags
+                .iter()
+                .filter(|f| f.starts_with("-march="))
+                .count(),
+            1
+        );
     }
 }
