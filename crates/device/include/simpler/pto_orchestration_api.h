@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <deque>
+#include <vector>
 #include <new>
 #include <type_traits>
 
@@ -780,8 +780,20 @@ struct PTO2Runtime {
     bool fatal;
     PTO2ScopeMode pending_scope_mode;
     uint64_t device_base, host_base, window_len;
-    /* Runtime-created outputs, for TaskOutputTensors (stable addresses). */
-    std::deque<ChipTensor> outputs;
+    /* Runtime-created outputs, one contiguous block per submit (what
+     * TaskOutputTensors indexes), freed when the entry returns. */
+    std::vector<ChipTensor *> output_blocks;
+
+    /* A block of `n` outputs living until the entry returns; NULL (and
+     * the run failed) when host memory is out. */
+    ChipTensor *new_outputs(uint32_t n) {
+        ChipTensor *block = new (std::nothrow) ChipTensor[n];
+        if (block != nullptr) output_blocks.push_back(block);
+        return block;
+    }
+    ~PTO2Runtime() {
+        for (ChipTensor *b : output_blocks) delete[] b;
+    }
 };
 
 inline thread_local PTO2Runtime *scene_simpler_runtime_ = nullptr;
@@ -1006,19 +1018,23 @@ inline TaskOutputTensors scene_simpler_submit(const MixedKernels &kernels,
     }
     /* Runtime-created outputs first: they are allocated in the current
      * scope, before the task that writes them exists. */
-    const size_t first_output = rt->outputs.size();
+    uint32_t to_create = 0;
+    for (int32_t i = 0; i < nt; i++) to_create += args.tag(i) == TensorArgType::OUTPUT;
+    ChipTensor *outputs = nullptr;
+    if (to_create > 0 && (outputs = rt->new_outputs(to_create)) == nullptr) {
+        scene_simpler_fatal(rt, PTO2_ERROR_INVALID_ARGS, what, "out of host memory");
+        return TaskOutputTensors{};
+    }
     uint32_t created = 0;
     SceneTaskArgV2 ta[SCENE_MAX_ARGS];
     char why[256];
     for (int32_t i = 0; i < nt; i++) {
         const ChipTensor *t;
         if (args.tag(i) == TensorArgType::OUTPUT) {
-            rt->outputs.emplace_back();
             if (!scene_simpler_create(rt, args.tensor(i).create_info(), PTO2TaskId::invalid(),
-                                      &rt->outputs.back()))
+                                      &outputs[created]))
                 return TaskOutputTensors{};
-            t = &rt->outputs.back();
-            created++;
+            t = &outputs[created++];
         } else {
             t = &args.tensor(i).ref();
         }
@@ -1082,8 +1098,8 @@ inline TaskOutputTensors scene_simpler_submit(const MixedKernels &kernels,
         return TaskOutputTensors{};
     }
     PTO2TaskId tid{id};
-    for (size_t i = first_output; i < rt->outputs.size(); i++) rt->outputs[i].owner_task_id = tid;
-    return TaskOutputTensors(tid, created ? &rt->outputs[first_output] : nullptr, created);
+    for (uint32_t i = 0; i < created; i++) outputs[i].owner_task_id = tid;
+    return TaskOutputTensors(tid, outputs, created);
 }
 
 /* ======================================================================
@@ -1117,21 +1133,26 @@ static inline TaskOutputTensors rt_submit_dummy_task(const CoreTaskArgs &args) {
 static inline TaskOutputTensors alloc_tensors(const CoreTaskArgs &args) {
     PTO2Runtime *rt = current_runtime();
     if (rt == nullptr || rt->fatal) return TaskOutputTensors{};
-    const size_t first = rt->outputs.size();
-    uint32_t n = 0;
-    for (int32_t i = 0; i < args.tensor_count(); i++) {
+    const int32_t count = args.tensor_count();
+    for (int32_t i = 0; i < count; i++) {
         if (args.tag(i) != TensorArgType::OUTPUT) {
             scene_simpler_fatal(rt, PTO2_ERROR_INVALID_ARGS, "alloc_tensors",
                                 "argument %d is not a TensorCreateInfo output", i);
             return TaskOutputTensors{};
         }
-        rt->outputs.emplace_back();
-        if (!scene_simpler_create(rt, args.tensor(i).create_info(), PTO2TaskId::invalid(),
-                                  &rt->outputs.back()))
-            return TaskOutputTensors{};
-        n++;
     }
-    return TaskOutputTensors(PTO2TaskId::invalid(), n ? &rt->outputs[first] : nullptr, n);
+    if (count == 0) return TaskOutputTensors{};
+    ChipTensor *outputs = rt->new_outputs(static_cast<uint32_t>(count));
+    if (outputs == nullptr) {
+        scene_simpler_fatal(rt, PTO2_ERROR_INVALID_ARGS, "alloc_tensors", "out of host memory");
+        return TaskOutputTensors{};
+    }
+    for (int32_t i = 0; i < count; i++) {
+        if (!scene_simpler_create(rt, args.tensor(i).create_info(), PTO2TaskId::invalid(),
+                                  &outputs[i]))
+            return TaskOutputTensors{};
+    }
+    return TaskOutputTensors(PTO2TaskId::invalid(), outputs, static_cast<uint32_t>(count));
 }
 
 static inline TaskOutputTensors alloc_tensors(const TensorCreateInfo create_infos[], uint32_t count) {

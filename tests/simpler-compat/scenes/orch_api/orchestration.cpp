@@ -9,7 +9,8 @@
  *   gate[0] = g                         set_tensor_data
  *   scaled  = x * scale (4 blocks)      runtime-created output, x by data_as
  *   gate[1] = int(scaled[1] * 10)       get_tensor_data waits for it
- *   scope { acc = 1.0 (initial value); acc[N/2:] += scaled[N/2:]; y = acc }
+ *   scope { acc = 1.0 (initial value, the 6th of six alloc_tensors);
+ *           acc[N/2:] += scaled[N/2:]; y = acc }
  *   y[0] = 999 if gate[0] > 0           predicate; untracked write (no_dep)
  *   lanes = {7, 10, 11}                 mixed task: cube + both vector lanes
  *   dummy after the clobber and the mixed task
@@ -74,16 +75,19 @@ __attribute__((visibility("default"))) void aicpu_orchestration_entry(const Chip
     PTO2_SCOPE() {
         TensorCreateInfo acc_ci(shapes, 1, DataType::FLOAT32);
         acc_ci.set_initial_value(1.0f);
-        TaskOutputTensors acc = alloc_tensors(acc_ci);
+        // Six at once: the last one is used (each TaskOutputTensors
+        // indexes its own outputs, however many a submit made).
+        TaskOutputTensors accs = alloc_tensors(acc_ci, acc_ci, acc_ci, acc_ci, acc_ci, acc_ci);
+        const ChipTensor &acc = accs.get_ref(5);
         uint32_t half[1] = {n / 2}, off[1] = {n / 2};
-        ChipTensor acc_hi = acc.get_ref(0).view(half, off);
+        ChipTensor acc_hi = acc.view(half, off);
         ChipTensor scaled_hi = scaled.view(half, off);
         CoreTaskArgs add_args;
         add_args.add_input(scaled_hi);
         add_args.add_inout(acc_hi);
         rt_submit_aiv_task(FUNC_ADD, add_args);
         CoreTaskArgs copy_args;
-        copy_args.add_input(acc.get_ref(0));
+        copy_args.add_input(acc);
         copy_args.add_output(y);
         copy_id = rt_submit_aiv_task(FUNC_COPY, copy_args).task_id();
     }
