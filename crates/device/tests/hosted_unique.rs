@@ -106,7 +106,10 @@ fn build(
         .join("include");
     for entry in std::fs::read_dir(&headers).unwrap() {
         let entry = entry.unwrap();
-        std::fs::copy(entry.path(), include.join(entry.file_name())).unwrap();
+        // The ABI headers (not the `simpler/` directory).
+        if entry.path().is_file() {
+            std::fs::copy(entry.path(), include.join(entry.file_name())).unwrap();
+        }
     }
     std::fs::write(root.join("orch.c"), ORCH).unwrap();
     let specs: Vec<CallableSpec> = kernels

@@ -188,3 +188,25 @@ fn the_expected_argument_count_and_a_reported_fatal_fail_the_run() {
         show(&out)
     );
 }
+
+/// `get_ref` past a task's outputs (what the original's orchestrations do
+/// with the empty result of a failed submit) fails the run naming it, and
+/// the orchestration returns: no crash hides the first error.
+#[test]
+fn get_ref_past_the_outputs_fails_the_run_without_a_crash() {
+    let env = TestEnv::new();
+    let (out, r) = run_orch_api(
+        &env,
+        Some(("scaled_out.get_ref(0);", "scaled_out.get_ref(1);")),
+        &[],
+    );
+    assert!(!out.status.success(), "{}", show(&out));
+    assert_eq!(r["totals"]["failed"], 2, "{}", show(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("TaskOutputTensors::get_ref (error 5): output 1 of a task with 1 runtime-created outputs")
+            && !stdout.contains("SIGABRT"),
+        "{}",
+        show(&out)
+    );
+}

@@ -744,14 +744,13 @@ public:
         : task_id_(id), outputs_(outputs), output_count_(count) {}
     bool empty() const { return output_count_ == 0; }
     uint32_t size() const { return output_count_; }
-    const ChipTensor &get_ref(uint32_t index) const & {
-        if (index >= output_count_) {
-            fprintf(stderr, "TaskOutputTensors::get_ref(%u): the task has %u runtime-created outputs\n",
-                    index, output_count_);
-            abort();
-        }
-        return outputs_[index];
-    }
+    /* Output `index`. Past the outputs (the empty result of a failed or
+     * skipped submit, as the original returns after a fatal error), the
+     * run fails with that (unless it failed already: the first message
+     * stands) and an empty tensor comes back, which every later call
+     * ignores, so the orchestration returns and the report names the
+     * first error rather than a crash. */
+    const ChipTensor &get_ref(uint32_t index) const &;
     const ChipTensor &get_ref(uint32_t index) const && = delete;
     PTO2TaskId task_id() const { return task_id_; }
 
@@ -1100,6 +1099,17 @@ inline TaskOutputTensors scene_simpler_submit(const MixedKernels &kernels,
     PTO2TaskId tid{id};
     for (uint32_t i = 0; i < created; i++) outputs[i].owner_task_id = tid;
     return TaskOutputTensors(tid, outputs, created);
+}
+
+inline const ChipTensor &TaskOutputTensors::get_ref(uint32_t index) const & {
+    if (index < output_count_) return outputs_[index];
+    static const ChipTensor none{};
+    PTO2Runtime *rt = current_runtime();
+    if (rt != nullptr && !rt->fatal)
+        scene_simpler_fatal(rt, PTO2_ERROR_INVALID_ARGS, "TaskOutputTensors::get_ref",
+                            "output %u of a task with %u runtime-created outputs", index,
+                            output_count_);
+    return none;
 }
 
 /* ======================================================================

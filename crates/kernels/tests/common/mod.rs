@@ -30,7 +30,11 @@ impl Root {
         std::fs::create_dir_all(&include).expect("mkdir include");
         for entry in std::fs::read_dir(headers_dir()).expect("device headers") {
             let entry = entry.expect("dir entry");
-            std::fs::copy(entry.path(), include.join(entry.file_name())).expect("copy header");
+            // The ABI headers; not `simpler/` (orchestrations on the
+            // original's API, which these tests do not build).
+            if entry.path().is_file() {
+                std::fs::copy(entry.path(), include.join(entry.file_name())).expect("copy header");
+            }
         }
         Root { dir }
     }
