@@ -252,13 +252,18 @@ struct alignas(64) ChipTensor {
         dtype = in_dtype;
         manual_dep = in_manual_dep;
         address_space = in_space;
+        set_row_major(in_shapes);
+        refresh_derived();
+    }
+
+    /* shapes[0..ndims) from `in_shapes`, strides row-major over them. */
+    void set_row_major(const uint32_t in_shapes[]) {
         uint32_t s = 1;
         for (int32_t i = static_cast<int32_t>(ndims) - 1; i >= 0; --i) {
             shapes[i] = in_shapes[i];
             strides[i] = s;
             s *= in_shapes[i];
         }
-        refresh_derived();
     }
 
     void init_from(const ChipTensor &other) { *this = other; }
@@ -356,12 +361,7 @@ struct alignas(64) ChipTensor {
             return r;
         }
         r.ndims = new_ndims;
-        uint32_t s = 1;
-        for (int32_t i = static_cast<int32_t>(new_ndims) - 1; i >= 0; --i) {
-            r.shapes[i] = new_shapes[i];
-            r.strides[i] = s;
-            s *= new_shapes[i];
-        }
+        r.set_row_major(new_shapes);
         r.manual_dep = in_manual_dep;
         r.refresh_derived();
         return r;
@@ -996,6 +996,31 @@ inline bool scene_simpler_create(PTO2Runtime *rt, const TensorCreateInfo &ci, PT
     return true;
 }
 
+/* Allocates every runtime-created output of `args` (its
+ * TensorCreateInfos, in order) into one block, `*outputs` (`*count` of
+ * them; NULL when none). False, and the run failed, when one cannot be. */
+template <size_t MaxT, size_t MaxS>
+inline bool scene_simpler_create_outputs(PTO2Runtime *rt, const Arg<MaxT, MaxS> &args,
+                                         const char *what, ChipTensor **outputs, uint32_t *count) {
+    uint32_t n = 0;
+    for (int32_t i = 0; i < args.tensor_count(); i++) n += args.tag(i) == TensorArgType::OUTPUT;
+    *outputs = nullptr;
+    *count = n;
+    if (n == 0) return true;
+    if ((*outputs = rt->new_outputs(n)) == nullptr) {
+        scene_simpler_fatal(rt, PTO2_ERROR_INVALID_ARGS, what, "out of host memory");
+        return false;
+    }
+    uint32_t k = 0;
+    for (int32_t i = 0; i < args.tensor_count(); i++) {
+        if (args.tag(i) == TensorArgType::OUTPUT &&
+            !scene_simpler_create(rt, args.tensor(i).create_info(), PTO2TaskId::invalid(),
+                                  &(*outputs)[k++]))
+            return false;
+    }
+    return true;
+}
+
 /* Submits `args` to `kernels` (all INVALID_KERNEL_ID: a dependency-only
  * task). */
 template <size_t MaxT, size_t MaxS>
@@ -1017,23 +1042,16 @@ inline TaskOutputTensors scene_simpler_submit(const MixedKernels &kernels,
     }
     /* Runtime-created outputs first: they are allocated in the current
      * scope, before the task that writes them exists. */
-    uint32_t to_create = 0;
-    for (int32_t i = 0; i < nt; i++) to_create += args.tag(i) == TensorArgType::OUTPUT;
-    ChipTensor *outputs = nullptr;
-    if (to_create > 0 && (outputs = rt->new_outputs(to_create)) == nullptr) {
-        scene_simpler_fatal(rt, PTO2_ERROR_INVALID_ARGS, what, "out of host memory");
-        return TaskOutputTensors{};
-    }
     uint32_t created = 0;
+    ChipTensor *outputs = nullptr;
+    if (!scene_simpler_create_outputs(rt, args, what, &outputs, &created)) return TaskOutputTensors{};
+    uint32_t next_output = 0;
     SceneTaskArgV2 ta[SCENE_MAX_ARGS];
     char why[256];
     for (int32_t i = 0; i < nt; i++) {
         const ChipTensor *t;
         if (args.tag(i) == TensorArgType::OUTPUT) {
-            if (!scene_simpler_create(rt, args.tensor(i).create_info(), PTO2TaskId::invalid(),
-                                      &outputs[created]))
-                return TaskOutputTensors{};
-            t = &outputs[created++];
+            t = &outputs[next_output++];
         } else {
             t = &args.tensor(i).ref();
         }
@@ -1143,26 +1161,18 @@ static inline TaskOutputTensors rt_submit_dummy_task(const CoreTaskArgs &args) {
 static inline TaskOutputTensors alloc_tensors(const CoreTaskArgs &args) {
     PTO2Runtime *rt = current_runtime();
     if (rt == nullptr || rt->fatal) return TaskOutputTensors{};
-    const int32_t count = args.tensor_count();
-    for (int32_t i = 0; i < count; i++) {
+    for (int32_t i = 0; i < args.tensor_count(); i++) {
         if (args.tag(i) != TensorArgType::OUTPUT) {
             scene_simpler_fatal(rt, PTO2_ERROR_INVALID_ARGS, "alloc_tensors",
                                 "argument %d is not a TensorCreateInfo output", i);
             return TaskOutputTensors{};
         }
     }
-    if (count == 0) return TaskOutputTensors{};
-    ChipTensor *outputs = rt->new_outputs(static_cast<uint32_t>(count));
-    if (outputs == nullptr) {
-        scene_simpler_fatal(rt, PTO2_ERROR_INVALID_ARGS, "alloc_tensors", "out of host memory");
+    ChipTensor *outputs;
+    uint32_t count;
+    if (!scene_simpler_create_outputs(rt, args, "alloc_tensors", &outputs, &count))
         return TaskOutputTensors{};
-    }
-    for (int32_t i = 0; i < count; i++) {
-        if (!scene_simpler_create(rt, args.tensor(i).create_info(), PTO2TaskId::invalid(),
-                                  &outputs[i]))
-            return TaskOutputTensors{};
-    }
-    return TaskOutputTensors(PTO2TaskId::invalid(), outputs, static_cast<uint32_t>(count));
+    return TaskOutputTensors(PTO2TaskId::invalid(), outputs, count);
 }
 
 static inline TaskOutputTensors alloc_tensors(const TensorCreateInfo create_infos[], uint32_t count) {
@@ -1180,13 +1190,8 @@ static inline TaskOutputTensors alloc_tensors(const CIs &...cis) {
     static_assert(sizeof...(cis) > 0, "alloc_tensors requires at least one TensorCreateInfo");
     static_assert((std::is_same_v<std::decay_t<CIs>, TensorCreateInfo> && ...),
                   "alloc_tensors only accepts TensorCreateInfo arguments");
-    CoreTaskArgs args;
-    (args.add_output(cis), ...);
-    if (args.has_error) {
-        rt_report_fatal(PTO2_ERROR_INVALID_ARGS, "%s", args.error_msg);
-        return TaskOutputTensors{};
-    }
-    return alloc_tensors(args);
+    const TensorCreateInfo infos[] = {cis...};
+    return alloc_tensors(infos, static_cast<uint32_t>(sizeof...(cis)));
 }
 
 /* A memory scope: what the runtime allocated inside it is freed once its
