@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::OnceLock;
 
-use common::{Dev, kernel_image, orch_so, scalar, tensor};
+use common::{Built, Dev, scalar, tensor};
 use scene_sim_runtime::*;
 
 // Kernels by func_id (their index in KERNELS), all AIV:
@@ -207,38 +207,21 @@ SCENE_ORCH_ENTRY(orch_use_after_free, ctx, args, nargs) {
 }
 "#;
 
-struct Programs {
-    orch: Vec<u8>,
-    kernels: Vec<Vec<u8>>,
-}
-
-fn programs() -> &'static Programs {
-    static P: OnceLock<Programs> = OnceLock::new();
+fn programs() -> &'static Built {
+    static P: OnceLock<Built> = OnceLock::new();
     P.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let kernels = KERNELS
-            .iter()
-            .map(|&(n, src)| kernel_image(dir.path(), n, src))
-            .collect();
-        let orch = orch_so(
-            dir.path(),
+        Built::new(
+            KERNELS,
             "orch_v2",
             &format!("#define SPIN {SPIN}ull\n#define MEET_SPIN {MEET_SPIN}ull\n{ORCH}"),
-        );
-        Programs { orch, kernels }
+        )
     })
 }
 
 fn open(opts: &str, symbol: &str) -> (Dev, u32) {
     let p = programs();
     let dev = Dev::open(opts);
-    let incores: Vec<(u32, u32, &[u8])> = p
-        .kernels
-        .iter()
-        .enumerate()
-        .map(|(i, k)| (i as u32, SCENE_CORE_AIV, k.as_slice()))
-        .collect();
-    let h = dev.register(&p.orch, symbol, &incores);
+    let h = dev.register(&p.orch, symbol, &p.aiv_incores());
     (dev, h)
 }
 

@@ -14,7 +14,7 @@ mod common;
 use std::ffi::CString;
 use std::sync::OnceLock;
 
-use common::{Dev, kernel_image, orch_so, scalar, tensor};
+use common::{Built, Dev, scalar, tensor};
 use scene_sim_runtime::*;
 
 // Kernels by func_id, all AIV but SLOT_MARK_AIC.
@@ -356,19 +356,9 @@ SCENE_ORCH_ENTRY(orch_kinds, ctx, args, nargs) {
 }
 "#;
 
-struct Programs {
-    orch: Vec<u8>,
-    kernels: Vec<Vec<u8>>,
-}
-
-fn programs() -> &'static Programs {
-    static P: OnceLock<Programs> = OnceLock::new();
+fn programs() -> &'static Built {
+    static P: OnceLock<Built> = OnceLock::new();
     P.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let kernels = KERNELS
-            .iter()
-            .map(|&(n, src)| kernel_image(dir.path(), n, src))
-            .collect();
         // The kernels' func_ids as `K_<NAME>`, from the constants above.
         let ids = [
             ("SLOW_FILL", SLOW_FILL),
@@ -385,12 +375,11 @@ fn programs() -> &'static Programs {
             .iter()
             .map(|(name, id)| format!("#define K_{name} {id}\n"))
             .collect();
-        let orch = orch_so(
-            dir.path(),
+        Built::new(
+            KERNELS,
             "orch_v6",
             &format!("#define SPIN {SPIN}ull\n{defines}{ORCH}"),
-        );
-        Programs { orch, kernels }
+        )
     })
 }
 
@@ -399,12 +388,7 @@ fn programs() -> &'static Programs {
 fn open(opts: &str, symbol: &str) -> (Dev, u32) {
     let p = programs();
     let dev = Dev::open(opts);
-    let mut incores: Vec<(u32, u32, &[u8])> = p
-        .kernels
-        .iter()
-        .enumerate()
-        .map(|(i, k)| (i as u32, SCENE_CORE_AIV, k.as_slice()))
-        .collect();
+    let mut incores = p.aiv_incores();
     incores.push((
         SLOT_MARK_AIC,
         SCENE_CORE_AIC,

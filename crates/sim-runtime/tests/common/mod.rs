@@ -12,6 +12,36 @@ pub mod programs;
 use scene_kernels::{BuiltinPlatform, Extraction, Toolchain};
 use scene_sim_runtime::*;
 
+/// Kernel images whose func_ids are their indices, and an orchestration,
+/// built once per test file (`orch_v2.rs`, `orch_v6.rs`).
+pub struct Built {
+    pub orch: Vec<u8>,
+    pub kernels: Vec<Vec<u8>>,
+}
+
+impl Built {
+    /// `kernels` (name, C source) as images, and `orch_src` as the
+    /// orchestration `name`.
+    pub fn new(kernels: &[(&str, &str)], name: &str, orch_src: &str) -> Built {
+        let dir = tempfile::tempdir().unwrap();
+        let kernels = kernels
+            .iter()
+            .map(|&(n, src)| kernel_image(dir.path(), n, src))
+            .collect();
+        let orch = orch_so(dir.path(), name, orch_src);
+        Built { orch, kernels }
+    }
+
+    /// Every kernel as a vector (AIV) incore of its index.
+    pub fn aiv_incores(&self) -> Vec<(u32, u32, &[u8])> {
+        self.kernels
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (i as u32, SCENE_CORE_AIV, k.as_slice()))
+            .collect()
+    }
+}
+
 /// The device headers. The manifest dir is read at run time first: a nextest
 /// archive run with `--workspace-remap` points it at the checkout it runs in.
 pub fn include() -> String {
