@@ -86,6 +86,11 @@ pub struct Builder {
     /// The toolchain of C++ shared objects (`unique::isolated`: with
     /// `-fno-gnu-unique` where the compiler takes it), made on first use.
     isolated: OnceLock<Toolchain>,
+    /// The toolchains of hosted kernels by their units' own flags (the
+    /// language standard `--simpler-root` gives is one): `isolated` plus
+    /// the bf16 shim where the hosted compiler with those flags needs it
+    /// (`crate::bf16`), asked only when such a kernel is built.
+    hosted: Mutex<HashMap<Vec<String>, Arc<Toolchain>>>,
     /// The hosted compiler's probe (`compile::probe_hosted`),
     /// run before the first hosted unit compiles.
     hosted_probe: OnceLock<Result<(), Arc<CompileError>>>,
@@ -177,6 +182,7 @@ impl Builder {
             link_script,
             builtins: [OnceLock::new(), OnceLock::new()],
             isolated: OnceLock::new(),
+            hosted: Mutex::new(HashMap::new()),
             hosted_probe: OnceLock::new(),
             preambles: Mutex::new(HashMap::new()),
             memo: Mutex::new(HashMap::new()),
@@ -239,6 +245,78 @@ impl Builder {
         })
     }
 
+    /// The toolchain hosted kernel `unit` is keyed and built with: the
+    /// [`Builder::isolated`] one, with a real `std::bfloat16_t` where the
+    /// hosted compiler, given the unit's own flags, has only `__bf16`
+    /// (`crate::bf16`). Decided once per distinct unit flags.
+    fn hosted(&self, unit: &IncoreUnit) -> Arc<Toolchain> {
+        let mut memo = self.hosted.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(tc) = memo.get(&unit.flags) {
+            return Arc::clone(tc);
+        }
+        let mut tc = self.isolated().clone();
+        tc.hosted_bf16_shim = self.bf16_shim(&tc, &unit.flags);
+        let tc = Arc::new(tc);
+        memo.insert(unit.flags.clone(), Arc::clone(&tc));
+        tc
+    }
+
+    /// The bf16 shim's directory when `tc`'s hosted compiler with a
+    /// unit's `flags` needs it and takes it (`crate::bf16`); `None` when
+    /// it has the real type, lacks `__bf16` too, or the shim cannot be
+    /// written.
+    fn bf16_shim(&self, tc: &Toolchain, flags: &[String]) -> Option<PathBuf> {
+        let search = tc.search_path.as_deref();
+        // The hosted flags less `-shared`: the shim's probe links an
+        // executable, so a conversion routine the runtime library lacks
+        // fails it (a shared object would leave it undefined until
+        // loaded). The native one compiles (`-c`; not `-fsyntax-only`,
+        // which `zig c++` fails on any source).
+        let base: Vec<&str> = tc
+            .hosted_flags
+            .iter()
+            .map(String::as_str)
+            .chain(flags.iter().map(String::as_str))
+            .filter(|f| *f != "-shared")
+            .collect();
+        let out = crate::key::PROBE_OUT;
+        let mut args = base.clone();
+        args.extend(["-c", "-o", out]);
+        let native = || {
+            self.keys.accepts(
+                &tc.hosted_cxx,
+                search,
+                &args,
+                Some(crate::bf16::NATIVE_PROBE),
+            )
+        };
+        let home = match self.cache.as_ref().filter(|c| c.is_enabled()) {
+            Some(cache) => cache.dir().join("tools"),
+            None => self.scratch_dir().to_path_buf(),
+        };
+        let mut dir = None;
+        let shim = || {
+            let Ok(made) = crate::bf16::materialise(&home) else {
+                return false;
+            };
+            let flags = crate::bf16::shim_flags(&made);
+            let flags: Vec<&str> = flags.iter().filter_map(|f| f.to_str()).collect();
+            let mut with = base.clone();
+            with.extend(flags.iter().copied());
+            with.extend(["-o", out]);
+            let taken = flags.len() == 3
+                && self
+                    .keys
+                    .accepts(&tc.hosted_cxx, search, &with, Some(crate::bf16::SHIM_PROBE));
+            dir = Some(made);
+            taken
+        };
+        match crate::bf16::decide(native, shim) {
+            crate::bf16::HostedBf16::Shim => dir,
+            _ => None,
+        }
+    }
+
     /// The toolchain an orchestration is keyed and built with.
     fn orch_toolchain(&self, unit: &OrchUnit) -> &Toolchain {
         match Language::of(&unit.source) {
@@ -252,7 +330,7 @@ impl Builder {
         match job {
             Job::Incore(unit) if unit.kind.is_hosted() => {
                 self.keys
-                    .incore_inputs(self.schema, self.isolated(), &self.root, unit)
+                    .incore_inputs(self.schema, &self.hosted(unit), &self.root, unit)
             }
             Job::Incore(unit) => {
                 self.keys

@@ -206,6 +206,9 @@ pub(crate) fn orch_args(tc: &Toolchain, unit: &OrchUnit) -> Vec<OsString> {
 /// with other macros).
 fn hosted_flags(tc: &Toolchain, unit: &IncoreUnit) -> Vec<OsString> {
     let mut args: Vec<OsString> = os(&tc.hosted_flags).collect();
+    if let Some(shim) = &tc.hosted_bf16_shim {
+        args.extend(crate::bf16::shim_flags(shim));
+    }
     args.extend(os(tc.core_flags(unit.core)));
     args.extend(os(&unit.flags));
     for root in &tc.include_roots {

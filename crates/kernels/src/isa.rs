@@ -7,14 +7,28 @@
 //! machines of different levels keeps one entry per level, and a machine
 //! never loads code its cores cannot run.
 //!
-//! Levels are the psABI's (`x86-64-v2`, `-v3`), which gcc >= 11, clang >=
-//! 12 and `zig c++` name; a compiler that refuses the flag (probed like
-//! `-fno-gnu-unique`) builds for its default. `x86-64-v4` (AVX-512) is not
+//! Levels are the psABI's (`x86-64-v2`, `-v3`), as gcc 11 and clang 12 on
+//! spell them; `zig c++` takes `-march` as a zig CPU name and spells
+//! them `x86_64_v3` (it refuses `x86-64-v3`: "unknown CPU: 'x86'"), so
+//! each level has both spellings ([`host_march_flags`]) and the first the
+//! compiler accepts (probed like `-fno-gnu-unique`) is used; a compiler
+//! that refuses both builds for its default. `x86-64-v4` (AVX-512) is not
 //! used: its wider vectors slow some cores' clocks and gain little on
 //! these loops. Other architectures keep the compiler's default.
 
-/// The `-march=` flag for this host's cores, if one is better than the
+/// The `-march=` flags for this host's cores, best first, each level in
+/// the psABI's spelling then zig's; empty when none is better than the
 /// compiler's default.
+pub fn host_march_flags() -> &'static [&'static str] {
+    match host_march_flag() {
+        Some("-march=x86-64-v3") => &["-march=x86-64-v3", "-march=x86_64_v3"],
+        Some("-march=x86-64-v2") => &["-march=x86-64-v2", "-march=x86_64_v2"],
+        _ => &[],
+    }
+}
+
+/// The `-march=` flag for this host's cores in the psABI's spelling, if
+/// one is better than the compiler's default.
 pub fn host_march_flag() -> Option<&'static str> {
     #[cfg(target_arch = "x86_64")]
     {
@@ -48,6 +62,17 @@ pub fn host_march_flag() -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_level_has_the_psabi_and_the_zig_spelling() {
+        let flags = host_march_flags();
+        assert_eq!(flags.first().copied(), host_march_flag());
+        if let [psabi, zig] = flags {
+            assert_eq!(psabi.replace('-', "_").replace("_march", "-march"), *zig);
+        } else {
+            assert!(flags.is_empty(), "{flags:?}");
+        }
+    }
 
     #[test]
     fn the_flag_names_a_psabi_level_or_nothing() {

@@ -518,16 +518,33 @@ impl KeyContext {
 impl KeyContext {
     /// Whether `program` accepts `flag`: it preprocesses an empty C++ file
     /// with it (`-E -x c++ /dev/null`, which checks the options as a
-    /// compile does, and costs a few milliseconds). Memoised per tool
-    /// identity (path, content, `--version`) and flag, in this process and
-    /// in the cache's `tools/` as `--version` outputs are, so the answer
-    /// (and every key it decides) follows the compiler; a probe a
-    /// cancellation cut short is not remembered.
+    /// compile does, and costs a few milliseconds). Memoised as
+    /// [`KeyContext::accepts`] is.
     pub(crate) fn accepts_flag(
         &self,
         program: &Path,
         search_path: Option<&std::ffi::OsStr>,
         flag: &str,
+    ) -> bool {
+        self.accepts(program, search_path, &[flag, "-E"], None)
+    }
+
+    /// Whether `program` with `args` accepts `source` (C++ on its standard
+    /// input; `None`: an empty file), `-x c++` and the file name appended:
+    /// the exit status of one compiler process. An argument [`PROBE_OUT`]
+    /// is replaced by a file in a directory of the probe's own, removed
+    /// after it (a link to `/dev/null` is not one everywhere: `zig c++`
+    /// skips it). Memoised per tool identity
+    /// (path, content, `--version`), arguments and source, in this process
+    /// and in the cache's `tools/` as `--version` outputs are, so the
+    /// answer (and every key it decides) follows the compiler; a probe a
+    /// cancellation cut short is not remembered.
+    pub(crate) fn accepts(
+        &self,
+        program: &Path,
+        search_path: Option<&std::ffi::OsStr>,
+        args: &[&str],
+        source: Option<&str>,
     ) -> bool {
         let Some(resolved) = resolve_program(program, search_path) else {
             return false;
@@ -537,7 +554,12 @@ impl KeyContext {
         h.str("path", &id.path);
         h.str("digest", &id.digest);
         h.str("version", &id.version);
-        h.str("flag", flag);
+        for arg in args {
+            h.str("arg", arg);
+        }
+        if let Some(text) = source {
+            h.str("source", text);
+        }
         let memo = h.finish();
         if let Some(&known) = self
             .flags
@@ -561,16 +583,37 @@ impl KeyContext {
             });
         let accepted = remembered.unwrap_or_else(|| {
             let slot = self.budget.as_ref().map(|b| b.take());
-            let probe = self
-                .cancel
-                .spawn(
-                    Command::new(&resolved)
-                        .args([flag, "-E", "-x", "c++", "/dev/null"])
-                        .stdin(Stdio::null())
+            // A probe that could not be started (nowhere to write its
+            // output, no such program) has no answer.
+            let probe = args
+                .contains(&PROBE_OUT)
+                .then(|| tempfile::Builder::new().prefix("scene-probe").tempdir())
+                .transpose()
+                .and_then(|out_dir| {
+                    let args = args.iter().map(|a| match (&out_dir, *a == PROBE_OUT) {
+                        (Some(dir), true) => dir.path().join("probe.out").into_os_string(),
+                        _ => (*a).into(),
+                    });
+                    let mut cmd = Command::new(&resolved);
+                    cmd.args(args)
+                        .args(["-x", "c++"])
+                        .arg(if source.is_some() { "-" } else { "/dev/null" })
+                        .stdin(if source.is_some() {
+                            Stdio::piped()
+                        } else {
+                            Stdio::null()
+                        })
                         .stdout(Stdio::null())
-                        .stderr(Stdio::null()),
-                )
-                .and_then(|child| child.wait_with_output());
+                        .stderr(Stdio::null());
+                    let mut child = self.cancel.spawn(&mut cmd)?;
+                    if let (Some(text), Some(mut stdin)) = (source, child.child_mut().stdin.take())
+                    {
+                        // A compiler that stops reading early answers with
+                        // its exit status all the same.
+                        let _ = std::io::Write::write_all(&mut stdin, text.as_bytes());
+                    }
+                    child.wait_with_output()
+                });
             drop(slot);
             // Only an exit status is an answer: a compiler that could not
             // be started or was killed says nothing about the flag, and is
@@ -592,6 +635,10 @@ impl KeyContext {
         accepted
     }
 }
+
+/// The placeholder for a probe's output file in [`KeyContext::accepts`]'s
+/// arguments.
+pub(crate) const PROBE_OUT: &str = "{probe-out}";
 
 /// The memo of a file's `bytes`, read with `stamp`.
 fn memo_of(stamp: Stamp, bytes: &[u8]) -> FileMemo {
@@ -752,6 +799,11 @@ impl KeyContext {
             &self.tool(&tc.hosted_cxx, tc.search_path.as_deref()),
         );
         inputs.list("flags.hosted", tc.hosted_flags.iter().cloned());
+        // The shim by content, not by where it was written; only when
+        // used, so other keys stay what they were.
+        if tc.hosted_bf16_shim.is_some() {
+            inputs.set("bf16_shim", crate::bf16::shim_digest());
+        }
         inputs.list("flags.core", tc.core_flags(unit.core).iter().cloned());
         // Only when there are any: keys of units without stay what they were.
         if !unit.flags.is_empty() {

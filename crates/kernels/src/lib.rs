@@ -21,6 +21,7 @@
 //! [`BuildOptions::cache`]), keyed by [`UnitKey`]s that include
 //! [`COMPILE_LOGIC_TOKEN`].
 
+mod bf16;
 mod budget;
 mod builder;
 pub mod cache;
@@ -42,12 +43,13 @@ pub mod toolchain;
 mod unique;
 mod unit;
 
+pub use bf16::{HostedBf16, SHIM_HEADER as BF16_SHIM_HEADER};
 pub use builder::{BuildOptions, Builder};
 pub use cache::{CacheConfig, InputChange, MissReason, PrunePolicy};
 pub use compile::{HOSTED_PROBE_SOURCE, PTO_PROBE_SOURCE};
 pub use error::{BuildError, BuildSetupError, CompileError, Stage, UnitFailure};
 pub use image::{ImageError, extract_text_image};
-pub use isa::host_march_flag;
+pub use isa::{host_march_flag, host_march_flags};
 pub use key::{CACHE_SCHEMA, UnitKey};
 pub use outline::{
     PlanOutline, PlannedUnit, plan_outline, plan_outline_with_hosts, render_commands,

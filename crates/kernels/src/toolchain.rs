@@ -264,6 +264,12 @@ pub struct Toolchain {
     /// compiler accepts it and `hosted_flags` choose none; in their keys.
     /// `false`: the compiler's default (a cache for older machines).
     pub hosted_isa: bool,
+    /// The directory of our `<stdfloat>` when the hosted compiler has
+    /// `__bf16` but no `std::bfloat16_t` (`crate::bf16`): every hosted
+    /// compile then gets `-isystem <it> -D__STDCPP_BFLOAT16_T__=1`, and the
+    /// keys the shim's digest. Decided by the builder's probe; `None` in a
+    /// toolchain as configured.
+    pub hosted_bf16_shim: Option<PathBuf>,
     /// Linker flags for incore images; `-T <script>`, `-o` and inputs are added.
     pub link_flags: Vec<String>,
     pub link_script: String,
@@ -387,6 +393,7 @@ impl Toolchain {
             include_roots: Vec::new(),
             hosted_pch: true,
             hosted_isa: true,
+            hosted_bf16_shim: None,
             link_flags,
             link_script: link_script.to_owned(),
             builtins_source,

@@ -48,10 +48,11 @@ pub(crate) fn isolated(tc: &Toolchain, accepts: impl Fn(&Path, &str) -> bool) ->
     // vector ISA (crate::isa), unless the flags already choose one.
     if tc.hosted_isa
         && !tc.hosted_flags.iter().any(|f| f.starts_with("-march="))
-        && let Some(march) = crate::isa::host_march_flag()
-        && accepts(&tc.hosted_cxx, march)
+        && let Some(march) = crate::isa::host_march_flags()
+            .iter()
+            .find(|march| accepts(&tc.hosted_cxx, march))
     {
-        tc.hosted_flags.push(march.to_owned());
+        tc.hosted_flags.push((*march).to_owned());
     }
     tc
 }
@@ -97,7 +98,7 @@ mod tests {
 
     /// The host's ISA flag goes to hosted kernels only (never to
     /// orchestrations or images), only when the hosted compiler takes
-    /// it, and never over a `-march` the flags chose or with `hosted_isa`
+    /// it (in the psABI's spelling, else zig's), and never over a `-march` the flags chose or with `hosted_isa`
     /// off.
     #[test]
     fn hosted_kernels_get_the_hosts_isa_when_their_compiler_takes_it() {
@@ -121,13 +122,19 @@ mod tests {
         );
         assert!(!tc.cxx_flags.iter().any(|f| f.starts_with("-march=")));
         assert!(!tc.incore_flags.iter().any(|f| f.starts_with("-march=")));
-        let refused = isolated(&base, |_, flag| flag != march);
-        assert!(
-            !refused
-                .hosted_flags
+        // `zig c++` refuses the psABI spelling and takes its own.
+        let zig = crate::isa::host_march_flags()[1];
+        let zig_only = isolated(&base, |_, flag| flag != march);
+        let marches = |tc: &Toolchain| -> Vec<String> {
+            tc.hosted_flags
                 .iter()
-                .any(|f| f.starts_with("-march="))
-        );
+                .filter(|f| f.starts_with("-march="))
+                .cloned()
+                .collect()
+        };
+        assert_eq!(marches(&zig_only), [zig]);
+        let refused = isolated(&base, |_, flag| !flag.starts_with("-march="));
+        assert!(marches(&refused).is_empty());
         let mut off = base.clone();
         off.hosted_isa = false;
         assert!(

@@ -595,3 +595,116 @@ fn a_cxx_orchestration_is_built_without_gnu_unique_symbols() {
         Vec::<String>::new()
     );
 }
+
+/// A hosted kernel that chooses its bf16 type as PTO-ISA's `type.hpp`
+/// does (the standard `std::bfloat16_t` when the compiler declares it,
+/// else `_Float16`) and refuses to compile with a half: 2^100 survives a
+/// bf16 round trip and overflows a half.
+const BF16_KERNEL: &str = r#"
+#if defined(__has_include) && __has_include(<stdfloat>) && __cplusplus >= 202302L && defined(__STDCPP_BFLOAT16_T__)
+#include <stdfloat>
+typedef std::bfloat16_t bf16_like_pto;
+#else
+typedef _Float16 bf16_like_pto;
+#endif
+#include "scene_kernel.h"
+static_assert(static_cast<float>(static_cast<bf16_like_pto>(0x1p100f)) == 0x1p100f,
+              "bfloat16_t is not a bfloat16");
+extern "C" void kernel_entry(const SceneKernelArgs *ka) {
+    float *x = SCENE_ARG_PTR(ka, 0, float);
+    x[0] = static_cast<float>(static_cast<bf16_like_pto>(x[0]));
+}
+"#;
+
+/// Whether `cxx` with `flags` compiles `source` to an object (`zig c++`
+/// fails `-fsyntax-only` whatever the source).
+fn compiles(cxx: &std::ffi::OsStr, flags: &[&str], source: &str) -> bool {
+    let dir = tempfile::tempdir().expect("probe dir");
+    let file = dir.path().join("probe.cpp");
+    std::fs::write(&file, source).expect("probe source");
+    std::process::Command::new(cxx)
+        .args(flags)
+        .arg("-c")
+        .arg(&file)
+        .arg("-o")
+        .arg(dir.path().join("probe.o"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The bf16 kernel with `cxx` at C++23: built exactly when the compiler
+/// has a real `std::bfloat16_t` or `__bf16` for the shim (issue 39: `zig
+/// c++`'s libc++ has no `<stdfloat>`, and PTO-ISA silently read bf16
+/// tensors as halves), the shim's digest in its key only in the second
+/// case; a second build is a hit.
+fn bf16_kernel_with(cxx: &std::ffi::OsStr) -> bool {
+    let root = Root::new();
+    let cache = tempfile::tempdir().expect("cache");
+    let mut tc = toolchain();
+    tc.hosted_cxx = cxx.into();
+    for flag in tc.hosted_flags.iter_mut() {
+        if flag == "-std=c++20" {
+            *flag = "-std=c++2b".to_owned();
+        }
+    }
+    let native = compiles(
+        cxx,
+        &["-std=c++2b"],
+        "#if !(defined(__has_include) && __has_include(<stdfloat>) && __cplusplus >= 202302L \
+         && defined(__STDCPP_BFLOAT16_T__))\n#error no\n#endif\n",
+    );
+    let has_bf16 = compiles(
+        cxx,
+        &["-std=c++2b"],
+        "__bf16 x = static_cast<__bf16>(1.0f);\n",
+    ) && compiles(
+        cxx,
+        &["-std=c++2b"],
+        "static_assert(__cplusplus >= 202302L);\n",
+    );
+    let spec = hosted_spec(&root, BF16_KERNEL);
+    let out = build(root.path(), cache.path(), &tc, &spec);
+    match (&out.callables[0], native || has_bf16) {
+        (Ok(_), true) => {}
+        (Err(e), false) => assert!(e.to_string().contains("bfloat16"), "{e}"),
+        (Ok(_), false) => panic!("a half passed for a bf16"),
+        (Err(e), true) => panic!("{cxx:?} has a bf16, the kernel did not get it: {e}"),
+    }
+    let mut files = Vec::new();
+    scene_util::files_under(cache.path(), &mut files);
+    let shimmed = files
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .any(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains("bf16_shim")));
+    if out.callables[0].is_ok() {
+        assert_eq!(shimmed, !native, "the shim is keyed exactly when used");
+        let again = build(root.path(), cache.path(), &tc, &spec);
+        assert_eq!(outcome(&again, "s/k"), UnitOutcome::Cached);
+    }
+    native || has_bf16
+}
+
+#[test]
+fn bf16_is_real_in_hosted_kernels_with_the_default_compiler_or_refused_loudly() {
+    let _ = bf16_kernel_with(std::ffi::OsStr::new("c++"));
+}
+
+/// The same with `SCENE_TEST_HOSTED_CXX` (`zig c++` under CI): clang with
+/// libc++, which has `__bf16` and no `<stdfloat>`, so the shim is used.
+#[test]
+fn bf16_is_real_in_hosted_kernels_with_zig_cxx() {
+    let Some(cxx) = std::env::var_os("SCENE_TEST_HOSTED_CXX") else {
+        assert!(
+            std::env::var_os("CI").is_none_or(|v| v.is_empty()),
+            "CI must set SCENE_TEST_HOSTED_CXX (.ci/run installs zig c++)"
+        );
+        eprintln!("skipped: set SCENE_TEST_HOSTED_CXX to a clang-based C++20 compiler");
+        return;
+    };
+    assert!(
+        bf16_kernel_with(&cxx),
+        "{cxx:?} (clang) should have __bf16 at C++23"
+    );
+}

@@ -714,6 +714,20 @@ fn hosted_kernels_compile_from_a_cached_preamble_clang_accepts() {
         "three kernels and the orchestration"
     );
     assert_eq!(preambles_built(), 2, "two preambles for the three kernels");
+    // The host's ISA reaches every kernel compile in a spelling this
+    // compiler takes (`zig c++` refuses `-march=x86-64-v3`: issue 39).
+    let spellings = scene_kernels::host_march_flags();
+    if !spellings.is_empty() {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let compiles: Vec<&str> = text.lines().filter(|l| l.contains(".so")).collect();
+        assert!(!compiles.is_empty(), "{text}");
+        for line in compiles {
+            assert!(
+                spellings.iter().any(|march| line.contains(march)),
+                "none of {spellings:?} in: {line}"
+            );
+        }
+    }
 
     // Same content, another mtime: the cached PCH is still taken.
     let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_600_000_000);

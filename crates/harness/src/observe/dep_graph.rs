@@ -89,9 +89,21 @@ pub fn render(t: &CaseTrace<'_>) -> Result<(String, Value), TraceError> {
                         "start": d.start, "end": d.end, "pending": d.pending, "manual": d.manual})
                 })
                 .collect();
+            let kernel = if task.dummy {
+                "dependency-only".to_owned()
+            } else {
+                kernel
+            };
             let mut rec = json!({"id": task.id, "func_id": task.func_id, "kernel": kernel,
                 "core": task.core, "block_num": task.block_num, "submit_ns": task.submit_ns,
                 "accesses": accesses, "deps": deps});
+            if task.dummy {
+                rec["dummy"] = json!(true);
+            }
+            if task.skipped {
+                rec["skipped"] = json!(true);
+                rec["predicate_value"] = json!(task.predicate_value);
+            }
             if !task.kernels.is_empty() {
                 rec["kernels"] = task
                     .kernels

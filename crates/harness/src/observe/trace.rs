@@ -125,6 +125,17 @@ pub struct TaskRec {
     pub kernels: Vec<SlotKernel>,
     pub block_num: u32,
     pub submit_ns: u64,
+    /// A dependency-only task (orchestration ABI v6, the original's
+    /// `rt_submit_dummy_task`): no kernel, func_id `SCENE_NO_KERNEL`.
+    #[serde(default)]
+    pub dummy: bool,
+    /// Its predicate was false: never dispatched.
+    #[serde(default)]
+    pub skipped: bool,
+    /// The predicate's value as read when the task was ready (with
+    /// `skipped`).
+    #[serde(default)]
+    pub predicate_value: Option<i64>,
     pub args: Vec<ArgRec>,
     #[serde(default)]
     pub accesses: Vec<AccessRec>,
@@ -243,6 +254,25 @@ impl CaseTrace<'_> {
     /// What a task runs: `MATMUL (func_id 0)`, or for a mixed task every
     /// kernel with its slot, `MATMUL+ADD (func_ids 0+1, aic+aiv0)`.
     pub fn task_kernels(&self, task: &TaskRec) -> String {
+        if task.dummy {
+            return "dependency-only (no kernel)".to_owned();
+        }
+        if task.skipped {
+            let what = if task.kernels.is_empty() {
+                format!("{} (func_id {})", self.kernel(task.func_id), task.func_id)
+            } else {
+                let ids: Vec<String> = task
+                    .kernels
+                    .iter()
+                    .map(|k| self.kernel(k.func_id))
+                    .collect();
+                ids.join("+")
+            };
+            return match task.predicate_value {
+                Some(v) => format!("{what}, skipped: predicate {v}"),
+                None => format!("{what}, skipped"),
+            };
+        }
         if task.kernels.is_empty() {
             return format!("{} (func_id {})", self.kernel(task.func_id), task.func_id);
         }
@@ -500,6 +530,9 @@ fn card_events(
             "submit" => {
                 let task = op.task.and_then(|i| r.tasks.get(i));
                 let name = match task {
+                    Some(k) if k.dummy || k.skipped => {
+                        format!("submit task {} ({})", k.id, t.task_kernels(k))
+                    }
                     Some(k) => format!("submit task {} ({})", k.id, t.kernel(k.func_id)),
                     None => "submit".to_owned(),
                 };

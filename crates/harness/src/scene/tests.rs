@@ -167,6 +167,37 @@ fn shared_sources_inside_the_scenes_root_are_allowed() {
     assert_eq!(s.incores[0].source, PathBuf::from("../common/add.c"));
 }
 
+/// A link the user placed in the scenes root may point anywhere (scenes
+/// naming a checkout of the original in place); `..` past the root may not,
+/// even through that link.
+#[cfg(unix)]
+#[test]
+fn links_inside_the_scenes_root_are_followed_but_dots_do_not_escape() {
+    let tmp = scene_dir();
+    let dir = tmp.path().join("demo");
+    let checkout = tempfile::tempdir().unwrap();
+    std::fs::create_dir(checkout.path().join("kernels")).unwrap();
+    std::fs::write(checkout.path().join("kernels/k.cpp"), "").unwrap();
+    std::os::unix::fs::symlink(checkout.path(), tmp.path().join("checkout")).unwrap();
+    std::fs::write(
+        dir.join("scene.toml"),
+        GOOD.replace("source = \"k.c\"", "source = \"../checkout/kernels/k.cpp\""),
+    )
+    .unwrap();
+    let s = Scene::load(&dir).unwrap();
+    assert_eq!(
+        s.relative_to(tmp.path(), &s.incores[0].source),
+        PathBuf::from("checkout/kernels/k.cpp")
+    );
+    std::fs::write(
+        dir.join("scene.toml"),
+        GOOD.replace("source = \"k.c\"", "source = \"../checkout/../../k.c\""),
+    )
+    .unwrap();
+    let e = Scene::load(&dir).unwrap_err().to_string();
+    assert!(e.contains("must be inside the scenes directory"), "{e}");
+}
+
 #[test]
 fn tolerance_precedence() {
     let s = load(&GOOD.replace("golden = \"demo\"", "golden = \"demo\"\nrtol = 0.5")).unwrap();

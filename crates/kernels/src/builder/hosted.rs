@@ -29,20 +29,13 @@ impl Builder {
             .clone()
             .map_err(CompileError::Shared)?;
         let out = self.scratch_file(key, "so");
+        let tc = self.hosted(unit);
         let compile = |pch: Option<(&BuiltPreamble, &Path)>| {
             let pch = pch.map(|(built, copy)| compile::PchUse {
                 header: &built.header,
                 copy,
             });
-            compile::compile_hosted(
-                self.isolated(),
-                &self.root,
-                unit,
-                pch,
-                &out,
-                dep_file,
-                &self.cancel,
-            )
+            compile::compile_hosted(&tc, &self.root, unit, pch, &out, dep_file, &self.cancel)
         };
         let Some((slot, copy)) = self.preamble_of(unit, key) else {
             return Ok((compile(None)?, None));
@@ -109,7 +102,7 @@ impl Builder {
     /// the source opens with one.
     fn preamble_of(&self, unit: &IncoreUnit, key: UnitKey) -> Option<(Arc<PreambleSlot>, PathBuf)> {
         // The unit's own flags (a PCH is refused with others).
-        let tc = self.isolated();
+        let tc = self.hosted(unit);
         if !tc.hosted_pch || tc.include_roots.is_empty() {
             return None;
         }
@@ -119,7 +112,7 @@ impl Builder {
         let found = preamble::find(&text, in_root)?;
         let inputs = self
             .keys
-            .preamble_inputs(self.schema, tc, &self.root, unit, &found.text)
+            .preamble_inputs(self.schema, &tc, &self.root, unit, &found.text)
             .ok()?;
         let pkey = inputs.key();
         // The copy sits alone in its directory: `#include "x"` looks
@@ -172,6 +165,11 @@ impl Builder {
         std::fs::create_dir(&dir).map_err(work_err)?;
         let header = dir.join("preamble.hpp");
         std::fs::write(&header, &slot.preamble.text).map_err(work_err)?;
+        // The key's lock first: `cache prune` keeps the lasting header of
+        // a preamble whose lock is held, so it cannot vanish between its
+        // write and the PCH's publication.
+        let cache = self.cache.as_ref().filter(|c| c.is_enabled());
+        let guard = cache.and_then(|c| c.lock(&slot.key));
         let home = self.preamble_home();
         let lasting = home.join(format!("{}.hpp", slot.key.to_hex()));
         let text = slot.preamble.text.as_bytes();
@@ -184,8 +182,6 @@ impl Builder {
                 })?;
         }
         let display = format!("preamble of {}", unit.source.display());
-        let cache = self.cache.as_ref().filter(|c| c.is_enabled());
-        let guard = cache.and_then(|c| c.lock(&slot.key));
         if let (Some(cache), Some(_)) = (cache, &guard) {
             match cache.lookup_in(Tier::Objects, &slot.key) {
                 Lookup::Hit { artifact, manifest } if reuse && self.stale(&manifest).is_none() => {
@@ -205,7 +201,7 @@ impl Builder {
                 Lookup::Miss => {}
             }
         }
-        let tc = self.isolated();
+        let tc = self.hosted(unit);
         let dep_file = tc.dep_file.then(|| dir.join("preamble.d"));
         let started = SystemTime::now();
         let clang = self
@@ -214,7 +210,7 @@ impl Builder {
             .version
             .contains("clang");
         compile::compile_preamble(
-            tc,
+            &tc,
             &self.root,
             unit,
             (&lasting, clang),

@@ -193,8 +193,11 @@ pub fn prune(dir: &Path, policy: &PrunePolicy) -> Result<CachePruneReport, Cache
 }
 
 /// Removes the preamble headers whose PCH entry is gone: a PCH is only
-/// ever compiled from its header, so the header lives as long as it.
+/// ever compiled from its header, so the header lives as long as it. A
+/// header whose key's lock is held is being compiled from (its PCH not
+/// published yet) and is kept.
 fn prune_preambles(dir: &Path, objects: &LocalDisk) {
+    let locks = dir.join(LOCKS_DIR);
     let mut headers = Vec::new();
     scene_util::files_under(&dir.join(super::PREAMBLES_DIR), &mut headers);
     for path in headers {
@@ -202,12 +205,20 @@ fn prune_preambles(dir: &Path, objects: &LocalDisk) {
             .file_stem()
             .and_then(|s| s.to_str())
             .and_then(UnitKey::from_hex);
-        let orphan = match key {
-            Some(key) => matches!(objects.get_manifest(&key), Ok(None)),
-            None => true,
-        };
-        if orphan {
+        let Some(key) = key else {
             let _ = fs::remove_file(&path);
+            continue;
+        };
+        if !matches!(objects.get_manifest(&key), Ok(None)) {
+            continue;
+        }
+        // Removed under the key's lock (the scrutinee lives to the end of
+        // the match), kept while another holds it.
+        match lock::try_lock(&lock::key_lock_path(&locks, &key)) {
+            Ok(None) => {}
+            Ok(Some(_)) | Err(_) => {
+                let _ = fs::remove_file(&path);
+            }
         }
     }
 }
@@ -591,12 +602,17 @@ mod tests {
         let objects = LocalDisk::objects(dir.path());
         let kept = UnitKey([1; 32]);
         let orphan = UnitKey([2; 32]);
+        // A builder holds this key's lock: its PCH is not published yet.
+        let building = UnitKey([3; 32]);
+        let held =
+            lock::lock(&lock::key_lock_path(&dir.path().join(LOCKS_DIR), &building)).expect("lock");
         objects.put(&kept, b"pch", b"{}").expect("put");
         let home = dir.path().join(super::super::PREAMBLES_DIR);
         fs::create_dir_all(&home).expect("mkdir");
         for name in [
             format!("{}.hpp", kept.to_hex()),
             format!("{}.hpp", orphan.to_hex()),
+            format!("{}.hpp", building.to_hex()),
             "not-a-key.hpp".to_owned(),
         ] {
             fs::write(home.join(name), "#include <x.h>\n").expect("header");
@@ -607,7 +623,15 @@ mod tests {
             .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
             .collect();
         left.sort();
-        assert_eq!(left, [format!("{}.hpp", kept.to_hex())]);
+        let mut expected = [
+            format!("{}.hpp", kept.to_hex()),
+            format!("{}.hpp", building.to_hex()),
+        ];
+        expected.sort();
+        assert_eq!(left, expected);
+        drop(held);
+        prune(dir.path(), &PrunePolicy::default()).expect("prune");
+        assert!(!home.join(format!("{}.hpp", building.to_hex())).exists());
         clear(dir.path()).expect("clear");
         assert!(!home.exists(), "clear removes them all");
     }

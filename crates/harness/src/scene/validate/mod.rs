@@ -271,6 +271,11 @@ impl<'a> Validator<'a> {
     /// Resolves `path` (relative to the scene directory) and checks it stays
     /// inside the scenes root, the scene directory's parent: scenes may share
     /// kernels and headers (`../common/add.c`), never reach outside.
+    ///
+    /// The check is lexical (`..` folded, links not followed): a symbolic
+    /// link the user placed in the scenes root is theirs to follow, which is
+    /// how scenes name the files of a checkout of the original project in
+    /// place (`tests/simpler-compat/original`); a `..` past the root is not.
     fn resolve_inside(&self, field: &str, path: &Path, what: &str) -> Checked<PathBuf> {
         if path.is_absolute() {
             return Err(self.err(
@@ -281,7 +286,18 @@ impl<'a> Validator<'a> {
                 ),
             ));
         }
-        let joined = self.dir.join(path);
+        let joined = crate::config::lexical(&self.dir.join(path));
+        let root = self.dir.parent().unwrap_or(self.dir);
+        if !joined.starts_with(root) {
+            return Err(self.err(
+                field,
+                format!(
+                    "{what} `{}` must be inside the scenes directory {}",
+                    path.display(),
+                    root.display()
+                ),
+            ));
+        }
         let resolved = joined.canonicalize().map_err(|_| {
             self.err(
                 field,
@@ -292,17 +308,6 @@ impl<'a> Validator<'a> {
                 ),
             )
         })?;
-        let root = self.dir.parent().unwrap_or(self.dir);
-        if !resolved.starts_with(root) {
-            return Err(self.err(
-                field,
-                format!(
-                    "{what} `{}` must be inside the scenes directory {}",
-                    path.display(),
-                    root.display()
-                ),
-            ));
-        }
         Ok(resolved)
     }
 
