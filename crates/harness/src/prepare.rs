@@ -113,6 +113,31 @@ pub struct Prepared {
     pub started: Instant,
 }
 
+/// A case's CPU stages done, its compiled callable not attached yet
+/// ([`CpuStages::prepare_cpu`], then [`CpuStages::attach`]).
+#[derive(Debug)]
+pub struct CpuPrepared {
+    sel: SelectedCase,
+    inputs: Vec<(String, Tensor)>,
+    scalars: Vec<u64>,
+    golden: GoldenOutputs,
+    report: CaseReport,
+    started: Instant,
+    /// Its level-3 C host functions were built already.
+    hosts_checked: bool,
+}
+
+/// The compiled callable of scene `name`, or why the case fails at compile.
+fn callable_of(compiled: &CompiledScenes, name: &str) -> Result<Arc<ChipCallable>, CaseFailure> {
+    match compiled.callables.get(name) {
+        Some(Ok(c)) => Ok(Arc::clone(c)),
+        Some(Err(e)) => Err(CaseFailure::Compile(e.to_string())),
+        None => Err(CaseFailure::Compile(
+            "scene was not part of the compile plan".into(),
+        )),
+    }
+}
+
 /// Compile, fixtures and goldens: the stages that never need a card.
 pub struct CpuStages {
     config: RunConfig,
@@ -251,18 +276,33 @@ impl CpuStages {
         compiled
     }
 
-    /// Looks up the case's callable, builds its fixtures and computes its
-    /// golden. `Err` is a finished (failed) report.
+    /// The case's CPU stages with its compiled callable attached:
+    /// [`CpuStages::prepare_cpu`] knowing the compile's outcome, then
+    /// [`CpuStages::attach`].
     pub fn prepare(
         &self,
         sel: &SelectedCase,
         compiled: &CompiledScenes,
     ) -> Result<Prepared, Box<CaseReport>> {
+        let cpu = self.prepare_cpu(sel, Some(compiled))?;
+        self.attach(cpu, compiled)
+    }
+
+    /// Everything of a case that needs neither a card nor its compiled
+    /// callable: its checks, fixtures and golden. With `compiled` known
+    /// (the compile is over) a scene that failed to build fails the case
+    /// first, without fixtures or golden; without it (the compile still
+    /// running, `Session::run`), they are made meanwhile and a compile
+    /// failure is reported by [`CpuStages::attach`].
+    pub fn prepare_cpu(
+        &self,
+        sel: &SelectedCase,
+        compiled: Option<&CompiledScenes>,
+    ) -> Result<CpuPrepared, Box<CaseReport>> {
         let started = Instant::now();
         let scene = &sel.scene;
         let case = sel.case();
         let mut report = CaseReport::new(&scene.name, &case.name);
-        report.phases.compile_s = compiled.compile_s.get(&scene.name).copied().unwrap_or(0.0);
         let fail = |mut report: CaseReport, failure: CaseFailure| {
             report.fail_with(failure);
             report.wall_s = started.elapsed().as_secs_f64();
@@ -273,21 +313,19 @@ impl CpuStages {
         if let Err(e) = self.check_comparisons(sel) {
             return Err(fail(report, CaseFailure::Compare(e.to_string())));
         }
-        let callable = match compiled.callables.get(&scene.name) {
-            Some(Ok(c)) => Arc::clone(c),
-            Some(Err(e)) => return Err(fail(report, CaseFailure::Compile(e.to_string()))),
-            None => {
-                return Err(fail(
-                    report,
-                    CaseFailure::Compile("scene was not part of the compile plan".into()),
-                ));
+        let mut hosts_checked = false;
+        if let Some(compiled) = compiled {
+            report.phases.compile_s = compiled.compile_s.get(&scene.name).copied().unwrap_or(0.0);
+            if let Err(failure) = callable_of(compiled, &scene.name) {
+                return Err(fail(report, failure));
             }
-        };
-        // Level 3's C host functions, built with the callables (in the
-        // same plan, through the kernel cache), before any card: one that
-        // does not build fails the case at compile.
-        if let Err(e) = self.host_executables(sel) {
-            return Err(fail(report, CaseFailure::Compile(e.to_string())));
+            // Level 3's C host functions, built with the callables (in the
+            // same plan, through the kernel cache), before any card: one
+            // that does not build fails the case at compile.
+            if let Err(e) = self.host_executables(sel) {
+                return Err(fail(report, CaseFailure::Compile(e.to_string())));
+            }
+            hosts_checked = true;
         }
 
         // Before allocating: a case too large for this machine fails alone,
@@ -335,8 +373,49 @@ impl CpuStages {
             }
         };
         report.phases.golden_s = t.elapsed().as_secs_f64();
-        Ok(Prepared {
+        Ok(CpuPrepared {
             sel: sel.clone(),
+            inputs,
+            scalars,
+            golden,
+            report,
+            started,
+            hosts_checked,
+        })
+    }
+
+    /// `cpu` with its scene's compiled callable: the case fails at compile
+    /// if its callable (or a level-3 C host function) did not build.
+    pub fn attach(
+        &self,
+        cpu: CpuPrepared,
+        compiled: &CompiledScenes,
+    ) -> Result<Prepared, Box<CaseReport>> {
+        let CpuPrepared {
+            sel,
+            inputs,
+            scalars,
+            golden,
+            mut report,
+            started,
+            hosts_checked,
+        } = cpu;
+        let name = &sel.scene.name;
+        report.phases.compile_s = compiled.compile_s.get(name).copied().unwrap_or(0.0);
+        let fail = |mut report: CaseReport, failure: CaseFailure| {
+            report.fail_with(failure);
+            report.wall_s = started.elapsed().as_secs_f64();
+            Box::new(report)
+        };
+        let callable = match callable_of(compiled, name) {
+            Ok(c) => c,
+            Err(failure) => return Err(fail(report, failure)),
+        };
+        if !hosts_checked && let Err(e) = self.host_executables(&sel) {
+            return Err(fail(report, CaseFailure::Compile(e.to_string())));
+        }
+        Ok(Prepared {
+            sel,
             callable,
             inputs,
             scalars,

@@ -10,7 +10,7 @@
 //! exists.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, mpsc};
+use std::sync::{Mutex, OnceLock, mpsc};
 use std::time::Instant;
 
 use scene_device::{AcquireOptions, CardLease};
@@ -121,10 +121,34 @@ impl Session {
         );
         let (slots, to_compile) =
             self.slots_from_bundle(cases, &mut runnable, &mut reports, on_case);
-        let compiled = self.compile(&to_compile);
-        self.pipelined(cases, &runnable, slots, &compiled, &mut reports, on_case);
-        self.run_report(reports, start)
-            .with_unit_counts(compiled.units)
+        // The compile runs beside the preparing thread: the first case's
+        // fixtures and golden are made while kernels build (a cold
+        // compile leaves cores idle: its probes and links are serial),
+        // and the card gets it as soon as its callable is there.
+        let compiled = OnceLock::new();
+        let panicked = std::thread::scope(|s| {
+            let compiling = s.spawn(|| {
+                // Set whatever happens: the preparer waits for it. A
+                // panicking compile leaves no callable (each case fails at
+                // compile) and is resumed once the run is over.
+                let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    self.compile(&to_compile)
+                }));
+                let (scenes, panic) = match built {
+                    Ok(c) => (c, None),
+                    Err(p) => (CompiledScenes::default(), Some(p)),
+                };
+                let _ = compiled.set(scenes);
+                panic
+            });
+            self.pipelined(cases, &runnable, slots, &compiled, &mut reports, on_case);
+            compiling.join().ok().flatten()
+        });
+        if let Some(p) = panicked {
+            std::panic::resume_unwind(p);
+        }
+        let units = compiled.into_inner().map(|c| c.units).unwrap_or_default();
+        self.run_report(reports, start).with_unit_counts(units)
     }
 
     /// One preparing thread feeding one device worker per healthy card.
@@ -133,7 +157,7 @@ impl Session {
         cases: &[SelectedCase],
         runnable: &[usize],
         mut slots: HashMap<usize, SlotData>,
-        compiled: &CompiledScenes,
+        compiled: &OnceLock<CompiledScenes>,
         reports: &mut [Option<CaseReport>],
         on_case: &mut dyn FnMut(&CaseReport),
     ) {
@@ -153,7 +177,7 @@ impl Session {
                     if self.cancelled() {
                         break;
                     }
-                    match self.prepare_one(&cases[i], slots.remove(&i), compiled) {
+                    match self.prepare_overlapped(&cases[i], slots.remove(&i), compiled) {
                         Ok(p) => {
                             if work_tx.send((i, p)).is_err() {
                                 break;
@@ -353,6 +377,22 @@ impl Session {
 
     /// The CPU stages of one case, or its bundle slot when it has one (then
     /// compile, fixtures and golden phases stay at zero).
+    /// [`Session::prepare_one`] while the compile may still run: a
+    /// bundle slot needs no compile; a case's CPU stages run at once and
+    /// its callable is attached when the compile is over.
+    fn prepare_overlapped(
+        &self,
+        sel: &SelectedCase,
+        slot: Option<SlotData>,
+        compiled: &OnceLock<CompiledScenes>,
+    ) -> Result<Prepared, Box<CaseReport>> {
+        if slot.is_some() {
+            return self.prepare_one(sel, slot, compiled.wait());
+        }
+        let cpu = self.cpu.prepare_cpu(sel, compiled.get())?;
+        self.cpu.attach(cpu, compiled.wait())
+    }
+
     fn prepare_one(
         &self,
         sel: &SelectedCase,
