@@ -136,7 +136,7 @@ pub fn decide(native: impl FnOnce() -> bool, shim: impl FnOnce() -> bool) -> Hos
     }
 }
 
-/// The outcome of [`decide`].
+/// The outcome of `decide` (the builder's two probes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HostedBf16 {
     /// The compiler and library have it: nothing to add.
