@@ -1,4 +1,4 @@
-"""tmr_batch_paged_attention: paged attention with online softmax over the
+"""Paged attention (ex_tmr_paged_attention, tmr_batch_paged_attention) with online softmax over the
 KV blocks, numpy, mirroring the behaviour of simpler's shared golden
 (simpler_setup/goldens/paged_attention.py) that the original test uses:
 scores and the running max / sum / output in f32, each block's
