@@ -240,6 +240,24 @@ pub fn read_report(path: &Path) -> serde_json::Value {
 
 /// True under CI (`CI` set and not empty), where tests that depend on an
 /// installed tool must not skip.
+/// The second hosted compiler `SCENE_TEST_HOSTED_CXX` names (`.ci/run`
+/// installs `zig c++`, clang-based); `None` (after saying so) when it is
+/// unset outside CI. Under CI it must be set: the tests that need it never
+/// skip there.
+pub fn second_hosted_cxx() -> Option<std::ffi::OsString> {
+    let cxx = std::env::var_os("SCENE_TEST_HOSTED_CXX");
+    if cxx.is_none() {
+        assert!(
+            !in_ci(),
+            "CI must set SCENE_TEST_HOSTED_CXX (.ci/run installs zig c++)"
+        );
+        eprintln!(
+            "skipped: set SCENE_TEST_HOSTED_CXX to a clang-based C++20 compiler (e.g. a `zig c++` wrapper)"
+        );
+    }
+    cxx
+}
+
 pub fn in_ci() -> bool {
     std::env::var_os("CI").is_some_and(|v| !v.is_empty())
 }

@@ -606,14 +606,7 @@ extern "C" void kernel_entry(int64_t *args) {
 /// except under CI.
 #[test]
 fn hosted_tiles_pass_with_a_second_hosted_compiler() {
-    let Some(cxx) = std::env::var_os("SCENE_TEST_HOSTED_CXX") else {
-        assert!(
-            !common::in_ci(),
-            "CI must set SCENE_TEST_HOSTED_CXX (.ci/run installs zig c++)"
-        );
-        eprintln!(
-            "skipped: set SCENE_TEST_HOSTED_CXX to a C++20 compiler (e.g. a `zig c++` wrapper)"
-        );
+    let Some(cxx) = common::second_hosted_cxx() else {
         return;
     };
     let env = TestEnv::new();
@@ -643,12 +636,7 @@ fn hosted_tiles_pass_with_a_second_hosted_compiler() {
 /// rebuilt, not fail, when what it was compiled from is not where it was.
 #[test]
 fn hosted_kernels_compile_from_a_cached_preamble_clang_accepts() {
-    let Some(cxx) = std::env::var_os("SCENE_TEST_HOSTED_CXX") else {
-        assert!(
-            !common::in_ci(),
-            "CI must set SCENE_TEST_HOSTED_CXX (.ci/run installs zig c++)"
-        );
-        eprintln!("skipped: set SCENE_TEST_HOSTED_CXX to a clang-based C++20 compiler");
+    let Some(cxx) = common::second_hosted_cxx() else {
         return;
     };
     let env = TestEnv::with_scenes(&[]);
@@ -946,14 +934,7 @@ fn gnu_unique_objects_never_decide_a_hosted_verdict() {
 /// Skipped without one, except under CI.
 #[test]
 fn gnu_unique_objects_never_decide_a_hosted_verdict_with_a_second_compiler() {
-    let Some(cxx) = std::env::var_os("SCENE_TEST_HOSTED_CXX") else {
-        assert!(
-            !common::in_ci(),
-            "CI must set SCENE_TEST_HOSTED_CXX (.ci/run installs zig c++)"
-        );
-        eprintln!(
-            "skipped: set SCENE_TEST_HOSTED_CXX to a C++20 compiler (e.g. a `zig c++` wrapper)"
-        );
+    let Some(cxx) = common::second_hosted_cxx() else {
         return;
     };
     hosted_names_verdicts_do_not_depend_on_order(Some(&cxx));
