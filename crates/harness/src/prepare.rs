@@ -127,6 +127,13 @@ pub struct CpuPrepared {
     hosts_checked: bool,
 }
 
+/// `report` failed with `failure`, its wall time counted from `started`.
+fn failed(mut report: CaseReport, failure: CaseFailure, started: Instant) -> Box<CaseReport> {
+    report.fail_with(failure);
+    report.wall_s = started.elapsed().as_secs_f64();
+    Box::new(report)
+}
+
 /// The compiled callable of scene `name`, or why the case fails at compile.
 fn callable_of(compiled: &CompiledScenes, name: &str) -> Result<Arc<ChipCallable>, CaseFailure> {
     match compiled.callables.get(name) {
@@ -303,11 +310,7 @@ impl CpuStages {
         let scene = &sel.scene;
         let case = sel.case();
         let mut report = CaseReport::new(&scene.name, &case.name);
-        let fail = |mut report: CaseReport, failure: CaseFailure| {
-            report.fail_with(failure);
-            report.wall_s = started.elapsed().as_secs_f64();
-            Box::new(report)
-        };
+        let fail = |report, failure| failed(report, failure, started);
         // A custom comparison that is not registered (or gets the wrong
         // arguments) fails the case before anything is built or run.
         if let Err(e) = self.check_comparisons(sel) {
@@ -402,11 +405,7 @@ impl CpuStages {
         } = cpu;
         let name = &sel.scene.name;
         report.phases.compile_s = compiled.compile_s.get(name).copied().unwrap_or(0.0);
-        let fail = |mut report: CaseReport, failure: CaseFailure| {
-            report.fail_with(failure);
-            report.wall_s = started.elapsed().as_secs_f64();
-            Box::new(report)
-        };
+        let fail = |report, failure| failed(report, failure, started);
         let callable = match callable_of(compiled, name) {
             Ok(c) => c,
             Err(failure) => return Err(fail(report, failure)),
