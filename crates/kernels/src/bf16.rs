@@ -13,8 +13,9 @@
 //! also defines it (weak and hidden, round to nearest even, NaN kept
 //! quiet: what libgcc's does), and its probe links an executable.
 //!
-//! So before the first hosted unit the builder asks the hosted compiler,
-//! with the hosted flags, two questions ([`NATIVE_PROBE`], then
+//! So before the first hosted unit of each distinct set of unit flags
+//! (the language standard is one) the builder asks the hosted compiler,
+//! with the hosted flags and those, two questions ([`NATIVE_PROBE`], then
 //! [`SHIM_PROBE`]): does PTO's condition hold as it is? If not, does it
 //! hold with our `<stdfloat>` ([`SHIM_HEADER`]: `std::bfloat16_t` as
 //! `__bf16`) first on the system include path and the macro defined? In
