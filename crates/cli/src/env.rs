@@ -24,6 +24,7 @@ pub const VARIABLES: &[&str] = &[
     "SCENE_CXX",
     "SCENE_LD",
     "SCENE_HOSTED_CXX",
+    "SCENE_HOSTED_FAST_PATHS",
     "SCENE_PTO_ISA_ROOT",
     "SCENE_SIMPLER_ROOT",
     "SCENE_RUNTIME_LIB",

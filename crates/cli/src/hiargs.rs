@@ -414,7 +414,8 @@ fn platform_table(env: &Environment, root: &Path) -> Result<PlatformTable, Usage
 }
 
 /// The platform named by `--platform`, else `SCENE_PLATFORM`, else
-/// `a2a3sim`, with `SCENE_CC` / `SCENE_CXX` / `SCENE_LD` / `SCENE_HOSTED_CXX` applied to its toolchain,
+/// `a2a3sim`, with `SCENE_CC` / `SCENE_CXX` / `SCENE_LD` / `SCENE_HOSTED_CXX` /
+/// `SCENE_HOSTED_FAST_PATHS` applied to its toolchain,
 /// `SCENE_PTO_ISA_ROOT`'s `include` added to its include roots (else the
 /// `build/pto-isa` of `SCENE_SIMPLER_ROOT`, when it has one),
 /// `SCENE_SIMPLER_ROOT` as its checkout of the original, and `PATH` as its
@@ -445,6 +446,9 @@ pub(crate) fn resolve_platform(
     }
     if let Some(cxx) = env.path("SCENE_HOSTED_CXX") {
         toolchain.hosted_cxx = cxx;
+    }
+    if let Some(fast) = env.parsed("SCENE_HOSTED_FAST_PATHS", parse_bool)? {
+        toolchain.hosted_fast_paths = fast;
     }
     let simpler = env
         .path("SCENE_SIMPLER_ROOT")

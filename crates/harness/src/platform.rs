@@ -247,6 +247,10 @@ struct RawEntry {
     /// (default: true).
     hosted_pch: Option<bool>,
     hosted_isa: Option<bool>,
+    /// Whether hosted incores over a reviewed PTO-ISA get our
+    /// bit-identical fast paths (`scene_kernels::PTO_FAST_OVERLAY`;
+    /// default: true).
+    hosted_fast_paths: Option<bool>,
     /// `"image"` or `"hosted"`: the default build of incores.
     incore_build: Option<String>,
     link_flags: Option<Vec<String>>,
@@ -516,6 +520,9 @@ impl Loader<'_> {
         }
         if let Some(pch) = entry.hosted_pch {
             tc.hosted_pch = pch;
+        }
+        if let Some(fast) = entry.hosted_fast_paths {
+            tc.hosted_fast_paths = fast;
         }
         replace(&mut tc.link_flags, &entry.link_flags);
         match entry.link_script.as_deref() {

@@ -256,6 +256,7 @@ impl Builder {
         }
         let mut tc = self.isolated().clone();
         tc.hosted_bf16_shim = self.bf16_shim(&tc, &unit.flags);
+        tc.hosted_pto_overlay = self.pto_overlay(&tc);
         let tc = Arc::new(tc);
         memo.insert(unit.flags.clone(), Arc::clone(&tc));
         tc
@@ -290,10 +291,7 @@ impl Builder {
                 Some(crate::bf16::NATIVE_PROBE),
             )
         };
-        let home = match self.cache.as_ref().filter(|c| c.is_enabled()) {
-            Some(cache) => cache.dir().join("tools"),
-            None => self.scratch_dir().to_path_buf(),
-        };
+        let home = self.tools_dir();
         let mut dir = None;
         let shim = || {
             let Ok(made) = crate::bf16::materialise(&home) else {
@@ -314,6 +312,29 @@ impl Builder {
         match crate::bf16::decide(native, shim) {
             crate::bf16::HostedBf16::Shim => dir,
             _ => None,
+        }
+    }
+
+    /// The fast paths' overlay directory when `tc` wants them and its
+    /// include roots qualify (`crate::pto_fast`); `None` otherwise, or
+    /// when it cannot be written (PTO-ISA's own code is then used).
+    fn pto_overlay(&self, tc: &Toolchain) -> Option<PathBuf> {
+        if !tc.hosted_fast_paths {
+            return None;
+        }
+        let digest = |f: &Path| self.keys.digest(f).ok();
+        if !crate::pto_fast::applies(&tc.include_roots, digest) {
+            return None;
+        }
+        crate::pto_fast::materialise(&self.tools_dir()).ok()
+    }
+
+    /// Where generated headers (the bf16 shim, the fast paths' overlay)
+    /// live: the cache's `tools/`, else this builder's scratch directory.
+    fn tools_dir(&self) -> PathBuf {
+        match self.cache.as_ref().filter(|c| c.is_enabled()) {
+            Some(cache) => cache.dir().join("tools"),
+            None => self.scratch_dir().to_path_buf(),
         }
     }
 

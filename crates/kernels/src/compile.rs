@@ -211,6 +211,9 @@ fn hosted_flags(tc: &Toolchain, unit: &IncoreUnit) -> Vec<OsString> {
     }
     args.extend(os(tc.core_flags(unit.core)));
     args.extend(os(&unit.flags));
+    if let Some(overlay) = &tc.hosted_pto_overlay {
+        args.extend(crate::pto_fast::overlay_flags(overlay));
+    }
     for root in &tc.include_roots {
         args.push("-isystem".into());
         args.push(root.as_os_str().to_owned());

@@ -804,6 +804,9 @@ impl KeyContext {
         if tc.hosted_bf16_shim.is_some() {
             inputs.set("bf16_shim", crate::bf16::shim_digest());
         }
+        if tc.hosted_pto_overlay.is_some() {
+            inputs.set("pto_fast", crate::pto_fast::overlay_digest());
+        }
         inputs.list("flags.core", tc.core_flags(unit.core).iter().cloned());
         // Only when there are any: keys of units without stay what they were.
         if !unit.flags.is_empty() {

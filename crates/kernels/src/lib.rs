@@ -37,6 +37,7 @@ pub mod outline;
 mod plan;
 mod preamble;
 mod process;
+mod pto_fast;
 mod report;
 pub mod rules;
 pub mod toolchain;
@@ -54,6 +55,7 @@ pub use key::{CACHE_SCHEMA, UnitKey};
 pub use outline::{
     PlanOutline, PlannedUnit, plan_outline, plan_outline_with_hosts, render_commands,
 };
+pub use pto_fast::{OVERLAY_HEADER as PTO_FAST_OVERLAY, REVIEWED as PTO_FAST_REVIEWED};
 pub use report::{BuildOutput, Observer, UnitKind, UnitOutcome, UnitReport};
 pub use toolchain::{BuiltinPlatform, Extraction, Toolchain, ToolchainError, UnknownExtraction};
 pub use unique::{NO_GNU_UNIQUE, gnu_unique_symbols};

@@ -270,6 +270,16 @@ pub struct Toolchain {
     /// keys the shim's digest. Decided by the builder's probe; `None` in a
     /// toolchain as configured.
     pub hosted_bf16_shim: Option<PathBuf>,
+    /// Hosted kernels over a PTO-ISA whose CPU matmul we have reviewed
+    /// compile with our bit-identical fast path for it first on the
+    /// include path (`crate::pto_fast`). `false`: PTO-ISA's own code only.
+    pub hosted_fast_paths: bool,
+    /// The fast paths' overlay directory when `hosted_fast_paths` holds
+    /// and the include roots qualify (`crate::pto_fast::applies`): every
+    /// hosted compile then gets `-isystem <it>` before the roots, and the
+    /// keys the overlay's digest. Decided by the builder; `None` in a
+    /// toolchain as configured.
+    pub hosted_pto_overlay: Option<PathBuf>,
     /// Linker flags for incore images; `-T <script>`, `-o` and inputs are added.
     pub link_flags: Vec<String>,
     pub link_script: String,
@@ -394,6 +404,8 @@ impl Toolchain {
             hosted_pch: true,
             hosted_isa: true,
             hosted_bf16_shim: None,
+            hosted_fast_paths: true,
+            hosted_pto_overlay: None,
             link_flags,
             link_script: link_script.to_owned(),
             builtins_source,

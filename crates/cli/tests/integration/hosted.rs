@@ -144,6 +144,36 @@ fn a_pto_isa_kernel_runs_when_a_checkout_is_given() {
     });
     assert!(out.status.success(), "{}", show(&out));
     assert_eq!(r["totals"]["passed"], 2, "{}", show(&out));
+
+    // The matmul fast path stands before a reviewed PTO-ISA (and only
+    // there), and `SCENE_HOSTED_FAST_PATHS=0` keeps PTO-ISA's own code.
+    let matmul = Path::new(&pto).join("include/pto/cpu/TMatmul.hpp");
+    let reviewed = std::fs::read(&matmul).is_ok_and(|b| {
+        let d = blake3::hash(&b).to_hex().to_string();
+        scene_kernels::PTO_FAST_REVIEWED
+            .iter()
+            .any(|(r, _)| *r == d)
+    });
+    assert_eq!(fast_path_overlays(&env.cache_dir), usize::from(reviewed));
+    let _ = std::fs::remove_dir_all(&env.cache_dir);
+    let (out, r) = env.run_with_report_using(&["run", "pto_tile_add"], |cmd| {
+        cmd.env("SCENE_PTO_ISA_ROOT", &pto)
+            .env("SCENE_HOSTED_FAST_PATHS", "0");
+        if let Some(cxx) = &cxx {
+            cmd.env("SCENE_HOSTED_CXX", cxx);
+        }
+    });
+    assert_eq!(r["totals"]["passed"], 2, "{}", show(&out));
+    assert_eq!(fast_path_overlays(&env.cache_dir), 0);
+}
+
+/// The matmul fast path's overlays written under a cache's `tools/`.
+fn fast_path_overlays(cache: &Path) -> usize {
+    std::fs::read_dir(cache.join("tools")).map_or(0, |dir| {
+        dir.flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("pto-fast-"))
+            .count()
+    })
 }
 
 fn write_pto_scene(dir: &Path) {
