@@ -137,7 +137,9 @@ pub struct RenderedBuild {
 /// in `root`). Nothing is run or written. Hosted kernels and C++
 /// orchestrations are rendered with the toolchain as given: the builder
 /// adds `-fno-gnu-unique` to theirs when it finds the compiler accepts it
-/// (`crate::unique`), which rendering does not probe.
+/// (`crate::unique`), and to hosted kernels the bf16 shim (`crate::bf16`)
+/// and the matmul fast path's overlay (`crate::pto_fast`) when they apply,
+/// none of which rendering probes or writes.
 pub fn render_commands(
     tc: &Toolchain,
     root: &Path,
