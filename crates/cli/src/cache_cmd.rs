@@ -15,21 +15,6 @@ use crate::args::CacheCommand;
 use crate::error::CliError;
 use crate::hiargs::CacheSetup;
 
-fn human(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
-    }
-}
-
 /// Runs `scene cache <command>` against its directory. The configured
 /// remote tier, if any: `stats` names it; every operation works on the
 /// local directory only (the remote's own counters come from the run
@@ -107,7 +92,7 @@ fn tier_line(t: &cache::TierStats) -> String {
             kinds.join(", ")
         },
         t.bytes,
-        human(t.bytes)
+        scene_util::human_size(t.bytes)
     )
 }
 
@@ -129,7 +114,7 @@ fn stats(dir: &Path, remote: Option<&RemoteConfig>, runs: usize) -> Result<(), C
         "goldens: {}, {} bytes ({})",
         g.entries,
         g.bytes,
-        human(g.bytes)
+        scene_util::human_size(g.bytes)
     );
     let envs = python_envs(dir).list().map_err(tier)?;
     let bytes: u64 = envs.iter().map(|e| e.bytes).sum();
@@ -137,21 +122,21 @@ fn stats(dir: &Path, remote: Option<&RemoteConfig>, runs: usize) -> Result<(), C
         "python environments: {}, {} bytes ({})",
         envs.len(),
         bytes,
-        human(bytes)
+        scene_util::human_size(bytes)
     );
     for e in &envs {
         match &e.env {
             Some(env) => println!(
                 "  {} ({}): from {}: {}",
                 e.dir.display(),
-                human(e.bytes),
+                scene_util::human_size(e.bytes),
                 env.base,
                 env.pinned()
             ),
             None => println!(
                 "  {} ({}): half-built (prune removes it)",
                 e.dir.display(),
-                human(e.bytes)
+                scene_util::human_size(e.bytes)
             ),
         }
     }
@@ -186,8 +171,8 @@ fn stats(dir: &Path, remote: Option<&RemoteConfig>, runs: usize) -> Result<(), C
         "remote: hits {remote_hits}, misses {}, errors {}, read {read} bytes ({}), written {written} bytes ({})",
         sum(|r| r.remote_misses),
         sum(|r| r.remote_errors),
-        human(read),
-        human(written)
+        scene_util::human_size(read),
+        scene_util::human_size(written)
     );
     Ok(())
 }
@@ -228,10 +213,10 @@ fn prune_line(what: &str, r: &cache::PruneReport, policy: &PrunePolicy) -> Strin
         r.removed_old,
         policy.max_age.as_secs_f64() / 86400.0,
         r.removed_for_size,
-        human(policy.max_size),
-        human(r.freed_bytes),
+        scene_util::human_size(policy.max_size),
+        scene_util::human_size(r.freed_bytes),
         r.kept,
-        human(r.kept_bytes),
+        scene_util::human_size(r.kept_bytes),
     )
 }
 
@@ -248,9 +233,9 @@ fn prune(dir: &Path, policy: &PrunePolicy) -> Result<(), CliError> {
         println!(
             "removed {} support objects, freed {}; kept {} ({})",
             o.removed_old + o.removed_for_size,
-            human(o.freed_bytes),
+            scene_util::human_size(o.freed_bytes),
             o.kept,
-            human(o.kept_bytes)
+            scene_util::human_size(o.kept_bytes)
         );
     }
     let g = golden_cache(dir).prune(policy).map_err(tier)?;
@@ -264,7 +249,7 @@ fn prune(dir: &Path, policy: &PrunePolicy) -> Result<(), CliError> {
         "removed {} Python environments (unused for over {:.1} days), freed {}; kept {}; removed {} half-built",
         p.removed,
         policy.max_age.as_secs_f64() / 86400.0,
-        human(p.freed_bytes),
+        scene_util::human_size(p.freed_bytes),
         p.kept,
         p.leftovers
     );

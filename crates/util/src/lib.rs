@@ -18,6 +18,22 @@ pub use exe::{copy_executable, write_executable};
 pub mod output;
 pub use output::{OutputTarget, output_target, write_output};
 
+/// `4.3 GiB`, `512 B`: a size for a message or a listing.
+pub fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
 /// Writes `bytes` to `path` through a temp file in the same directory and a
 /// rename, creating the directory if needed: a reader sees the old file,
 /// or the whole new one, never a part.

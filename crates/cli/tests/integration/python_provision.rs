@@ -148,6 +148,23 @@ fn provisions_once_and_reuses() {
     let lock = std::fs::read_to_string(dirs[0].join("requirements.lock")).unwrap();
     assert!(lock.contains("numpy=="), "{lock}");
     no_leftovers(&env);
+    // The builder said what pip fetched and installed while it ran, and
+    // how large the environment came out.
+    let builder = outs
+        .iter()
+        .find(|o| progress_lines(o) == 1)
+        .expect("the builder");
+    let said = String::from_utf8_lossy(&builder.stderr);
+    assert!(
+        said.lines()
+            .any(|l| l.starts_with("  pip: ") && l.contains("numpy")),
+        "{said}"
+    );
+    let done = said
+        .lines()
+        .find(|l| l.starts_with("provisioned Python environment in "))
+        .unwrap_or_else(|| panic!("no provisioned line:\n{said}"));
+    assert!(done.contains("numpy==") && done.ends_with("MiB)"), "{done}");
 
     // Reused: no install, no progress line; --explain names it.
     let (out, report) = run_report(

@@ -531,9 +531,10 @@ impl PythonRunner {
         };
         if built {
             eprintln!(
-                "provisioned Python environment in {:.1} s: {}",
+                "provisioned Python environment in {:.1} s: {} ({})",
                 started.elapsed().as_secs_f64(),
-                env.pinned()
+                env.pinned(),
+                scene_util::human_size(provision::dir_size(&env.dir))
             );
         }
         Ok(Interpreter {

@@ -474,7 +474,39 @@ fn last_lines(out: &Output, n: usize) -> String {
 /// Runs `cmd` to completion (output captured); `Err` names it and says why.
 /// Registered with `cancel`, so an interrupted run stops pip or uv too
 /// (the half-built environment is then removed with its build directory).
-fn run(mut cmd: Command, cancel: &Cancel) -> Result<Output, ProvisionError> {
+fn run(cmd: Command, cancel: &Cancel) -> Result<Output, ProvisionError> {
+    run_showing(cmd, cancel, &mut |_| {})
+}
+
+/// Whether a line of pip's or uv's output says what is being fetched or
+/// installed: the lines a user waiting on a large install (torch: 2.8 GB
+/// of wheels) wants to see, without pip's dependency chatter.
+fn progress_line(line: &str) -> bool {
+    const SAID: [&str; 9] = [
+        "Collecting ",
+        "Downloading ",
+        "Processing ",
+        "Using cached ",
+        "Installing collected packages",
+        "Successfully installed ",
+        "Resolved ",
+        "Prepared ",
+        "Installed ",
+    ];
+    let line = line.trim_start();
+    SAID.iter().any(|s| line.starts_with(s))
+}
+
+/// [`run`], showing its progress as it comes: each [`progress_line`] of
+/// its output (stdout or stderr) goes to `show` while the command runs;
+/// all of it is kept for the error message. Ended by the run's own cancel
+/// (or racing it), a failure is `Interrupted`, not the command's.
+fn run_showing(
+    mut cmd: Command,
+    cancel: &Cancel,
+    show: &mut dyn FnMut(&str),
+) -> Result<Output, ProvisionError> {
+    use std::io::{BufRead, BufReader, Read};
     let command = command_line(&cmd);
     let failed = |why: String| ProvisionError::Command {
         command: command.clone(),
@@ -483,20 +515,70 @@ fn run(mut cmd: Command, cancel: &Cancel) -> Result<Output, ProvisionError> {
     if cancel.is_cancelled() {
         return Err(ProvisionError::Interrupted);
     }
-    let out = cancel
+    let mut child = cancel
         .spawn(
             cmd.stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .env("PYTHONDONTWRITEBYTECODE", "1"),
         )
-        .and_then(|child| child.wait_with_output())
         .map_err(|e| failed(e.to_string()))?;
-    // Ended by the run's own cancel (or racing it): not the command's
-    // failure, and not a setup error.
-    if !out.status.success() && cancel.is_cancelled() {
+    let (tx, rx) = std::sync::mpsc::channel::<(bool, Vec<u8>)>();
+    // One reader per pipe, so neither fills while the other is read.
+    let readers: Vec<_> = [
+        child
+            .child_mut()
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        child
+            .child_mut()
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    ]
+    .into_iter()
+    .enumerate()
+    .filter_map(|(i, pipe)| pipe.map(|p| (i == 1, p)))
+    .map(|(is_err, pipe)| {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(pipe);
+            loop {
+                let mut line = Vec::new();
+                match lines.read_until(b'\n', &mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        if tx.send((is_err, line)).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        })
+    })
+    .collect();
+    drop(tx);
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    for (is_err, line) in rx {
+        let text = String::from_utf8_lossy(&line);
+        if progress_line(&text) {
+            show(text.trim());
+        }
+        if is_err { &mut stderr } else { &mut stdout }.extend_from_slice(&line);
+    }
+    for r in readers {
+        let _ = r.join();
+    }
+    let status = child.wait().map_err(|e| failed(e.to_string()))?;
+    if !status.success() && cancel.is_cancelled() {
         return Err(ProvisionError::Interrupted);
     }
+    let out = Output {
+        status,
+        stdout,
+        stderr,
+    };
     if !out.status.success() {
         return Err(ProvisionError::Command {
             command,
@@ -664,7 +746,12 @@ impl EnvCache {
         };
         run(installer.venv(&probe.executable, &env_dir), cancel).map_err(named)?;
         let python = env_dir.join("bin").join("python");
-        run(installer.install(&python, reqs), cancel).map_err(named)?;
+        // A large install (torch) takes minutes: say what it fetches.
+        let tool = installer.name();
+        run_showing(installer.install(&python, reqs), cancel, &mut |line| {
+            eprintln!("  {tool}: {line}");
+        })
+        .map_err(named)?;
         let frozen = run(installer.freeze(&python), cancel).map_err(named)?;
         let lock_text = String::from_utf8_lossy(&frozen.stdout).into_owned();
         let check = probe_with(&python, reqs, cancel).map_err(|why| ProvisionError::Command {
@@ -867,7 +954,7 @@ impl EnvCache {
 }
 
 /// Bytes of the files under `dir`, links not followed.
-fn dir_size(dir: &Path) -> u64 {
+pub(crate) fn dir_size(dir: &Path) -> u64 {
     let mut total = 0;
     let mut todo = vec![dir.to_path_buf()];
     while let Some(d) = todo.pop() {
@@ -888,6 +975,78 @@ fn dir_size(dir: &Path) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pip_and_uv_progress_lines_are_told_from_chatter() {
+        for said in [
+            "Collecting torch",
+            "Processing /wheels/torch-2.15.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+            "  Downloading torch-2.15.0-cp311-cp311-manylinux_2_28_x86_64.whl (539.1 MB)",
+            "  Using cached numpy-2.4.6-cp311-cp311-manylinux_2_27_x86_64.whl (16.9 MB)",
+            "Installing collected packages: numpy",
+            "Successfully installed numpy-2.4.6",
+            "Resolved 30 packages in 1.21s",
+            "Prepared 30 packages in 2m 03s",
+            "Installed 30 packages in 5.02s",
+        ] {
+            assert!(progress_line(said), "{said}");
+        }
+        for chatter in [
+            "Requirement already satisfied: numpy in ./lib/python3.11/site-packages",
+            "  Preparing metadata (pyproject.toml): started",
+            " + numpy==2.4.6",
+            "",
+        ] {
+            assert!(!progress_line(chatter), "{chatter}");
+        }
+    }
+
+    #[test]
+    fn a_command_shows_its_progress_while_keeping_all_its_output() {
+        let script = "echo 'Collecting numpy'; echo 'Requirement already satisfied: pip'; \
+                      echo '  Downloading numpy.whl (16.9 MB)' >&2; echo 'Successfully installed numpy-2.4.6'";
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", script]);
+        let mut shown = Vec::new();
+        let out = run_showing(cmd, &Cancel::new(), &mut |l| shown.push(l.to_owned())).unwrap();
+        // Lines of one stream keep their order; stdout and stderr interleave
+        // as they come.
+        let from_stdout: Vec<&String> = shown
+            .iter()
+            .filter(|l| !l.starts_with("Downloading"))
+            .collect();
+        assert_eq!(
+            from_stdout,
+            ["Collecting numpy", "Successfully installed numpy-2.4.6"]
+        );
+        assert!(
+            shown.contains(&"Downloading numpy.whl (16.9 MB)".to_owned()),
+            "{shown:?}"
+        );
+        assert_eq!(shown.len(), 3, "{shown:?}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains("Requirement already satisfied: pip"),
+            "{stdout}"
+        );
+        assert!(String::from_utf8_lossy(&out.stderr).contains("Downloading numpy.whl"));
+
+        // A failure names the command and its last lines, as `run` does.
+        let mut cmd = Command::new("sh");
+        cmd.args([
+            "-c",
+            "echo 'Collecting nothing'; echo 'ERROR: No matching distribution' >&2; exit 1",
+        ]);
+        let mut shown = Vec::new();
+        match run_showing(cmd, &Cancel::new(), &mut |l| shown.push(l.to_owned())) {
+            Err(ProvisionError::Command { command, why }) => {
+                assert!(command.starts_with("sh -c"), "{command}");
+                assert!(why.contains("No matching distribution"), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(shown, ["Collecting nothing"]);
+    }
 
     #[test]
     fn requirement_sets_always_hold_numpy_and_are_sorted() {
