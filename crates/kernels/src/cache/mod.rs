@@ -49,6 +49,8 @@
 //! <dir>/units/<unit id>.json                          last inputs per unit (explain)
 //! <dir>/tools/<id>.txt                                memoised `--version` outputs
 //! <dir>/tools/<id>.flag                               memoised flag probes (`-fno-gnu-unique`)
+//! <dir>/tools/bf16-<digest>/stdfloat                   the bf16 shim (`bf16.rs`), rewritten when missing
+//! <dir>/tools/pto-fast-<digest>/pto/cpu/TMatmul.hpp    the matmul fast path's overlay (`pto_fast.rs`), likewise
 //! <dir>/digests/files.bin                             memoised file digests + #includes
 //!                                                     (by dev, inode, size, mtime, ctime)
 //! <dir>/preambles/<key>.hpp                           what preamble PCHs were compiled from
