@@ -34,6 +34,7 @@
 //! environment instead ([`provision`]), made once and cached. There is a
 //! worker per interpreter in use.
 
+pub mod compat;
 pub mod identity;
 pub mod provision;
 

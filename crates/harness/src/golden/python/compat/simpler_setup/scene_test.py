@@ -1,9 +1,12 @@
-"""The scene-test class API, as the original's files use it."""
+"""The scene-test class API as the original's `test_*.py` files use it,
+written by scenes from its names and behaviour
+(tests/simpler-compat/design/test-files.md)."""
 from __future__ import annotations
 
 import copy
 import enum
 import inspect
+import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -131,12 +134,22 @@ def _resolve(entry, base):
         entry["source"] = str(base / entry["source"])
 
 
+def _defining_file(cls):
+    """The file that defines `cls`: its module's, else (a module being
+    executed that is not in `sys.modules` yet) the file of the class
+    statement that the decorator is applied in."""
+    try:
+        return inspect.getfile(cls)
+    except TypeError:
+        return sys._getframe(2).f_code.co_filename
+
+
 def scene_test(level, runtime):
     def decorate(cls):
         _check_configs(cls)
         cls._st_level = _level(level)
         cls._st_runtime = runtime
-        base = Path(inspect.getfile(cls)).parent
+        base = Path(_defining_file(cls)).parent
         spec = getattr(cls, "CALLABLE", {}) or {}
         if cls._st_level == SceneTestLevel.CHIP:
             _resolve(spec.get("orchestration"), base)
@@ -151,6 +164,20 @@ def scene_test(level, runtime):
         return cls
 
     return decorate
+
+
+def is_manual_for_platform(manual, platform):
+    """Whether a case's `manual` makes it manual on `platform`: a string
+    names the one platform, a list / tuple / set the platforms, anything
+    else counts as a bool (`True`: everywhere; missing / `None` / `False`:
+    nowhere)."""
+    if manual is None or manual is False:
+        return False
+    if isinstance(manual, str):
+        return manual == platform
+    if isinstance(manual, (list, tuple, set, frozenset)):
+        return platform in manual
+    return bool(manual)
 
 
 def _compare_outputs(test_args, golden_args, output_names, rtol, atol):

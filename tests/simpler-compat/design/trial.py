@@ -1,6 +1,8 @@
-"""Prototype: import the original's a2a3 test files with scenes' own compat
-modules, describe every class, and run generate_args + compute_golden of
-every a2a3sim case of the standard flow. Usage: trial.py SIMPLER_ROOT"""
+"""Import the original's a2a3 test files with scenes' own compatibility
+packages (crates/harness/src/golden/python/compat, or COMPAT_DIR), describe
+every class, and run generate_args + compute_golden of every a2a3sim case of
+the standard level-2 flow; prints a JSON summary. Needs torch.
+Usage: trial.py SIMPLER_ROOT [COMPAT_DIR]"""
 import importlib.util
 import json
 import os
@@ -11,7 +13,8 @@ from pathlib import Path
 
 root = Path(sys.argv[1]).resolve()
 os.environ["SCENE_SIMPLER_ROOT"] = str(root)
-sys.path.insert(0, str(Path(__file__).parent))
+compat = Path(sys.argv[2]) if len(sys.argv) > 2 else Path(__file__).resolve().parents[3] / "crates/harness/src/golden/python/compat"
+sys.path.insert(0, str(compat))
 sys.path.insert(1, str(root))  # `from tests.st... import` / `examples...`
 
 import torch  # noqa: E402
