@@ -111,22 +111,26 @@ class CallableNamespace:
         return objs[0] if len(objs) == 1 else objs
 
 
+def _check_mapping(where, field, value, allowed):
+    """`value` (a case's `config` or its `runtime_env`) is a mapping of
+    allowed keys; the errors name the class, the case and the field."""
+    if not isinstance(value, dict):
+        raise TypeError(f"{where}: {field} must be a mapping")
+    bad = set(value) - allowed
+    if bad:
+        raise ValueError(f"{where}: unknown {field} keys {sorted(bad)}; allowed {sorted(allowed)}")
+
+
 def _check_configs(cls):
+    """Every case's `config` (and its `runtime_env`), checked when the
+    class is made, as the original does."""
     for case in getattr(cls, "CASES", []) or []:
         if not isinstance(case, dict):
             raise TypeError(f"{cls.__name__}: a case must be a mapping")
+        where = f"{cls.__name__}::{case.get('name')}"
         config = case.get("config", {})
-        if not isinstance(config, dict):
-            raise TypeError(f"{cls.__name__}::{case.get('name')}: config must be a mapping")
-        bad = set(config) - _ALLOWED_CONFIG
-        if bad:
-            raise ValueError(f"{cls.__name__}::{case.get('name')}: unknown config keys {sorted(bad)}; allowed {sorted(_ALLOWED_CONFIG)}")
-        env = config.get("runtime_env", {})
-        if not isinstance(env, dict):
-            raise TypeError(f"{cls.__name__}::{case.get('name')}: runtime_env must be a mapping")
-        bad = set(env) - _ALLOWED_RUNTIME_ENV
-        if bad:
-            raise ValueError(f"{cls.__name__}::{case.get('name')}: unknown runtime_env keys {sorted(bad)}; allowed {sorted(_ALLOWED_RUNTIME_ENV)}")
+        _check_mapping(where, "config", config, _ALLOWED_CONFIG)
+        _check_mapping(where, "runtime_env", config.get("runtime_env", {}), _ALLOWED_RUNTIME_ENV)
 
 
 def _resolve(entry, base):
