@@ -375,24 +375,27 @@ impl Session {
         (slots, to_compile)
     }
 
-    /// The CPU stages of one case, or its bundle slot when it has one (then
-    /// compile, fixtures and golden phases stay at zero).
     /// [`Session::prepare_one`] while the compile may still run: a
-    /// bundle slot needs no compile; a case's CPU stages run at once and
-    /// its callable is attached when the compile is over.
+    /// bundle slot needs no compile, so it never waits for it; a case's CPU
+    /// stages run at once and its callable is attached when the compile is
+    /// over.
     fn prepare_overlapped(
         &self,
         sel: &SelectedCase,
         slot: Option<SlotData>,
         compiled: &OnceLock<CompiledScenes>,
     ) -> Result<Prepared, Box<CaseReport>> {
-        if slot.is_some() {
-            return self.prepare_one(sel, slot, compiled.wait());
+        match slot {
+            Some(slot) => self.prepare_from_slot(sel, slot),
+            None => {
+                let cpu = self.cpu.prepare_cpu(sel, compiled.get())?;
+                self.cpu.attach(cpu, compiled.wait())
+            }
         }
-        let cpu = self.cpu.prepare_cpu(sel, compiled.get())?;
-        self.cpu.attach(cpu, compiled.wait())
     }
 
+    /// The CPU stages of one case, or its bundle slot when it has one (then
+    /// compile, fixtures and golden phases stay at zero).
     fn prepare_one(
         &self,
         sel: &SelectedCase,
@@ -400,54 +403,62 @@ impl Session {
         compiled: &CompiledScenes,
     ) -> Result<Prepared, Box<CaseReport>> {
         match slot {
-            Some(slot) => {
-                // The bundle holds inputs and goldens, not the verdict's
-                // functions: a custom comparison must be registered here.
-                if let Err(e) = self.cpu.check_comparisons(sel) {
-                    let mut r = CaseReport::new(&sel.scene.name, &sel.case().name);
-                    r.fail(FailureStage::Compare, e.to_string());
-                    return Err(Box::new(r));
-                }
-                // Pass 2 may run with other settings than pass 1 (its own
-                // SCENE_RUNTIME_OPTIONS, platform file): its device memory
-                // is checked again, still before a card is taken.
-                if let Err(e) = self.cpu.check_device_memory(sel) {
-                    let mut r = CaseReport::new(&sel.scene.name, &sel.case().name);
-                    r.fail_with(crate::report::CaseFailure::DeviceMemory(e));
-                    return Err(Box::new(r));
-                }
-                // Pass 1's C host functions: pass 2 compiles none of them.
-                for (step, bytes) in &slot.hosts {
-                    let Some(crate::scene::steps::StepKind::HostC { source, function }) =
-                        sel.scene.steps.get(*step).map(|s| &s.kind)
-                    else {
-                        continue;
-                    };
-                    if let Err(e) = self
-                        .cpu
-                        .hosts()
-                        .install(&sel.scene, source, function, bytes)
-                    {
-                        let mut r = CaseReport::new(&sel.scene.name, &sel.case().name);
-                        r.fail(
-                            FailureStage::Compile,
-                            format!("steps[{step}], host step `{function}`: {e}"),
-                        );
-                        return Err(Box::new(r));
-                    }
-                }
-                Ok(Prepared {
-                    sel: sel.clone(),
-                    callable: slot.callable,
-                    inputs: slot.inputs,
-                    scalars: slot.scalars,
-                    golden: slot.golden,
-                    report: CaseReport::new(&sel.scene.name, &sel.case().name),
-                    started: Instant::now(),
-                })
-            }
+            Some(slot) => self.prepare_from_slot(sel, slot),
             None => self.cpu.prepare(sel, compiled),
         }
+    }
+
+    /// A case prepared from its bundle slot: inputs, golden and callable
+    /// from pass 1, after the checks pass 2 makes again.
+    fn prepare_from_slot(
+        &self,
+        sel: &SelectedCase,
+        slot: SlotData,
+    ) -> Result<Prepared, Box<CaseReport>> {
+        // The bundle holds inputs and goldens, not the verdict's
+        // functions: a custom comparison must be registered here.
+        if let Err(e) = self.cpu.check_comparisons(sel) {
+            let mut r = CaseReport::new(&sel.scene.name, &sel.case().name);
+            r.fail(FailureStage::Compare, e.to_string());
+            return Err(Box::new(r));
+        }
+        // Pass 2 may run with other settings than pass 1 (its own
+        // SCENE_RUNTIME_OPTIONS, platform file): its device memory
+        // is checked again, still before a card is taken.
+        if let Err(e) = self.cpu.check_device_memory(sel) {
+            let mut r = CaseReport::new(&sel.scene.name, &sel.case().name);
+            r.fail_with(crate::report::CaseFailure::DeviceMemory(e));
+            return Err(Box::new(r));
+        }
+        // Pass 1's C host functions: pass 2 compiles none of them.
+        for (step, bytes) in &slot.hosts {
+            let Some(crate::scene::steps::StepKind::HostC { source, function }) =
+                sel.scene.steps.get(*step).map(|s| &s.kind)
+            else {
+                continue;
+            };
+            if let Err(e) = self
+                .cpu
+                .hosts()
+                .install(&sel.scene, source, function, bytes)
+            {
+                let mut r = CaseReport::new(&sel.scene.name, &sel.case().name);
+                r.fail(
+                    FailureStage::Compile,
+                    format!("steps[{step}], host step `{function}`: {e}"),
+                );
+                return Err(Box::new(r));
+            }
+        }
+        Ok(Prepared {
+            sel: sel.clone(),
+            callable: slot.callable,
+            inputs: slot.inputs,
+            scalars: slot.scalars,
+            golden: slot.golden,
+            report: CaseReport::new(&sel.scene.name, &sel.case().name),
+            started: Instant::now(),
+        })
     }
 
     /// The device stage, then (card released) the comparison, the verdict
