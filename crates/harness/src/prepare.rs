@@ -123,8 +123,6 @@ pub struct CpuPrepared {
     golden: GoldenOutputs,
     report: CaseReport,
     started: Instant,
-    /// Its level-3 C host functions were built already.
-    hosts_checked: bool,
 }
 
 /// `report` failed with `failure`, its wall time counted from `started`.
@@ -316,7 +314,6 @@ impl CpuStages {
         if let Err(e) = self.check_comparisons(sel) {
             return Err(fail(report, CaseFailure::Compare(e.to_string())));
         }
-        let mut hosts_checked = false;
         if let Some(compiled) = compiled {
             report.phases.compile_s = compiled.compile_s.get(&scene.name).copied().unwrap_or(0.0);
             if let Err(failure) = callable_of(compiled, &scene.name) {
@@ -328,7 +325,6 @@ impl CpuStages {
             if let Err(e) = self.host_executables(sel) {
                 return Err(fail(report, CaseFailure::Compile(e.to_string())));
             }
-            hosts_checked = true;
         }
 
         // Before allocating: a case too large for this machine fails alone,
@@ -383,7 +379,6 @@ impl CpuStages {
             golden,
             report,
             started,
-            hosts_checked,
         })
     }
 
@@ -401,7 +396,6 @@ impl CpuStages {
             golden,
             mut report,
             started,
-            hosts_checked,
         } = cpu;
         let name = &sel.scene.name;
         report.phases.compile_s = compiled.compile_s.get(name).copied().unwrap_or(0.0);
@@ -410,7 +404,9 @@ impl CpuStages {
             Ok(c) => c,
             Err(failure) => return Err(fail(report, failure)),
         };
-        if !hosts_checked && let Err(e) = self.host_executables(&sel) {
+        // Built (or found failed) once per run and remembered
+        // (`HostBuilds`): asked again here, it is a lookup.
+        if let Err(e) = self.host_executables(&sel) {
             return Err(fail(report, CaseFailure::Compile(e.to_string())));
         }
         Ok(Prepared {
