@@ -10,6 +10,7 @@ use std::path::Path;
 use scene_harness::golden::cache::GoldenCache;
 use scene_harness::golden::python::provision::EnvCache;
 use scene_kernels::cache::{self, PrunePolicy, RemoteConfig};
+use scene_util::human_size;
 
 use crate::args::CacheCommand;
 use crate::error::CliError;
@@ -92,7 +93,7 @@ fn tier_line(t: &cache::TierStats) -> String {
             kinds.join(", ")
         },
         t.bytes,
-        scene_util::human_size(t.bytes)
+        human_size(t.bytes)
     )
 }
 
@@ -114,7 +115,7 @@ fn stats(dir: &Path, remote: Option<&RemoteConfig>, runs: usize) -> Result<(), C
         "goldens: {}, {} bytes ({})",
         g.entries,
         g.bytes,
-        scene_util::human_size(g.bytes)
+        human_size(g.bytes)
     );
     let envs = python_envs(dir).list().map_err(tier)?;
     let bytes: u64 = envs.iter().map(|e| e.bytes).sum();
@@ -122,21 +123,21 @@ fn stats(dir: &Path, remote: Option<&RemoteConfig>, runs: usize) -> Result<(), C
         "python environments: {}, {} bytes ({})",
         envs.len(),
         bytes,
-        scene_util::human_size(bytes)
+        human_size(bytes)
     );
     for e in &envs {
         match &e.env {
             Some(env) => println!(
                 "  {} ({}): from {}: {}",
                 e.dir.display(),
-                scene_util::human_size(e.bytes),
+                human_size(e.bytes),
                 env.base,
                 env.pinned()
             ),
             None => println!(
                 "  {} ({}): half-built (prune removes it)",
                 e.dir.display(),
-                scene_util::human_size(e.bytes)
+                human_size(e.bytes)
             ),
         }
     }
@@ -171,8 +172,8 @@ fn stats(dir: &Path, remote: Option<&RemoteConfig>, runs: usize) -> Result<(), C
         "remote: hits {remote_hits}, misses {}, errors {}, read {read} bytes ({}), written {written} bytes ({})",
         sum(|r| r.remote_misses),
         sum(|r| r.remote_errors),
-        scene_util::human_size(read),
-        scene_util::human_size(written)
+        human_size(read),
+        human_size(written)
     );
     Ok(())
 }
@@ -213,10 +214,10 @@ fn prune_line(what: &str, r: &cache::PruneReport, policy: &PrunePolicy) -> Strin
         r.removed_old,
         policy.max_age.as_secs_f64() / 86400.0,
         r.removed_for_size,
-        scene_util::human_size(policy.max_size),
-        scene_util::human_size(r.freed_bytes),
+        human_size(policy.max_size),
+        human_size(r.freed_bytes),
         r.kept,
-        scene_util::human_size(r.kept_bytes),
+        human_size(r.kept_bytes),
     )
 }
 
@@ -233,9 +234,9 @@ fn prune(dir: &Path, policy: &PrunePolicy) -> Result<(), CliError> {
         println!(
             "removed {} support objects, freed {}; kept {} ({})",
             o.removed_old + o.removed_for_size,
-            scene_util::human_size(o.freed_bytes),
+            human_size(o.freed_bytes),
             o.kept,
-            scene_util::human_size(o.kept_bytes)
+            human_size(o.kept_bytes)
         );
     }
     let g = golden_cache(dir).prune(policy).map_err(tier)?;
@@ -249,7 +250,7 @@ fn prune(dir: &Path, policy: &PrunePolicy) -> Result<(), CliError> {
         "removed {} Python environments (unused for over {:.1} days), freed {}; kept {}; removed {} half-built",
         p.removed,
         policy.max_age.as_secs_f64() / 86400.0,
-        scene_util::human_size(p.freed_bytes),
+        human_size(p.freed_bytes),
         p.kept,
         p.leftovers
     );

@@ -238,8 +238,6 @@ pub fn read_report(path: &Path) -> serde_json::Value {
     serde_json::from_slice(&bytes).unwrap()
 }
 
-/// True under CI (`CI` set and not empty), where tests that depend on an
-/// installed tool must not skip.
 /// The second hosted compiler `SCENE_TEST_HOSTED_CXX` names (`.ci/run`
 /// installs `zig c++`, clang-based); `None` (after saying so) when it is
 /// unset outside CI. Under CI it must be set: the tests that need it never
@@ -258,6 +256,8 @@ pub fn second_hosted_cxx() -> Option<std::ffi::OsString> {
     cxx
 }
 
+/// True under CI (`CI` set and not empty), where tests that depend on an
+/// installed tool must not skip.
 pub fn in_ci() -> bool {
     std::env::var_os("CI").is_some_and(|v| !v.is_empty())
 }
