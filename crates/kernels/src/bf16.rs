@@ -116,12 +116,7 @@ pub fn shim_flags(dir: &Path) -> [std::ffi::OsString; 3] {
 pub fn materialise(base: &Path) -> std::io::Result<PathBuf> {
     let digest = shim_digest();
     let dir = base.join(format!("bf16-{}", &digest[..16]));
-    let header = dir.join("stdfloat");
-    let current = std::fs::read(&header).is_ok_and(|b| b == SHIM_HEADER.as_bytes());
-    if !current {
-        std::fs::create_dir_all(&dir)?;
-        scene_util::write_atomically(&header, SHIM_HEADER.as_bytes())?;
-    }
+    scene_util::write_atomically_if_changed(&dir.join("stdfloat"), SHIM_HEADER.as_bytes())?;
     Ok(dir)
 }
 

@@ -223,14 +223,7 @@ pub fn overlay_flags(dir: &Path) -> [std::ffi::OsString; 2] {
 pub fn materialise(base: &Path) -> std::io::Result<PathBuf> {
     let digest = overlay_digest();
     let dir = base.join(format!("pto-fast-{}", &digest[..16]));
-    let header = dir.join(SHADOWED);
-    let current = std::fs::read(&header).is_ok_and(|b| b == OVERLAY_HEADER.as_bytes());
-    if !current {
-        if let Some(parent) = header.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        scene_util::write_atomically(&header, OVERLAY_HEADER.as_bytes())?;
-    }
+    scene_util::write_atomically_if_changed(&dir.join(SHADOWED), OVERLAY_HEADER.as_bytes())?;
     Ok(dir)
 }
 

@@ -41,6 +41,17 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     write_atomically_inner(path, bytes, None)
 }
 
+/// [`write_atomically`] unless `path` already holds exactly `bytes`: for
+/// files generated from constants (headers, Python packages) that every
+/// run makes sure of and that are mostly there already. A damaged copy is
+/// rewritten.
+pub fn write_atomically_if_changed(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    if std::fs::read(path).is_ok_and(|b| b == bytes) {
+        return Ok(());
+    }
+    write_atomically(path, bytes)
+}
+
 /// [`write_atomically`], the file getting exactly `mode` (e.g. `0o644`
 /// for a report others read), whatever the umask: the temp file it is
 /// written through is created 0600.

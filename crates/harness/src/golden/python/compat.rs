@@ -56,11 +56,7 @@ pub fn digest() -> String {
 pub fn materialise(base: &Path) -> std::io::Result<PathBuf> {
     let dir = base.join(format!("simpler-compat-{}", &digest()[..16]));
     for (path, text) in FILES {
-        let file = dir.join(path);
-        if std::fs::read(&file).is_ok_and(|b| b == text.as_bytes()) {
-            continue;
-        }
-        scene_util::write_atomically(&file, text.as_bytes())?;
+        scene_util::write_atomically_if_changed(&dir.join(path), text.as_bytes())?;
     }
     Ok(dir)
 }
