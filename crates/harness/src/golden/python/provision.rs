@@ -524,39 +524,32 @@ fn run_showing(
         )
         .map_err(|e| failed(e.to_string()))?;
     let (tx, rx) = std::sync::mpsc::channel::<(bool, Vec<u8>)>();
-    // One reader per pipe, so neither fills while the other is read.
-    let readers: Vec<_> = [
-        child
-            .child_mut()
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-        child
-            .child_mut()
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    ]
-    .into_iter()
-    .enumerate()
-    .filter_map(|(i, pipe)| pipe.map(|p| (i == 1, p)))
-    .map(|(is_err, pipe)| {
-        let tx = tx.clone();
+    // One reader per pipe, so neither fills while the other is read; each
+    // line is sent tagged with its pipe (`true`: stderr).
+    fn forward(
+        pipe: impl Read + Send + 'static,
+        is_err: bool,
+        tx: std::sync::mpsc::Sender<(bool, Vec<u8>)>,
+    ) -> std::thread::JoinHandle<()> {
         std::thread::spawn(move || {
             let mut lines = BufReader::new(pipe);
             loop {
                 let mut line = Vec::new();
                 match lines.read_until(b'\n', &mut line) {
                     Ok(0) | Err(_) => break,
-                    Ok(_) => {
-                        if tx.send((is_err, line)).is_err() {
-                            break;
-                        }
-                    }
+                    Ok(_) if tx.send((is_err, line)).is_err() => break,
+                    Ok(_) => {}
                 }
             }
         })
-    })
+    }
+    let pipes = child.child_mut();
+    let readers: Vec<_> = [
+        pipes.stdout.take().map(|p| forward(p, false, tx.clone())),
+        pipes.stderr.take().map(|p| forward(p, true, tx.clone())),
+    ]
+    .into_iter()
+    .flatten()
     .collect();
     drop(tx);
     let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
