@@ -133,9 +133,12 @@ pub(crate) struct ReportArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct Selection {
-    /// Only cases whose `scene::case` contains one of these texts (any of them; none = every case).
-    #[arg(value_name = "FILTER")]
+    /// Only cases whose `scene::case` contains one of these texts (any of them; none = every case). A `.py` file, or a directory written as a path (`dir/`, `./dir`, `/abs/dir`), names test files of the original project (hw-native-sys/simpler's `test_*.py`) to run instead of the scenes dir.
+    #[arg(value_name = "FILTER|PATH")]
     pub(crate) filters: Vec<String>,
+    /// The positional arguments that are paths of test files (taken out of `filters`).
+    #[arg(skip)]
+    pub(crate) paths: Vec<PathBuf>,
     /// Platform to select and run for [env: SCENE_PLATFORM] [default: a2a3sim] [built in: a2a3sim, a5sim; more in scene-platforms.toml].
     #[arg(long, value_name = "PLATFORM")]
     pub(crate) platform: Option<PlatformName>,

@@ -109,6 +109,9 @@ pub enum CliError {
     /// The scenes directory could not be read.
     #[error("{0}")]
     Scenes(#[from] SceneError),
+    /// A path given for test files names none.
+    #[error("{0}")]
+    TestFiles(scene_harness::testfiles::FindError),
     /// A tier beside the kernel cache (the golden cache, the Python
     /// environments) could not be read or changed.
     #[error("{0}")]
@@ -156,6 +159,7 @@ impl CliError {
             | CliError::WriteOutput { .. }
             | CliError::AppendSummary { .. }
             | CliError::WriteBundle(_)
+            | CliError::TestFiles(_)
             | CliError::Replay(_) => 2,
             CliError::Setup(_)
             | CliError::Toolchain(_)

@@ -61,6 +61,8 @@ pub(crate) enum HiCommand {
 pub(crate) struct ListSetup {
     pub(crate) selection: Selection,
     pub(crate) platform: Platform,
+    /// With test files named: the configuration their Python runs with.
+    pub(crate) config: Option<Box<RunConfig>>,
 }
 
 /// `scene run`.
@@ -159,6 +161,11 @@ impl EngineConfig {
     /// `0..K-1` for the largest rank group `K` among them (level 3), so
     /// the default runs every case; just card `0` when no case needs more
     /// than one card.
+    /// The configuration before the card pool is sized.
+    pub(crate) fn base(&self) -> &RunConfig {
+        &self.base
+    }
+
     pub(crate) fn for_cases(&self, cases: &[SelectedCase]) -> RunConfig {
         let mut config = self.base.clone();
         let k = cases.iter().map(SelectedCase::cards).max().unwrap_or(1);
@@ -210,6 +217,7 @@ impl HiArgs {
         // The configuration first, then `--no-tests`: a bad flag or
         // variable is a usage error before any scene is read.
         let engine = |selection: Selection, flags: &Flags| -> Result<Engine, UsageError> {
+            let selection = with_test_paths(selection);
             let config = EngineConfig::resolve(&layout, &env, cache_flag, flags, cancel)?;
             let no_tests = no_tests(&env, flags.no_tests)?;
             Ok(Engine {
@@ -232,9 +240,22 @@ impl HiArgs {
             Command::List(args) => {
                 let platform =
                     resolve_platform(&env, &layout.root, args.selection.platform.as_deref())?;
+                let selection = with_test_paths(args.selection);
+                let config = match selection.paths.is_empty() {
+                    true => None,
+                    false => {
+                        let flags = Flags {
+                            platform: selection.platform.clone(),
+                            ..Flags::default()
+                        };
+                        let c = EngineConfig::resolve(&layout, &env, cache_flag, &flags, cancel)?;
+                        Some(Box::new(c.base().clone()))
+                    }
+                };
                 HiCommand::List(ListSetup {
-                    selection: args.selection,
+                    selection,
                     platform,
+                    config,
                 })
             }
             Command::Run(args) => {
@@ -660,6 +681,18 @@ pub(crate) fn resolve(
         }
     }
     Ok(config)
+}
+
+/// The positional arguments that name test files of the original
+/// project (`scene run <checkout>/tests/st/a2a3`), taken out of the case
+/// filters.
+fn with_test_paths(mut selection: Selection) -> Selection {
+    let (paths, filters): (Vec<String>, Vec<String>) = std::mem::take(&mut selection.filters)
+        .into_iter()
+        .partition(|a| scene_harness::testfiles::is_test_path(a));
+    selection.paths = paths.into_iter().map(PathBuf::from).collect();
+    selection.filters = filters;
+    selection
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use scene_harness::select::Partition;
 use scene_harness::{
     GoldenRegistry, Platform, RunConfig, Scene, SceneError, SelectedCase, select_cases,
 };
+
 use scene_util::Cancel;
 
 use crate::Layout;
@@ -59,9 +60,14 @@ impl LoadFailure {
 /// too, naming the file, field, case, tensor and the registered ones.
 pub(crate) fn load_scenes(
     dir: &Path,
+    sel: &Selection,
+    config: Option<&RunConfig>,
     registry: Option<&GoldenRegistry>,
-) -> Result<(Vec<Arc<Scene>>, Vec<LoadFailure>), SceneError> {
-    let all = discover(dir)?;
+) -> Result<(Vec<Arc<Scene>>, Vec<LoadFailure>), CliError> {
+    let all = match (sel.paths.is_empty(), config) {
+        (false, Some(config)) => load_test_files(&sel.paths, sel, config)?,
+        _ => discover(dir)?,
+    };
     let mut scenes = Vec::new();
     let mut errors = Vec::new();
     for s in all {
@@ -92,6 +98,45 @@ pub(crate) fn load_scenes(
         eprintln!("error: {}", e.message);
     }
     Ok((scenes, errors))
+}
+
+/// The scenes of the original project's test files under `paths`
+/// ([`scene_harness::testfiles`]); each class not run here is a `note:`
+/// with its reason.
+fn load_test_files(
+    paths: &[std::path::PathBuf],
+    sel: &Selection,
+    config: &RunConfig,
+) -> Result<Vec<Result<Scene, SceneError>>, CliError> {
+    use scene_harness::testfiles;
+    let files = testfiles::find_test_files(paths).map_err(CliError::TestFiles)?;
+    let opts = testfiles::LoadOptions {
+        platform: config.platform.name().to_string(),
+        include_manual: sel.include_manual,
+        simpler_root: config
+            .platform
+            .simpler_root()
+            .map(|r| r.dir().to_path_buf()),
+        python: config.python.clone(),
+        compat_base: config
+            .cache_dir
+            .as_ref()
+            .map(|d| d.join("python"))
+            .unwrap_or_else(|| std::env::temp_dir().join("scene-python")),
+        cancel: config.cancel.clone(),
+    };
+    let loaded = testfiles::load(&files, &opts);
+    for s in &loaded.skipped {
+        eprintln!("note: not run here: {}: {}", s.id, s.reason);
+    }
+    let mut out: Vec<Result<Scene, SceneError>> = loaded.scenes.into_iter().map(Ok).collect();
+    out.extend(loaded.failures.into_iter().map(|f| {
+        Err(SceneError::TestFile {
+            scene: f.scene,
+            message: f.message,
+        })
+    }));
+    Ok(out)
 }
 
 /// The cases and load failures (as their `<scene>::load` entries) in
@@ -160,7 +205,12 @@ pub(crate) fn prologue(
 ) -> Result<Prologue, CliError> {
     let sel = &engine.selection;
     let platform = engine.config.platform();
-    let (scenes, load_errors) = load_scenes(&layout.scenes_dir, registry)?;
+    let (scenes, load_errors) = load_scenes(
+        &layout.scenes_dir,
+        sel,
+        Some(engine.config.base()),
+        registry,
+    )?;
     let load_failures = load_errors.len();
     let (cases, load_errors, selected) = select(&scenes, load_errors, sel, platform);
     // A scene that did not load already fails the run; an empty selection

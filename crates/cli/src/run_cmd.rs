@@ -25,7 +25,12 @@ pub(crate) fn list(
     setup: &ListSetup,
 ) -> Result<(), CliError> {
     let sel = &setup.selection;
-    let (scenes, errors) = load_scenes(&layout.scenes_dir, Some(registry))?;
+    let (scenes, errors) = load_scenes(
+        &layout.scenes_dir,
+        sel,
+        setup.config.as_deref(),
+        Some(registry),
+    )?;
     let load_failed = !errors.is_empty();
     // Split as `run` splits (cases and load failures together), so a
     // partition lists exactly what it runs even when a scene failed to load.

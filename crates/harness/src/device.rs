@@ -89,6 +89,9 @@ pub struct DeviceStage {
     memory: crate::device_memory::MemorySettings,
     /// The run's `SCENE_RUNTIME_OPTIONS`, for composing per-case options.
     runtime_options: String,
+    /// The original project's device shape on this simulator
+    /// (`aic=24;aiv=48` on a2a3sim), for the cases of its test files.
+    original_cores: Option<String>,
     lock_timeout: Option<Duration>,
     verbose: bool,
     /// Run sessions in supervised worker processes, one per card kept for
@@ -127,6 +130,9 @@ impl DeviceStage {
             open_options: open_options(config),
             memory: crate::device_memory::MemorySettings::of(config),
             runtime_options: config.runtime_options.clone(),
+            original_cores: (config.runtime_lib.is_none() && config.platform.runtime().is_none())
+                .then(|| crate::simpler::sim_cores(config.platform.scenes()))
+                .map(|(aic, aiv)| format!("aic={aic};aiv={aiv}")),
             lock_timeout: config.lock_timeout,
             verbose: config.verbose,
             workers: config
@@ -162,14 +168,25 @@ impl DeviceStage {
     /// `SCENE_RUNTIME_OPTIONS` still wins. A worker whose devices were
     /// opened with other options closes and reopens them (`serve.rs`), so
     /// a case never runs on an arena sized for another.
+    ///
+    /// A case of the original's test files also gets the original's
+    /// device shape on the simulator (its tests size SPMD launches by
+    /// `rt_available_cluster_count()`), before the run's own options too.
     fn case_options(&self, sel: &SelectedCase) -> String {
         let arena = self
             .memory
             .in_force(&sel.scene, sel.case())
-            .and_then(|m| m.arena_option());
-        match arena {
-            Some(mb) => with_arena(&self.open_options, &self.runtime_options, mb),
-            None => self.open_options.clone(),
+            .and_then(|m| m.arena_option())
+            .map(|mb| format!("{}={mb}", crate::device_memory::ARENA_OPTION));
+        let cores = self
+            .original_cores
+            .clone()
+            .filter(|_| sel.scene.origin.is_some());
+        let ours: Vec<String> = cores.into_iter().chain(arena).collect();
+        if ours.is_empty() {
+            self.open_options.clone()
+        } else {
+            before_runs_own(&self.open_options, &self.runtime_options, &ours.join(";"))
         }
     }
 
@@ -718,10 +735,10 @@ pub(crate) fn worker_deadline(config: &RunConfig) -> Option<Duration> {
 }
 
 /// `options` (from [`open_options`], ending with the run's own
-/// `runtime_options`) with `arena_mb=<mb>` just before those: the runtime
-/// keeps the last value of a key, so the run's own `arena_mb` still wins.
-fn with_arena(options: &str, runtime_options: &str, mb: u64) -> String {
-    let arena = format!("{}={mb}", crate::device_memory::ARENA_OPTION);
+/// `runtime_options`) with `ours` (the harness's per-case options, e.g.
+/// `arena_mb=<mb>`) just before those: the runtime keeps the last value
+/// of a key, so the run's own `arena_mb` still wins.
+fn before_runs_own(options: &str, runtime_options: &str, ours: &str) -> String {
     let harness = if runtime_options.is_empty() {
         options
     } else {
@@ -731,9 +748,9 @@ fn with_arena(options: &str, runtime_options: &str, mb: u64) -> String {
             .unwrap_or(options)
     };
     if harness.len() == options.len() {
-        format!("{harness};{arena}")
+        format!("{harness};{ours}")
     } else {
-        format!("{harness};{arena};{runtime_options}")
+        format!("{harness};{ours};{runtime_options}")
     }
 }
 
@@ -1041,7 +1058,11 @@ fn abi_dtype(dtype: scene_golden::DType) -> u32 {
 
 #[cfg(test)]
 mod tests {
-    use super::with_arena;
+    use super::before_runs_own;
+
+    fn with_arena(options: &str, runtime_options: &str, mb: u64) -> String {
+        before_runs_own(options, runtime_options, &format!("arena_mb={mb}"))
+    }
 
     #[test]
     fn the_arena_goes_before_the_runs_own_options() {

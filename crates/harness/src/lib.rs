@@ -43,6 +43,7 @@ pub mod select;
 pub mod simpler;
 pub mod size;
 pub mod steps;
+pub mod testfiles;
 
 pub use compare::{
     Comparison, ComparisonCtx, ComparisonFailure, ComparisonFn, OutputReport, Verdict,

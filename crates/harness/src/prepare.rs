@@ -819,6 +819,7 @@ mod tests {
             derived: vec![],
             cases: vec![],
             steps: vec![],
+            origin: None,
         };
         let ints = int_scalar_values(&scene, &case).unwrap();
         let names: Vec<&str> = ints.iter().map(|(n, _)| n.as_str()).collect();

@@ -32,6 +32,17 @@ use std::str::FromStr;
 
 use scene_kernels::{BuiltinPlatform, CoreType};
 
+/// The original's device shape on its simulator of `platform` (AIC and
+/// AIV cores: `PLATFORM_MAX_BLOCKDIM` clusters of one AIC and two AIV, its
+/// `platform_config.h` at 6ebaf7715): what its tests expect of
+/// `rt_available_cluster_count()`.
+pub fn sim_cores(platform: BuiltinPlatform) -> (u32, u32) {
+    match platform {
+        BuiltinPlatform::A2a3Sim => (24, 48),
+        BuiltinPlatform::A5Sim => (36, 72),
+    }
+}
+
 /// The runtime variant a scene is written for (`runtime = "..."` in
 /// `scene.toml`, the original's `@scene_test(runtime=...)`): it picks the
 /// runtime's header directories in the original's tree.

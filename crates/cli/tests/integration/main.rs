@@ -50,5 +50,6 @@ mod rounds;
 mod scale;
 mod signal;
 mod simpler_compat;
+mod simpler_tests;
 mod terminal;
 mod trace;

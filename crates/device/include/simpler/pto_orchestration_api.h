@@ -1075,17 +1075,20 @@ inline TaskOutputTensors scene_simpler_submit(const MixedKernels &kernels,
     s.num_args = static_cast<uint32_t>(nt + ns);
     /* An invalid id (an external tensor's owner_task_id, a task never
      * submitted) names no task: it orders nothing, as in the original. */
-    uint64_t deps[64];
+    /* No cap on their number, as in the original (its runtime imposes
+     * none; dep_gen's 64 is a cap of its diagnostic record only): up to
+     * 64 on the stack, more in a vector. */
+    uint64_t small_deps[64];
+    std::vector<uint64_t> many_deps;
+    uint64_t *deps = small_deps;
+    if (args.explicit_dep_count() > sizeof small_deps / sizeof small_deps[0]) {
+        many_deps.resize(args.explicit_dep_count());
+        deps = many_deps.data();
+    }
     uint32_t nd = 0;
     for (uint32_t i = 0; i < args.explicit_dep_count(); i++) {
         PTO2TaskId d = args.explicit_dep(i);
         if (d.is_invalid()) continue;
-        if (nd == sizeof deps / sizeof deps[0]) {
-            scene_simpler_fatal(rt, PTO2_ERROR_DEP_POOL_OVERFLOW, what,
-                                "more than %u explicit dependencies",
-                                static_cast<unsigned>(sizeof deps / sizeof deps[0]));
-            return TaskOutputTensors{};
-        }
         deps[nd++] = d.raw;
     }
     s.deps = nd ? deps : nullptr;

@@ -46,6 +46,11 @@ pub enum SceneError {
         path: PathBuf,
         problems: Vec<Problem>,
     },
+    /// A test file of the original project (or a class of it) that could
+    /// not be made into a scene ([`crate::testfiles`]); the message names
+    /// the file.
+    #[error("{message}")]
+    TestFile { scene: String, message: String },
 }
 
 /// `path: problem` lines.
@@ -78,6 +83,7 @@ impl SceneError {
         let path = match self {
             SceneError::Read { path, .. } => path,
             SceneError::Parse { path, .. } | SceneError::Invalid { path, .. } => path,
+            SceneError::TestFile { scene, .. } => return scene.clone(),
         };
         let dir = if path.file_name().is_some_and(|n| n == "scene.toml") {
             path.parent()

@@ -265,6 +265,29 @@ pub struct Scene {
     /// functions in order ([`steps`]); empty: one chip run of the
     /// orchestration, as a scene without steps has always been run.
     pub steps: Vec<steps::Step>,
+    /// A class of the original project's test file rather than a
+    /// `scene.toml` (issue 40, [`crate::testfiles`]): its fixtures,
+    /// golden and comparison are the class's own methods.
+    pub origin: Option<std::sync::Arc<TestOrigin>>,
+}
+
+/// The `SceneTestCase` class of a `test_*.py` file a scene was made from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TestOrigin {
+    /// The test file (absolute).
+    pub file: PathBuf,
+    pub class: String,
+    /// Its module name from the checkout root (`tests.st.a2a3.x.test_x`,
+    /// as the original's pytest names it), when it is under one.
+    pub module: Option<String>,
+    /// What goes first on the worker's `sys.path`: our compatibility
+    /// packages, the checkout root, the file's directory.
+    pub sys_path: Vec<PathBuf>,
+    /// The checkout (`--simpler-root`), for `simpler_setup.goldens`.
+    pub simpler_root: Option<PathBuf>,
+    /// The class overrides `compare_outputs`: the case is judged by it,
+    /// once, on every output.
+    pub compare_override: bool,
 }
 
 /// One `[derived]` param: a name and the expression that computes it in

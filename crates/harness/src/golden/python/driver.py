@@ -211,9 +211,20 @@ def dependencies():
     """The files the scene's code came from and read, and what is opaque
     (a file whose name is not UTF-8 cannot be named to the harness)."""
     files, opaque = set(), []
-    for name, mod in list(sys.modules.items()):
+    modules = list(sys.modules.items())
+    # Packages the interpreter installed: their submodules are versioned
+    # with them, even one whose __file__ is no file (torch.classes says
+    # "_classes.py").
+    installed = set()
+    for name, mod in modules:
+        f = getattr(mod, "__file__", None)
+        if "." not in name and isinstance(f, str) and os.path.isabs(f) and _tracked(f) is None:
+            installed.add(name)
+    for name, mod in modules:
         f = getattr(mod, "__file__", None)
         if not isinstance(f, str):
+            continue
+        if name.split(".", 1)[0] in installed:
             continue
         real = _tracked(os.path.abspath(f))
         if real is None:
@@ -502,6 +513,428 @@ def op_host(req):
     return {}
 
 
+# ---------------------------------------------------------------------
+# The original project's test files (`test_*.py` with `SceneTestCase`
+# classes), run unchanged: a request that carries "simpler" names the
+# file, its module name, the class and (but for `describe`) the case.
+# The class's own `generate_args`, `compute_golden` and `compare_outputs`
+# are called as the original's harness calls them; our `simpler_setup`
+# (the compat packages) is first on sys.path.
+
+_test_modules = {}
+_templates = {}  # (file, class, case) -> the TaskArgsBuilder generate_args made
+_TEMPLATES_KEPT = 4
+
+TORCH_DTYPES = {
+    "float32": "f32",
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "int8": "i8",
+    "uint8": "u8",
+    "int16": "i16",
+    "int32": "i32",
+    "int64": "i64",
+}
+
+
+def load_test_module(sim):
+    """The test file's module: imported by its dotted name from the
+    checkout root (as pytest's importlib mode names it, so its relative
+    and `tests.st...` imports work), else by its path."""
+    path = sim["file"]
+    mod = _test_modules.get(path)
+    if mod is not None:
+        return mod
+    # Nothing is written into the user's checkout: no __pycache__.
+    sys.dont_write_bytecode = True
+    root = sim.get("simpler_root")
+    if root:
+        os.environ["SCENE_SIMPLER_ROOT"] = root
+    for p in reversed(sim["sys_path"]):
+        if p not in sys.path:
+            sys.path.insert(0, p)
+    name = sim.get("module")
+    if name:
+        try:
+            mod = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name is None or not name.startswith(e.name):
+                raise
+            mod = None
+        if mod is not None and os.path.realpath(getattr(mod, "__file__", "") or "") != os.path.realpath(path):
+            mod = None
+    if mod is None:
+        name = name or "scene_test_%d" % len(_test_modules)
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        try:
+            spec.loader.exec_module(mod)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    _test_modules[path] = mod
+    return mod
+
+
+def _scene_test_case():
+    from simpler_setup import SceneTestCase
+
+    return SceneTestCase
+
+
+def test_classes(mod):
+    """The classes the original's pytest collects from a module: `Test*`
+    subclasses of SceneTestCase defined in it, with cases."""
+    base = _scene_test_case()
+    out = []
+    for name, obj in vars(mod).items():
+        if (
+            isinstance(obj, type)
+            and issubclass(obj, base)
+            and obj is not base
+            and name.startswith("Test")
+            and obj.__module__ == mod.__name__
+            and getattr(obj, "CASES", None)
+        ):
+            out.append(obj)
+    return out
+
+
+def find_class(sim):
+    mod = load_test_module(sim)
+    cls = getattr(mod, sim["class"], None)
+    if not isinstance(cls, type):
+        raise CaseError("%s defines no class `%s`" % (sim["file"], sim["class"]))
+    return cls
+
+
+def find_case(cls, sim):
+    for case in cls.CASES:
+        if isinstance(case, dict) and case.get("name") == sim["case"]:
+            return case
+    raise CaseError("%s has no case `%s`" % (cls.__name__, sim["case"]))
+
+
+def _jsonable(value):
+    """Params as JSON for the harness (reports, keys); what JSON cannot
+    hold is sent as its repr. Generate/golden calls get the original
+    objects, never these."""
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else repr(value)
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return repr(value)
+
+
+def _direction(d):
+    name = getattr(d, "name", None)
+    if name in ("IN", "OUT", "INOUT", "SCALAR"):
+        return name.lower()
+    return repr(d)
+
+
+def _manual(manual):
+    """A case's `manual` as the harness models it: "never", "always" or
+    the platforms (the original's is_manual_for_platform)."""
+    if manual is None or manual is False:
+        return "never"
+    if isinstance(manual, str):
+        return [manual]
+    if isinstance(manual, (list, tuple, set, frozenset)):
+        return sorted(str(m) for m in manual)
+    return "always" if manual else "never"
+
+
+def tensor_array(name, value):
+    """A TensorArg's value as (numpy array to save, our dtype name): bf16
+    as uint16 bits. The original takes contiguous CPU tensors of its dtype
+    map only; so do we."""
+    if _torch is not None and isinstance(value, _torch.Tensor):
+        t = value.detach()
+        if t.device.type != "cpu":
+            raise CaseError("TensorArg `%s` is on %s, not the CPU" % (name, t.device))
+        if not t.is_contiguous():
+            raise CaseError("TensorArg `%s` is not contiguous" % name)
+        dt = TORCH_DTYPES.get(str(t.dtype).replace("torch.", ""))
+        if dt is None:
+            raise CaseError(
+                "TensorArg `%s` has dtype %s: scenes passes float32, float16, bfloat16, "
+                "int8/16/32/64 and uint8 tensors" % (name, t.dtype)
+            )
+        if dt == "bf16":
+            return t.view(_torch.int16).numpy().view(np.uint16), dt
+        return t.numpy(), dt
+    if isinstance(value, np.ndarray):
+        if value.dtype.name not in TORCH_DTYPES:
+            raise CaseError(
+                "TensorArg `%s` has dtype %s: scenes passes float32, float16, int8/16/32/64 "
+                "and uint8 arrays (bfloat16 as a torch tensor)" % (name, value.dtype)
+            )
+        if not value.flags["C_CONTIGUOUS"]:
+            raise CaseError("TensorArg `%s` is not contiguous" % name)
+        return value, TORCH_DTYPES[value.dtype.name]
+    raise CaseError("TensorArg `%s` holds a %s, not a tensor" % (name, type(value).__name__))
+
+
+def scalar_spec(name, value):
+    """A Scalar as (our dtype, number) carrying the 64 bits the original's
+    scalar_to_uint64 gives it: a float (Python or c_float) as f32, a
+    c_double as f64, anything else as a two's-complement i64."""
+    import ctypes
+    import struct
+
+    if isinstance(value, float) or isinstance(value, ctypes.c_float):
+        v = value if isinstance(value, float) else value.value
+        try:
+            return "f32", struct.unpack("<f", struct.pack("<f", v))[0]
+        except OverflowError:
+            raise CaseError("Scalar `%s` = %r does not fit a float32" % (name, v)) from None
+    if isinstance(value, ctypes.c_double):
+        return "f64", float(value.value)
+    if isinstance(value, ctypes._SimpleCData):
+        value = value.value
+    try:
+        bits = int(value) & ((1 << 64) - 1)
+    except (TypeError, ValueError):
+        raise CaseError("Scalar `%s` is a %s, not a number" % (name, type(value).__name__)) from None
+    return "i64", bits - (1 << 64) if bits >> 63 else bits
+
+
+def generated(cls, case, seed):
+    """generate_args of the case, under the seed; kept for the golden and
+    the comparison of the same case."""
+    seed_all(seed)
+    builder = cls().generate_args(case.get("params", {}))
+    _only_parent()
+    if not hasattr(builder, "specs"):
+        raise CaseError(
+            "%s.generate_args returned a %s, not a TaskArgsBuilder" % (cls.__name__, type(builder).__name__)
+        )
+    return builder
+
+
+def template(cls, case, sim, seed):
+    key = (sim["file"], cls.__name__, case.get("name"))
+    b = _templates.get(key)
+    if b is None:
+        b = generated(cls, case, seed)
+        _templates[key] = b
+        while len(_templates) > _TEMPLATES_KEPT:
+            _templates.pop(next(iter(_templates)))
+    return b
+
+
+def arg_list(builder):
+    out = []
+    for s in builder.specs:
+        if type(s).__name__ == "TensorArg":
+            arr, dt = tensor_array(s.name, s.value)
+            out.append({"name": s.name, "kind": "tensor", "dtype": dt, "shape": list(arr.shape)})
+        else:
+            dt, v = scalar_spec(s.name, s.value)
+            out.append({"name": s.name, "kind": "scalar", "dtype": dt, "value": v})
+    return out
+
+
+def _defined_below_base(cls, attr):
+    base = _scene_test_case()
+    for k in cls.__mro__:
+        if k is base:
+            return False
+        if attr in vars(k):
+            return True
+    return False
+
+
+def describe_class(cls, req):
+    platform = req["platform"]
+    d = {"name": cls.__name__, "level": int(getattr(cls, "_st_level", 0) or 0)}
+    d["runtime"] = getattr(cls, "_st_runtime", None)
+    d["rtol"], d["atol"] = float(cls.RTOL), float(cls.ATOL)
+    d["skip_golden"] = bool(getattr(cls, "SKIP_GOLDEN", False))
+    d["compare_override"] = _defined_below_base(cls, "compare_outputs")
+    d["overrides"] = sorted(
+        m for m in ("test_run", "_run_and_validate_l2", "_run_and_validate_l3", "_build_config")
+        if _defined_below_base(cls, m)
+    )
+    d["own_tests"] = sorted(
+        n for n in dir(cls) if n.startswith("test_") and n != "test_run" and callable(getattr(cls, n, None))
+    )
+    d["runtime_env"] = bool(getattr(cls, "RUNTIME_ENV", None))
+    spec = getattr(cls, "CALLABLE", {}) or {}
+    if d["level"] == 2 and isinstance(spec, dict):
+        orch = spec.get("orchestration") or {}
+        d["orchestration"] = {
+            "source": orch.get("source"),
+            "function_name": orch.get("function_name"),
+            "config_name": orch.get("config_name"),
+            "signature": [_direction(x) for x in orch.get("signature", [])],
+        }
+        d["incores"] = [
+            {
+                "func_id": inc.get("func_id"),
+                "name": inc.get("name"),
+                "source": inc.get("source"),
+                "core_type": inc.get("core_type"),
+                "extra_include_dirs": [str(x) for x in inc.get("extra_include_dirs", [])],
+            }
+            for inc in spec.get("incores", [])
+            if isinstance(inc, dict)
+        ]
+    cases = []
+    from simpler_setup.scene_test import is_manual_for_platform
+
+    for i, case in enumerate(cls.CASES):
+        if not isinstance(case, dict):
+            raise CaseError("%s.CASES[%d] is a %s, not a mapping" % (cls.__name__, i, type(case).__name__))
+        c = {
+            "name": str(case.get("name")),
+            "platforms": [str(p) for p in case.get("platforms", [])],
+            "manual": _manual(case.get("manual")),
+            "params": _jsonable(case.get("params", {})),
+            "config": _jsonable(case.get("config", {})),
+            "skip_golden": bool(case.get("skip_golden", d["skip_golden"])),
+        }
+        wanted = platform in c["platforms"] and (
+            req.get("include_manual") or not is_manual_for_platform(case.get("manual"), platform)
+        )
+        if wanted and d["level"] == 2 and not d["own_tests"]:
+            try:
+                c["args"] = arg_list(generated(cls, case, req["seed"]))
+            except BaseException as e:  # noqa: BLE001 - user code may raise anything
+                if isinstance(e, KeyboardInterrupt):
+                    raise
+                c["error"] = "%s: %s" % (type(e).__name__, e) if not isinstance(e, CaseError) else str(e)
+                c["traceback"] = None if isinstance(e, CaseError) else user_traceback(e)
+        cases.append(c)
+    d["cases"] = cases
+    return d
+
+
+def op_describe(req):
+    """Every test file of the request: its classes and cases, and the
+    arguments generate_args makes for the cases the run may select."""
+    out = []
+    for sim in req["files"]:
+        entry = {"file": sim["file"]}
+        try:
+            mod = load_test_module(sim)
+            entry["classes"] = [describe_class(cls, req) for cls in test_classes(mod)]
+        except ModuleNotFoundError as e:
+            missing = e.name or ""
+            if missing == "_task_interface" or missing.startswith(("simpler.", "simpler_setup.")):
+                # The original's native runtime and tools: what white-box
+                # and level-3 files import. Not ours to provide.
+                entry["not_run"] = (
+                    "it imports %s, the original's own machinery (its white-box and "
+                    "level-3 tests drive it), which scenes does not provide" % missing
+                )
+            else:
+                entry["error"] = "%s: %s" % (type(e).__name__, e)
+                entry["traceback"] = user_traceback(e)
+        except BaseException as e:  # noqa: BLE001 - user code may raise anything
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            entry["error"] = str(e) if isinstance(e, CaseError) else "%s: %s" % (type(e).__name__, e)
+            entry["traceback"] = None if isinstance(e, CaseError) else user_traceback(e)
+        out.append(entry)
+    _only_parent()
+    return {"tests": out}
+
+
+def _fill(value, arr, dtype):
+    """Writes the harness's array into a TensorArg's value in place."""
+    if _torch is not None and isinstance(value, _torch.Tensor):
+        if dtype == "bf16":
+            src = _torch.from_numpy(np.array(arr, dtype=np.uint16).view(np.int16)).view(_torch.bfloat16)
+        else:
+            src = _torch.from_numpy(np.array(arr))
+        value.copy_(src.reshape(value.shape))
+    else:
+        value[...] = np.asarray(arr).reshape(value.shape)
+
+
+def _load_raw(t):
+    return np.load(t["path"], allow_pickle=False)
+
+
+def op_inputs_simpler(req):
+    sim = req["simpler"]
+    cls = find_class(sim)
+    case = find_case(cls, sim)
+    _templates.pop((sim["file"], cls.__name__, case.get("name")), None)
+    builder = template(cls, case, sim, req["seed"])
+    specs = {t["name"]: t for t in req["tensors"]}
+    written, scalars = [], {}
+    for s in builder.specs:
+        if type(s).__name__ == "TensorArg":
+            spec = specs.get(s.name)
+            if spec is None:
+                raise CaseError("generate_args made tensor `%s`, which the scene does not have" % s.name)
+            arr, dt = tensor_array(s.name, s.value)
+            if dt != spec["dtype"] or list(arr.shape) != list(spec["shape"]):
+                raise CaseError(
+                    "generate_args made `%s` %s %s this time, %s %s before"
+                    % (s.name, dt, list(arr.shape), spec["dtype"], list(spec["shape"]))
+                )
+            np.save(spec["path"], np.ascontiguousarray(arr), allow_pickle=False)
+            written.append(s.name)
+        else:
+            scalars[s.name] = scalar_spec(s.name, s.value)[1]
+    return {"written": written, "scalars": scalars}
+
+
+def op_golden_simpler(req):
+    sim = req["simpler"]
+    cls = find_class(sim)
+    case = find_case(cls, sim)
+    args = template(cls, case, sim, req["seed"]).clone()
+    for t in req["tensors"]:
+        _fill(getattr(args, t["name"]), _load_raw(t), t["dtype"])
+    ret = cls().compute_golden(args, case.get("params", {}))
+    _only_parent()
+    if ret is not None:
+        raise CaseError("%s.compute_golden returned a %s; it writes the outputs in place" % (cls.__name__, type(ret).__name__))
+    for spec in req["outputs"]:
+        arr, dt = tensor_array(spec["name"], getattr(args, spec["name"]))
+        if dt != spec["dtype"] or list(arr.shape) != list(spec["shape"]):
+            raise CaseError("compute_golden left `%s` %s %s, expected %s %s"
+                            % (spec["name"], dt, list(arr.shape), spec["dtype"], list(spec["shape"])))
+        np.save(spec["path"], np.ascontiguousarray(arr), allow_pickle=False)
+    return {}
+
+
+def op_compare_case(req):
+    """The class's compare_outputs(test_args, golden_args, output_names,
+    params) on the device's outputs and the golden: an AssertionError is a
+    failed case, anything else a comparison that could not judge."""
+    sim = req["simpler"]
+    cls = find_class(sim)
+    case = find_case(cls, sim)
+    base = template(cls, case, sim, req["seed"])
+    test_args, golden_args = base.clone(), base.clone()
+    for t in req["inputs"]:
+        arr = _load_raw(t)
+        _fill(getattr(test_args, t["name"]), arr, t["dtype"])
+        _fill(getattr(golden_args, t["name"]), arr, t["dtype"])
+    for t in req["outputs"]:
+        _fill(getattr(test_args, t["name"]), np.load(t["actual"], allow_pickle=False), t["dtype"])
+        _fill(getattr(golden_args, t["name"]), np.load(t["expected"], allow_pickle=False), t["dtype"])
+    names = [t["name"] for t in req["outputs"]]
+    try:
+        cls().compare_outputs(test_args, golden_args, names, case.get("params", {}))
+    except AssertionError as e:
+        _only_parent()
+        return {"passed": False, "detail": str(e) or "AssertionError"}
+    _only_parent()
+    return {"passed": True, "detail": "%s.compare_outputs passed" % cls.__name__}
+
+
 def _short_repr(value):
     text = repr(value)
     if len(text) > 200:
@@ -513,7 +946,14 @@ def user_traceback(exc):
     """The traceback without this driver's own frames."""
     tb = exc.__traceback__
     here = os.path.abspath(__file__) if "__file__" in globals() else "<string>"
-    while tb is not None and tb.tb_frame.f_code.co_filename in (here, "<string>"):
+    def ours(name):
+        # The driver's frames, and the import machinery's between the
+        # driver and a test file it imports.
+        return name in (here, "<string>") or name.startswith("<frozen importlib") or (
+            name.endswith(os.path.join("importlib", "__init__.py"))
+        )
+
+    while tb is not None and ours(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
     return "".join(traceback.format_exception(type(exc), exc, tb))
 
@@ -556,9 +996,13 @@ def main():
             req = json.loads(line)
             op = req.get("op")
             if op == "inputs":
-                reply = op_inputs(req)
+                reply = op_inputs_simpler(req) if "simpler" in req else op_inputs(req)
             elif op == "golden":
-                reply = op_golden(req)
+                reply = op_golden_simpler(req) if "simpler" in req else op_golden(req)
+            elif op == "describe":
+                reply = op_describe(req)
+            elif op == "compare_case":
+                reply = op_compare_case(req)
             elif op == "compare":
                 reply = op_compare(req)
             elif op == "host":

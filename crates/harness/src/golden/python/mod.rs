@@ -37,6 +37,7 @@
 pub mod compat;
 pub mod identity;
 pub mod provision;
+mod testfile;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -377,6 +378,34 @@ impl std::fmt::Debug for PythonRunner {
     }
 }
 
+/// Which worker a request goes to: its slot key, the requirement set its
+/// interpreter must have, and a name for messages.
+struct WorkerFor<'a> {
+    key: PathBuf,
+    requirements: &'a [String],
+    name: &'a str,
+}
+
+impl<'a> WorkerFor<'a> {
+    /// A scene's own worker; the scenes made from the original's test
+    /// files share one per requirement set, as the original's pytest
+    /// session shares its process (so torch is imported once).
+    fn scene(scene: &'a Scene) -> Self {
+        let key = match &scene.origin {
+            Some(_) => PathBuf::from(format!(
+                "simpler-tests:{}",
+                scene.python.requirements.join(",")
+            )),
+            None => scene.dir.join(&scene.name),
+        };
+        WorkerFor {
+            key,
+            requirements: &scene.python.requirements,
+            name: &scene.name,
+        }
+    }
+}
+
 /// `<scene>::<case>` and the file, for messages.
 fn whose(scene: &Scene, case: &Case, file: &Path) -> String {
     format!("{} ({}::{})", file.display(), scene.name, case.name)
@@ -411,12 +440,17 @@ impl PythonRunner {
     /// else the `python3` found when it has the scene's requirements; else
     /// a managed environment (unless provisioning is off).
     pub fn interpreter(&self, scene: &Scene) -> Result<Interpreter, PyError> {
+        self.interpreter_for(&WorkerFor::scene(scene))
+    }
+
+    /// The interpreter for `who`'s requirements (see [`Self::interpreter`]).
+    fn interpreter_for(&self, who: &WorkerFor<'_>) -> Result<Interpreter, PyError> {
         let given = || given_interpreter(&self.config);
         // Named, or provisioning off: today's behaviour, not even a probe.
         if self.config.provision != Provision::Auto {
             return Ok(given());
         }
-        let reqs = requirement_set(&scene.python.requirements);
+        let reqs = requirement_set(who.requirements);
         let mut resolved = self.resolved.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(r) = resolved.by_requirements.get(&reqs) {
             return r.clone();
@@ -427,7 +461,7 @@ impl PythonRunner {
             Err(_) => Ok(given()),
             Ok(p) if p.missing.is_empty() => Ok(given()),
             Ok(p) => {
-                let env = self.provisioned(scene, &p, &reqs, None);
+                let env = self.provisioned(who.name, &p, &reqs, None);
                 resolved.probes.insert(reqs.clone(), p);
                 env
             }
@@ -441,12 +475,12 @@ impl PythonRunner {
     /// it is rebuilt (one warning naming what was wrong) and the new
     /// interpreter returned; `None` when it is intact (the failure is not
     /// the environment's) or is no managed one.
-    fn repaired(&self, scene: &Scene, interp: &Interpreter) -> Option<Interpreter> {
+    fn repaired(&self, who: &WorkerFor<'_>, interp: &Interpreter) -> Option<Interpreter> {
         let broken = interp.env.as_ref()?;
-        let reqs = requirement_set(&scene.python.requirements);
+        let reqs = requirement_set(who.requirements);
         let mut resolved = self.resolved.lock().unwrap_or_else(|p| p.into_inner());
         let probe = resolved.probes.get(&reqs)?.clone();
-        let result = self.provisioned(scene, &probe, &reqs, Some(broken));
+        let result = self.provisioned(who.name, &probe, &reqs, Some(broken));
         match &result {
             Ok(fixed) if fixed.env.as_ref().map(|e| &e.built) == Some(&broken.built) => None,
             _ => {
@@ -461,7 +495,7 @@ impl PythonRunner {
     /// ([`PyError::Unavailable`]).
     fn provisioned(
         &self,
-        scene: &Scene,
+        for_whom: &str,
         probe: &Probe,
         reqs: &[String],
         broken: Option<&ManagedEnv>,
@@ -504,7 +538,7 @@ impl PythonRunner {
             }
             eprintln!(
                 "provisioning Python environment for {}: {} (once; cached in {})",
-                scene.name,
+                for_whom,
                 installer.describe(&python, reqs),
                 dir.display()
             );
@@ -570,7 +604,16 @@ impl PythonRunner {
         scene: &Scene,
         f: impl FnOnce(&mut Worker) -> Result<T, PyError>,
     ) -> Result<T, PyError> {
-        let interp = self.interpreter(scene)?;
+        self.with_worker_for(&WorkerFor::scene(scene), f)
+    }
+
+    /// [`Self::with_worker`] for the worker `who` describes.
+    fn with_worker_for<T>(
+        &self,
+        who: &WorkerFor<'_>,
+        f: impl FnOnce(&mut Worker) -> Result<T, PyError>,
+    ) -> Result<T, PyError> {
+        let interp = self.interpreter_for(who)?;
         let mut python = interp.python.clone();
         let mut guard = self.workers.lock().unwrap_or_else(|p| p.into_inner());
         let workers = &mut *guard;
@@ -579,7 +622,7 @@ impl PythonRunner {
         }
         workers.clock += 1;
         let now = workers.clock;
-        let key = scene.dir.join(&scene.name);
+        let key = who.key.clone();
         // Another interpreter for the same scene (a changed requirement
         // set cannot happen within a run, but a slot never serves two).
         if workers
@@ -616,7 +659,7 @@ impl PythonRunner {
             // links) does not see: its files' digests decide, and a
             // damaged one is rebuilt and tried once more.
             if let Err(PyError::Unavailable(_)) = &started
-                && let Some(fixed) = self.repaired(scene, &interp)
+                && let Some(fixed) = self.repaired(who, &interp)
             {
                 python = fixed.python;
                 started = Worker::start(&self.config, &python, &self.cancel);
@@ -784,7 +827,7 @@ impl PythonRunner {
                 })
             })
             .collect();
-        let req = json!({
+        let mut req = json!({
             "op": "inputs",
             "file": file,
             "sys_path": sys_path(scene),
@@ -794,6 +837,7 @@ impl PythonRunner {
             "params": case.values,
             "tensors": specs,
         });
+        testfile::with_origin(&mut req, scene, Some(case));
         let reply = self
             .with_worker(scene, |w| w.request(&req, self.config.timeout))
             .map_err(|e| e.naming(&who))?;
@@ -876,7 +920,7 @@ impl PythonRunner {
                 (s.name.clone(), v)
             })
             .collect();
-        let req = json!({
+        let mut req = json!({
             "op": "golden",
             "file": file,
             "sys_path": sys_path(scene),
@@ -886,7 +930,9 @@ impl PythonRunner {
             "tensors": tensors,
             "scalars": scalars,
             "outputs": out_specs,
+            "seed": crate::golden::stage::python_seed(scene, case),
         });
+        testfile::with_origin(&mut req, scene, Some(case));
         let reply = self
             .with_worker(scene, |w| w.request(&req, self.config.timeout))
             .map_err(|e| e.naming(&who))?;
@@ -1053,6 +1099,9 @@ impl Drop for PythonRunner {
 
 /// The scene directory and the scenes root, where shared modules live.
 fn sys_path(scene: &Scene) -> Vec<PathBuf> {
+    if let Some(origin) = &scene.origin {
+        return origin.sys_path.clone();
+    }
     let mut v = vec![scene.dir.clone()];
     if let Some(root) = scene.dir.parent() {
         v.push(root.to_path_buf());

@@ -166,6 +166,7 @@ impl<'a> Validator<'a> {
             derived: derived?,
             cases: cases?,
             steps: steps?,
+            origin: None,
         })
     }
 

@@ -184,14 +184,30 @@ def is_manual_for_platform(manual, platform):
     return bool(manual)
 
 
-def _compare_outputs(test_args, golden_args, output_names, rtol, atol):
-    import torch
+def _allclose(actual, expected, rtol, atol):
+    """torch.allclose for torch tensors; the same rule (|a - e| <= atol +
+    rtol * |e|, NaN never equal) for numpy arrays. Returns (close,
+    max_diff)."""
+    if hasattr(actual, "float") and hasattr(actual, "abs"):  # torch
+        import torch
 
+        ok = torch.allclose(actual, expected, rtol=rtol, atol=atol)
+        diff = (actual.float() - expected.float()).abs().max().item() if actual.numel() else 0.0
+        return ok, diff
+    import numpy as np
+
+    a, e = np.asarray(actual), np.asarray(expected)
+    ok = a.shape == e.shape and bool(np.allclose(a, e, rtol=rtol, atol=atol, equal_nan=False))
+    d = np.abs(a.astype(np.float64) - e.astype(np.float64)) if a.shape == e.shape else np.array([np.inf])
+    return ok, float(d.max()) if d.size else 0.0
+
+
+def _compare_outputs(test_args, golden_args, output_names, rtol, atol):
     for name in output_names:
         actual = getattr(test_args, name)
         expected = getattr(golden_args, name)
-        if not torch.allclose(actual, expected, rtol=rtol, atol=atol):
-            diff = (actual.float() - expected.float()).abs().max().item()
+        ok, diff = _allclose(actual, expected, rtol, atol)
+        if not ok:
             raise AssertionError(f"Golden mismatch on {name!r}: max_diff={diff}, rtol={rtol}, atol={atol}")
 
 

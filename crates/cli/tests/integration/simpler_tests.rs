@@ -1,0 +1,328 @@
+//! The original project's test files run unchanged (issue 40): `scene
+//! run <dir of test_*.py>` imports them with our own `simpler_setup`,
+//! makes each collected `SceneTestCase` class a scene and each `CASES`
+//! entry a case, and runs them with everything a scene gets (kernel and
+//! golden caches, two passes, reports). CI has no checkout of the
+//! original: the test files under `tests/simpler-compat/checkout/tests/`
+//! are in its format (numpy tensors instead of torch ones, which the
+//! harness takes alike), with kernels and orchestrations on its API.
+
+use std::path::{Path, PathBuf};
+
+use crate::common;
+
+use common::{TestEnv, show, workspace_root};
+
+/// A scratch copy of the stand-in checkout (so a test may edit it).
+fn checkout_copy(env: &TestEnv) -> PathBuf {
+    let dst = env.dir.path().join("simpler");
+    common::copy_dir(
+        &workspace_root().join("tests/simpler-compat/checkout"),
+        &dst,
+    );
+    dst
+}
+
+fn tests_dir(checkout: &Path) -> PathBuf {
+    checkout.join("tests/st/a2a3")
+}
+
+fn run_tests(
+    env: &TestEnv,
+    checkout: &Path,
+    extra: &[&str],
+) -> (std::process::Output, serde_json::Value) {
+    let tests = tests_dir(checkout);
+    let mut args = vec![
+        "run",
+        "--simpler-root",
+        checkout.to_str().unwrap(),
+        tests.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    env.run_with_report(&args)
+}
+
+/// Every file under a checkout's path as a tree of (path, size), to show
+/// that a run wrote nothing into it.
+fn tree(dir: &Path) -> Vec<(PathBuf, u64)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let path = entry.path();
+        if entry.file_type().unwrap().is_dir() {
+            out.push((path.clone(), 0));
+            out.extend(tree(&path));
+        } else {
+            out.push((path, entry.metadata().unwrap().len()));
+        }
+    }
+    out.sort();
+    out
+}
+
+fn case<'a>(report: &'a serde_json::Value, scene: &str, name: &str) -> &'a serde_json::Value {
+    report["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["scene"] == scene && c["case"] == name)
+        .unwrap_or_else(|| panic!("no {scene}::{name} in {report:#}"))
+}
+
+/// The files run where they stand: one scene per class, one case per
+/// `CASES` entry on the platform (manual ones with `--include-manual`),
+/// named as the original names them; the class's `compare_outputs`
+/// override judges its cases; classes that do not fit are noted with
+/// their reason; nothing is written into the checkout; a second run
+/// compiles nothing and computes no golden.
+#[test]
+fn test_files_run_unchanged_and_a_second_run_reuses_everything() {
+    let env = TestEnv::new();
+    let checkout = checkout_copy(&env);
+    let before = tree(&checkout);
+    let (out, r) = run_tests(&env, &checkout, &[]);
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(r["totals"]["passed"], 4, "{}", show(&out));
+    for (scene, name) in [
+        ("TestVectorScale", "default"),
+        ("TestAccumulate", "three_rounds"),
+        ("TestAccumulate", "one_round"),
+        ("TestDeviceShape", "a2a3"),
+    ] {
+        assert_eq!(case(&r, scene, name)["status"], "passed", "{r:#}");
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("test_not_here.py::TestLevelThree: level 3")
+            && stderr.contains(
+                "test_not_here.py::TestWhiteBox: white-box: its own test methods (test_slots_are_reused)"
+            ),
+        "{}",
+        show(&out)
+    );
+    assert_eq!(tree(&checkout), before, "the run wrote into the checkout");
+    let accumulate = case(&r, "TestAccumulate", "three_rounds");
+    assert_eq!(
+        accumulate["outputs"][0]["comparison"], "TestAccumulate.compare_outputs",
+        "{accumulate:#}"
+    );
+
+    let (out, r) = run_tests(&env, &checkout, &[]);
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(r["totals"]["units_compiled"], 0, "{}", show(&out));
+    assert_eq!(r["totals"]["goldens_computed"], 0, "{}", show(&out));
+
+    let (out, r) = run_tests(&env, &checkout, &["--include-manual", "TestVectorScale"]);
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(r["totals"]["passed"], 2, "{}", show(&out));
+    assert_eq!(case(&r, "TestVectorScale", "wide")["status"], "passed");
+}
+
+/// `scene list` names the cases as the original does and marks the ones
+/// only a card runs.
+#[test]
+fn scene_list_names_classes_and_cases() {
+    let env = TestEnv::new();
+    let checkout = checkout_copy(&env);
+    let tests = tests_dir(&checkout);
+    let out = env
+        .scene(&[
+            "list",
+            "--simpler-root",
+            checkout.to_str().unwrap(),
+            tests.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "TestAccumulate::three_rounds",
+            "TestAccumulate::one_round",
+            "TestDeviceShape::a2a3",
+            "TestVectorScale::default",
+            "TestVectorScale::card_only  [hardware only: a2a3]",
+        ],
+        "{}",
+        show(&out)
+    );
+}
+
+/// `path` of the checkout with `from` replaced by `to` (once).
+fn edit(checkout: &Path, path: &str, from: &str, to: &str) {
+    let path = checkout.join(path);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains(from), "{} has no `{from}`", path.display());
+    std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+}
+
+/// The verdict rests on what runs: a changed kernel, orchestration or
+/// golden (`compute_golden` of the test file) each fails its case, and
+/// only its case; so do the cases of a kernel only the class's
+/// `compare_outputs` catches.
+#[test]
+fn a_changed_kernel_orchestration_or_golden_fails_its_case() {
+    let mutations: [(&str, &str, &str, &str); 4] = [
+        (
+            "kernel",
+            "vector_scale/kernels/aiv/kernel_add.cpp",
+            "a[i] + b[i]",
+            "a[i] - b[i]",
+        ),
+        (
+            "orchestration",
+            "vector_scale/kernels/orchestration/vector_scale_orch.cpp",
+            "scale.add_input(sum.get_ref(0));",
+            "scale.add_input(a);",
+        ),
+        (
+            "golden",
+            "vector_scale/test_vector_scale.py",
+            "np.float32(args.scale.value)",
+            "np.float32(args.scale.value * 1.001)",
+        ),
+        (
+            "compare_outputs",
+            "accumulate/kernels/aiv/kernel_accumulate.cpp",
+            "count[0] = static_cast<int32_t>(n);",
+            "count[0] = static_cast<int32_t>(n + 1);",
+        ),
+    ];
+    for (what, file, from, to) in mutations {
+        let env = TestEnv::new();
+        let checkout = checkout_copy(&env);
+        edit(
+            &checkout,
+            &format!("tests/st/a2a3/tensormap_and_ringbuffer/{file}"),
+            from,
+            to,
+        );
+        let (out, r) = run_tests(&env, &checkout, &[]);
+        assert!(!out.status.success(), "{what}: {}", show(&out));
+        // The accumulate kernel serves both of its class's cases.
+        let failed = if what == "compare_outputs" { 2 } else { 1 };
+        assert_eq!(r["totals"]["failed"], failed, "{what}: {}", show(&out));
+        assert_eq!(r["totals"]["passed"], 4 - failed, "{what}: {}", show(&out));
+        if what == "compare_outputs" {
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                stdout.contains("TestAccumulate.compare_outputs: count is 129, expected 128"),
+                "{}",
+                show(&out)
+            );
+        }
+    }
+}
+
+/// Two passes on test files: `scene precompile` stores every case, and
+/// `run --from` with no compiler at all runs them, computing nothing.
+#[test]
+fn test_files_run_in_two_passes_without_a_compiler() {
+    let env = TestEnv::new();
+    let checkout = checkout_copy(&env);
+    let tests = tests_dir(&checkout);
+    let bundle = env.dir.path().join("bundle");
+    let root = checkout.to_str().unwrap();
+    let out = env
+        .scene(&[
+            "precompile",
+            "--simpler-root",
+            root,
+            "--out",
+            bundle.to_str().unwrap(),
+            tests.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    let (out, r) = env.run_with_report_using(
+        &[
+            "run",
+            "--from",
+            bundle.to_str().unwrap(),
+            "--simpler-root",
+            root,
+            tests.to_str().unwrap(),
+        ],
+        |cmd| {
+            cmd.env("SCENE_CACHE_DIR", env.dir.path().join("pass2-cache"))
+                .env("SCENE_CC", "false")
+                .env("SCENE_LD", "false")
+                .env("SCENE_HOSTED_CXX", "false");
+        },
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(r["totals"]["passed"], 4, "{}", show(&out));
+    assert_eq!(r["totals"]["units_compiled"], 0, "{}", show(&out));
+    assert_eq!(r["totals"]["goldens_computed"], 0, "{}", show(&out));
+}
+
+/// A test file that does not import fails as its own load entry, naming
+/// the file and the Python error; the other files still run.
+#[test]
+fn a_test_file_that_does_not_import_fails_alone() {
+    let env = TestEnv::new();
+    let checkout = checkout_copy(&env);
+    let broken = checkout.join("tests/st/a2a3/tensormap_and_ringbuffer/broken");
+    std::fs::create_dir_all(&broken).unwrap();
+    std::fs::write(
+        broken.join("test_broken.py"),
+        "from simpler_setup import SceneTestCase\nimport no_such_module_here\n",
+    )
+    .unwrap();
+    let (out, r) = run_tests(&env, &checkout, &[]);
+    assert!(!out.status.success(), "{}", show(&out));
+    assert_eq!(r["totals"]["passed"], 4, "{}", show(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("test_broken.py: does not import: ModuleNotFoundError")
+            && stderr.contains("no_such_module_here"),
+        "{}",
+        show(&out)
+    );
+    let load = r["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["scene"] == "test_broken")
+        .unwrap_or_else(|| panic!("no load entry: {r:#}"));
+    assert_eq!(load["status"], "failed", "{load:#}");
+}
+
+/// A case runs on the platforms its `platforms` lists, on the device
+/// shape the original's simulator of that platform has (24 clusters on
+/// a2a3, 36 on a5: `TestDeviceShape` reads it through the orchestration
+/// API); the run's own `SCENE_RUNTIME_OPTIONS` still win.
+#[test]
+fn cases_run_on_their_platforms_with_the_originals_device_shape() {
+    let env = TestEnv::new();
+    let checkout = checkout_copy(&env);
+    let (out, r) = run_tests(&env, &checkout, &["--platform", "a5sim"]);
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(r["totals"]["passed"], 2, "{}", show(&out));
+    assert_eq!(
+        case(&r, "TestAccumulate", "three_rounds")["status"],
+        "passed"
+    );
+    assert_eq!(case(&r, "TestDeviceShape", "a5")["status"], "passed");
+
+    let tests = tests_dir(&checkout);
+    let (out, r) = env.run_with_report_using(
+        &[
+            "run",
+            "--simpler-root",
+            checkout.to_str().unwrap(),
+            tests.to_str().unwrap(),
+            "TestDeviceShape",
+        ],
+        |cmd| {
+            cmd.env("SCENE_RUNTIME_OPTIONS", "aic=2;aiv=4");
+        },
+    );
+    assert!(!out.status.success(), "{}", show(&out));
+    assert_eq!(r["totals"]["failed"], 1, "{}", show(&out));
+}

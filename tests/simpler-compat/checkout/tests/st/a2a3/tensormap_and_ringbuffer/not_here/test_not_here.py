@@ -1,0 +1,29 @@
+"""Classes of the original's format that `scene run` lists as not run
+here, each with its reason: level 3 (a Python orchestration on the
+original's Worker API) and white-box (its own test methods)."""
+
+from simpler.task_interface import ArgDirection as D
+from simpler_setup import SceneTestCase, scene_test
+
+
+def orchestrate(orch, callables, task_args, config):
+    raise NotImplementedError
+
+
+@scene_test(level=3, runtime="tensormap_and_ringbuffer")
+class TestLevelThree(SceneTestCase):
+    CALLABLE = {"orchestration": orchestrate, "callables": []}
+    CASES = [{"name": "two_chips", "platforms": ["a2a3sim"], "config": {"device_count": 2}, "params": {}}]
+
+
+@scene_test(level=2, runtime="tensormap_and_ringbuffer")
+class TestWhiteBox(SceneTestCase):
+    CALLABLE = {
+        "orchestration": {"source": "missing.cpp", "function_name": "aicpu_orchestration_entry",
+                          "signature": [D.IN]},
+        "incores": [],
+    }
+    CASES = [{"name": "slots", "platforms": ["a2a3sim"], "params": {}}]
+
+    def test_slots_are_reused(self):
+        raise NotImplementedError
