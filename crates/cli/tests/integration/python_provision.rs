@@ -600,9 +600,14 @@ fn damage_warnings(out: &Output) -> Vec<String> {
 /// environment once with one warning (holding `needle`) when `needle` is
 /// given, else without building anything.
 fn run_small1(env: &TestEnv, bin: &Path, needle: Option<&str>) {
-    let out = scene(env, bin, &["run", "paged_attention_py::small1"])
-        .output()
-        .unwrap();
+    run_small1_with(env, bin, &[], needle)
+}
+
+/// [`run_small1`] with more arguments.
+fn run_small1_with(env: &TestEnv, bin: &Path, more: &[&str], needle: Option<&str>) {
+    let mut args = vec!["run", "paged_attention_py::small1"];
+    args.extend_from_slice(more);
+    let out = scene(env, bin, &args).output().unwrap();
     assert_success(&out);
     let warnings = damage_warnings(&out);
     match needle {
@@ -651,8 +656,10 @@ fn numpy_init(dir: &Path) -> PathBuf {
 /// it. Now every use checks the environment against the list of files its
 /// builder recorded (an lstat each, no read), so the run rebuilds it under
 /// the provisioning lock with one warning naming what was wrong, and
-/// passes. A file changed in place to the same size passes that check; the
-/// interpreter then fails to start, and the files' digests find it.
+/// passes. A file changed in place to the same size passes that check: a
+/// run served wholly by the caches (fixtures and golden) starts no
+/// interpreter and passes; one that needs it finds the interpreter fails
+/// to start, and the files' digests find the file.
 #[test]
 fn a_damaged_managed_environment_is_rebuilt_with_one_warning() {
     let env = TestEnv::new();
@@ -693,9 +700,11 @@ fn a_damaged_managed_environment_is_rebuilt_with_one_warning() {
         format!("{broken}{}", "#".repeat(size - broken.len())),
     )
     .unwrap();
-    run_small1(
+    run_small1(&env, &bin, None);
+    run_small1_with(
         &env,
         &bin,
+        &["--no-golden-cache"],
         Some(&format!(
             "`{rel}` has other contents than when it was installed; found when its interpreter would not start"
         )),

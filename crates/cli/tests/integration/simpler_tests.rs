@@ -119,6 +119,57 @@ fn test_files_run_unchanged_and_a_second_run_reuses_everything() {
     assert_eq!(case(&r, "TestVectorScale", "wide")["status"], "passed");
 }
 
+/// A run whose test files are unchanged imports none of them: their
+/// descriptions, fixtures and goldens all come from the cache (the
+/// original's a2a3 set spent ~15 s describing and ~3 s making fixtures in
+/// Python on every warm run). The file here notes every import of it in a
+/// log; an edit of the file (or of anything it was made of) imports it
+/// again.
+#[test]
+fn a_run_of_unchanged_files_imports_none_of_them() {
+    let env = TestEnv::new();
+    let checkout = checkout_copy(&env);
+    let file = "tests/st/a2a3/tensormap_and_ringbuffer/vector_scale/test_vector_scale.py";
+    let log = env.dir.path().join("imports.log");
+    edit(
+        &checkout,
+        file,
+        "import ctypes\n",
+        "import ctypes\nimport os\nopen(os.environ['IMPORT_LOG'], 'a').write('imported\\n')\n",
+    );
+    let dir = checkout.join("tests/st/a2a3/tensormap_and_ringbuffer/vector_scale");
+    let run = || {
+        let args = [
+            "run",
+            "--simpler-root",
+            checkout.to_str().unwrap(),
+            dir.to_str().unwrap(),
+        ];
+        let (out, r) = env.run_with_report_using(&args, |c| {
+            c.env("IMPORT_LOG", &log);
+        });
+        assert!(out.status.success(), "{}", show(&out));
+        assert_eq!(r["totals"]["passed"], 1, "{}", show(&out));
+        let imports = std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .count();
+        (r, imports)
+    };
+    let (_, first) = run();
+    assert!(first >= 1, "the first run never imported {file}");
+    let (r, second) = run();
+    assert_eq!(second, first, "an unchanged file was imported again");
+    assert_eq!(r["totals"]["goldens_computed"], 0, "{r:#}");
+    edit(&checkout, file, "    RTOL = 1e-6", "    RTOL = 2e-6");
+    let (r, third) = run();
+    assert!(third > second, "an edited file was not imported again");
+    // The golden's code is the whole file: computed again.
+    assert_eq!(r["totals"]["goldens_computed"], 1, "{r:#}");
+    let (_, fourth) = run();
+    assert_eq!(fourth, third, "the edited file was imported again");
+}
+
 /// `scene list` names the cases as the original does and marks the ones
 /// only a card runs.
 #[test]

@@ -29,7 +29,9 @@
 //!
 //! `last/` keeps, per `scene::case`, the inputs of its last golden, so a
 //! recomputation can say why ([`why_recomputed`]); `fixtures/` keeps the
-//! digest of Python fixtures per case, to notice non-deterministic ones.
+//! digest of Python fixtures per case, to notice non-deterministic ones;
+//! `describe/` the descriptions of the original project's test files
+//! (`crate::testfiles`), with the files each was made of.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -57,6 +59,11 @@ const MAX_SMALL_FILE: u64 = 1 << 20;
 /// The golden cache's own records, beside its tier.
 const LAST_DIR: &str = "last";
 const FIXTURES_DIR: &str = "fixtures";
+/// Descriptions of the original project's test files (issue 40), by key.
+const DESCRIBE_DIR: &str = "describe";
+/// The largest description read back (a file of many cases, each with its
+/// arguments: tens of KiB).
+const MAX_DESCRIBE_FILE: u64 = 16 << 20;
 
 /// What the golden cache's directory held before its entries moved into
 /// the kernel cache's golden tier (one file per output, own locks, own
@@ -140,7 +147,7 @@ pub struct GoldenPruneReport {
     /// The golden tier, pruned as the kernel cache prunes a tier
     /// (`prune_in`; `leftovers`: temp dirs of killed publishers).
     pub entries: PruneReport,
-    /// `last/` and `fixtures/` records older than the max age that were
+    /// `last/`, `fixtures/` and `describe/` records older than the max age that were
     /// removed. (Lock files are the cache directory's: its prune removes
     /// stale ones.)
     pub stale_records: usize,
@@ -338,6 +345,23 @@ impl GoldenCache {
         String::from_utf8(bytes).ok()
     }
 
+    /// The description of a test file of the original recorded under
+    /// `key` ([`crate::testfiles`]), as stored.
+    pub fn describe_record(&self, key: &str) -> Option<Vec<u8>> {
+        scene_util::read_regular_file(&self.id_file(DESCRIBE_DIR, key), None, MAX_DESCRIBE_FILE)
+            .ok()
+    }
+
+    /// Records `bytes` as the description of `key` (best effort: a run
+    /// that cannot write it describes the file again next time).
+    pub fn record_describe(&self, key: &str, bytes: &[u8]) {
+        let path = self.id_file(DESCRIBE_DIR, key);
+        if let Some(parent) = path.parent() {
+            let _ = std::fs::create_dir_all(parent);
+            let _ = scene_util::write_atomically(&path, bytes);
+        }
+    }
+
     /// Records `digest` as the fixtures of `key` (best effort).
     pub fn record_fixture_digest(&self, key: &str, digest: &str) {
         let path = self.id_file(FIXTURES_DIR, key);
@@ -366,8 +390,8 @@ impl GoldenCache {
 
     /// The kernel cache's policy applied to the golden tier (`prune_in`:
     /// unused for longer than `max_age`, then least recently used over
-    /// `max_size`, an entry whose key is locked kept), then `last/` and
-    /// `fixtures/` records older than the max age, and what an earlier
+    /// `max_size`, an entry whose key is locked kept), then `last/`,
+    /// `fixtures/` and `describe/` records older than the max age, and what an earlier
     /// layout left (see `LEGACY_DIRS`).
     pub fn prune(&self, policy: &PrunePolicy) -> Result<GoldenPruneReport, GoldenCacheError> {
         let entries = prune_in(self.storage.as_ref(), &self.locks(), policy)?;
@@ -377,7 +401,7 @@ impl GoldenCache {
         };
         let now = SystemTime::now();
         let age = |t: SystemTime| now.duration_since(t).unwrap_or(Duration::ZERO);
-        for sub in [LAST_DIR, FIXTURES_DIR] {
+        for sub in [LAST_DIR, FIXTURES_DIR, DESCRIBE_DIR] {
             let mut files = Vec::new();
             scene_util::files_under(&self.root.join(sub), &mut files);
             for path in files {

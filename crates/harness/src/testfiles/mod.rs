@@ -30,9 +30,10 @@
 //! `aicpu_orchestration_entry`.
 
 mod build;
+mod cache;
 mod find;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -58,6 +59,9 @@ pub struct LoadOptions {
     /// Where our compatibility packages are written (a stable place, so
     /// the goldens that record them stay valid): the cache's `python/`.
     pub compat_base: PathBuf,
+    /// Where descriptions are kept between runs (the golden cache's
+    /// `describe/` records); `None` describes every file every time.
+    pub describe_cache: Option<crate::golden::cache::GoldenCache>,
     pub cancel: scene_util::Cancel,
 }
 
@@ -104,6 +108,10 @@ pub fn load(files: &[PathBuf], opts: &LoadOptions) -> Loaded {
         }
     };
     let runner = PythonRunner::new(opts.python.clone()).with_cancel(opts.cancel.clone());
+    let records = opts.describe_cache.as_ref().map(cache::DescribeCache::new);
+    // The interpreter digest of each requirement set (`None`: unknown, so
+    // nothing recorded for it is used).
+    let mut envs: HashMap<Vec<String>, Option<String>> = HashMap::new();
     let mut described = Vec::new();
     for file in files {
         let ctx = FileContext::new(file, opts.simpler_root.as_deref(), &compat_dir);
@@ -113,8 +121,25 @@ pub fn load(files: &[PathBuf], opts: &LoadOptions) -> Loaded {
             "seed": 0,
             "files": [ctx.request()],
         });
+        let key = records.as_ref().and_then(|_| {
+            envs.entry(ctx.requirements.clone())
+                .or_insert_with(|| runner.describe_environment(&ctx.requirements).ok())
+                .as_deref()
+                .map(|env| cache::DescribeCache::key(env, &request))
+        });
+        if let (Some(records), Some(key)) = (&records, &key)
+            && let Some(reply) = records.get(key)
+        {
+            described.push((ctx, reply));
+            continue;
+        }
         match runner.describe(&ctx.requirements, request) {
-            Ok(reply) => described.push((ctx, reply)),
+            Ok(reply) => {
+                if let (Some(records), Some(key)) = (&records, &key) {
+                    records.put(key, &reply);
+                }
+                described.push((ctx, reply))
+            }
             Err(e) => loaded.failures.push(LoadFailure {
                 scene: ctx.stem(),
                 message: describe_error(file, &e),

@@ -367,6 +367,8 @@ pub struct PythonRunner {
     dir: OnceLock<Result<tempfile::TempDir, PyError>>,
     next: AtomicU64,
     identities: Mutex<HashMap<PathBuf, String>>,
+    /// [`Self::versions`], by interpreter.
+    versions: Mutex<HashMap<PathBuf, Versions>>,
     cancel: Cancel,
 }
 
@@ -421,6 +423,7 @@ impl PythonRunner {
             dir: OnceLock::new(),
             next: AtomicU64::new(0),
             identities: Mutex::new(HashMap::new()),
+            versions: Mutex::new(HashMap::new()),
             cancel: Cancel::default(),
         }
     }
@@ -740,9 +743,42 @@ impl PythonRunner {
         );
     }
 
-    /// The versions of `scene`'s interpreter (starts its worker if needed).
+    /// The versions of `scene`'s interpreter, as the cache keys record
+    /// them: from its distribution metadata (one short `python -c`, no
+    /// worker: a run served wholly by the caches imports neither numpy nor
+    /// torch), memoised per interpreter. The worker's own `hello` answers
+    /// when the metadata does not (no numpy distribution: the worker's
+    /// start then says what is wrong).
     pub fn versions(&self, scene: &Scene) -> Result<Versions, PyError> {
-        self.with_worker(scene, |w| Ok(w.versions.clone()))
+        self.versions_for(&WorkerFor::scene(scene))
+    }
+
+    /// [`Self::versions`] of the interpreter `who` runs on.
+    fn versions_for(&self, who: &WorkerFor<'_>) -> Result<Versions, PyError> {
+        let interp = self.interpreter_for(who)?;
+        let known = |m: &HashMap<PathBuf, Versions>| m.get(&interp.python).cloned();
+        if let Some(v) = known(&self.lock_versions()) {
+            return Ok(v);
+        }
+        if self.cancel.is_cancelled() {
+            return Err(PyError::Interrupted);
+        }
+        let v = match provision::metadata_versions(&interp.python, &self.cancel) {
+            Ok(md) if md.numpy.is_some() => Versions {
+                python: md.python,
+                numpy: md.numpy.unwrap_or_default(),
+                torch: md.torch,
+                packages: md.packages,
+            },
+            _ => self.with_worker_for(who, |w| Ok(w.versions.clone()))?,
+        };
+        self.lock_versions()
+            .insert(interp.python.clone(), v.clone());
+        Ok(v)
+    }
+
+    fn lock_versions(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Versions>> {
+        self.versions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The code identity of a Python file: its bytes and those of the local

@@ -206,10 +206,56 @@ pub fn probe(python: &Path, reqs: &[String]) -> Result<Probe, ProbeError> {
 /// one of its children: cancelling terminates it).
 pub fn probe_with(python: &Path, reqs: &[String], cancel: &Cancel) -> Result<Probe, ProbeError> {
     let arg = serde_json::to_string(reqs).map_err(ProbeError::Encode)?;
+    run_json(python, PROBE, &arg, cancel)
+}
+
+/// The versions a Python cache key records, as the interpreter's
+/// distribution metadata states them: what the worker's `hello` reports,
+/// without importing numpy or torch (a warm run whose fixtures, goldens and
+/// test-file descriptions all come from the cache starts no worker).
+/// `numpy` is `None` when no numpy distribution is installed.
+const VERSIONS: &str = r#"
+import json, sys
+out = {"python": sys.version.split()[0], "numpy": None, "torch": None, "packages": []}
+import importlib.metadata as md
+for name in ("numpy", "torch"):
+    try:
+        out[name] = md.version(name)
+    except Exception:
+        pass
+try:
+    out["packages"] = sorted({"%s==%s" % (d.metadata["Name"], d.version) for d in md.distributions()})
+except Exception as e:
+    out["packages"] = ["unknown: %s" % e]
+print(json.dumps(out))
+"#;
+
+/// What [`metadata_versions`] found.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct MetadataVersions {
+    pub python: String,
+    pub numpy: Option<String>,
+    pub torch: Option<String>,
+    pub packages: Vec<String>,
+}
+
+/// `python`'s versions from its distribution metadata ([`VERSIONS`]).
+pub fn metadata_versions(python: &Path, cancel: &Cancel) -> Result<MetadataVersions, ProbeError> {
+    run_json(python, VERSIONS, "", cancel)
+}
+
+/// Runs `script` (with `arg`) under `python` and parses the last line it
+/// prints as JSON; bounded by [`PROBE_TIMEOUT`].
+fn run_json<T: serde::de::DeserializeOwned>(
+    python: &Path,
+    script: &str,
+    arg: &str,
+    cancel: &Cancel,
+) -> Result<T, ProbeError> {
     let mut child = cancel
         .spawn(
             Command::new(python)
-                .args(["-c", PROBE, &arg])
+                .args(["-c", script, arg])
                 .env("PYTHONDONTWRITEBYTECODE", "1")
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())

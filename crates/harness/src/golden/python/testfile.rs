@@ -37,6 +37,30 @@ impl PythonRunner {
         Self::check_reply(reply, &name)
     }
 
+    /// What a description depends on besides the request and the files it
+    /// records: the driver and the versions of the interpreter of
+    /// `requirements` (and its managed environment's pins), as a digest.
+    /// Asks no worker ([`Self::versions`]).
+    pub fn describe_environment(&self, requirements: &[String]) -> Result<String, PyError> {
+        let key = PathBuf::from(format!("simpler-tests:{}", requirements.join(",")));
+        let who = WorkerFor {
+            key,
+            requirements,
+            name: "test files",
+        };
+        let v = self.versions_for(&who)?;
+        let mut h = scene_util::FieldHasher::new("scene-simpler-describe-env");
+        h.field("driver", super::DRIVER.as_bytes())
+            .field("python", v.python.as_bytes())
+            .field("numpy", v.numpy.as_bytes())
+            .field("torch", v.torch.as_deref().unwrap_or("").as_bytes())
+            .field("packages", v.packages.join("\n").as_bytes());
+        if let Some(env) = self.interpreter_for(&who)?.env {
+            h.field("lock", env.lock.as_bytes());
+        }
+        Ok(h.finalize().to_hex().to_string())
+    }
+
     /// The class's `compare_outputs` on a case made from a test file of
     /// the original: every output at once (`name`, actual, expected), with
     /// the inputs as the device got them. An `AssertionError` is a failed
