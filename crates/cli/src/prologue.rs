@@ -117,7 +117,7 @@ fn load_test_files(
             .platform
             .simpler_root()
             .map(|r| r.dir().to_path_buf()),
-        python: config.python.clone(),
+        python: config.python_config(),
         compat_base: config
             .cache_dir
             .as_ref()

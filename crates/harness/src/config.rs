@@ -117,6 +117,17 @@ pub struct DumpPolicy {
 }
 
 impl RunConfig {
+    /// The Python configuration as every Python worker of the run takes
+    /// it: managed environments in `<cache dir>/python` unless a place is
+    /// given.
+    pub fn python_config(&self) -> PythonConfig {
+        let mut python = self.python.clone();
+        if python.env_root.is_none() {
+            python.env_root = self.cache_dir.as_ref().map(|d| d.join("python"));
+        }
+        python
+    }
+
     /// A configuration with the harness defaults for a workspace at `root`:
     /// card `0`, the default lock directory, the kernel cache under
     /// `<root>/target/scene-cache`, failure dumps under

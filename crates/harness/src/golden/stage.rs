@@ -108,12 +108,8 @@ impl GoldenStage {
                 Some(k) => GoldenCache::of_kernel_cache(k),
                 None => GoldenCache::in_dir(d),
             });
-        let mut python = config.python.clone();
-        if python.env_root.is_none() {
-            python.env_root = config.cache_dir.as_ref().map(|d| d.join("python"));
-        }
         Self {
-            python: PythonRunner::new(python).with_cancel(config.cancel.clone()),
+            python: PythonRunner::new(config.python_config()).with_cancel(config.cancel.clone()),
             cache,
         }
     }

@@ -113,8 +113,13 @@ pub fn load(files: &[PathBuf], opts: &LoadOptions) -> Loaded {
     // nothing recorded for it is used).
     let mut envs: HashMap<Vec<String>, Option<String>> = HashMap::new();
     let mut described = Vec::new();
-    for file in files {
-        let ctx = FileContext::new(file, opts.simpler_root.as_deref(), &compat_dir);
+    let mut contexts: Vec<FileContext> = files
+        .iter()
+        .map(|f| FileContext::new(f, opts.simpler_root.as_deref(), &compat_dir))
+        .collect();
+    one_requirement_set(&mut contexts);
+    for ctx in contexts {
+        let file = &ctx.file;
         let request = json!({
             "platform": opts.platform,
             "include_manual": opts.include_manual,
@@ -260,6 +265,8 @@ pub(crate) struct FileContext {
     pub(crate) sys_path: Vec<PathBuf>,
     pub(crate) simpler_root: Option<PathBuf>,
     pub(crate) requirements: Vec<String>,
+    /// `requirements` come from a `requirements.txt`.
+    declared: bool,
 }
 
 impl FileContext {
@@ -271,12 +278,14 @@ impl FileContext {
         if let Some(dir) = file.parent() {
             sys_path.push(dir.to_path_buf());
         }
+        let (requirements, declared) = requirements(file);
         FileContext {
             file: file.to_path_buf(),
             module,
             sys_path,
             simpler_root: simpler_root.map(Path::to_path_buf).or_else(|| root.clone()),
-            requirements: requirements(file),
+            requirements,
+            declared,
         }
     }
 
@@ -346,11 +355,11 @@ fn module_name(file: &Path, root: &Path) -> Option<String> {
     (!parts.is_empty() && parts.iter().all(ident)).then(|| parts.join("."))
 }
 
-/// What a test file's interpreter needs: a `requirements.txt` beside it,
-/// else torch and / or pytest when it imports them (the original's files
-/// build their tensors with torch; a few use pytest's markers), else the
-/// default (numpy).
-fn requirements(file: &Path) -> Vec<String> {
+/// What a test file's interpreter needs, and whether a file says so: a
+/// `requirements.txt` beside it (`true`), else torch and / or pytest when
+/// it imports them (the original's files build their tensors with torch; a
+/// few use pytest's markers), else the default (numpy).
+fn requirements(file: &Path) -> (Vec<String>, bool) {
     if let Some(dir) = file.parent()
         && let Ok(text) = std::fs::read_to_string(dir.join("requirements.txt"))
     {
@@ -361,7 +370,7 @@ fn requirements(file: &Path) -> Vec<String> {
             .map(str::to_owned)
             .collect();
         if !reqs.is_empty() {
-            return reqs;
+            return (reqs, true);
         }
     }
     let text = std::fs::read_to_string(file).unwrap_or_default();
@@ -385,7 +394,27 @@ fn requirements(file: &Path) -> Vec<String> {
     if !reqs.is_empty() {
         reqs.insert(0, "numpy".into());
     }
-    reqs
+    (reqs, false)
+}
+
+/// The requirements of files that do not declare theirs, made one set (as
+/// the original runs every file in one environment): one managed
+/// environment and one worker for a checkout, not one with torch and
+/// another with torch and pytest.
+fn one_requirement_set(contexts: &mut [FileContext]) {
+    let mut union: Vec<String> = Vec::new();
+    for ctx in contexts.iter().filter(|c| !c.declared) {
+        for r in &ctx.requirements {
+            if !union.contains(r) {
+                union.push(r.clone());
+            }
+        }
+    }
+    let order = |r: &String| ["numpy", "torch", "pytest"].iter().position(|k| k == r);
+    union.sort_by_key(order);
+    for ctx in contexts.iter_mut().filter(|c| !c.declared) {
+        ctx.requirements = union.clone();
+    }
 }
 
 #[cfg(test)]
@@ -427,20 +456,50 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("test_t.py");
         std::fs::write(&f, "import ctypes\nimport torch\n").unwrap();
-        assert_eq!(requirements(&f), ["numpy", "torch"]);
+        assert_eq!(
+            requirements(&f),
+            (vec!["numpy".into(), "torch".into()], false)
+        );
         std::fs::write(
             &f,
             "import numpy as np\n# import torch? no\nimport torchvision\n",
         )
         .unwrap();
-        assert!(requirements(&f).is_empty());
+        assert!(requirements(&f).0.is_empty());
         std::fs::write(&f, "import pytest\nfrom torch.nn import functional\n").unwrap();
-        assert_eq!(requirements(&f), ["numpy", "torch", "pytest"]);
+        assert_eq!(requirements(&f).0, ["numpy", "torch", "pytest"]);
         std::fs::write(
             dir.path().join("requirements.txt"),
             "numpy>=1.20  # ours\n\n",
         )
         .unwrap();
-        assert_eq!(requirements(&f), ["numpy>=1.20"]);
+        assert_eq!(requirements(&f), (vec!["numpy>=1.20".into()], true));
+    }
+
+    #[test]
+    fn files_without_their_own_requirements_share_one_set() {
+        let dir = tempfile::tempdir().unwrap();
+        let compat = dir.path().join("compat");
+        let mut contexts = Vec::new();
+        for (sub, text) in [
+            ("a", "import pytest\n"),
+            ("b", "import torch\n"),
+            ("c", "import numpy\n"),
+            ("d", "import torch\n"),
+        ] {
+            let d = dir.path().join(sub);
+            std::fs::create_dir(&d).unwrap();
+            std::fs::write(d.join("test_x.py"), text).unwrap();
+            if sub == "d" {
+                std::fs::write(d.join("requirements.txt"), "numpy\ntorch==2.0\n").unwrap();
+            }
+            contexts.push(FileContext::new(&d.join("test_x.py"), None, &compat));
+        }
+        one_requirement_set(&mut contexts);
+        let sets: Vec<&[String]> = contexts.iter().map(|c| c.requirements.as_slice()).collect();
+        assert_eq!(sets[0], ["numpy", "torch", "pytest"]);
+        assert_eq!(sets[1], sets[0]);
+        assert_eq!(sets[2], sets[0]);
+        assert_eq!(sets[3], ["numpy", "torch==2.0"]);
     }
 }
