@@ -83,9 +83,10 @@ fn test_files_run_unchanged_and_a_second_run_reuses_everything() {
     let before = tree(&checkout);
     let (out, r) = run_tests(&env, &checkout, &[]);
     assert!(out.status.success(), "{}", show(&out));
-    assert_eq!(r["totals"]["passed"], 4, "{}", show(&out));
+    assert_eq!(r["totals"]["passed"], 5, "{}", show(&out));
     for (scene, name) in [
         ("TestVectorScale", "default"),
+        ("TestNamedEntry", "named"),
         ("TestAccumulate", "three_rounds"),
         ("TestAccumulate", "one_round"),
         ("TestDeviceShape", "a2a3"),
@@ -96,7 +97,10 @@ fn test_files_run_unchanged_and_a_second_run_reuses_everything() {
     assert!(
         stderr.contains("test_not_here.py::TestLevelThree: level 3")
             && stderr.contains(
-                "test_not_here.py::TestWhiteBox: white-box: its own test methods (test_slots_are_reused)"
+                "test_not_here.py::TestWhiteBox: white-box: it overrides _run_and_validate_l2"
+            )
+            && stderr.contains(
+                "test_named_entry.py::TestNamedEntry::test_prepared_twice: white-box: a test method"
             ),
         "{}",
         show(&out)
@@ -195,6 +199,7 @@ fn scene_list_names_classes_and_cases() {
             "TestAccumulate::three_rounds",
             "TestAccumulate::one_round",
             "TestDeviceShape::a2a3",
+            "TestNamedEntry::named",
             "TestVectorScale::default",
             "TestVectorScale::card_only  [hardware only: a2a3]",
         ],
@@ -217,7 +222,7 @@ fn edit(checkout: &Path, path: &str, from: &str, to: &str) {
 /// `compare_outputs` catches.
 #[test]
 fn a_changed_kernel_orchestration_or_golden_fails_its_case() {
-    let mutations: [(&str, &str, &str, &str); 4] = [
+    let mutations: [(&str, &str, &str, &str); 5] = [
         (
             "kernel",
             "vector_scale/kernels/aiv/kernel_add.cpp",
@@ -242,6 +247,13 @@ fn a_changed_kernel_orchestration_or_golden_fails_its_case() {
             "count[0] = static_cast<int32_t>(n);",
             "count[0] = static_cast<int32_t>(n + 1);",
         ),
+        (
+            // Called by the name the class's CALLABLE gives it.
+            "config_name",
+            "named_entry/kernels/orchestration/scale_graph_orch.cpp",
+            ".expected_arg_count = 4,",
+            ".expected_arg_count = 5,",
+        ),
     ];
     for (what, file, from, to) in mutations {
         let env = TestEnv::new();
@@ -254,10 +266,22 @@ fn a_changed_kernel_orchestration_or_golden_fails_its_case() {
         );
         let (out, r) = run_tests(&env, &checkout, &[]);
         assert!(!out.status.success(), "{what}: {}", show(&out));
-        // The accumulate kernel serves both of its class's cases.
-        let failed = if what == "compare_outputs" { 2 } else { 1 };
+        // The accumulate kernel serves both of its class's cases; the add
+        // kernel TestVectorScale and TestNamedEntry.
+        let failed = if matches!(what, "compare_outputs" | "kernel") {
+            2
+        } else {
+            1
+        };
         assert_eq!(r["totals"]["failed"], failed, "{what}: {}", show(&out));
-        assert_eq!(r["totals"]["passed"], 4 - failed, "{what}: {}", show(&out));
+        assert_eq!(r["totals"]["passed"], 5 - failed, "{what}: {}", show(&out));
+        if what == "config_name" {
+            assert!(
+                show(&out).contains("scale_graph_config expects 5 arguments"),
+                "{}",
+                show(&out)
+            );
+        }
         if what == "compare_outputs" {
             let stdout = String::from_utf8_lossy(&out.stdout);
             assert!(
@@ -307,7 +331,7 @@ fn test_files_run_in_two_passes_without_a_compiler() {
         },
     );
     assert!(out.status.success(), "{}", show(&out));
-    assert_eq!(r["totals"]["passed"], 4, "{}", show(&out));
+    assert_eq!(r["totals"]["passed"], 5, "{}", show(&out));
     assert_eq!(r["totals"]["units_compiled"], 0, "{}", show(&out));
     assert_eq!(r["totals"]["goldens_computed"], 0, "{}", show(&out));
 }
@@ -327,7 +351,7 @@ fn a_test_file_that_does_not_import_fails_alone() {
     .unwrap();
     let (out, r) = run_tests(&env, &checkout, &[]);
     assert!(!out.status.success(), "{}", show(&out));
-    assert_eq!(r["totals"]["passed"], 4, "{}", show(&out));
+    assert_eq!(r["totals"]["passed"], 5, "{}", show(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("test_broken.py: does not import: ModuleNotFoundError")

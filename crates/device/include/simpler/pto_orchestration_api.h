@@ -1403,9 +1403,20 @@ static inline GraphSubmitResult rt_submit_graph(GraphFunctionWithConfig<Config..
  * The entry the runtime calls
  * ====================================================================== */
 
+/* A test file's CALLABLE may name other functions (`function_name`,
+ * `config_name`); the harness then defines these two. */
+#ifndef SCENE_SIMPLER_ENTRY
+#define SCENE_SIMPLER_ENTRY aicpu_orchestration_entry
+#endif
+#ifndef SCENE_SIMPLER_CONFIG
+#define SCENE_SIMPLER_CONFIG aicpu_orchestration_config
+#endif
+#define SCENE_SIMPLER_NAME_(f) #f
+#define SCENE_SIMPLER_NAME(f) SCENE_SIMPLER_NAME_(f)
+
 extern "C" {
-void aicpu_orchestration_entry(const ChipTaskArgs &orch_args);
-__attribute__((weak)) PTO2OrchestrationConfig aicpu_orchestration_config(const ChipTaskArgs &orch_args);
+void SCENE_SIMPLER_ENTRY(const ChipTaskArgs &orch_args);
+__attribute__((weak)) PTO2OrchestrationConfig SCENE_SIMPLER_CONFIG(const ChipTaskArgs &orch_args);
 }
 
 /* Runs the original's orchestration over the run's arguments. */
@@ -1468,14 +1479,14 @@ extern "C" __attribute__((weak, used, visibility("default"))) int32_t scene_simp
                        args[i].size, shapes, nd, dt, 0);
         chip->tensors_[chip->tensor_count_++] = &t;
     }
-    if (rc == SCENE_RT_OK && aicpu_orchestration_config != nullptr) {
-        PTO2OrchestrationConfig config = aicpu_orchestration_config(*chip);
+    if (rc == SCENE_RT_OK && SCENE_SIMPLER_CONFIG != nullptr) {
+        PTO2OrchestrationConfig config = SCENE_SIMPLER_CONFIG(*chip);
         int got = chip->tensor_count_ + chip->scalar_count_;
         if (config.expected_arg_count > 0 && config.expected_arg_count != got) {
             snprintf(msg, sizeof msg,
-                     "aicpu_orchestration_config expects %d arguments, the run passes %d (%d "
+                     "%s expects %d arguments, the run passes %d (%d "
                      "tensors, %d scalars): check the scene's signature",
-                     config.expected_arg_count, got, chip->tensor_count_, chip->scalar_count_);
+                     SCENE_SIMPLER_NAME(SCENE_SIMPLER_CONFIG), config.expected_arg_count, got, chip->tensor_count_, chip->scalar_count_);
             scene_orch_fail(ctx, msg);
             rc = SCENE_RT_E_INVALID;
         }
@@ -1483,7 +1494,7 @@ extern "C" __attribute__((weak, used, visibility("default"))) int32_t scene_simp
     if (rc == SCENE_RT_OK) {
         PTO2Runtime *outer = scene_simpler_runtime_;
         scene_simpler_runtime_ = &rt;
-        aicpu_orchestration_entry(*chip);
+        SCENE_SIMPLER_ENTRY(*chip);
         scene_simpler_runtime_ = outer;
         if (rt.fatal) rc = SCENE_RT_E_ORCH;
     }

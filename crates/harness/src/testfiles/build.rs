@@ -111,12 +111,6 @@ pub(crate) fn not_run_because(desc: &ClassDesc) -> Option<String> {
             desc.level
         ));
     }
-    if !desc.own_tests.is_empty() {
-        return Some(format!(
-            "white-box: its own test methods ({}) drive the original's private machinery",
-            desc.own_tests.join(", ")
-        ));
-    }
     if let Some(m) = desc
         .overrides
         .iter()
@@ -126,21 +120,45 @@ pub(crate) fn not_run_because(desc: &ClassDesc) -> Option<String> {
             "white-box: it overrides {m}, the original's run of a case"
         ));
     }
-    if let Some(o) = &desc.orchestration {
-        if let Some(f) = o.function_name.as_deref()
-            && f != SIMPLER_ENTRY
-        {
-            return Some(format!(
-                "its orchestration entry is `{f}`; scenes calls `{SIMPLER_ENTRY}` only"
-            ));
-        }
-        if let Some(c) = &o.config_name {
-            return Some(format!(
-                "its orchestration names config `{c}`; scenes reads `aicpu_orchestration_config` only"
-            ));
-        }
-    }
     None
+}
+
+/// A class's own `test_*` methods besides `test_run`, which are not run
+/// (its cases are): each drives the original's private machinery.
+pub(crate) fn white_box_methods(desc: &ClassDesc) -> &[String] {
+    &desc.own_tests
+}
+
+/// The defines that make our `pto_orchestration_api.h` call the entry and
+/// config functions the class's `CALLABLE` names, when they are not the
+/// defaults; `Err` for a name that is no C identifier.
+fn entry_defines(o: &OrchDesc) -> Result<Vec<(String, String)>, ClassProblem> {
+    let mut defines = Vec::new();
+    for (define, name, default) in [
+        ("SCENE_SIMPLER_ENTRY", &o.function_name, SIMPLER_ENTRY),
+        (
+            "SCENE_SIMPLER_CONFIG",
+            &o.config_name,
+            "aicpu_orchestration_config",
+        ),
+    ] {
+        let Some(name) = name.as_deref().filter(|n| *n != default) else {
+            continue;
+        };
+        let ident = name
+            .chars()
+            .next()
+            .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
+            && name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric());
+        if !ident {
+            return Err(format!(
+                "CALLABLE's orchestration names `{name}`, which is not a C function name"
+            )
+            .into());
+        }
+        defines.push((define.to_owned(), name.to_owned()));
+    }
+    Ok(defines)
 }
 
 /// The scene of a class that runs here.
@@ -162,6 +180,7 @@ pub(crate) fn scene(
         .source
         .as_deref()
         .ok_or("CALLABLE[\"orchestration\"] has no source")?;
+    let entry = entry_defines(orch)?;
     let signature: Vec<ArgDirection> = orch
         .signature
         .iter()
@@ -245,7 +264,7 @@ pub(crate) fn scene(
             api: OrchestrationApi::Simpler,
             signature: full_signature,
             include_dirs: Vec::new(),
-            defines: Vec::new(),
+            defines: entry,
         },
         incores,
         args: ArgsConvention::ChipTensor,

@@ -22,12 +22,14 @@
 //! in Rust (the original's default `compare_outputs`) or, when the class
 //! overrides it, its `compare_outputs` in the worker.
 //!
-//! What does not fit the level-2 flow is not run, and each such class is
-//! returned with its reason ([`Skipped`]): level 3 (a Python
+//! What does not fit the level-2 flow is not run, and each such class or
+//! method is returned with its reason ([`Skipped`]): level 3 (a Python
 //! orchestration on the original's `Worker`), white-box classes (their
-//! own `test_*` methods or `_run_and_validate_*` overrides use the
-//! original's private machinery), an orchestration entry other than
-//! `aicpu_orchestration_entry`.
+//! `_run_and_validate_*` overrides use the original's private
+//! machinery), and a class's own `test_*` methods besides `test_run`
+//! (its cases still run, as the original's `test_run` runs them). An orchestration entry or config function of another name
+//! (`function_name`, `config_name`) is called through our header's
+//! `SCENE_SIMPLER_ENTRY` / `SCENE_SIMPLER_CONFIG`.
 
 mod build;
 mod cache;
@@ -200,6 +202,14 @@ pub fn load(files: &[PathBuf], opts: &LoadOptions) -> Loaded {
         if let Some(reason) = build::not_run_because(desc) {
             loaded.skipped.push(Skipped { id, reason });
             continue;
+        }
+        for method in build::white_box_methods(desc) {
+            loaded.skipped.push(Skipped {
+                id: format!("{id}::{method}"),
+                reason: "white-box: a test method of its own, driving the original's private \
+                         machinery (the class's cases run)"
+                    .into(),
+            });
         }
         match build::scene(ctx, desc, &name) {
             Ok(scene) => loaded.scenes.push(scene),

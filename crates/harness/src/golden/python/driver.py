@@ -803,7 +803,8 @@ def describe_class(cls, req):
         wanted = platform in c["platforms"] and (
             req.get("include_manual") or not is_manual_for_platform(case.get("manual"), platform)
         )
-        if wanted and d["level"] == 2 and not d["own_tests"]:
+        runs = not any(m.startswith("_run_and_validate") for m in d["overrides"])
+        if wanted and d["level"] == 2 and runs:
             try:
                 c["args"] = arg_list(generated(cls, case, req["seed"]))
             except BaseException as e:  # noqa: BLE001 - user code may raise anything
