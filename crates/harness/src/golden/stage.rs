@@ -86,6 +86,11 @@ pub struct GoldenOutcome {
 pub struct GoldenStage {
     python: PythonRunner,
     cache: Option<GoldenCache>,
+    /// The same directory without the remote tier: Python fixture bytes
+    /// stay on this machine (any machine with the file's interpreter makes
+    /// them again; a remote would carry a set's inputs, 600 MB for the
+    /// original's a2a3 tests, besides its goldens).
+    local: Option<GoldenCache>,
 }
 
 /// The case's fixtures, and whether they can be trusted to be the same
@@ -108,7 +113,13 @@ impl GoldenStage {
                 Some(k) => GoldenCache::of_kernel_cache(k),
                 None => GoldenCache::in_dir(d),
             });
+        let local = config
+            .cache_dir
+            .as_deref()
+            .filter(|_| config.golden_cache)
+            .map(GoldenCache::in_dir);
         Self {
+            local,
             python: PythonRunner::new(config.python_config()).with_cancel(config.cancel.clone()),
             cache,
         }
@@ -149,10 +160,10 @@ impl GoldenStage {
         let seed = python_seed(scene, case);
         // Bytes a run before made (and found deterministic) serve while
         // the files they were made of are unchanged: no worker starts.
-        let bytes_key = match &self.cache {
-            Some(cache) => {
+        let bytes_key = match &self.local {
+            Some(local) => {
                 let key = self.fixture_bytes_key(scene, case, file, seed)?;
-                if let Some(inputs) = cached_fixtures(cache, &key, scene, case) {
+                if let Some(inputs) = cached_fixtures(local, &key, scene, case) {
                     return Ok(Fixtures {
                         inputs,
                         deterministic: true,
@@ -197,14 +208,14 @@ impl GoldenStage {
             }
         };
         if deterministic
-            && let (Some(key), Some(imported)) = (&bytes_key, &imported)
+            && let (Some(key), Some(imported), Some(local)) = (&bytes_key, &imported, &self.local)
             && imported.opaque.is_empty()
         {
             let files = python_files(&scenes_root(scene), &imported.files);
             let tensors: Vec<(&str, &Tensor)> =
                 inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
-            if let Ok(_lock) = cache.lock(key) {
-                let _ = cache.put_recorded(key, &tensors, &[(PYTHON_FILES, files)]);
+            if let Ok(_lock) = local.lock(key) {
+                let _ = local.put_recorded(key, &tensors, &[(PYTHON_FILES, files)]);
             }
         }
         if !deterministic {
