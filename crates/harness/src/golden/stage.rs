@@ -11,7 +11,7 @@ use serde_json::Value as Json;
 
 use crate::config::RunConfig;
 use crate::golden::cache::{GoldenCache, GoldenInputs, why_recomputed};
-use crate::golden::python::{DRIVER, PyError, PythonRunner};
+use crate::golden::python::{PyError, PythonRunner};
 use crate::golden::{GoldenOutputs, GoldenRegistry};
 use crate::scene::expr::{Num, Value};
 use crate::scene::ranks;
@@ -362,19 +362,9 @@ impl GoldenStage {
     fn python_code(&self, scene: &Scene, file: &Path) -> Result<String, PyError> {
         let root = scene.dir.parent().unwrap_or(&scene.dir);
         let files = self.python.code_identity(file, root)?;
-        let v = self.python.versions(scene)?;
         let mut h = scene_util::FieldHasher::new("scene-python-code");
-        h.field("files", files.as_bytes())
-            .field("driver", DRIVER.as_bytes())
-            .field("python", v.python.as_bytes())
-            .field("numpy", v.numpy.as_bytes())
-            .field("torch", v.torch.as_deref().unwrap_or("").as_bytes())
-            .field("packages", v.packages.join("\n").as_bytes());
-        // Only for managed environments: keys of interpreters used as they
-        // are stay what they were.
-        if let Some(env) = self.python.interpreter(scene)?.env {
-            h.field("lock", env.lock.as_bytes());
-        }
+        h.field("files", files.as_bytes());
+        self.python.hash_environment(scene, &mut h)?;
         Ok(h.finalize().to_hex().to_string())
     }
 

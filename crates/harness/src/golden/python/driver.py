@@ -280,21 +280,27 @@ def f32_to_bf16_bits(x):
 _modules = {}
 
 
+def exec_file(name, path):
+    """The module `name` made from the file at `path` (in sys.modules
+    only when it executed)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return mod
+
+
 def load(path, sys_path):
     for p in reversed(sys_path):
         if p not in sys.path:
             sys.path.insert(0, p)
     mod = _modules.get(path)
     if mod is None:
-        name = "scene_py_%d" % len(_modules)
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        try:
-            spec.loader.exec_module(mod)
-        except BaseException:
-            del sys.modules[name]
-            raise
+        mod = exec_file("scene_py_%d" % len(_modules), path)
         _modules[path] = mod
     return mod
 
@@ -564,15 +570,7 @@ def load_test_module(sim):
         if mod is not None and os.path.realpath(getattr(mod, "__file__", "") or "") != os.path.realpath(path):
             mod = None
     if mod is None:
-        name = name or "scene_test_%d" % len(_test_modules)
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        try:
-            spec.loader.exec_module(mod)
-        except BaseException:
-            del sys.modules[name]
-            raise
+        mod = exec_file(name or "scene_test_%d" % len(_test_modules), path)
     _test_modules[path] = mod
     return mod
 

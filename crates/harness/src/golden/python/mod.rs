@@ -393,17 +393,23 @@ impl<'a> WorkerFor<'a> {
     /// files share one per requirement set, as the original's pytest
     /// session shares its process (so torch is imported once).
     fn scene(scene: &'a Scene) -> Self {
-        let key = match &scene.origin {
-            Some(_) => PathBuf::from(format!(
-                "simpler-tests:{}",
-                scene.python.requirements.join(",")
-            )),
-            None => scene.dir.join(&scene.name),
-        };
+        match &scene.origin {
+            Some(_) => Self::test_files(&scene.python.requirements, &scene.name),
+            None => WorkerFor {
+                key: scene.dir.join(&scene.name),
+                requirements: &scene.python.requirements,
+                name: &scene.name,
+            },
+        }
+    }
+
+    /// The worker the original's test files of one requirement set share
+    /// (describing them and serving the scenes made from them).
+    fn test_files(requirements: &'a [String], name: &'a str) -> Self {
         WorkerFor {
-            key,
-            requirements: &scene.python.requirements,
-            name: &scene.name,
+            key: PathBuf::from(format!("simpler-tests:{}", requirements.join(","))),
+            requirements,
+            name,
         }
     }
 }
@@ -756,8 +762,7 @@ impl PythonRunner {
     /// [`Self::versions`] of the interpreter `who` runs on.
     fn versions_for(&self, who: &WorkerFor<'_>) -> Result<Versions, PyError> {
         let interp = self.interpreter_for(who)?;
-        let known = |m: &HashMap<PathBuf, Versions>| m.get(&interp.python).cloned();
-        if let Some(v) = known(&self.lock_versions()) {
+        if let Some(v) = self.lock_versions().get(&interp.python).cloned() {
             return Ok(v);
         }
         if self.cancel.is_cancelled() {
@@ -775,6 +780,36 @@ impl PythonRunner {
         self.lock_versions()
             .insert(interp.python.clone(), v.clone());
         Ok(v)
+    }
+
+    /// Adds what a Python cache key takes from `scene`'s interpreter to
+    /// `h`: the driver, the [`Self::versions`] and, for a managed
+    /// environment, every pinned version (`requirements.lock`).
+    pub fn hash_environment(
+        &self,
+        scene: &Scene,
+        h: &mut scene_util::FieldHasher,
+    ) -> Result<(), PyError> {
+        self.hash_environment_for(&WorkerFor::scene(scene), h)
+    }
+
+    fn hash_environment_for(
+        &self,
+        who: &WorkerFor<'_>,
+        h: &mut scene_util::FieldHasher,
+    ) -> Result<(), PyError> {
+        let v = self.versions_for(who)?;
+        h.field("driver", DRIVER.as_bytes())
+            .field("python", v.python.as_bytes())
+            .field("numpy", v.numpy.as_bytes())
+            .field("torch", v.torch.as_deref().unwrap_or("").as_bytes())
+            .field("packages", v.packages.join("\n").as_bytes());
+        // Only for managed environments: keys of interpreters used as they
+        // are stay what they were.
+        if let Some(env) = self.interpreter_for(who)?.env {
+            h.field("lock", env.lock.as_bytes());
+        }
+        Ok(())
     }
 
     fn lock_versions(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Versions>> {
@@ -1044,20 +1079,24 @@ impl PythonRunner {
         let reply = self
             .with_worker(scene, |w| w.request(&req, self.config.timeout))
             .map_err(|e| e.naming(&who))?;
-        let reply = Self::check_reply(reply, &who)?;
-        let (Some(passed), Some(detail)) = (
-            reply.get("passed").and_then(Json::as_bool),
-            reply.get("detail").and_then(Json::as_str),
-        ) else {
-            return Err(PyError::Failed(format!(
-                "{who}: the worker's reply to `compare` has no verdict"
-            )));
-        };
-        Ok(PyVerdict {
-            passed,
-            detail: detail.to_owned(),
-        })
+        verdict(&Self::check_reply(reply, &who)?, &who, "compare")
     }
+}
+
+/// The verdict of a reply to `op` (`compare`, `compare_case`).
+fn verdict(reply: &Json, who: &str, op: &str) -> Result<PyVerdict, PyError> {
+    let (Some(passed), Some(detail)) = (
+        reply.get("passed").and_then(Json::as_bool),
+        reply.get("detail").and_then(Json::as_str),
+    ) else {
+        return Err(PyError::Failed(format!(
+            "{who}: the worker's reply to `{op}` has no verdict"
+        )));
+    };
+    Ok(PyVerdict {
+        passed,
+        detail: detail.to_owned(),
+    })
 }
 
 impl PythonRunner {

@@ -19,17 +19,12 @@ impl PythonRunner {
     /// driver (one file), run in the shared worker of `requirements`
     /// that later serves the scenes made from them.
     pub fn describe(&self, requirements: &[String], mut request: Json) -> Result<Json, PyError> {
-        let key = PathBuf::from(format!("simpler-tests:{}", requirements.join(",")));
         let name = request
             .pointer("/files/0/file")
             .and_then(Json::as_str)
             .unwrap_or("test files")
             .to_owned();
-        let who = WorkerFor {
-            key,
-            requirements,
-            name: &name,
-        };
+        let who = WorkerFor::test_files(requirements, &name);
         if let Some(obj) = request.as_object_mut() {
             obj.insert("op".into(), json!("describe"));
         }
@@ -42,22 +37,9 @@ impl PythonRunner {
     /// `requirements` (and its managed environment's pins), as a digest.
     /// Asks no worker ([`Self::versions`]).
     pub fn describe_environment(&self, requirements: &[String]) -> Result<String, PyError> {
-        let key = PathBuf::from(format!("simpler-tests:{}", requirements.join(",")));
-        let who = WorkerFor {
-            key,
-            requirements,
-            name: "test files",
-        };
-        let v = self.versions_for(&who)?;
+        let who = WorkerFor::test_files(requirements, "test files");
         let mut h = scene_util::FieldHasher::new("scene-simpler-describe-env");
-        h.field("driver", super::DRIVER.as_bytes())
-            .field("python", v.python.as_bytes())
-            .field("numpy", v.numpy.as_bytes())
-            .field("torch", v.torch.as_deref().unwrap_or("").as_bytes())
-            .field("packages", v.packages.join("\n").as_bytes());
-        if let Some(env) = self.interpreter_for(&who)?.env {
-            h.field("lock", env.lock.as_bytes());
-        }
+        self.hash_environment_for(&who, &mut h)?;
         Ok(h.finalize().to_hex().to_string())
     }
 
@@ -111,19 +93,7 @@ impl PythonRunner {
         let reply = self
             .with_worker(scene, |w| w.request(&req, self.config.timeout))
             .map_err(|e| e.naming(&who))?;
-        let reply = Self::check_reply(reply, &who)?;
-        let (Some(passed), Some(detail)) = (
-            reply.get("passed").and_then(Json::as_bool),
-            reply.get("detail").and_then(Json::as_str),
-        ) else {
-            return Err(PyError::Failed(format!(
-                "{who}: the worker's reply to `compare_case` has no verdict"
-            )));
-        };
-        Ok(PyVerdict {
-            passed,
-            detail: detail.to_owned(),
-        })
+        super::verdict(&Self::check_reply(reply, &who)?, &who, "compare_case")
     }
 }
 
