@@ -108,7 +108,6 @@ impl StepRunner<'_> {
                 }
                 StepKind::HostPython { function } => self
                     .python(work, function, step, &state)
-                    .map(|values| written(step, values))
                     .map_err(|e| e.to_string()),
             };
             report.steps.push(step_time(
@@ -155,10 +154,18 @@ impl StepRunner<'_> {
         held: Option<&CardLease>,
     ) -> ChipOutcome {
         let scene = &work.sel.scene;
-        let callable = ChipCallable {
-            orch_symbol: function.to_owned(),
-            ..work.callable.clone()
+        // The original's orchestration API (a test file's class) is entered
+        // through its adaptor, which calls the function the class names.
+        let callable = match scene.orchestration.api {
+            crate::scene::OrchestrationApi::Simpler => work.callable.clone(),
+            _ => ChipCallable {
+                orch_symbol: function.to_owned(),
+                ..work.callable.clone()
+            },
         };
+        if !step.bind.is_empty() {
+            return self.chip_bound(work, &callable, step, state, report, held);
+        }
         let inputs: Vec<(String, Tensor)> = state
             .iter()
             .enumerate()
@@ -201,14 +208,141 @@ impl StepRunner<'_> {
         ChipOutcome::Done(values)
     }
 
-    /// One Python host step, in the scene's Python worker.
+    /// A chip task of a test file's level-3 class: rank r's orchestration
+    /// gets the tensors `step.bind[r]`, whole. The device stage sees a
+    /// scene of one tensor per argument (per rank when the group has
+    /// several: rank r's slice is the tensor rank r binds), so its
+    /// per-rank upload and download serve it unchanged; what comes back
+    /// is split again into the tensors the ranks bound.
+    fn chip_bound(
+        &self,
+        work: DeviceWork<'_>,
+        callable: &ChipCallable,
+        step: &Step,
+        state: &[(String, Tensor)],
+        report: &mut CaseReport,
+        held: Option<&CardLease>,
+    ) -> ChipOutcome {
+        let scene = &work.sel.scene;
+        let ranks = step.bind.len();
+        let args = step.bind[0].len();
+        // What rank r passes at argument i: the current value of the
+        // tensor it binds, or zeros when the step does not touch it.
+        let value = |r: usize, i: usize| -> std::borrow::Cow<'_, Tensor> {
+            let (t, v) = (step.bind[r][i], &state[step.bind[r][i]].1);
+            if step.touches(t) {
+                std::borrow::Cow::Borrowed(v)
+            } else {
+                std::borrow::Cow::Owned(Tensor::zeros(v.dtype(), v.shape()))
+            }
+        };
+        let stacked = |shape: &[usize]| {
+            let mut s = shape.to_vec();
+            if ranks > 1 {
+                s.insert(0, ranks);
+            }
+            s
+        };
+        let mut view: crate::scene::Scene = (**scene).clone();
+        view.steps.clear();
+        view.tensors = (0..args)
+            .map(|i| {
+                let names: Vec<&str> = step
+                    .bind
+                    .iter()
+                    .map(|b| scene.tensors[b[i]].name.as_str())
+                    .collect();
+                crate::scene::TensorSpec {
+                    name: names.join("|"),
+                    direction: scene
+                        .orchestration
+                        .signature
+                        .get(i)
+                        .copied()
+                        .unwrap_or(crate::scene::ArgDirection::In),
+                    per_rank: ranks > 1,
+                    ..scene.tensors[step.bind[0][i]].clone()
+                }
+            })
+            .collect();
+        let case = work.sel.case();
+        view.cases[work.sel.case].tensors = (0..args)
+            .map(|i| {
+                let mut t = case.tensors[step.bind[0][i]].clone();
+                t.shape = stacked(&t.shape);
+                t
+            })
+            .collect();
+        let mut inputs = Vec::with_capacity(args);
+        for (i, spec) in view.tensors.iter().enumerate() {
+            let first = value(0, i);
+            let bytes: Vec<u8> = (0..ranks)
+                .flat_map(|r| value(r, i).bytes().to_vec())
+                .collect();
+            match Tensor::from_bytes(first.dtype(), &stacked(first.shape()), bytes) {
+                Ok(t) => inputs.push((spec.name.clone(), t)),
+                Err(e) => {
+                    return ChipOutcome::Failed(vec![format!("tensor `{}`: {e}", spec.name)], None);
+                }
+            }
+        }
+        let outputs: Vec<usize> = (0..args)
+            .filter(|&i| view.tensors[i].direction.is_output())
+            .collect();
+        let sel = crate::select::SelectedCase {
+            scene: std::sync::Arc::new(view),
+            case: work.sel.case,
+        };
+        let w = DeviceWork {
+            sel: &sel,
+            callable,
+            inputs: &inputs,
+            upload_outputs: true,
+            ..work
+        };
+        let mut o = self.device.run(w, report, held);
+        if o.cancelled {
+            return ChipOutcome::Cancelled;
+        }
+        let Some(last) = o.outputs.take().and_then(|runs| runs.into_iter().last()) else {
+            return ChipOutcome::Failed(o.notes, o.trace);
+        };
+        let mut values = Vec::new();
+        for (i, joined) in outputs.into_iter().zip(last) {
+            let each = joined.bytes().len() / ranks;
+            for (r, bytes) in joined.bytes().chunks(each.max(1)).enumerate().take(ranks) {
+                let t = step.bind[r][i];
+                let like = &state[t].1;
+                if step.writes.contains(&t) {
+                    match Tensor::from_bytes(like.dtype(), like.shape(), bytes.to_vec()) {
+                        Ok(v) => values.push((t, v)),
+                        Err(e) => {
+                            return ChipOutcome::Failed(
+                                vec![format!("downloaded `{}`: {e}", scene.tensors[t].name)],
+                                None,
+                            );
+                        }
+                    }
+                } else if bytes != value(r, i).bytes() {
+                    return ChipOutcome::Undeclared(format!(
+                        "rank {r} wrote `{}`, which its task does not tag as an output",
+                        scene.tensors[t].name
+                    ));
+                }
+            }
+        }
+        ChipOutcome::Done(values)
+    }
+
+    /// One Python host step, in the scene's Python worker: the new values
+    /// of the tensors it writes, with their indices.
     fn python(
         &self,
         work: DeviceWork<'_>,
         function: &str,
         step: &Step,
         state: &[(String, Tensor)],
-    ) -> Result<Vec<Tensor>, crate::golden::python::PyError> {
+    ) -> Result<Vec<(usize, Tensor)>, crate::golden::python::PyError> {
         let scene = &work.sel.scene;
         let Some(file) = scene
             .python
@@ -220,12 +354,22 @@ impl StepRunner<'_> {
                 "the scene names no Python file".into(),
             ));
         };
-        let tensors: Vec<(&str, &Tensor, bool)> = step_tensors(step, state)
-            .map(|(t, (name, tensor))| (name, tensor, step.writes.contains(&t)))
+        // A test file's sub task passes its tensors in its arguments' order.
+        let order: Vec<usize> = match step.bind.first() {
+            Some(args) => args.clone(),
+            None => step_tensors(step, state).map(|(t, _)| t).collect(),
+        };
+        let tensors: Vec<(&str, &Tensor, bool)> = order
+            .iter()
+            .map(|&t| (state[t].0.as_str(), &state[t].1, step.writes.contains(&t)))
             .collect();
-        self.cpu
-            .python()
-            .host_step(scene, work.sel.case(), file, function, &tensors)
+        let values =
+            self.cpu
+                .python()
+                .host_step(scene, work.sel.case(), file, function, &tensors)?;
+        // `host_step` gives the written ones back in the order passed.
+        let writes = order.into_iter().filter(|t| step.writes.contains(t));
+        Ok(writes.zip(values).collect())
     }
 }
 

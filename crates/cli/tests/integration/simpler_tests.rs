@@ -83,19 +83,21 @@ fn test_files_run_unchanged_and_a_second_run_reuses_everything() {
     let before = tree(&checkout);
     let (out, r) = run_tests(&env, &checkout, &[]);
     assert!(out.status.success(), "{}", show(&out));
-    assert_eq!(r["totals"]["passed"], 5, "{}", show(&out));
+    assert_eq!(r["totals"]["passed"], 7, "{}", show(&out));
     for (scene, name) in [
         ("TestVectorScale", "default"),
         ("TestNamedEntry", "named"),
         ("TestAccumulate", "three_rounds"),
         ("TestAccumulate", "one_round"),
         ("TestDeviceShape", "a2a3"),
+        ("TestL3Pair", "pair"),
+        ("TestL3One", "one"),
     ] {
         assert_eq!(case(&r, scene, name)["status"], "passed", "{r:#}");
     }
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("test_not_here.py::TestLevelThree: level 3")
+        stderr.contains("test_not_here.py::TestLevelThree: level 3: its own test_run")
             && stderr.contains(
                 "test_not_here.py::TestWhiteBox: white-box: it overrides _run_and_validate_l2"
             )
@@ -199,6 +201,8 @@ fn scene_list_names_classes_and_cases() {
             "TestAccumulate::three_rounds",
             "TestAccumulate::one_round",
             "TestDeviceShape::a2a3",
+            "TestL3Pair::pair",
+            "TestL3One::one",
             "TestNamedEntry::named",
             "TestVectorScale::default",
             "TestVectorScale::card_only  [hardware only: a2a3]",
@@ -267,14 +271,16 @@ fn a_changed_kernel_orchestration_or_golden_fails_its_case() {
         let (out, r) = run_tests(&env, &checkout, &[]);
         assert!(!out.status.success(), "{what}: {}", show(&out));
         // The accumulate kernel serves both of its class's cases; the add
-        // kernel TestVectorScale and TestNamedEntry.
-        let failed = if matches!(what, "compare_outputs" | "kernel") {
-            2
-        } else {
-            1
+        // kernel TestVectorScale, TestNamedEntry and the two level-3
+        // classes, which run vector_scale's orchestration too.
+        let failed = match what {
+            "kernel" => 4,
+            "orchestration" => 3,
+            "compare_outputs" => 2,
+            _ => 1,
         };
         assert_eq!(r["totals"]["failed"], failed, "{what}: {}", show(&out));
-        assert_eq!(r["totals"]["passed"], 5 - failed, "{what}: {}", show(&out));
+        assert_eq!(r["totals"]["passed"], 7 - failed, "{what}: {}", show(&out));
         if what == "config_name" {
             assert!(
                 show(&out).contains("scale_graph_config expects 5 arguments"),
@@ -290,6 +296,82 @@ fn a_changed_kernel_orchestration_or_golden_fails_its_case() {
                 show(&out)
             );
         }
+    }
+}
+
+/// A level-3 class's Python orchestration is recorded at describe time
+/// and run as steps: a group chip task is one chip step on two cards
+/// (worker r's arguments on rank r), the sub task after it a host step
+/// calling the class's sub callable on the tensors in its arguments'
+/// order. A wrong sub callable, a golden that disagrees and a sub task
+/// writing a tensor it only reads each fail the case; a chip task on part
+/// of the group is listed as not run, with its reason.
+#[test]
+fn level_three_classes_run_their_orchestration_as_steps() {
+    const FILE: &str = "tests/st/a2a3/tensormap_and_ringbuffer/l3_pair/test_l3_pair.py";
+    let run = |checkout: &Path, env: &TestEnv| {
+        let file = checkout.join(FILE);
+        env.run_with_report(&[
+            "run",
+            "--simpler-root",
+            checkout.to_str().unwrap(),
+            file.to_str().unwrap(),
+        ])
+    };
+    let env = TestEnv::new();
+    let checkout = checkout_copy(&env);
+    let (out, r) = run(&checkout, &env);
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(r["totals"]["passed"], 2, "{}", show(&out));
+    let pair = case(&r, "TestL3Pair", "pair");
+    assert_eq!(pair["devices"], serde_json::json!([0, 1]), "{pair:#}");
+    assert_eq!(pair["ranks"].as_array().map(Vec::len), Some(2), "{pair:#}");
+    let steps = pair["steps"].as_array().expect("steps");
+    assert_eq!(steps.len(), 2, "{pair:#}");
+    assert!(
+        steps[0]["kind"].as_str().unwrap().starts_with("chip step"),
+        "{pair:#}"
+    );
+    assert_eq!(steps[1]["kind"], "host step `total` (Python)", "{pair:#}");
+    assert_eq!(steps[1]["after"], serde_json::json!([0]), "{pair:#}");
+    let outputs: Vec<&str> = pair["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(outputs, ["f0", "f1", "g"], "{pair:#}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(
+            "test_l3_pair.py::TestL3Half: level 3: task 0 of the orchestration runs on workers [1]"
+        ),
+        "{}",
+        show(&out)
+    );
+
+    for (what, from, to, says) in [
+        ("sub callable", "g[:] = f0 + f1", "g[:] = f0 - f1", "`g`"),
+        (
+            "golden",
+            "args.f1[:] = (args.a1 + args.b1) * s",
+            "args.f1[:] = (args.a1 + args.b1) * s * 1.001",
+            "`f1`",
+        ),
+        (
+            "read-only write",
+            "g[:] = f0 + f1",
+            "g[:] = f0 + f1\n    f0[:] = 0",
+            "changed `f0`, which the step only reads",
+        ),
+    ] {
+        let env = TestEnv::new();
+        let checkout = checkout_copy(&env);
+        edit(&checkout, FILE, from, to);
+        let (out, r) = run(&checkout, &env);
+        assert!(!out.status.success(), "{what}: {}", show(&out));
+        assert_eq!(case(&r, "TestL3Pair", "pair")["status"], "failed", "{what}");
+        assert_eq!(case(&r, "TestL3One", "one")["status"], "passed", "{what}");
+        assert!(show(&out).contains(says), "{what}: {}", show(&out));
     }
 }
 
@@ -331,7 +413,7 @@ fn test_files_run_in_two_passes_without_a_compiler() {
         },
     );
     assert!(out.status.success(), "{}", show(&out));
-    assert_eq!(r["totals"]["passed"], 5, "{}", show(&out));
+    assert_eq!(r["totals"]["passed"], 7, "{}", show(&out));
     assert_eq!(r["totals"]["units_compiled"], 0, "{}", show(&out));
     assert_eq!(r["totals"]["goldens_computed"], 0, "{}", show(&out));
 }
@@ -351,7 +433,7 @@ fn a_test_file_that_does_not_import_fails_alone() {
     .unwrap();
     let (out, r) = run_tests(&env, &checkout, &[]);
     assert!(!out.status.success(), "{}", show(&out));
-    assert_eq!(r["totals"]["passed"], 5, "{}", show(&out));
+    assert_eq!(r["totals"]["passed"], 7, "{}", show(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("test_broken.py: does not import: ModuleNotFoundError")

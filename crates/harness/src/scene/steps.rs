@@ -25,6 +25,13 @@ pub struct Step {
     pub reads: Vec<usize>,
     /// Indices of the tensors it writes.
     pub writes: Vec<usize>,
+    /// The tensors a step of a test file's level-3 class passes, in its
+    /// task's argument order: per rank for a chip step (rank r's
+    /// orchestration gets `bind[r]` as its tensor arguments, whole), one
+    /// list for a sub task. Empty for a `scene.toml`'s steps: a chip step
+    /// passes every tensor of the scene (per-rank ones sliced), a host
+    /// function finds its declared tensors by name.
+    pub bind: Vec<Vec<usize>>,
 }
 
 /// What a step runs.
@@ -203,6 +210,7 @@ writes = ["y"]
                 },
                 reads: vec![1],
                 writes: vec![2],
+                bind: Vec::new(),
             }
         );
         assert_eq!(dependencies(&s.steps, 1), vec![0]);
@@ -331,6 +339,7 @@ writes = ["f", "y"]
             kind,
             reads: reads.to_vec(),
             writes: writes.to_vec(),
+            bind: Vec::new(),
         }
     }
 

@@ -14,6 +14,7 @@ use super::FileContext;
 use crate::compare::Comparison;
 use crate::scene::expr::{Num, Params, Value};
 use crate::scene::shape::Dim;
+use crate::scene::steps::{Step, StepKind};
 use crate::scene::{
     ArgDirection, Case, CaseTensor, CompareSpec, DTypeSpec, DeviceMemorySpec, Incore, InitSpec,
     Manual, NumSpec, Orchestration, OrchestrationApi, PythonFiles, SIMPLER_ENTRY, ScalarSpec,
@@ -55,7 +56,59 @@ pub(crate) struct ClassDesc {
     orchestration: Option<OrchDesc>,
     #[serde(default)]
     incores: Vec<IncoreDesc>,
+    /// Level 3: the class's callables.
+    l3: Option<L3Desc>,
     cases: Vec<CaseDesc>,
+}
+
+/// A level-3 class's `CALLABLE`: whether its orchestration is a Python
+/// function (which the driver records), its chip callables and the names
+/// of its sub callables.
+#[derive(Debug, Deserialize)]
+struct L3Desc {
+    orchestration: bool,
+    chips: Vec<ChipDesc>,
+    subs: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ChipDesc {
+    name: Option<String>,
+    orchestration: OrchDesc,
+    #[serde(default)]
+    incores: Vec<IncoreDesc>,
+}
+
+/// One task a level-3 orchestration submitted, as the driver recorded it.
+#[derive(Debug, Deserialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+enum TaskDesc {
+    /// `submit_next_level` (one worker) or `submit_next_level_group`:
+    /// `args[j]` goes to `workers[j]`.
+    Chip {
+        callable: String,
+        workers: Vec<usize>,
+        args: Vec<TaskArgsDesc>,
+    },
+    /// `submit_sub`.
+    Sub {
+        callable: String,
+        args: TaskArgsDesc,
+    },
+}
+
+#[derive(Debug, Deserialize, PartialEq)]
+struct TaskArgsDesc {
+    tensors: Vec<TaskTensor>,
+    scalars: Vec<u64>,
+}
+
+/// A task's tensor: the case's TensorArg it names and its tag (`input`,
+/// `output`, `inout`, `output_existing`, `no_dep`).
+#[derive(Debug, Deserialize, PartialEq)]
+struct TaskTensor {
+    name: String,
+    tag: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -85,6 +138,10 @@ struct CaseDesc {
     skip_golden: bool,
     /// What `generate_args` made, for the cases the run may select.
     args: Option<Vec<ArgDesc>>,
+    /// Level 3: the tasks its orchestration submitted, in order.
+    plan: Option<Vec<TaskDesc>>,
+    /// Level 3: why its orchestration does not map onto steps.
+    not_run: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -104,12 +161,35 @@ enum ArgDesc {
 
 /// Why a class is not run here, if it is not.
 pub(crate) fn not_run_because(desc: &ClassDesc) -> Option<String> {
-    if desc.level != 2 {
+    if desc.level != 2 && desc.level != 3 {
         return Some(format!(
-            "level {}: its orchestration is a Python function on the original's Worker API, \
-             which scenes does not run",
+            "level {}: scenes runs level-2 and level-3 classes",
             desc.level
         ));
+    }
+    if desc.level == 3 {
+        if desc.overrides.iter().any(|m| m == "test_run") {
+            return Some(
+                "level 3: its own test_run drives the original's Worker directly \
+                 (st_worker: create_buffer, worker.run), which scenes does not provide"
+                    .into(),
+            );
+        }
+        if !desc.l3.as_ref().is_some_and(|l| l.orchestration) {
+            return Some(
+                "level 3: CALLABLE has no orchestration function to map onto steps".into(),
+            );
+        }
+        if let Some((c, why)) = desc
+            .cases
+            .iter()
+            .find_map(|c| c.not_run.as_ref().map(|w| (c, w)))
+        {
+            return Some(format!("level 3: case {}: {why}", c.name));
+        }
+        if let Err(why) = l3_fits(desc) {
+            return Some(format!("level 3: {why}"));
+        }
     }
     if let Some(m) = desc
         .overrides
@@ -172,29 +252,36 @@ pub(crate) fn scene(
         Some(r) => SimplerRuntime::from_str(r).map_err(|e| ClassProblem(e.to_string()))?,
         None => return Err("@scene_test names no runtime".into()),
     };
-    let orch = desc
-        .orchestration
-        .as_ref()
-        .ok_or("CALLABLE has no orchestration")?;
+    // The first case that made its arguments (and, at level 3, its plan)
+    // fixes the names, directions and kinds; every other one must agree.
+    // A class none of whose cases the run may select (other platforms,
+    // manual ones) has no arguments: it is listed, never run.
+    let no_args = Vec::new();
+    let first = desc
+        .cases
+        .iter()
+        .find_map(|c| c.args.as_ref())
+        .unwrap_or(&no_args);
+    let plan = l3_plan(desc)?;
+    let (orch, incore_descs) = match desc.level {
+        3 => {
+            let chip = l3_chip(desc, plan)?;
+            (&chip.orchestration, &chip.incores[..])
+        }
+        _ => (
+            desc.orchestration
+                .as_ref()
+                .ok_or("CALLABLE has no orchestration")?,
+            &desc.incores[..],
+        ),
+    };
     let source = orch
         .source
         .as_deref()
         .ok_or("CALLABLE[\"orchestration\"] has no source")?;
     let entry = entry_defines(orch)?;
-    let signature: Vec<ArgDirection> = orch
-        .signature
-        .iter()
-        .map(|d| match d.as_str() {
-            "in" => Ok(ArgDirection::In),
-            "out" => Ok(ArgDirection::Out),
-            "inout" => Ok(ArgDirection::Inout),
-            other => Err(format!(
-                "CALLABLE[\"orchestration\"][\"signature\"] holds {other}; expected D.IN, D.OUT or D.INOUT"
-            ).into()),
-        })
-        .collect::<Result<_, ClassProblem>>()?;
-    let incores = desc
-        .incores
+    let signature = signature(orch)?;
+    let incores = incore_descs
         .iter()
         .enumerate()
         .map(|(i, k)| incore(i, k))
@@ -205,17 +292,25 @@ pub(crate) fn scene(
         }
     }
 
-    // The arguments: the first case that made them fixes the names,
-    // directions and kinds; every other one must agree.
-    // A class none of whose cases the run may select (other platforms,
-    // manual ones) has no arguments: it is listed, never run.
-    let no_args = Vec::new();
-    let first = desc
-        .cases
-        .iter()
-        .find_map(|c| c.args.as_ref())
-        .unwrap_or(&no_args);
-    let (tensors, scalars) = arg_specs(first, &signature)?;
+    let (mut tensors, scalars, steps, ranks) = match plan {
+        // Level 3: directions come from the tasks' tags.
+        Some(plan) => {
+            let all_in = vec![ArgDirection::In; first.len()];
+            let (mut tensors, scalars) = arg_specs(first, &all_in)?;
+            let (steps, ranks) = l3_steps(plan, &mut tensors, &signature, desc)?;
+            (tensors, scalars, steps, ranks)
+        }
+        None => {
+            let (tensors, scalars) = arg_specs(first, &signature)?;
+            (tensors, scalars, Vec::new(), 1)
+        }
+    };
+    if desc.level == 3 && plan.is_none() {
+        // Listed, never run: directions as the signature would give them.
+        for (t, d) in tensors.iter_mut().zip(&signature) {
+            t.direction = *d;
+        }
+    }
     let tol = Tolerance {
         rtol: desc.rtol,
         atol: desc.atol,
@@ -224,7 +319,15 @@ pub(crate) fn scene(
     let mut cases = Vec::with_capacity(desc.cases.len());
     for c in &desc.cases {
         let args = c.args.as_deref().unwrap_or(first);
-        cases.push(case(c, args, &tensors, &scalars, tol)?);
+        let mut case = case(c, args, &tensors, &scalars, tol)?;
+        if desc.level == 3 {
+            case.group = Some(crate::scene::ranks::CaseGroup {
+                ranks,
+                window: 0,
+                window_tensor: None,
+            });
+        }
+        cases.push(case);
     }
     let mut platforms: Vec<String> = Vec::new();
     for p in desc.cases.iter().flat_map(|c| &c.platforms) {
@@ -232,14 +335,20 @@ pub(crate) fn scene(
             platforms.push(p.clone());
         }
     }
-    let mut full_signature: Vec<ArgDirection> = tensors.iter().map(|t| t.direction).collect();
+    // Level 2: the scene's tensors are the orchestration's arguments; level
+    // 3: each chip step passes the tensors it binds in the signature's
+    // order.
+    let mut full_signature: Vec<ArgDirection> = match desc.level {
+        3 => signature.clone(),
+        _ => tensors.iter().map(|t| t.direction).collect(),
+    };
     full_signature.extend(scalars.iter().map(|_| ArgDirection::Scalar));
     let memory = cases.iter().filter_map(|c| c.device_memory).max();
     Ok(Scene {
         name: name.to_owned(),
         dir,
         manifest: ctx.file.clone(),
-        level: 2,
+        level: desc.level,
         platforms,
         golden: format!("python:{}", ctx.file.display()),
         python: PythonFiles {
@@ -257,7 +366,10 @@ pub(crate) fn scene(
             text: "twice the case's arguments + 256 MiB (a test file's case)".into(),
             bytes,
         }),
-        group: None,
+        group: (desc.level == 3).then_some(crate::scene::ranks::GroupSpec {
+            ranks: Dim::Fixed(ranks),
+            window: crate::scene::ranks::WindowSpec::Bytes(Dim::Fixed(0)),
+        }),
         orchestration: Orchestration {
             source: PathBuf::from(source),
             function: SIMPLER_ENTRY.to_owned(),
@@ -273,9 +385,258 @@ pub(crate) fn scene(
         scalars,
         derived: Vec::new(),
         cases,
-        steps: Vec::new(),
+        steps,
         origin: Some(ctx.origin(&desc.name, desc.compare_override)),
     })
+}
+
+/// The orchestration's signature.
+fn signature(orch: &OrchDesc) -> Result<Vec<ArgDirection>, ClassProblem> {
+    orch.signature
+        .iter()
+        .map(|d| match d.as_str() {
+            "in" => Ok(ArgDirection::In),
+            "out" => Ok(ArgDirection::Out),
+            "inout" => Ok(ArgDirection::Inout),
+            other => Err(format!(
+                "CALLABLE[\"orchestration\"][\"signature\"] holds {other}; expected D.IN, D.OUT or D.INOUT"
+            )
+            .into()),
+        })
+        .collect()
+}
+
+/// Whether a level-3 class's tasks map onto steps (one chip callable,
+/// chip tasks on the whole group, arguments alike across the ranks); the
+/// reason when they do not.
+fn l3_fits(desc: &ClassDesc) -> Result<(), ClassProblem> {
+    let Some(plan) = l3_plan(desc)? else {
+        return Ok(());
+    };
+    let signature = signature(&l3_chip(desc, Some(plan))?.orchestration)?;
+    let first = desc
+        .cases
+        .iter()
+        .find_map(|c| c.args.as_deref())
+        .unwrap_or_default();
+    let (mut tensors, _) = arg_specs(first, &vec![ArgDirection::In; first.len()])?;
+    l3_steps(plan, &mut tensors, &signature, desc).map(|_| ())
+}
+
+/// The tasks a level-3 class's orchestration submits: the first planned
+/// case's, which every other planned case must repeat (the steps are the
+/// class's); `None` at level 2 or when the run plans no case of it.
+fn l3_plan(desc: &ClassDesc) -> Result<Option<&[TaskDesc]>, ClassProblem> {
+    if desc.level != 3 {
+        return Ok(None);
+    }
+    let mut plans = desc
+        .cases
+        .iter()
+        .filter_map(|c| c.plan.as_deref().map(|p| (c, p)));
+    let Some((_, first)) = plans.next() else {
+        return Ok(None);
+    };
+    for (c, p) in plans {
+        if p != first {
+            return Err(format!(
+                "case {}: its orchestration submits other tasks than the first case's; \
+                 scenes runs one sequence of steps per class",
+                c.name
+            )
+            .into());
+        }
+    }
+    Ok(Some(first))
+}
+
+/// The chip callable a level-3 class runs: the one its tasks submit (one
+/// per class), else (no case planned) its first.
+fn l3_chip<'d>(
+    desc: &'d ClassDesc,
+    plan: Option<&[TaskDesc]>,
+) -> Result<&'d ChipDesc, ClassProblem> {
+    let l3 = desc.l3.as_ref().ok_or("CALLABLE has no callables")?;
+    let mut used: Vec<&str> = Vec::new();
+    for task in plan.unwrap_or_default() {
+        if let TaskDesc::Chip { callable, .. } = task
+            && !used.contains(&callable.as_str())
+        {
+            used.push(callable);
+        }
+    }
+    match used.as_slice() {
+        [] if plan.is_some() => {
+            Err("its orchestration submits no chip task (submit_next_level)".into())
+        }
+        [] => l3.chips.first().ok_or_else(|| {
+            "CALLABLE[\"callables\"] has no chip callable (one with an orchestration)".into()
+        }),
+        [one] => l3
+            .chips
+            .iter()
+            .find(|c| c.name.as_deref() == Some(*one))
+            .ok_or_else(|| format!("chip callable `{one}` is not in CALLABLE[\"callables\"]").into()),
+        many => Err(format!(
+            "its orchestration submits {} chip callables ({}); scenes runs one chip callable per class",
+            many.len(),
+            many.join(", ")
+        )
+        .into()),
+    }
+}
+
+/// A level-3 plan as the scene's steps and its ranks: a chip task is a
+/// chip step on the whole group (rank r gets worker r's arguments), a
+/// sub task a Python host step calling the sub callable. Each task's tags
+/// make the step's reads (`input`, `inout`, `no_dep`) and writes
+/// (`output`, `output_existing`, `inout`); a tensor some task writes
+/// becomes `inout`: its value before the first write is what
+/// generate_args made, as the original's shared tensor holds it.
+fn l3_steps(
+    plan: &[TaskDesc],
+    tensors: &mut [TensorSpec],
+    signature: &[ArgDirection],
+    desc: &ClassDesc,
+) -> Result<(Vec<Step>, usize), ClassProblem> {
+    let subs: &[String] = desc.l3.as_ref().map_or(&[], |l| &l.subs);
+    let mut ranks: Option<usize> = None;
+    let mut written: Vec<usize> = Vec::new();
+    let mut steps = Vec::with_capacity(plan.len());
+    for (k, task) in plan.iter().enumerate() {
+        let what = format!("task {k} of the orchestration");
+        let mut step = Step {
+            kind: StepKind::Chip {
+                function: SIMPLER_ENTRY.to_owned(),
+            },
+            reads: Vec::new(),
+            writes: Vec::new(),
+            bind: Vec::new(),
+        };
+        let mut tag = |step: &mut Step, t: usize, tag: &str| -> Result<bool, ClassProblem> {
+            let (reads, writes) = match tag {
+                "input" | "no_dep" => (true, false),
+                "output" | "output_existing" => (false, true),
+                "inout" => (true, true),
+                other => return Err(format!("{what}: tensor tag {other} is not known").into()),
+            };
+            if reads && !step.reads.contains(&t) {
+                step.reads.push(t);
+            }
+            if writes && !step.writes.contains(&t) {
+                step.writes.push(t);
+            }
+            if writes && !written.contains(&t) {
+                written.push(t);
+            }
+            Ok(writes)
+        };
+        let index = |name: &str| {
+            tensors.iter().position(|t| t.name == name).ok_or_else(|| {
+                ClassProblem(format!(
+                    "{what} names tensor `{name}`, which generate_args does not make"
+                ))
+            })
+        };
+        match task {
+            TaskDesc::Chip { workers, args, .. } => {
+                let mut order: Vec<usize> = (0..workers.len()).collect();
+                order.sort_by_key(|&j| workers[j]);
+                if order.iter().enumerate().any(|(r, &j)| workers[j] != r)
+                    || args.len() != workers.len()
+                {
+                    return Err(format!(
+                        "{what} runs on workers {workers:?}; scenes runs each chip task on every \
+                         worker of the group (0..n), as one step"
+                    )
+                    .into());
+                }
+                match ranks {
+                    Some(r) if r != workers.len() => {
+                        return Err(format!(
+                            "{what} runs on {} workers, an earlier one on {r}; scenes runs every \
+                             chip task on the whole group",
+                            workers.len()
+                        )
+                        .into());
+                    }
+                    _ => ranks = Some(workers.len()),
+                }
+                let mut outs: Vec<usize> = Vec::new();
+                for &j in &order {
+                    let a = &args[j];
+                    if a.tensors.len() != signature.len() {
+                        return Err(format!(
+                            "{what}: worker {} gets {} tensors; the orchestration's signature has {}",
+                            workers[j],
+                            a.tensors.len(),
+                            signature.len()
+                        )
+                        .into());
+                    }
+                    let mut bound = Vec::with_capacity(a.tensors.len());
+                    for (i, arg) in a.tensors.iter().enumerate() {
+                        let t = index(&arg.name)?;
+                        if tag(&mut step, t, &arg.tag)? && signature[i].is_output() {
+                            if outs.contains(&t) {
+                                return Err(format!(
+                                    "{what}: two of its arguments write `{}`",
+                                    arg.name
+                                )
+                                .into());
+                            }
+                            outs.push(t);
+                        }
+                        bound.push(t);
+                    }
+                    step.bind.push(bound);
+                }
+                // The ranks' arguments are stacked per position: each
+                // position holds one dtype and shape across the ranks.
+                for i in 0..signature.len() {
+                    let a = &tensors[step.bind[0][i]];
+                    if let Some(b) = step
+                        .bind
+                        .iter()
+                        .map(|b| &tensors[b[i]])
+                        .find(|b| b.dtype != a.dtype || b.shape != a.shape)
+                    {
+                        return Err(format!(
+                            "{what}: argument {i} is `{}` on worker 0 and `{}` of another dtype \
+                             or shape on another worker; scenes needs them alike",
+                            a.name, b.name
+                        )
+                        .into());
+                    }
+                }
+            }
+            TaskDesc::Sub { callable, args } => {
+                if !subs.contains(callable) {
+                    return Err(format!(
+                        "{what} submits `{callable}`, which is no sub callable of CALLABLE"
+                    )
+                    .into());
+                }
+                let mut bound = Vec::with_capacity(args.tensors.len());
+                for arg in &args.tensors {
+                    let t = index(&arg.name)?;
+                    tag(&mut step, t, &arg.tag)?;
+                    if !bound.contains(&t) {
+                        bound.push(t);
+                    }
+                }
+                step.bind.push(bound);
+                step.kind = StepKind::HostPython {
+                    function: callable.clone(),
+                };
+            }
+        }
+        steps.push(step);
+    }
+    for t in written {
+        tensors[t].direction = ArgDirection::Inout;
+    }
+    Ok((steps, ranks.unwrap_or(1)))
 }
 
 fn incore(i: usize, k: &IncoreDesc) -> Result<Incore, ClassProblem> {

@@ -495,7 +495,10 @@ def op_compare(req):
 
 
 def op_host(req):
-    """A level-3 host step: FUNCTION(tensors, params) on the step's tensors."""
+    """A level-3 host step: FUNCTION(tensors, params) on the step's tensors;
+    for a test file of the original, its sub callable FUNCTION(args)."""
+    if "simpler" in req:
+        return op_host_simpler(req)
     path = req["file"]
     mod = load(path, req["sys_path"])
     fname = req["function"]
@@ -766,24 +769,10 @@ def describe_class(cls, req):
     d["runtime_env"] = bool(getattr(cls, "RUNTIME_ENV", None))
     spec = getattr(cls, "CALLABLE", {}) or {}
     if d["level"] == 2 and isinstance(spec, dict):
-        orch = spec.get("orchestration") or {}
-        d["orchestration"] = {
-            "source": orch.get("source"),
-            "function_name": orch.get("function_name"),
-            "config_name": orch.get("config_name"),
-            "signature": [_direction(x) for x in orch.get("signature", [])],
-        }
-        d["incores"] = [
-            {
-                "func_id": inc.get("func_id"),
-                "name": inc.get("name"),
-                "source": inc.get("source"),
-                "core_type": inc.get("core_type"),
-                "extra_include_dirs": [str(x) for x in inc.get("extra_include_dirs", [])],
-            }
-            for inc in spec.get("incores", [])
-            if isinstance(inc, dict)
-        ]
+        d["orchestration"] = _orch_desc(spec.get("orchestration"))
+        d["incores"] = _incores_desc(spec)
+    if d["level"] == 3 and isinstance(spec, dict):
+        d["l3"] = l3_describe(cls, spec)
     cases = []
     from simpler_setup.scene_test import is_manual_for_platform
 
@@ -802,9 +791,17 @@ def describe_class(cls, req):
             req.get("include_manual") or not is_manual_for_platform(case.get("manual"), platform)
         )
         runs = not any(m.startswith("_run_and_validate") for m in d["overrides"])
-        if wanted and d["level"] == 2 and runs:
+        if d["level"] == 3:
+            runs = runs and "test_run" not in d["overrides"] and d["l3"].get("orchestration")
+        if wanted and d["level"] in (2, 3) and runs:
             try:
-                c["args"] = arg_list(generated(cls, case, req["seed"]))
+                builder = generated(cls, case, req["seed"])
+                c["args"] = arg_list(builder)
+                if d["level"] == 3:
+                    try:
+                        c["plan"] = l3_plan(cls, case, builder)
+                    except NotModelled as e:
+                        c["not_run"] = str(e)
             except BaseException as e:  # noqa: BLE001 - user code may raise anything
                 if isinstance(e, KeyboardInterrupt):
                     raise
@@ -813,6 +810,220 @@ def describe_class(cls, req):
         cases.append(c)
     d["cases"] = cases
     return d
+
+
+# ---------------------------------------------------------------------
+# Level 3: the class's orchestration is a Python function on the
+# original's Worker (`run_dag(orch, callables, task_args, config)`). At
+# describe time it runs against a recorder: each `submit_next_level`,
+# `submit_next_level_group` and `submit_sub` becomes a task naming its
+# callable, its workers and its tensors (by TensorArg name) with their
+# tags; the harness maps the tasks onto its level-3 steps.
+
+_TAGS = {"INPUT": "input", "OUTPUT": "output", "INOUT": "inout", "OUTPUT_EXISTING": "output_existing",
+         "NO_DEP": "no_dep"}
+
+
+def _orch_desc(orch):
+    orch = orch or {}
+    return {
+        "source": orch.get("source"),
+        "function_name": orch.get("function_name"),
+        "config_name": orch.get("config_name"),
+        "signature": [_direction(x) for x in orch.get("signature", [])],
+    }
+
+
+def _incores_desc(spec):
+    return [
+        {
+            "func_id": inc.get("func_id"),
+            "name": inc.get("name"),
+            "source": inc.get("source"),
+            "core_type": inc.get("core_type"),
+            "extra_include_dirs": [str(x) for x in inc.get("extra_include_dirs", [])],
+        }
+        for inc in spec.get("incores", [])
+        if isinstance(inc, dict)
+    ]
+
+
+def l3_describe(cls, spec):
+    """A level-3 class's callables: chip ones (an orchestration and its
+    incores) and sub ones (a Python function), and whether its
+    orchestration is a function scenes can record."""
+    chips, subs = [], []
+    for entry in spec.get("callables", []) or []:
+        if not isinstance(entry, dict):
+            continue
+        if "orchestration" in entry:
+            chips.append({"name": entry.get("name"), "orchestration": _orch_desc(entry.get("orchestration")),
+                          "incores": _incores_desc(entry)})
+        elif callable(entry.get("callable")):
+            subs.append(str(entry.get("name")))
+    return {"orchestration": callable(spec.get("orchestration")), "chips": chips, "subs": subs}
+
+
+class NotModelled(CaseError):
+    """The orchestration does what scenes' level-3 steps do not model: the
+    class is listed as not run, with this reason."""
+
+
+class _Handle:
+    """A registered callable as the recorder's orchestration sees it."""
+
+    def __init__(self, name, kind):
+        self.name, self.kind = name, kind
+
+    def __repr__(self):
+        return "<%s callable %r>" % (self.kind, self.name)
+
+
+def _task_args(args, what):
+    from simpler.task_interface import TaskArgs
+    from simpler_setup.scene_test import ArgRef
+
+    if args is None:
+        return {"tensors": [], "scalars": []}
+    if not isinstance(args, TaskArgs):
+        raise CaseError("%s got a %s, not a TaskArgs" % (what, type(args).__name__))
+    tensors = []
+    for i in range(args.tensor_count()):
+        ref = args.tensor(i)
+        if not isinstance(ref, ArgRef):
+            raise NotModelled(
+                "%s names a %s as tensor %d; scenes runs tasks on the case's TensorArgs "
+                "(_build_l3_task_args, _rehosted_ref, _rehosted_ref_for)" % (what, type(ref).__name__, i)
+            )
+        tensors.append({"name": ref.name, "tag": _TAGS.get(args.tag(i).name, args.tag(i).name.lower())})
+    return {"tensors": tensors, "scalars": [args.scalar(i) for i in range(args.scalar_count())]}
+
+
+class _Recorder:
+    """The `orch` of a level-3 orchestration at describe time."""
+
+    def __init__(self):
+        self.tasks = []
+
+    @staticmethod
+    def _handle(h, kind, what):
+        if not isinstance(h, _Handle) or h.kind != kind:
+            raise CaseError("%s got %r, not a %s callable of CALLABLE" % (what, h, kind))
+        return h.name
+
+    def submit_next_level(self, handle, args, config=None, *, worker):
+        what = "orch.submit_next_level"
+        self.tasks.append({"kind": "chip", "callable": self._handle(handle, "chip", what),
+                           "workers": [int(worker)], "args": [_task_args(args, what)]})
+
+    def submit_next_level_group(self, handle, args_list, config=None, *, workers):
+        what = "orch.submit_next_level_group"
+        workers = [int(w) for w in workers]
+        if len(workers) != len(args_list):
+            raise ValueError("workers length must match args_list length")
+        if len(set(workers)) != len(workers):
+            raise ValueError("workers must not contain duplicate NEXT_LEVEL worker ids")
+        self.tasks.append({"kind": "chip", "callable": self._handle(handle, "chip", what),
+                           "workers": workers, "args": [_task_args(a, what) for a in args_list]})
+
+    def submit_sub(self, handle, args=None):
+        what = "orch.submit_sub"
+        self.tasks.append({"kind": "sub", "callable": self._handle(handle, "sub", what),
+                           "args": _task_args(args, what)})
+
+    def __getattr__(self, name):
+        raise NotModelled(
+            "the orchestration calls orch.%s; scenes maps submit_next_level, submit_next_level_group "
+            "and submit_sub onto its level-3 steps, nothing else" % name
+        )
+
+
+def l3_plan(cls, case, builder):
+    """The tasks the class's orchestration submits for `case`, in order."""
+    from simpler.task_interface import CallConfig
+    from simpler_setup.scene_test import CallableNamespace
+
+    spec = cls.CALLABLE
+    entries = {}
+    for entry in spec.get("callables", []) or []:
+        if not isinstance(entry, dict):
+            continue
+        name = entry.get("name")
+        if "orchestration" in entry:
+            entries[name] = _Handle(name, "chip")
+            entries["%s_sig" % name] = list((entry.get("orchestration") or {}).get("signature", []))
+        else:
+            entries[name] = _Handle(name, "sub")
+    orch = _Recorder()
+    spec["orchestration"](orch, CallableNamespace(entries), builder, CallConfig())
+    _only_parent()
+    # A chip task gets the case's Scalars, in order (what the harness passes).
+    from simpler.task_interface import scalar_to_uint64
+
+    scalars = [scalar_to_uint64(s.value) for s in builder.specs if type(s).__name__ == "Scalar"]
+    for k, task in enumerate(orch.tasks):
+        for a in task["args"] if task["kind"] == "chip" else []:
+            if a["scalars"] != scalars:
+                raise NotModelled(
+                    "task %d of the orchestration passes scalars %r; scenes passes the case's Scalars %r"
+                    % (k, a["scalars"], scalars)
+                )
+    return orch.tasks
+
+
+def _data_type(dtype):
+    return {"f32": 0, "f16": 1, "i32": 2, "i16": 3, "i8": 4, "u8": 5, "bf16": 6, "i64": 7}.get(dtype, -1)
+
+
+class MappedArg:
+    """A sub callable's tensor argument as the original's sub-worker gives
+    it: `buffer` (writable bytes of the tensor), `shapes`, `strides`,
+    `dtype` (a DataType value), `byte_offset`."""
+
+    def __init__(self, arr, dtype):
+        self._arr = arr
+        self.buffer = memoryview(arr).cast("B")
+        self.shapes = tuple(arr.shape)
+        self.strides = tuple(s // arr.itemsize for s in arr.strides)
+        self.dtype = _data_type(dtype)
+        self.byte_offset = 0
+
+
+class MappedArgs(list):
+    """A sub callable's arguments: the tensors (indexable) and scalars."""
+
+    def __init__(self, tensors, scalars=()):
+        super().__init__(tensors)
+        self._scalars = tuple(scalars)
+
+    def tensor_count(self):
+        return len(self)
+
+    def scalar_count(self):
+        return len(self._scalars)
+
+    def scalar(self, i):
+        return self._scalars[i]
+
+
+def op_host_simpler(req):
+    """A test file's sub task: the CALLABLE entry named FUNCTION called
+    with the task's tensors (their bytes, which it may write in place)."""
+    sim = req["simpler"]
+    cls = find_class(sim)
+    fname = req["function"]
+    fn = None
+    for entry in (getattr(cls, "CALLABLE", {}) or {}).get("callables", []) or []:
+        if isinstance(entry, dict) and entry.get("name") == fname and callable(entry.get("callable")):
+            fn = entry["callable"]
+    if fn is None:
+        raise CaseError("%s: CALLABLE has no sub callable `%s`" % (cls.__name__, fname))
+    arrays = [np.array(_load_raw(t)) for t in req["tensors"]]
+    fn(MappedArgs([MappedArg(a, t["dtype"]) for a, t in zip(arrays, req["tensors"])]))
+    _only_parent()
+    for a, t in zip(arrays, req["tensors"]):
+        np.save(t["out"], np.ascontiguousarray(a), allow_pickle=False)
+    return {}
 
 
 def op_describe(req):

@@ -1064,7 +1064,7 @@ impl PythonRunner {
                 "writes": writes,
             }));
         }
-        let req = json!({
+        let mut req = json!({
             "op": "host",
             "file": file,
             "sys_path": sys_path(scene),
@@ -1072,6 +1072,7 @@ impl PythonRunner {
             "params": case.values,
             "tensors": specs,
         });
+        testfile::with_origin(&mut req, scene, Some(case));
         let reply = self
             .with_worker(scene, |w| w.request(&req, self.config.timeout))
             .map_err(|e| e.naming(&who))?;

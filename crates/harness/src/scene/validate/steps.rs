@@ -145,6 +145,7 @@ impl Validator<'_> {
             kind,
             reads,
             writes,
+            bind: Vec::new(),
         })
     }
 

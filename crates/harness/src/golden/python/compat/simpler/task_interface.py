@@ -68,8 +68,52 @@ class _Unsupported:
         raise NotImplementedError(f"simpler.task_interface.{self._name} is not available under scenes")
 
 
-TaskArgs = _Unsupported("TaskArgs")
-CallConfig = _Unsupported("CallConfig")
+class TaskArgs:
+    """A task's arguments as a level-3 orchestration builds them for
+    `submit_next_level` / `submit_sub`: tensors, each with the
+    TensorArgType tag that makes its dependencies, then scalars as their
+    64 bits. Under scenes a tensor is a reference to one of the case's
+    TensorArgs (what `_build_l3_task_args` and `_rehosted_ref` give)."""
+
+    def __init__(self):
+        self._tensors = []
+        self._tags = []
+        self._scalars = []
+
+    def add_tensor(self, tensor, tag=TensorArgType.INPUT):
+        if not isinstance(tag, TensorArgType):
+            tag = TensorArgType(tag)
+        self._tensors.append(tensor)
+        self._tags.append(tag)
+
+    def add_scalar(self, value):
+        self._scalars.append(scalar_to_uint64(value))
+
+    def tensor_count(self):
+        return len(self._tensors)
+
+    def scalar_count(self):
+        return len(self._scalars)
+
+    def tensor(self, i):
+        return self._tensors[i]
+
+    def tag(self, i):
+        return self._tags[i]
+
+    def scalar(self, i):
+        return self._scalars[i]
+
+
+class CallConfig:
+    """A run's configuration as an orchestration passes it on; scenes
+    reads none of it (the case's `config` is applied by the harness)."""
+
+    def __init__(self, **fields):
+        for k, v in fields.items():
+            setattr(self, k, v)
+
+
 CommBufferSpec = _Unsupported("CommBufferSpec")
 ChipCallable = _Unsupported("ChipCallable")
 CoreCallable = _Unsupported("CoreCallable")

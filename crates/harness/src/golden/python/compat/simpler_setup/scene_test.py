@@ -241,6 +241,68 @@ def _unsupported(name):
     return f
 
 
-for _n in ["_outputs_dir", "_sanitize_for_filename", "_build_chip_task_args", "_build_l3_task_args",
-           "_build_l2_ref_args", "_rehosted_ref", "_rehosted_ref_for", "_rehosted_buffer_for"]:
+for _n in ["_outputs_dir", "_sanitize_for_filename", "_build_chip_task_args", "_build_l2_ref_args",
+           "_rehosted_buffer_for"]:
     globals()[_n] = _unsupported(_n)
+
+
+class ArgRef:
+    """One of the case's TensorArgs named as a level-3 task argument: what
+    the original's rehosted buffer handle names. scenes holds the tensor's
+    value on the host and gives each task the current one."""
+
+    __slots__ = ("name", "shapes", "dtype")
+
+    def __init__(self, name, shapes=None, dtype=None):
+        self.name = name
+        self.shapes = shapes
+        self.dtype = dtype
+
+    def __repr__(self):
+        return f"ArgRef({self.name!r})"
+
+
+def _rehosted_ref(test_args, name):
+    """The case's tensor `name` as a task argument."""
+    if name not in test_args.tensor_names():
+        raise ValueError(f"L3 tensor arg {name!r} is not a TensorArg of the case")
+    return ArgRef(name)
+
+
+def _rehosted_ref_for(test_args, tensor):
+    """The case's tensor that is `tensor` (the same object) as a task argument."""
+    for s in test_args.specs:
+        if isinstance(s, TensorArg) and s.value is tensor:
+            return ArgRef(s.name)
+    raise ValueError("tensor is not a rehosted arg (not one of the case's TensorArgs)")
+
+
+def _build_l3_task_args(test_args, orch_signature, worker=None):
+    """Every TensorArg of the case in order, tagged from the orchestration's
+    signature (IN: INPUT, OUT: OUTPUT_EXISTING, INOUT: INOUT), then its
+    Scalars: (TaskArgs, names of the OUT / INOUT tensors)."""
+    from simpler.task_interface import ArgDirection, TaskArgs, TensorArgType
+
+    tags = {
+        ArgDirection.IN: TensorArgType.INPUT,
+        ArgDirection.OUT: TensorArgType.OUTPUT_EXISTING,
+        ArgDirection.INOUT: TensorArgType.INOUT,
+    }
+    chip_args, outputs = TaskArgs(), []
+    i = 0
+    for s in test_args.specs:
+        if isinstance(s, TensorArg):
+            if i >= len(orch_signature):
+                raise ValueError(
+                    f"TensorArg '{s.name}' at index {i} has no matching entry in orchestration signature "
+                    f"(length {len(orch_signature)}). Update CALLABLE['orchestration']['signature'] to "
+                    f"match generate_args()."
+                )
+            d = orch_signature[i]
+            chip_args.add_tensor(ArgRef(s.name), tags.get(d, TensorArgType.INPUT))
+            if d in (ArgDirection.OUT, ArgDirection.INOUT):
+                outputs.append(s.name)
+            i += 1
+        else:
+            chip_args.add_scalar(s.value)
+    return chip_args, outputs

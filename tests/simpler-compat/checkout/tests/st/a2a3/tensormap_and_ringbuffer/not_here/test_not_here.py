@@ -1,6 +1,7 @@
 """Classes of the original's format that `scene run` lists as not run
-here, each with its reason: level 3 (a Python orchestration on the
-original's Worker API) and white-box (its own run of a case)."""
+here, each with its reason: level 3 whose own test_run drives the
+original's Worker (create_buffer, worker.run) and white-box (its own run
+of a case)."""
 
 from simpler.task_interface import ArgDirection as D
 from simpler_setup import SceneTestCase, scene_test
@@ -14,6 +15,9 @@ def orchestrate(orch, callables, task_args, config):
 class TestLevelThree(SceneTestCase):
     CALLABLE = {"orchestration": orchestrate, "callables": []}
     CASES = [{"name": "two_chips", "platforms": ["a2a3sim"], "config": {"device_count": 2}, "params": {}}]
+
+    def test_run(self, st_worker):
+        raise NotImplementedError
 
 
 @scene_test(level=2, runtime="tensormap_and_ringbuffer")
