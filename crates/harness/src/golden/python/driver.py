@@ -931,10 +931,17 @@ class _Recorder:
         self.tasks.append({"kind": "sub", "callable": self._handle(handle, "sub", what),
                            "args": _task_args(args, what)})
 
+    def submit_sub_group(self, handle, args_list):
+        """N sub tasks as one node: here N host steps, in the list's order."""
+        what = "orch.submit_sub_group"
+        name = self._handle(handle, "sub", what)
+        for args in args_list:
+            self.tasks.append({"kind": "sub", "callable": name, "args": _task_args(args, what)})
+
     def __getattr__(self, name):
         raise NotModelled(
-            "the orchestration calls orch.%s; scenes maps submit_next_level, submit_next_level_group "
-            "and submit_sub onto its level-3 steps, nothing else" % name
+            "the orchestration calls orch.%s; scenes maps submit_next_level, submit_next_level_group, "
+            "submit_sub and submit_sub_group onto its level-3 steps, nothing else" % name
         )
 
 
