@@ -154,14 +154,9 @@ impl StepRunner<'_> {
         held: Option<&CardLease>,
     ) -> ChipOutcome {
         let scene = &work.sel.scene;
-        // The original's orchestration API (a test file's class) is entered
-        // through its adaptor, which calls the function the class names.
-        let callable = match scene.orchestration.api {
-            crate::scene::OrchestrationApi::Simpler => work.callable.clone(),
-            _ => ChipCallable {
-                orch_symbol: function.to_owned(),
-                ..work.callable.clone()
-            },
+        let callable = ChipCallable {
+            orch_symbol: scene.orchestration.symbol_of(function).to_owned(),
+            ..work.callable.clone()
         };
         if !step.bind.is_empty() {
             return self.chip_bound(work, &callable, step, state, report, held);
@@ -184,12 +179,9 @@ impl StepRunner<'_> {
             upload_outputs: true,
             ..work
         };
-        let mut o = self.device.run(w, report, held);
-        if o.cancelled {
-            return ChipOutcome::Cancelled;
-        }
-        let Some(last) = o.outputs.take().and_then(|runs| runs.into_iter().last()) else {
-            return ChipOutcome::Failed(o.notes, o.trace);
+        let last = match self.run_device(w, report, held) {
+            Ok(last) => last,
+            Err(outcome) => return outcome,
         };
         let outputs: Vec<usize> = (0..scene.tensors.len())
             .filter(|&t| scene.tensors[t].direction.is_output())
@@ -206,6 +198,24 @@ impl StepRunner<'_> {
             }
         }
         ChipOutcome::Done(values)
+    }
+
+    /// The device stage's run of `w`: the outputs of its last run, or the
+    /// step's outcome when none ran to the end.
+    fn run_device(
+        &self,
+        w: DeviceWork<'_>,
+        report: &mut CaseReport,
+        held: Option<&CardLease>,
+    ) -> Result<Vec<Tensor>, ChipOutcome> {
+        let mut o = self.device.run(w, report, held);
+        if o.cancelled {
+            return Err(ChipOutcome::Cancelled);
+        }
+        match o.outputs.take().and_then(|runs| runs.into_iter().last()) {
+            Some(last) => Ok(last),
+            None => Err(ChipOutcome::Failed(o.notes, o.trace)),
+        }
     }
 
     /// A chip task of a test file's level-3 class: rank r's orchestration
@@ -226,16 +236,6 @@ impl StepRunner<'_> {
         let scene = &work.sel.scene;
         let ranks = step.bind.len();
         let args = step.bind[0].len();
-        // What rank r passes at argument i: the current value of the
-        // tensor it binds, or zeros when the step does not touch it.
-        let value = |r: usize, i: usize| -> std::borrow::Cow<'_, Tensor> {
-            let (t, v) = (step.bind[r][i], &state[step.bind[r][i]].1);
-            if step.touches(t) {
-                std::borrow::Cow::Borrowed(v)
-            } else {
-                std::borrow::Cow::Owned(Tensor::zeros(v.dtype(), v.shape()))
-            }
-        };
         let stacked = |shape: &[usize]| {
             let mut s = shape.to_vec();
             if ranks > 1 {
@@ -273,12 +273,22 @@ impl StepRunner<'_> {
                 t
             })
             .collect();
+        // Argument i: every rank's tensor in rank order, each its current
+        // value, or zeros when the step does not touch it. (The ranks'
+        // tensors at one position are alike in dtype and shape: the load
+        // checks it.)
         let mut inputs = Vec::with_capacity(args);
         for (i, spec) in view.tensors.iter().enumerate() {
-            let first = value(0, i);
-            let bytes: Vec<u8> = (0..ranks)
-                .flat_map(|r| value(r, i).bytes().to_vec())
-                .collect();
+            let first = &state[step.bind[0][i]].1;
+            let mut bytes = Vec::with_capacity(first.bytes().len() * ranks);
+            for b in &step.bind {
+                let v = state[b[i]].1.bytes();
+                if step.touches(b[i]) {
+                    bytes.extend_from_slice(v);
+                } else {
+                    bytes.resize(bytes.len() + v.len(), 0);
+                }
+            }
             match Tensor::from_bytes(first.dtype(), &stacked(first.shape()), bytes) {
                 Ok(t) => inputs.push((spec.name.clone(), t)),
                 Err(e) => {
@@ -300,17 +310,17 @@ impl StepRunner<'_> {
             upload_outputs: true,
             ..work
         };
-        let mut o = self.device.run(w, report, held);
-        if o.cancelled {
-            return ChipOutcome::Cancelled;
-        }
-        let Some(last) = o.outputs.take().and_then(|runs| runs.into_iter().last()) else {
-            return ChipOutcome::Failed(o.notes, o.trace);
+        let last = match self.run_device(w, report, held) {
+            Ok(last) => last,
+            Err(outcome) => return outcome,
         };
         let mut values = Vec::new();
         for (i, joined) in outputs.into_iter().zip(last) {
+            // Rank r's slice of what came back, beside what it was given.
             let each = joined.bytes().len() / ranks;
-            for (r, bytes) in joined.bytes().chunks(each.max(1)).enumerate().take(ranks) {
+            let given = inputs[i].1.bytes().chunks(each.max(1));
+            let got = joined.bytes().chunks(each.max(1));
+            for (r, (bytes, before)) in got.zip(given).enumerate() {
                 let t = step.bind[r][i];
                 let like = &state[t].1;
                 if step.writes.contains(&t) {
@@ -323,7 +333,7 @@ impl StepRunner<'_> {
                             );
                         }
                     }
-                } else if bytes != value(r, i).bytes() {
+                } else if bytes != before {
                     return ChipOutcome::Undeclared(format!(
                         "rank {r} wrote `{}`, which its task does not tag as an output",
                         scene.tensors[t].name

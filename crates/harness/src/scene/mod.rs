@@ -380,8 +380,16 @@ pub const SIMPLER_INCLUDE_SUBDIR: &str = "simpler";
 impl Orchestration {
     /// The symbol the runtime calls in the built shared object.
     pub fn entry_symbol(&self) -> &str {
+        self.symbol_of(&self.function)
+    }
+
+    /// The symbol the runtime calls to run `function` of this
+    /// orchestration (a level-3 chip step's): the function itself, or,
+    /// for the original's API, the adapter, which calls the function the
+    /// test file's class names.
+    pub fn symbol_of<'a>(&'a self, function: &'a str) -> &'a str {
         match self.api {
-            OrchestrationApi::Scene => &self.function,
+            OrchestrationApi::Scene => function,
             OrchestrationApi::Simpler => SIMPLER_ADAPTER_SYMBOL,
         }
     }

@@ -40,6 +40,41 @@ impl From<&str> for ClassProblem {
     }
 }
 
+/// Why a described class is no scene.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Unbuilt {
+    /// It does not fit what scenes runs (a level-3 orchestration outside
+    /// the steps' model): listed as not run, with this reason.
+    #[error("{0}")]
+    NotRun(String),
+    /// It is wrong: a load failure.
+    #[error("{0}")]
+    Problem(ClassProblem),
+}
+
+impl From<ClassProblem> for Unbuilt {
+    fn from(p: ClassProblem) -> Self {
+        Unbuilt::Problem(p)
+    }
+}
+
+impl From<String> for Unbuilt {
+    fn from(s: String) -> Self {
+        Unbuilt::Problem(ClassProblem(s))
+    }
+}
+
+impl From<&str> for Unbuilt {
+    fn from(s: &str) -> Self {
+        Unbuilt::Problem(s.into())
+    }
+}
+
+/// A level-3 class whose tasks do not map onto steps.
+fn misfit(why: ClassProblem) -> Unbuilt {
+    Unbuilt::NotRun(format!("level 3: {why}"))
+}
+
 /// What the driver's `describe` says of one class.
 #[derive(Debug, Deserialize)]
 pub(crate) struct ClassDesc {
@@ -187,9 +222,6 @@ pub(crate) fn not_run_because(desc: &ClassDesc) -> Option<String> {
         {
             return Some(format!("level 3: case {}: {why}", c.name));
         }
-        if let Err(why) = l3_fits(desc) {
-            return Some(format!("level 3: {why}"));
-        }
     }
     if let Some(m) = desc
         .overrides
@@ -242,11 +274,7 @@ fn entry_defines(o: &OrchDesc) -> Result<Vec<(String, String)>, ClassProblem> {
 }
 
 /// The scene of a class that runs here.
-pub(crate) fn scene(
-    ctx: &FileContext,
-    desc: &ClassDesc,
-    name: &str,
-) -> Result<Scene, ClassProblem> {
+pub(crate) fn scene(ctx: &FileContext, desc: &ClassDesc, name: &str) -> Result<Scene, Unbuilt> {
     let dir = ctx.file.parent().map(PathBuf::from).unwrap_or_default();
     let runtime = match desc.runtime.as_deref() {
         Some(r) => SimplerRuntime::from_str(r).map_err(|e| ClassProblem(e.to_string()))?,
@@ -262,10 +290,10 @@ pub(crate) fn scene(
         .iter()
         .find_map(|c| c.args.as_ref())
         .unwrap_or(&no_args);
-    let plan = l3_plan(desc)?;
+    let plan = l3_plan(desc).map_err(misfit)?;
     let (orch, incore_descs) = match desc.level {
         3 => {
-            let chip = l3_chip(desc, plan)?;
+            let chip = l3_chip(desc, plan).map_err(misfit)?;
             (&chip.orchestration, &chip.incores[..])
         }
         _ => (
@@ -292,12 +320,12 @@ pub(crate) fn scene(
         }
     }
 
-    let (mut tensors, scalars, steps, ranks) = match plan {
+    let (tensors, scalars, steps, ranks) = match plan {
         // Level 3: directions come from the tasks' tags.
         Some(plan) => {
             let all_in = vec![ArgDirection::In; first.len()];
             let (mut tensors, scalars) = arg_specs(first, &all_in)?;
-            let (steps, ranks) = l3_steps(plan, &mut tensors, &signature, desc)?;
+            let (steps, ranks) = l3_steps(plan, &mut tensors, &signature, desc).map_err(misfit)?;
             (tensors, scalars, steps, ranks)
         }
         None => {
@@ -305,12 +333,6 @@ pub(crate) fn scene(
             (tensors, scalars, Vec::new(), 1)
         }
     };
-    if desc.level == 3 && plan.is_none() {
-        // Listed, never run: directions as the signature would give them.
-        for (t, d) in tensors.iter_mut().zip(&signature) {
-            t.direction = *d;
-        }
-    }
     let tol = Tolerance {
         rtol: desc.rtol,
         atol: desc.atol,
@@ -339,7 +361,7 @@ pub(crate) fn scene(
     // 3: each chip step passes the tensors it binds in the signature's
     // order.
     let mut full_signature: Vec<ArgDirection> = match desc.level {
-        3 => signature.clone(),
+        3 => signature,
         _ => tensors.iter().map(|t| t.direction).collect(),
     };
     full_signature.extend(scalars.iter().map(|_| ArgDirection::Scalar));
@@ -404,23 +426,6 @@ fn signature(orch: &OrchDesc) -> Result<Vec<ArgDirection>, ClassProblem> {
             .into()),
         })
         .collect()
-}
-
-/// Whether a level-3 class's tasks map onto steps (one chip callable,
-/// chip tasks on the whole group, arguments alike across the ranks); the
-/// reason when they do not.
-fn l3_fits(desc: &ClassDesc) -> Result<(), ClassProblem> {
-    let Some(plan) = l3_plan(desc)? else {
-        return Ok(());
-    };
-    let signature = signature(&l3_chip(desc, Some(plan))?.orchestration)?;
-    let first = desc
-        .cases
-        .iter()
-        .find_map(|c| c.args.as_deref())
-        .unwrap_or_default();
-    let (mut tensors, _) = arg_specs(first, &vec![ArgDirection::In; first.len()])?;
-    l3_steps(plan, &mut tensors, &signature, desc).map(|_| ())
 }
 
 /// The tasks a level-3 class's orchestration submits: the first planned

@@ -203,6 +203,13 @@ pub fn load(files: &[PathBuf], opts: &LoadOptions) -> Loaded {
             loaded.skipped.push(Skipped { id, reason });
             continue;
         }
+        let built = match build::scene(ctx, desc, &name) {
+            Err(build::Unbuilt::NotRun(reason)) => {
+                loaded.skipped.push(Skipped { id, reason });
+                continue;
+            }
+            built => built,
+        };
         for method in build::white_box_methods(desc) {
             loaded.skipped.push(Skipped {
                 id: format!("{id}::{method}"),
@@ -211,7 +218,7 @@ pub fn load(files: &[PathBuf], opts: &LoadOptions) -> Loaded {
                     .into(),
             });
         }
-        match build::scene(ctx, desc, &name) {
+        match built {
             Ok(scene) => loaded.scenes.push(scene),
             Err(message) => loaded.failures.push(LoadFailure {
                 scene: name,

@@ -1025,7 +1025,7 @@ def op_host_simpler(req):
             fn = entry["callable"]
     if fn is None:
         raise CaseError("%s: CALLABLE has no sub callable `%s`" % (cls.__name__, fname))
-    arrays = [np.array(_load_raw(t)) for t in req["tensors"]]
+    arrays = [_load_raw(t) for t in req["tensors"]]  # np.load: fresh, writable
     fn(MappedArgs([MappedArg(a, t["dtype"]) for a, t in zip(arrays, req["tensors"])]))
     _only_parent()
     for a, t in zip(arrays, req["tensors"]):
