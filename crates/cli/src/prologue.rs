@@ -123,11 +123,7 @@ fn load_test_files(
             .as_ref()
             .map(|d| d.join("python"))
             .unwrap_or_else(|| std::env::temp_dir().join("scene-python")),
-        describe_cache: config
-            .cache_dir
-            .as_deref()
-            .filter(|_| config.golden_cache)
-            .map(scene_harness::golden::cache::GoldenCache::in_dir),
+        describe_cache: scene_harness::golden::cache::GoldenCache::local_of(config),
         cancel: config.cancel.clone(),
     };
     let loaded = testfiles::load(&files, &opts);

@@ -187,6 +187,18 @@ impl GoldenCache {
         }
     }
 
+    /// The run's golden cache on this machine only (no remote tier), for
+    /// what stays local (Python fixture bytes, test-file descriptions);
+    /// `None` when the run keeps no goldens (no cache directory, or
+    /// `--no-golden-cache`).
+    pub fn local_of(config: &crate::config::RunConfig) -> Option<Self> {
+        config
+            .cache_dir
+            .as_deref()
+            .filter(|_| config.golden_cache)
+            .map(Self::in_dir)
+    }
+
     /// The golden tier of the run's kernel cache: the same store, so the
     /// remote tier (when configured) serves and receives goldens too, with
     /// the one remote's single failure warning.

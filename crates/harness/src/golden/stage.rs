@@ -113,13 +113,8 @@ impl GoldenStage {
                 Some(k) => GoldenCache::of_kernel_cache(k),
                 None => GoldenCache::in_dir(d),
             });
-        let local = config
-            .cache_dir
-            .as_deref()
-            .filter(|_| config.golden_cache)
-            .map(GoldenCache::in_dir);
         Self {
-            local,
+            local: GoldenCache::local_of(config),
             python: PythonRunner::new(config.python_config()).with_cancel(config.cancel.clone()),
             cache,
         }

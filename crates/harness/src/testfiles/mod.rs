@@ -22,12 +22,17 @@
 //! in Rust (the original's default `compare_outputs`) or, when the class
 //! overrides it, its `compare_outputs` in the worker.
 //!
-//! What does not fit the level-2 flow is not run, and each such class or
-//! method is returned with its reason ([`Skipped`]): level 3 (a Python
-//! orchestration on the original's `Worker`), white-box classes (their
+//! A level-3 class's Python orchestration is recorded by the driver at
+//! describe time and its tasks become level-3 steps (`build.rs`).
+//!
+//! What does not fit is not run, and each such class or method is
+//! returned with its reason ([`Skipped`]): level-3 classes that drive the
+//! original's `Worker` themselves (their own `test_run`) or whose tasks
+//! our steps do not model, white-box classes (their
 //! `_run_and_validate_*` overrides use the original's private
 //! machinery), and a class's own `test_*` methods besides `test_run`
-//! (its cases still run, as the original's `test_run` runs them). An orchestration entry or config function of another name
+//! (its cases still run, as the original's `test_run` runs them). An
+//! orchestration entry or config function of another name
 //! (`function_name`, `config_name`) is called through our header's
 //! `SCENE_SIMPLER_ENTRY` / `SCENE_SIMPLER_CONFIG`.
 
