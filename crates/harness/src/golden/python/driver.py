@@ -772,7 +772,7 @@ def describe_class(cls, req):
         d["orchestration"] = _orch_desc(spec.get("orchestration"))
         d["incores"] = _incores_desc(spec)
     if d["level"] == 3 and isinstance(spec, dict):
-        d["l3"] = l3_describe(cls, spec)
+        d["l3"] = l3_describe(spec)
     cases = []
     from simpler_setup.scene_test import is_manual_for_platform
 
@@ -848,7 +848,7 @@ def _incores_desc(spec):
     ]
 
 
-def l3_describe(cls, spec):
+def l3_describe(spec):
     """A level-3 class's callables: chip ones (an orchestration and its
     incores) and sub ones (a Python function), and whether its
     orchestration is a function scenes can record."""
