@@ -471,12 +471,15 @@ pub(crate) fn resolve_platform(
     if let Some(fast) = env.parsed("SCENE_HOSTED_FAST_PATHS", parse_bool)? {
         toolchain.hosted_fast_paths = fast;
     }
+    // Checkouts as absolute paths: compilers run in the scenes root, not
+    // where the user stands.
     let simpler = env
         .path("SCENE_SIMPLER_ROOT")
-        .map(|dir| SimplerRoot::new(&dir).map_err(UsageError::SimplerRoot))
+        .map(|dir| SimplerRoot::new(&absolute(&dir)).map_err(UsageError::SimplerRoot))
         .transpose()?;
     let pto = env
         .path("SCENE_PTO_ISA_ROOT")
+        .map(|dir| absolute(&dir))
         .or_else(|| simpler.as_ref().and_then(SimplerRoot::managed_pto_isa));
     if let Some(pto) = pto {
         let include = pto.join("include");
@@ -490,12 +493,15 @@ pub(crate) fn resolve_platform(
 }
 
 /// The kernel cache directory: `--cache-dir`, else `SCENE_CACHE_DIR`, else
-/// `<root>/target/scene-cache`.
+/// `<root>/target/scene-cache`; absolute (compilers run elsewhere and
+/// name the cache's generated headers by path).
 fn cache_dir_of(env: &Environment, flag: Option<&Path>, root: &Path) -> PathBuf {
-    flag.filter(|d| !d.as_os_str().is_empty())
+    let dir = flag
+        .filter(|d| !d.as_os_str().is_empty())
         .map(Path::to_path_buf)
         .or_else(|| env.path("SCENE_CACHE_DIR"))
-        .unwrap_or_else(|| root.join("target").join("scene-cache"))
+        .unwrap_or_else(|| root.join("target").join("scene-cache"));
+    absolute(&dir)
 }
 
 /// The remote kernel cache tier: `--cache-remote` (standing in for
@@ -840,6 +846,20 @@ mod tests {
         assert_eq!(c.compile_workers.get(), 1);
         assert_eq!(c.devices.ids(), [7]);
         assert_eq!(c.cache_dir.as_deref(), Some(Path::new("/flag-cache")));
+    }
+
+    /// A relative cache directory is the one under the working directory,
+    /// named absolutely: compilers run in the scenes root and are given
+    /// the cache's generated headers by path (a relative one silently
+    /// missed the bf16 shim there, and bf16 kernels computed nonsense).
+    #[test]
+    fn a_relative_cache_dir_is_made_absolute() {
+        let e = env(&[("SCENE_CACHE_DIR", "rel-cache")]);
+        let c = resolve(&layout(), &e, None, &cards()).unwrap();
+        let here = std::env::current_dir().unwrap();
+        assert_eq!(c.cache_dir, Some(here.join("rel-cache")));
+        let c = resolve(&layout(), &e, Some(Path::new("flag/cache")), &cards()).unwrap();
+        assert_eq!(c.cache_dir, Some(here.join("flag/cache")));
     }
 
     #[test]

@@ -274,4 +274,33 @@ fn bf16_tensors_are_bf16_in_kernels_built_by_zig_cxx() {
     );
     assert!(out.status.success(), "{}", show(&out));
     assert_eq!(r["totals"]["passed"], 1, "{}", show(&out));
+
+    // The same from another directory with a relative cache directory:
+    // the shim is generated under the cache and handed to the compiler
+    // (which runs in the scenes root) by path. A relative one named
+    // nothing there: the kernel built without it and read bf16 as halves.
+    let scenes = compat().join("scenes");
+    let (out, r) = env.run_with_report_using(
+        &[
+            "run",
+            "--scenes-dir",
+            scenes.to_str().unwrap(),
+            "--simpler-root",
+            checkout.to_str().unwrap(),
+            "bf16",
+        ],
+        |cmd| {
+            cmd.current_dir(env.dir.path())
+                .env("SCENE_HOSTED_CXX", cxx)
+                .env("SCENE_CACHE_DIR", "relative-cache");
+        },
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(r["totals"]["passed"], 1, "{}", show(&out));
+    assert!(
+        r["totals"]["units_compiled"].as_u64().unwrap_or(0) > 0,
+        "{}",
+        show(&out)
+    );
+    assert!(env.dir.path().join("relative-cache/tools").is_dir());
 }

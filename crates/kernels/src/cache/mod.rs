@@ -290,8 +290,14 @@ fn to_us(seconds: f64) -> u64 {
 }
 
 impl Cache {
-    /// Creates the directory if needed and checks it can be locked.
-    pub fn open(config: CacheConfig) -> Result<Cache, CacheError> {
+    /// Creates the directory if needed and checks it can be locked. A
+    /// relative directory is made absolute first: compilers run in
+    /// another directory and are handed headers the cache generates
+    /// (`tools/`) by path, which must name the same files there.
+    pub fn open(mut config: CacheConfig) -> Result<Cache, CacheError> {
+        if let Ok(abs) = std::path::absolute(&config.dir) {
+            config.dir = abs;
+        }
         let dir = &config.dir;
         let unusable = |source| CacheError::Unusable {
             path: dir.clone(),
