@@ -807,6 +807,13 @@ impl KeyContext {
         if tc.hosted_pto_overlay.is_some() {
             inputs.set("pto_fast", crate::pto_fast::overlay_digest());
         }
+        // Before 33c9688 a relative cache directory named these headers
+        // where the compiler (run in the scenes root) found nothing: such
+        // entries were built without them under the same key. This field
+        // keeps every entry of that time from being hit again.
+        if tc.hosted_bf16_shim.is_some() || tc.hosted_pto_overlay.is_some() {
+            inputs.set("generated_headers", "by absolute path");
+        }
         inputs.list("flags.core", tc.core_flags(unit.core).iter().cloned());
         // Only when there are any: keys of units without stay what they were.
         if !unit.flags.is_empty() {
