@@ -10,10 +10,10 @@ use scene_golden::measure::first_nonfinite;
 use scene_golden::{Tensor, Tolerance, assert_close, assert_exact};
 
 use crate::compare::{Comparison, ComparisonCtx, OutputReport, Verdict};
-use crate::golden::python::PythonRunner;
+use crate::golden::python::{PyError, PyVerdict, PythonRunner};
 use crate::golden::{GoldenOutputs, GoldenRegistry};
 use crate::prepare::{missing_golden_message, missing_golden_output};
-use crate::scene::{Case, Scene};
+use crate::scene::{Case, OriginJudge, Scene};
 
 /// What the compare stage found: one record per output (which comparison
 /// judged it, the verdict) and one message per failing output.
@@ -45,8 +45,16 @@ pub fn compare_outputs(
             problems: vec![missing_golden_message(scene, name)],
         };
     }
-    if let Some(origin) = scene.origin.as_ref().filter(|o| o.compare_override) {
-        return compare_case_in_python(python, scene, case, outputs, golden, &origin.class);
+    if let Some(origin) = &scene.origin {
+        match origin.judge {
+            OriginJudge::Golden => {}
+            OriginJudge::CompareOutputs => {
+                return compare_case_in_python(python, scene, case, outputs, golden, &origin.class);
+            }
+            OriginJudge::TestRun => {
+                return replay_in_python(python, scene, case, outputs, &origin.class);
+            }
+        }
     }
     let mut outcome = CompareOutcome::default();
     for ((index, spec), actual) in scene
@@ -104,9 +112,26 @@ fn compare_case_in_python(
         .filter_map(|(t, actual)| Some((t.name.as_str(), actual, golden.get(&t.name)?)))
         .collect();
     let comparison = format!("{class}.compare_outputs");
-    let (verdict, detail) = match python.compare_case(scene, case, &[], &named) {
+    let verdict = python.compare_case(scene, case, &[], &named).map(|mut v| {
+        if !v.passed {
+            v.detail = format!("{comparison}: {}", v.detail);
+        }
+        v
+    });
+    let names: Vec<&str> = named.iter().map(|(name, _, _)| *name).collect();
+    whole_case(&names, &comparison, verdict)
+}
+
+/// One Python verdict on a whole case as every output's record: a failed
+/// or unreachable one is also the case's problem.
+fn whole_case(
+    names: &[&str],
+    comparison: &str,
+    verdict: Result<PyVerdict, PyError>,
+) -> CompareOutcome {
+    let (verdict, detail) = match verdict {
         Ok(v) if v.passed => (Verdict::Pass, v.detail),
-        Ok(v) => (Verdict::Fail, format!("{comparison}: {}", v.detail)),
+        Ok(v) => (Verdict::Fail, v.detail),
         Err(e) => (
             Verdict::Fail,
             format!("{comparison} could not judge the outputs: {e}"),
@@ -116,15 +141,37 @@ fn compare_case_in_python(
     if verdict == Verdict::Fail {
         outcome.problems.push(detail.clone());
     }
-    for (name, _, _) in &named {
+    for name in names {
         outcome.outputs.push(OutputReport {
             name: (*name).to_owned(),
-            comparison: comparison.clone(),
+            comparison: comparison.to_owned(),
             verdict,
             detail: Some(detail.clone()),
         });
     }
     outcome
+}
+
+/// A case of a level-3 class judged by its own `test_run(self,
+/// st_worker)`: run again with the device's outputs in its buffers, its
+/// asserts are the verdict of every output.
+fn replay_in_python(
+    python: &PythonRunner,
+    scene: &Scene,
+    case: &Case,
+    outputs: &[Tensor],
+    class: &str,
+) -> CompareOutcome {
+    let named: Vec<(&str, &Tensor)> = scene
+        .tensors
+        .iter()
+        .filter(|t| t.direction.is_output())
+        .zip(outputs)
+        .map(|(t, actual)| (t.name.as_str(), actual))
+        .collect();
+    let verdict = python.replay_case(scene, case, &named);
+    let names: Vec<&str> = named.iter().map(|(name, _)| *name).collect();
+    whole_case(&names, &format!("{class}.test_run"), verdict)
 }
 
 /// One output to judge.

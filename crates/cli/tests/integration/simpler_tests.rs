@@ -43,6 +43,21 @@ fn run_tests(
     env.run_with_report(&args)
 }
 
+/// `scene run` on one test file of a checkout (`file` relative to it).
+fn run_file(
+    env: &TestEnv,
+    checkout: &Path,
+    file: &str,
+) -> (std::process::Output, serde_json::Value) {
+    let file = checkout.join(file);
+    env.run_with_report(&[
+        "run",
+        "--simpler-root",
+        checkout.to_str().unwrap(),
+        file.to_str().unwrap(),
+    ])
+}
+
 /// Every file under a checkout's path as a tree of (path, size), to show
 /// that a run wrote nothing into it.
 fn tree(dir: &Path) -> Vec<(PathBuf, u64)> {
@@ -83,7 +98,7 @@ fn test_files_run_unchanged_and_a_second_run_reuses_everything() {
     let before = tree(&checkout);
     let (out, r) = run_tests(&env, &checkout, &[]);
     assert!(out.status.success(), "{}", show(&out));
-    assert_eq!(r["totals"]["passed"], 7, "{}", show(&out));
+    assert_eq!(r["totals"]["passed"], 8, "{}", show(&out));
     for (scene, name) in [
         ("TestVectorScale", "default"),
         ("TestNamedEntry", "named"),
@@ -92,18 +107,20 @@ fn test_files_run_unchanged_and_a_second_run_reuses_everything() {
         ("TestDeviceShape", "a2a3"),
         ("TestL3Pair", "pair"),
         ("TestL3One", "one"),
+        ("TestL3Program", "program"),
     ] {
         assert_eq!(case(&r, scene, name)["status"], "passed", "{r:#}");
     }
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("test_not_here.py::TestLevelThree: level 3: its own test_run")
-            && stderr.contains(
-                "test_not_here.py::TestWhiteBox: white-box: it overrides _run_and_validate_l2"
-            )
-            && stderr.contains(
-                "test_named_entry.py::TestNamedEntry::test_prepared_twice: white-box: a test method"
-            ),
+        stderr.contains(
+            "test_not_here.py::TestLevelThree: level 3: case two_chips: test_run uses \
+             st_worker.alloc_shared_tensor"
+        ) && stderr.contains(
+            "test_not_here.py::TestWhiteBox: white-box: it overrides _run_and_validate_l2"
+        ) && stderr.contains(
+            "test_named_entry.py::TestNamedEntry::test_prepared_twice: white-box: a test method"
+        ),
         "{}",
         show(&out)
     );
@@ -203,6 +220,7 @@ fn scene_list_names_classes_and_cases() {
             "TestDeviceShape::a2a3",
             "TestL3Pair::pair",
             "TestL3One::one",
+            "TestL3Program::program",
             "TestNamedEntry::named",
             "TestVectorScale::default",
             "TestVectorScale::card_only  [hardware only: a2a3]",
@@ -271,16 +289,16 @@ fn a_changed_kernel_orchestration_or_golden_fails_its_case() {
         let (out, r) = run_tests(&env, &checkout, &[]);
         assert!(!out.status.success(), "{what}: {}", show(&out));
         // The accumulate kernel serves both of its class's cases; the add
-        // kernel TestVectorScale, TestNamedEntry and the two level-3
+        // kernel TestVectorScale, TestNamedEntry and the three level-3
         // classes, which run vector_scale's orchestration too.
         let failed = match what {
-            "kernel" => 4,
-            "orchestration" => 3,
+            "kernel" => 5,
+            "orchestration" => 4,
             "compare_outputs" => 2,
             _ => 1,
         };
         assert_eq!(r["totals"]["failed"], failed, "{what}: {}", show(&out));
-        assert_eq!(r["totals"]["passed"], 7 - failed, "{what}: {}", show(&out));
+        assert_eq!(r["totals"]["passed"], 8 - failed, "{what}: {}", show(&out));
         if what == "config_name" {
             assert!(
                 show(&out).contains("scale_graph_config expects 5 arguments"),
@@ -309,15 +327,7 @@ fn a_changed_kernel_orchestration_or_golden_fails_its_case() {
 #[test]
 fn level_three_classes_run_their_orchestration_as_steps() {
     const FILE: &str = "tests/st/a2a3/tensormap_and_ringbuffer/l3_pair/test_l3_pair.py";
-    let run = |checkout: &Path, env: &TestEnv| {
-        let file = checkout.join(FILE);
-        env.run_with_report(&[
-            "run",
-            "--simpler-root",
-            checkout.to_str().unwrap(),
-            file.to_str().unwrap(),
-        ])
-    };
+    let run = |checkout: &Path, env: &TestEnv| run_file(env, checkout, FILE);
     let env = TestEnv::new();
     let checkout = checkout_copy(&env);
     let (out, r) = run(&checkout, &env);
@@ -375,6 +385,71 @@ fn level_three_classes_run_their_orchestration_as_steps() {
     }
 }
 
+/// A level-3 class's own `test_run(self, st_worker)` (a program on the
+/// original's Worker: create_buffer, fill, run one orchestration, assert)
+/// is recorded while the file is described and replayed after the device
+/// ran its tasks: its own assert is the verdict, so a wrong expectation
+/// fails the case, and a test_run that fills its buffers differently the
+/// second time cannot be judged. A test_run asking for other pytest
+/// fixtures and a class's white-box methods are listed.
+#[test]
+fn level_three_test_run_programs_are_recorded_and_replayed() {
+    const FILE: &str = "tests/st/a2a3/tensormap_and_ringbuffer/l3_program/test_l3_program.py";
+    let run = |checkout: &Path, env: &TestEnv| run_file(env, checkout, FILE);
+    let env = TestEnv::new();
+    let checkout = checkout_copy(&env);
+    let (out, r) = run(&checkout, &env);
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(r["totals"]["passed"], 1, "{}", show(&out));
+    let program = case(&r, "TestL3Program", "program");
+    assert_eq!(
+        program["outputs"][0]["comparison"], "TestL3Program.test_run",
+        "{program:#}"
+    );
+    assert_eq!(program["outputs"][0]["name"], "buffer2", "{program:#}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "test_l3_program.py::TestL3ProgramWithFixtures: level 3: its own test_run takes more \
+             than st_worker"
+        ) && stderr.contains("test_l3_program.py::TestL3Program::test_buffer_backing: white-box"),
+        "{}",
+        show(&out)
+    );
+    // Warm: nothing compiled, no golden (it has none), judged again.
+    let (out, r) = run(&checkout, &env);
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(r["totals"]["units_compiled"], 0, "{}", show(&out));
+    assert_eq!(r["totals"]["goldens_computed"], 0, "{}", show(&out));
+
+    for (what, from, to, says) in [
+        (
+            "expectation",
+            "(a + b) * np.float32(SCALE), rtol",
+            "(a + b) * np.float32(SCALE) + 1, rtol",
+            "TestL3Program.test_run: f is not (a + b) * scale",
+        ),
+        (
+            "unseeded fill",
+            "a[:] = np.random.rand(N)",
+            "a[:] = np.random.default_rng().random(N)",
+            "its test_run must be deterministic",
+        ),
+    ] {
+        let env = TestEnv::new();
+        let checkout = checkout_copy(&env);
+        edit(&checkout, FILE, from, to);
+        let (out, r) = run(&checkout, &env);
+        assert!(!out.status.success(), "{what}: {}", show(&out));
+        assert_eq!(
+            case(&r, "TestL3Program", "program")["status"],
+            "failed",
+            "{what}"
+        );
+        assert!(show(&out).contains(says), "{what}: {}", show(&out));
+    }
+}
+
 /// Two passes on test files: `scene precompile` stores every case, and
 /// `run --from` with no compiler at all runs them, computing nothing.
 #[test]
@@ -413,7 +488,7 @@ fn test_files_run_in_two_passes_without_a_compiler() {
         },
     );
     assert!(out.status.success(), "{}", show(&out));
-    assert_eq!(r["totals"]["passed"], 7, "{}", show(&out));
+    assert_eq!(r["totals"]["passed"], 8, "{}", show(&out));
     assert_eq!(r["totals"]["units_compiled"], 0, "{}", show(&out));
     assert_eq!(r["totals"]["goldens_computed"], 0, "{}", show(&out));
 }
@@ -433,7 +508,7 @@ fn a_test_file_that_does_not_import_fails_alone() {
     .unwrap();
     let (out, r) = run_tests(&env, &checkout, &[]);
     assert!(!out.status.success(), "{}", show(&out));
-    assert_eq!(r["totals"]["passed"], 7, "{}", show(&out));
+    assert_eq!(r["totals"]["passed"], 8, "{}", show(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("test_broken.py: does not import: ModuleNotFoundError")

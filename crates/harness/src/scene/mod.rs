@@ -285,9 +285,24 @@ pub struct TestOrigin {
     pub sys_path: Vec<PathBuf>,
     /// The checkout (`--simpler-root`), for `simpler_setup.goldens`.
     pub simpler_root: Option<PathBuf>,
-    /// The class overrides `compare_outputs`: the case is judged by it,
-    /// once, on every output.
-    pub compare_override: bool,
+    /// Who judges a case's outputs.
+    pub judge: OriginJudge,
+}
+
+/// Who judges the outputs of a case made from a test file of the original.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OriginJudge {
+    /// Each output against the golden `compute_golden` wrote, by the
+    /// class's `RTOL` / `ATOL`.
+    #[default]
+    Golden,
+    /// The class overrides `compare_outputs`: it judges every output at
+    /// once.
+    CompareOutputs,
+    /// A level-3 class's own `test_run(self, st_worker)`, replayed with
+    /// the device's outputs: its asserts are the verdict (it has no
+    /// golden).
+    TestRun,
 }
 
 /// One `[derived]` param: a name and the expression that computes it in

@@ -84,6 +84,10 @@ pub(crate) struct ClassDesc {
     rtol: f64,
     atol: f64,
     compare_override: bool,
+    /// Level 3: its own `test_run(self, st_worker)` is recorded (its
+    /// cases' tensors and tasks) and replayed to judge.
+    #[serde(default)]
+    replay: bool,
     #[serde(default)]
     overrides: Vec<String>,
     #[serde(default)]
@@ -203,14 +207,14 @@ pub(crate) fn not_run_because(desc: &ClassDesc) -> Option<String> {
         ));
     }
     if desc.level == 3 {
-        if desc.overrides.iter().any(|m| m == "test_run") {
+        if !desc.replay && desc.overrides.iter().any(|m| m == "test_run") {
             return Some(
-                "level 3: its own test_run drives the original's Worker directly \
-                 (st_worker: create_buffer, worker.run), which scenes does not provide"
+                "level 3: its own test_run takes more than st_worker (pytest fixtures \
+                 scenes does not provide)"
                     .into(),
             );
         }
-        if !desc.l3.as_ref().is_some_and(|l| l.orchestration) {
+        if !desc.replay && !desc.l3.as_ref().is_some_and(|l| l.orchestration) {
             return Some(
                 "level 3: CALLABLE has no orchestration function to map onto steps".into(),
             );
@@ -233,6 +237,18 @@ pub(crate) fn not_run_because(desc: &ClassDesc) -> Option<String> {
         ));
     }
     None
+}
+
+/// Who judges the class's cases.
+fn judge(desc: &ClassDesc) -> crate::scene::OriginJudge {
+    use crate::scene::OriginJudge;
+    if desc.replay {
+        OriginJudge::TestRun
+    } else if desc.compare_override {
+        OriginJudge::CompareOutputs
+    } else {
+        OriginJudge::Golden
+    }
 }
 
 /// A class's own `test_*` methods besides `test_run`, which are not run
@@ -408,7 +424,7 @@ pub(crate) fn scene(ctx: &FileContext, desc: &ClassDesc, name: &str) -> Result<S
         derived: Vec::new(),
         cases,
         steps,
-        origin: Some(ctx.origin(&desc.name, desc.compare_override)),
+        origin: Some(ctx.origin(&desc.name, judge(desc))),
     })
 }
 

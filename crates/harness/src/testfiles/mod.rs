@@ -330,7 +330,7 @@ impl FileContext {
     pub(crate) fn origin(
         &self,
         class: &str,
-        compare_override: bool,
+        judge: crate::scene::OriginJudge,
     ) -> Arc<crate::scene::TestOrigin> {
         Arc::new(crate::scene::TestOrigin {
             file: self.file.clone(),
@@ -338,7 +338,7 @@ impl FileContext {
             module: self.module.clone(),
             sys_path: self.sys_path.clone(),
             simpler_root: self.simpler_root.clone(),
-            compare_override,
+            judge,
         })
     }
 }

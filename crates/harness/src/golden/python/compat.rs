@@ -12,9 +12,10 @@
 //! `simpler_setup.goldens` (shared golden code of the original's tests)
 //! is taken from the checkout `SCENE_SIMPLER_ROOT` names, where it stands.
 //!
-//! Not yet wired to `scene run`: the next step (discovery of test
-//! files) consumes it. The tests below check the behaviours the original's
-//! files rely on, with plain Python values (no torch).
+//! `simpler.worker` holds only `Worker`, which raises when used: a file
+//! whose own `test_*` methods drive the original's runtime imports it,
+//! and its cases still run. The tests below check the behaviours the
+//! original's files rely on, with plain Python values (no torch).
 
 use std::path::{Path, PathBuf};
 
@@ -27,6 +28,10 @@ pub const FILES: &[(&str, &str)] = &[
     (
         "simpler/task_interface.py",
         include_str!("compat/simpler/task_interface.py"),
+    ),
+    (
+        "simpler/worker.py",
+        include_str!("compat/simpler/worker.py"),
     ),
     (
         "simpler_setup/__init__.py",
@@ -161,7 +166,11 @@ print("ok")
         assert_eq!(materialise(tmp.path()).unwrap(), dir);
         assert_eq!(
             std::fs::read_to_string(&scene_test).unwrap(),
-            FILES[3].1,
+            FILES
+                .iter()
+                .find(|(path, _)| *path == "simpler_setup/scene_test.py")
+                .map(|(_, text)| *text)
+                .unwrap(),
             "a damaged module is rewritten"
         );
     }

@@ -11,13 +11,20 @@
 #   start:   {"hello": 1, "python": ..., "numpy": ..., "torch": ... | null,
 #             "packages": ["name==version", ...]}
 #            or {"hello": 1, "error": "..."} (and exit)
-#   request: {"op": "inputs" | "golden" | "compare" | "host", "id": n, ...}  ->
+#   request: {"op": "inputs" | "golden" | "compare" | "compare_case" | "replay_case" | "host" |
+#             "describe", "id": n, ...}  ->
 #            {"id": n, "ok": true, "files": [...], "opaque": [...], ...} or
 #            {"id": n, "ok": false, "error": "...", "traceback": "..." | null}
 #
 # `compare` (after the device stage) calls the scene's
 # `FUNCTION(name, actual, expected, params)` and replies
 # {"passed": bool, "detail": "..."} besides the above.
+#
+# `compare_case` calls a test file's class's own compare_outputs on every
+# output at once; `replay_case` runs a level-3 class's own
+# test_run(self, st_worker) again with the device's outputs (below):
+# both reply {"passed": bool, "detail": "..."}. `describe` lists a test
+# file's classes and cases.
 #
 # `host` (a level-3 host step, between chip steps) calls the scene's
 # `FUNCTION(tensors, params)` on the step's tensors (a dict of arrays,
@@ -708,7 +715,10 @@ def scalar_spec(name, value):
 
 def generated(cls, case, seed):
     """generate_args of the case, under the seed; kept for the golden and
-    the comparison of the same case."""
+    the comparison of the same case. A class replaying its own test_run:
+    the buffers its run names."""
+    if _replays(cls):
+        return recorded(cls, case, seed)
     seed_all(seed)
     builder = cls().generate_args(case.get("params", {}))
     _only_parent()
@@ -773,6 +783,7 @@ def describe_class(cls, req):
         d["incores"] = _incores_desc(spec)
     if d["level"] == 3 and isinstance(spec, dict):
         d["l3"] = l3_describe(spec)
+    d["replay"] = _replays(cls)
     cases = []
     from simpler_setup.scene_test import is_manual_for_platform
 
@@ -785,23 +796,26 @@ def describe_class(cls, req):
             "manual": _manual(case.get("manual")),
             "params": _jsonable(case.get("params", {})),
             "config": _jsonable(case.get("config", {})),
-            "skip_golden": bool(case.get("skip_golden", d["skip_golden"])),
+            # A replayed test_run judges with its own asserts.
+            "skip_golden": d["replay"] or bool(case.get("skip_golden", d["skip_golden"])),
         }
         wanted = platform in c["platforms"] and (
             req.get("include_manual") or not is_manual_for_platform(case.get("manual"), platform)
         )
         runs = not any(m.startswith("_run_and_validate") for m in d["overrides"])
         if d["level"] == 3:
-            runs = runs and "test_run" not in d["overrides"] and d["l3"].get("orchestration")
+            runs = runs and (d["replay"] or ("test_run" not in d["overrides"] and d["l3"].get("orchestration")))
         if wanted and d["level"] in (2, 3) and runs:
             try:
                 builder = generated(cls, case, req["seed"])
                 c["args"] = arg_list(builder)
                 if d["level"] == 3:
-                    try:
-                        c["plan"] = l3_plan(cls, case, builder)
-                    except NotModelled as e:
-                        c["not_run"] = str(e)
+                    c["plan"] = l3_plan(cls, case, builder)
+            except NotModelled as e:
+                if d["level"] != 3:
+                    raise
+                c["not_run"] = str(e)
+                c.pop("args", None)
             except BaseException as e:  # noqa: BLE001 - user code may raise anything
                 if isinstance(e, KeyboardInterrupt):
                     raise
@@ -879,7 +893,7 @@ class _Handle:
         return "<%s callable %r>" % (self.kind, self.name)
 
 
-def _task_args(args, what):
+def _task_args(args, what, views):
     from simpler.task_interface import TaskArgs
     from simpler_setup.scene_test import ArgRef
 
@@ -890,20 +904,27 @@ def _task_args(args, what):
     tensors = []
     for i in range(args.tensor_count()):
         ref = args.tensor(i)
-        if not isinstance(ref, ArgRef):
+        if isinstance(ref, _BufferRef):
+            name = ref.record(views, "%s, tensor %d" % (what, i))
+        elif isinstance(ref, ArgRef):
+            name = ref.name
+        else:
             raise NotModelled(
                 "%s names a %s as tensor %d; scenes runs tasks on the case's TensorArgs "
-                "(_build_l3_task_args, _rehosted_ref, _rehosted_ref_for)" % (what, type(ref).__name__, i)
+                "(_build_l3_task_args, _rehosted_ref, _rehosted_ref_for) or on buffers of "
+                "st_worker.create_buffer" % (what, type(ref).__name__, i)
             )
-        tensors.append({"name": ref.name, "tag": _TAGS.get(args.tag(i).name, args.tag(i).name.lower())})
+        tensors.append({"name": name, "tag": _TAGS.get(args.tag(i).name, args.tag(i).name.lower())})
     return {"tensors": tensors, "scalars": [args.scalar(i) for i in range(args.scalar_count())]}
 
 
 class _Recorder:
-    """The `orch` of a level-3 orchestration at describe time."""
+    """The `orch` of a level-3 orchestration at describe time. `views`:
+    the create_buffer buffers its tasks name (a test_run's run)."""
 
     def __init__(self):
         self.tasks = []
+        self.views = {}
 
     @staticmethod
     def _handle(h, kind, what):
@@ -914,7 +935,7 @@ class _Recorder:
     def submit_next_level(self, handle, args, config=None, *, worker):
         what = "orch.submit_next_level"
         self.tasks.append({"kind": "chip", "callable": self._handle(handle, "chip", what),
-                           "workers": [int(worker)], "args": [_task_args(args, what)]})
+                           "workers": [int(worker)], "args": [_task_args(args, what, self.views)]})
 
     def submit_next_level_group(self, handle, args_list, config=None, *, workers):
         what = "orch.submit_next_level_group"
@@ -924,19 +945,19 @@ class _Recorder:
         if len(set(workers)) != len(workers):
             raise ValueError("workers must not contain duplicate NEXT_LEVEL worker ids")
         self.tasks.append({"kind": "chip", "callable": self._handle(handle, "chip", what),
-                           "workers": workers, "args": [_task_args(a, what) for a in args_list]})
+                           "workers": workers, "args": [_task_args(a, what, self.views) for a in args_list]})
 
     def submit_sub(self, handle, args=None):
         what = "orch.submit_sub"
         self.tasks.append({"kind": "sub", "callable": self._handle(handle, "sub", what),
-                           "args": _task_args(args, what)})
+                           "args": _task_args(args, what, self.views)})
 
     def submit_sub_group(self, handle, args_list):
         """N sub tasks as one node: here N host steps, in the list's order."""
         what = "orch.submit_sub_group"
         name = self._handle(handle, "sub", what)
         for args in args_list:
-            self.tasks.append({"kind": "sub", "callable": name, "args": _task_args(args, what)})
+            self.tasks.append({"kind": "sub", "callable": name, "args": _task_args(args, what, self.views)})
 
     def __getattr__(self, name):
         raise NotModelled(
@@ -945,14 +966,11 @@ class _Recorder:
         )
 
 
-def l3_plan(cls, case, builder):
-    """The tasks the class's orchestration submits for `case`, in order."""
-    from simpler.task_interface import CallConfig
-    from simpler_setup.scene_test import CallableNamespace
-
-    spec = cls.CALLABLE
+def _callables(cls):
+    """The class's callables as its orchestration names them: a handle per
+    chip callable (and `<name>_sig`, its signature) and per sub callable."""
     entries = {}
-    for entry in spec.get("callables", []) or []:
+    for entry in (getattr(cls, "CALLABLE", {}) or {}).get("callables", []) or []:
         if not isinstance(entry, dict):
             continue
         name = entry.get("name")
@@ -961,21 +979,287 @@ def l3_plan(cls, case, builder):
             entries["%s_sig" % name] = list((entry.get("orchestration") or {}).get("signature", []))
         else:
             entries[name] = _Handle(name, "sub")
-    orch = _Recorder()
-    spec["orchestration"](orch, CallableNamespace(entries), builder, CallConfig())
-    _only_parent()
+    return entries
+
+
+def l3_plan(cls, case, builder):
+    """The tasks the class's orchestration (or its own test_run's run)
+    submits for `case`, in order."""
+    if _replays(cls):
+        tasks = builder._scene_plan
+    else:
+        from simpler.task_interface import CallConfig
+        from simpler_setup.scene_test import CallableNamespace
+
+        orch = _Recorder()
+        cls.CALLABLE["orchestration"](orch, CallableNamespace(_callables(cls)), builder, CallConfig())
+        _only_parent()
+        tasks = orch.tasks
     # A chip task gets the case's Scalars, in order (what the harness passes).
     from simpler.task_interface import scalar_to_uint64
 
     scalars = [scalar_to_uint64(s.value) for s in builder.specs if type(s).__name__ == "Scalar"]
-    for k, task in enumerate(orch.tasks):
+    for k, task in enumerate(tasks):
         for a in task["args"] if task["kind"] == "chip" else []:
             if a["scalars"] != scalars:
                 raise NotModelled(
                     "task %d of the orchestration passes scalars %r; scenes passes the case's Scalars %r"
                     % (k, a["scalars"], scalars)
                 )
-    return orch.tasks
+    return tasks
+
+
+# ---------------------------------------------------------------------
+# Level 3 with its own `test_run(self, st_worker)`: a program on the
+# original's Worker (create_buffer, fill the buffers, worker.run(orch_fn),
+# read the outputs, assert). Describing a case runs it against a
+# recording st_worker up to its first run: the buffers its tasks name
+# become the case's tensors (their bytes then, its fixtures) and the
+# tasks its steps. After the device ran them, the same method runs again
+# against a replaying st_worker whose run checks the buffers hold the same
+# bytes and writes the device's outputs into them; the method's own
+# asserts are the verdict.
+
+# DataType values (the original's enum) as scenes' dtypes.
+_DTYPE_OF = {0: "f32", 1: "f16", 2: "i32", 3: "i16", 4: "i8", 5: "u8", 6: "bf16", 7: "i64"}
+_NP_OF = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i16": np.int16, "i8": np.int8,
+          "u8": np.uint8, "bf16": np.uint16, "i64": np.int64}
+
+
+def _replays(cls):
+    """A level-3 class whose own test_run takes st_worker alone."""
+    import inspect
+
+    if int(getattr(cls, "_st_level", 0) or 0) != 3 or not _defined_below_base(cls, "test_run"):
+        return False
+    try:
+        params = list(inspect.signature(cls.test_run).parameters)[1:]
+    except (TypeError, ValueError):
+        return False
+    return params == ["st_worker"]
+
+
+class _Stop(BaseException):
+    """Ends a test_run at its first run once recorded (a BaseException, so
+    a test's own `except Exception` does not take it)."""
+
+
+class _Diverged(BaseException):
+    """The replayed test_run did not do what it did when recorded."""
+
+
+class _Shm:
+    """A buffer's backing as the test sees it: `buf`, writable bytes."""
+
+    def __init__(self, nbytes):
+        self.buf = memoryview(bytearray(nbytes))
+        self.size = nbytes
+
+    def close(self):
+        pass
+
+    def unlink(self):
+        pass
+
+
+class _Buffer:
+    """What st_worker.create_buffer gives: `nbytes`, `shm.buf` and
+    `tensor(shapes, dtype)`, a view a task can name."""
+
+    def __init__(self, index, nbytes):
+        self.index, self.nbytes, self.shm, self.closed = index, nbytes, _Shm(nbytes), False
+        self._bytes = self.shm.buf
+
+    def tensor(self, shapes, dtype, strides=None, byte_offset=0):
+        if self.closed:
+            raise ValueError("Buffer: cannot view a released buffer")
+        return _BufferRef(self, shapes, dtype, strides, byte_offset)
+
+    def close(self):
+        self.closed = True
+        self.shm = None
+
+    def __getattr__(self, name):
+        raise NotModelled(
+            "test_run reads Buffer.%s; scenes' create_buffer gives nbytes, shm.buf, tensor() and close()" % name
+        )
+
+
+class _BufferRef:
+    """A Tensor over a create_buffer buffer, as a task argument."""
+
+    def __init__(self, buffer, shapes, dtype, strides, byte_offset):
+        self.buffer, self.shapes, self.dtype = buffer, tuple(int(x) for x in shapes), dtype
+        self.strides, self.byte_offset = strides, int(byte_offset)
+
+    def record(self, views, what):
+        """The case tensor this view is (`buffer<i>`), noted in `views`."""
+        b = self.buffer
+        code = getattr(self.dtype, "value", self.dtype)
+        dt = _DTYPE_OF.get(code) if isinstance(code, int) else None
+        if dt is None:
+            raise NotModelled("%s has dtype %r; scenes passes %s" % (what, self.dtype, ", ".join(_DTYPE_OF.values())))
+        rows = []
+        acc = 1
+        for d in reversed(self.shapes):
+            rows.insert(0, acc)
+            acc *= d
+        whole = acc * np.dtype(_NP_OF[dt]).itemsize == b.nbytes and self.byte_offset == 0 and (
+            self.strides is None or tuple(self.strides) == tuple(rows)
+        )
+        if not whole:
+            raise NotModelled(
+                "%s views part of buffer %d (%s %s at byte %d of %d bytes); scenes passes whole buffers"
+                % (what, b.index, dt, list(self.shapes), self.byte_offset, b.nbytes)
+            )
+        name = "buffer%d" % b.index
+        prev = views.get(name)
+        if prev is not None and prev[1:] != (dt, self.shapes):
+            raise NotModelled(
+                "%s views buffer %d as %s %s, another task as %s %s; scenes passes one view of a buffer"
+                % (what, b.index, dt, list(self.shapes), prev[1], list(prev[2]))
+            )
+        views[name] = (b, dt, self.shapes)
+        return name
+
+
+class _TestRunWorker:
+    """st_worker of a replayed test_run: create_buffer, and run (once)."""
+
+    def __init__(self, replay=None):
+        self.buffers, self.runs, self.recorded = [], 0, None
+        self._replay = replay  # (inputs: name -> bytes, outputs: name -> array)
+
+    def create_buffer(self, nbytes):
+        b = _Buffer(len(self.buffers), int(nbytes))
+        self.buffers.append(b)
+        return b
+
+    def run(self, orch_fn, args=None, config=None):
+        from simpler.task_interface import CallConfig
+
+        self.runs += 1
+        if self.runs > 1:
+            raise NotModelled("test_run calls st_worker.run more than once; scenes runs its first run")
+        if args is not None:
+            raise NotModelled(
+                "test_run passes args to st_worker.run; scenes runs an orchestration over "
+                "create_buffer buffers (args=None)"
+            )
+        rec = _Recorder()
+        orch_fn(rec, args, config if config is not None else CallConfig())
+        _only_parent()
+        if not rec.tasks:
+            raise NotModelled("test_run's run submits no task")
+        views = sorted(rec.views.items(), key=lambda kv: kv[1][0].index)
+        if self._replay is None:
+            # The case's Scalars: what its first chip task passes (each
+            # chip task must pass the same, as at level 3 everywhere).
+            chips = [t for t in rec.tasks if t["kind"] == "chip"]
+            scalars = chips[0]["args"][0]["scalars"] if chips and chips[0]["args"] else []
+            self.recorded = (self._builder(views, scalars), rec.tasks)
+            raise _Stop()
+        inputs, outputs = self._replay
+        for name, (b, _dt, _shape) in views:
+            if bytes(b._bytes) != inputs.get(name):
+                raise _Diverged(
+                    "test_run's run this time names %s holding other bytes than when it was described "
+                    "(the harness ran the device on those): its test_run must be deterministic" % name
+                )
+        for name, arr in outputs.items():
+            b = rec.views[name][0] if name in rec.views else None
+            data = np.ascontiguousarray(arr).tobytes()
+            if b is None or len(data) != b.nbytes:
+                raise _Diverged("the device's output %s does not match test_run's buffers" % name)
+            b._bytes[:] = data
+
+    @staticmethod
+    def _builder(views, scalars):
+        """The buffers as TensorArgs `buffer<i>` (their bytes now), then
+        the scalars (their 64 bits) as Scalars `scalar<i>`."""
+        from simpler_setup.scene_test import Scalar, TaskArgsBuilder, TensorArg
+
+        specs = []
+        for name, (b, dt, shape) in views:
+            arr = np.frombuffer(bytes(b._bytes), dtype=_NP_OF[dt]).reshape(shape).copy()
+            if dt == "bf16":
+                if _torch is None:
+                    raise NotModelled("%s is bfloat16, which needs torch" % name)
+                arr = _torch.from_numpy(arr.view(np.int16)).view(_torch.bfloat16)
+            specs.append(TensorArg(name, arr))
+        specs.extend(Scalar("scalar%d" % i, v) for i, v in enumerate(scalars))
+        return TaskArgsBuilder(*specs)
+
+    def __getattr__(self, name):
+        raise NotModelled("test_run uses st_worker.%s; scenes' st_worker has create_buffer and run" % name)
+
+
+def _bind_callables(cls):
+    """What the original's fixture sets on a level-3 class before its
+    test_run: its chip and sub callables' handles by name."""
+    entries = _callables(cls)
+    cls._st_chip_handles = {k: v for k, v in entries.items() if isinstance(v, _Handle) and v.kind == "chip"}
+    cls._st_sub_handles = {k: v for k, v in entries.items() if isinstance(v, _Handle) and v.kind == "sub"}
+
+
+def recorded(cls, case, seed):
+    """The case's tensors (the buffers test_run's run names, as they were
+    then) as a TaskArgsBuilder carrying the run's tasks (`_scene_plan`)."""
+    seed_all(seed)
+    _bind_callables(cls)
+    worker = _TestRunWorker()
+    try:
+        cls().test_run(worker)
+    except _Stop:
+        pass
+    finally:
+        _only_parent()
+    if worker.recorded is None:
+        raise NotModelled("its test_run runs nothing on st_worker (no st_worker.run): it tests the original's Worker")
+    builder, tasks = worker.recorded
+    builder._scene_plan = tasks
+    return builder
+
+
+def _assertion(cls, e):
+    """An AssertionError of test_run as a line: its message, else the
+    assert statement and where it is."""
+    import traceback as tb
+
+    if str(e):
+        return "%s.test_run: %s" % (cls.__name__, e)
+    frames = tb.extract_tb(e.__traceback__)
+    if not frames:
+        return "%s.test_run: AssertionError" % cls.__name__
+    f = frames[-1]
+    return "%s.test_run: `%s` failed (%s:%d)" % (cls.__name__, (f.line or "assert").strip(),
+                                                   os.path.basename(f.filename), f.lineno)
+
+
+def op_replay_case(req):
+    """The class's own test_run again, its run given the device's outputs
+    (`outputs`: name, actual): its asserts judge the case."""
+    sim = req["simpler"]
+    cls = find_class(sim)
+    case = find_case(cls, sim)
+    builder = template(cls, case, sim, req["seed"])
+    inputs = {s.name: np.ascontiguousarray(tensor_array(s.name, s.value)[0]).tobytes()
+              for s in builder.specs if type(s).__name__ == "TensorArg"}
+    outputs = {t["name"]: _load_raw({"path": t["actual"]}) for t in req["outputs"]}
+    seed_all(req["seed"])
+    _bind_callables(cls)
+    worker = _TestRunWorker(replay=(inputs, outputs))
+    try:
+        cls().test_run(worker)
+    except AssertionError as e:
+        return {"passed": False, "detail": _assertion(cls, e)}
+    except _Diverged as e:
+        raise CaseError("%s.test_run could not be replayed: %s" % (cls.__name__, e)) from None
+    finally:
+        _only_parent()
+    if worker.runs == 0:
+        raise CaseError("%s.test_run did not call st_worker.run when replayed" % cls.__name__)
+    return {"passed": True, "detail": "%s.test_run passed on the device's outputs" % cls.__name__}
 
 
 def _data_type(dtype):
@@ -1042,14 +1326,20 @@ def op_describe(req):
         try:
             mod = load_test_module(sim)
             entry["classes"] = [describe_class(cls, req) for cls in test_classes(mod)]
-        except ModuleNotFoundError as e:
+        except ImportError as e:
             missing = e.name or ""
             if missing == "_task_interface" or missing.startswith(("simpler.", "simpler_setup.")):
                 # The original's native runtime and tools: what white-box
                 # and level-3 files import. Not ours to provide.
+                what = missing
+                if not isinstance(e, ModuleNotFoundError):
+                    # `from simpler.worker import _OFF_ACCEPTED`: a name
+                    # of a module we have, which we do not define.
+                    name = str(e).split("'")[1] if str(e).count("'") >= 2 else "a name"
+                    what = "%s from %s" % (name, missing)
                 entry["not_run"] = (
                     "it imports %s, the original's own machinery (its white-box and "
-                    "level-3 tests drive it), which scenes does not provide" % missing
+                    "level-3 tests drive it), which scenes does not provide" % what
                 )
             else:
                 entry["error"] = "%s: %s" % (type(e).__name__, e)
@@ -1220,6 +1510,8 @@ def main():
                 reply = op_describe(req)
             elif op == "compare_case":
                 reply = op_compare_case(req)
+            elif op == "replay_case":
+                reply = op_replay_case(req)
             elif op == "compare":
                 reply = op_compare(req)
             elif op == "host":

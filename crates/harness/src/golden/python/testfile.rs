@@ -1,7 +1,9 @@
 //! The requests of scenes made from the original project's test files
 //! (issue 40, [`crate::testfiles`]): `describe` (a file's classes, cases
-//! and the arguments `generate_args` makes), and `compare_case` (a class's
-//! own `compare_outputs` on every output of a case). Fixtures and goldens
+//! and the arguments `generate_args` makes), `compare_case` (a class's
+//! own `compare_outputs` on every output of a case) and `replay_case` (a
+//! level-3 class's own `test_run(self, st_worker)` again, with the
+//! device's outputs in its buffers). Fixtures and goldens
 //! go through the usual `inputs` / `golden` requests, which carry the
 //! class and case ([`with_origin`]).
 
@@ -94,6 +96,44 @@ impl PythonRunner {
             .with_worker(scene, |w| w.request(&req, self.config.timeout))
             .map_err(|e| e.naming(&who))?;
         super::verdict(&Self::check_reply(reply, &who)?, &who, "compare_case")
+    }
+
+    /// A level-3 class's own `test_run(self, st_worker)` replayed on a
+    /// case with the device's outputs (`name`, actual) in its buffers:
+    /// an `AssertionError` is a failed verdict.
+    pub fn replay_case(
+        &self,
+        scene: &Scene,
+        case: &Case,
+        outputs: &[(&str, &Tensor)],
+    ) -> Result<PyVerdict, PyError> {
+        let Some(origin) = &scene.origin else {
+            return Err(PyError::Failed(format!(
+                "{}::{}: test_run needs a test file",
+                scene.name, case.name
+            )));
+        };
+        let who = whose(scene, case, &origin.file);
+        let dir = self.request_dir()?;
+        let mut outs = Vec::new();
+        for (i, (name, actual)) in outputs.iter().enumerate() {
+            let path = dir.0.join(format!("ra{i}.npy"));
+            npy::write_npy(&path, actual)
+                .map_err(|e| PyError::Exchange(format!("{}: {e}", path.display())))?;
+            outs.push(json!({"name": name, "dtype": actual.dtype().name(), "actual": path}));
+        }
+        let mut req = json!({
+            "op": "replay_case",
+            "file": origin.file,
+            "sys_path": sys_path(scene),
+            "seed": crate::golden::stage::python_seed(scene, case),
+            "outputs": outs,
+        });
+        with_origin(&mut req, scene, Some(case));
+        let reply = self
+            .with_worker(scene, |w| w.request(&req, self.config.timeout))
+            .map_err(|e| e.naming(&who))?;
+        super::verdict(&Self::check_reply(reply, &who)?, &who, "replay_case")
     }
 }
 
