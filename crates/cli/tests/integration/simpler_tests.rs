@@ -116,11 +116,14 @@ fn test_files_run_unchanged_and_a_second_run_reuses_everything() {
         stderr.contains(
             "test_not_here.py::TestLevelThree: level 3: case two_chips: test_run uses \
              st_worker.alloc_shared_tensor"
-        ) && stderr.contains(
-            "test_not_here.py::TestWhiteBox: white-box: it overrides _run_and_validate_l2"
-        ) && stderr.contains(
-            "test_named_entry.py::TestNamedEntry::test_prepared_twice: white-box: a test method"
-        ),
+        ) && stderr
+            .contains("test_env_manager.py: it imports env_manager from simpler, the original's")
+            && stderr.contains(
+                "test_not_here.py::TestWhiteBox: white-box: it overrides _run_and_validate_l2"
+            )
+            && stderr.contains(
+                "test_named_entry.py::TestNamedEntry::test_prepared_twice: white-box: a test method"
+            ),
         "{}",
         show(&out)
     );

@@ -379,8 +379,10 @@ fn module_name(file: &Path, root: &Path) -> Option<String> {
 
 /// What a test file's interpreter needs, and whether a file says so: a
 /// `requirements.txt` beside it (`true`), else torch and / or pytest when
-/// it imports them (the original's files build their tensors with torch; a
-/// few use pytest's markers), else the default (numpy).
+/// it (or a module beside it that it imports relatively, `from .main
+/// import run` as the original's worker examples do) imports them (the
+/// original's files build their tensors with torch; a few use pytest's
+/// markers), else the default (numpy).
 fn requirements(file: &Path) -> (Vec<String>, bool) {
     if let Some(dir) = file.parent()
         && let Ok(text) = std::fs::read_to_string(dir.join("requirements.txt"))
@@ -396,8 +398,16 @@ fn requirements(file: &Path) -> (Vec<String>, bool) {
         }
     }
     let text = std::fs::read_to_string(file).unwrap_or_default();
+    let mut texts = vec![text.clone()];
+    if let Some(dir) = file.parent() {
+        for name in sibling_imports(&text) {
+            if let Ok(t) = std::fs::read_to_string(dir.join(format!("{name}.py"))) {
+                texts.push(t);
+            }
+        }
+    }
     let imports = |module: &str| {
-        text.lines().any(|l| {
+        texts.iter().flat_map(|t| t.lines()).any(|l| {
             let l = l.trim_start();
             [format!("import {module}"), format!("from {module}")]
                 .iter()
@@ -417,6 +427,37 @@ fn requirements(file: &Path) -> (Vec<String>, bool) {
         reqs.insert(0, "numpy".into());
     }
     (reqs, false)
+}
+
+/// The modules beside a file that it imports relatively: `from .main
+/// import run` and `from . import main, util` give `main` (and `util`).
+fn sibling_imports(text: &str) -> Vec<String> {
+    let ident = |w: &str| {
+        !w.is_empty()
+            && !w.starts_with(|c: char| c.is_ascii_digit())
+            && w.chars().all(|c| c == '_' || c.is_ascii_alphanumeric())
+    };
+    let mut out = Vec::new();
+    for l in text.lines().map(str::trim_start) {
+        let Some(rest) = l.strip_prefix("from .") else {
+            continue;
+        };
+        if let Some(names) = rest.strip_prefix(" import ") {
+            out.extend(
+                names
+                    .split([',', '#'])
+                    .take_while(|n| !n.contains('('))
+                    .filter_map(|n| n.split_whitespace().next())
+                    .filter(|n| ident(n))
+                    .map(str::to_owned),
+            );
+        } else if let Some(name) = rest.split_whitespace().next()
+            && ident(name)
+        {
+            out.push(name.to_owned());
+        }
+    }
+    out
 }
 
 /// The requirements of files that do not declare theirs, made one set (as
@@ -496,6 +537,24 @@ mod tests {
         )
         .unwrap();
         assert_eq!(requirements(&f), (vec!["numpy>=1.20".into()], true));
+    }
+
+    #[test]
+    fn a_module_beside_the_file_that_it_imports_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("test_x.py");
+        std::fs::write(&f, "import pytest\n\nfrom .main import run\n").unwrap();
+        std::fs::write(dir.path().join("main.py"), "import torch\n").unwrap();
+        assert_eq!(requirements(&f).0, ["numpy", "torch", "pytest"]);
+        std::fs::write(&f, "from . import helpers, main  # both\n").unwrap();
+        assert_eq!(requirements(&f).0, ["numpy", "torch"]);
+        // Not a sibling: a package's module.
+        std::fs::write(&f, "from .pkg.main import run\n").unwrap();
+        assert!(requirements(&f).0.is_empty());
+        assert_eq!(
+            sibling_imports("from .a import b\nfrom .. import c\n"),
+            ["a"]
+        );
     }
 
     #[test]

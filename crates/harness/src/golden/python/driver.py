@@ -1328,7 +1328,9 @@ def op_describe(req):
             entry["classes"] = [describe_class(cls, req) for cls in test_classes(mod)]
         except ImportError as e:
             missing = e.name or ""
-            if missing == "_task_interface" or missing.startswith(("simpler.", "simpler_setup.")):
+            if missing in ("_task_interface", "simpler", "simpler_setup") or missing.startswith(
+                ("simpler.", "simpler_setup.")
+            ):
                 # The original's native runtime and tools: what white-box
                 # and level-3 files import. Not ours to provide.
                 what = missing
