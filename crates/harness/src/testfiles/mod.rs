@@ -5,7 +5,7 @@
 //! runtime=...)`, `CALLABLE`, `CASES`, `generate_args`, `compute_golden`,
 //! maybe `compare_outputs`). Each collected class (`Test*`, with cases,
 //! as the original's pytest collects) becomes a [`Scene`] and each entry
-//! of `CASES` a [`Case`], named as the original names them. Nothing is
+//! of `CASES` a [`Case`](crate::scene::Case), named as the original names them. Nothing is
 //! written into the checkout.
 //!
 //! How: the files are imported by the Python worker, with our own
@@ -15,7 +15,7 @@
 //! orchestration, its cases, and the arguments `generate_args` makes for
 //! every case the run may select: their names, dtypes, shapes and scalar
 //! values are the scene's tensors and scalars, resolved per case.
-//! [`build`] turns that description into the model every later stage
+//! `build` turns that description into the model every later stage
 //! already takes. The fixtures stage calls `generate_args` again
 //! (seeded), the golden stage the class's `compute_golden` on a clone,
 //! and the compare stage either allclose with the class's `RTOL` / `ATOL`

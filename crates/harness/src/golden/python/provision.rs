@@ -239,7 +239,8 @@ pub struct MetadataVersions {
     pub packages: Vec<String>,
 }
 
-/// `python`'s versions from its distribution metadata ([`VERSIONS`]).
+/// `python`'s versions from its distribution metadata (the `VERSIONS`
+/// script).
 pub fn metadata_versions(python: &Path, cancel: &Cancel) -> Result<MetadataVersions, ProbeError> {
     run_json(python, VERSIONS, "", cancel)
 }
