@@ -373,10 +373,14 @@ impl StepRunner<'_> {
             .iter()
             .map(|&t| (state[t].0.as_str(), &state[t].1, step.writes.contains(&t)))
             .collect();
-        let values =
-            self.cpu
-                .python()
-                .host_step(scene, work.sel.case(), file, function, &tensors)?;
+        let values = self.cpu.python().host_step(
+            scene,
+            work.sel.case(),
+            file,
+            function,
+            &tensors,
+            &step.scalars,
+        )?;
         // `host_step` gives the written ones back in the order passed.
         let writes = order.into_iter().filter(|t| step.writes.contains(t));
         Ok(writes.zip(values).collect())

@@ -324,8 +324,9 @@ fn a_changed_kernel_orchestration_or_golden_fails_its_case() {
 /// and run as steps: a group chip task is one chip step on two cards
 /// (worker r's arguments on rank r), the sub task after it a host step
 /// calling the class's sub callable on the tensors in its arguments'
-/// order. A wrong sub callable, a golden that disagrees and a sub task
-/// writing a tensor it only reads each fail the case; a chip task on part
+/// order and its scalars. A wrong sub callable, another scalar, a golden
+/// that disagrees and a sub task writing a tensor it only reads each fail
+/// the case; a chip task on part
 /// of the group is listed as not run, with its reason.
 #[test]
 fn level_three_classes_run_their_orchestration_as_steps() {
@@ -363,7 +364,18 @@ fn level_three_classes_run_their_orchestration_as_steps() {
     );
 
     for (what, from, to, says) in [
-        ("sub callable", "g[:] = f0 + f1", "g[:] = f0 - f1", "`g`"),
+        (
+            "sub callable",
+            "g[:] = (f0 + f1) * args.scalar(0)",
+            "g[:] = (f0 - f1) * args.scalar(0)",
+            "`g`",
+        ),
+        (
+            "sub scalar",
+            "sub.add_scalar(2)",
+            "sub.add_scalar(3)",
+            "`g`",
+        ),
         (
             "golden",
             "args.f1[:] = (args.a1 + args.b1) * s",
@@ -372,8 +384,8 @@ fn level_three_classes_run_their_orchestration_as_steps() {
         ),
         (
             "read-only write",
-            "g[:] = f0 + f1",
-            "g[:] = f0 + f1\n    f0[:] = 0",
+            "g[:] = (f0 + f1) * args.scalar(0)",
+            "g[:] = (f0 + f1) * args.scalar(0)\n    f0[:] = 0",
             "changed `f0`, which the step only reads",
         ),
     ] {

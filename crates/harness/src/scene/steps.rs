@@ -32,6 +32,10 @@ pub struct Step {
     /// passes every tensor of the scene (per-rank ones sliced), a host
     /// function finds its declared tensors by name.
     pub bind: Vec<Vec<usize>>,
+    /// A test file's sub task: the scalars its arguments carry (their 64
+    /// bits), which its callable reads as `args.scalar(i)`. Empty
+    /// otherwise.
+    pub scalars: Vec<u64>,
 }
 
 /// What a step runs.
@@ -211,6 +215,7 @@ writes = ["y"]
                 reads: vec![1],
                 writes: vec![2],
                 bind: Vec::new(),
+                scalars: Vec::new(),
             }
         );
         assert_eq!(dependencies(&s.steps, 1), vec![0]);
@@ -340,6 +345,7 @@ writes = ["f", "y"]
             reads: reads.to_vec(),
             writes: writes.to_vec(),
             bind: Vec::new(),
+            scalars: Vec::new(),
         }
     }
 

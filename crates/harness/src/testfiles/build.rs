@@ -533,6 +533,7 @@ fn l3_steps(
             reads: Vec::new(),
             writes: Vec::new(),
             bind: Vec::new(),
+            scalars: Vec::new(),
         };
         let mut tag = |step: &mut Step, t: usize, tag: &str| -> Result<bool, ClassProblem> {
             let (reads, writes) = match tag {
@@ -647,6 +648,7 @@ fn l3_steps(
                     }
                 }
                 step.bind.push(bound);
+                step.scalars.clone_from(&args.scalars);
                 step.kind = StepKind::HostPython {
                     function: callable.clone(),
                 };

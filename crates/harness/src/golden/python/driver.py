@@ -1310,7 +1310,7 @@ def op_host_simpler(req):
     if fn is None:
         raise CaseError("%s: CALLABLE has no sub callable `%s`" % (cls.__name__, fname))
     arrays = [_load_raw(t) for t in req["tensors"]]  # np.load: fresh, writable
-    fn(MappedArgs([MappedArg(a, t["dtype"]) for a, t in zip(arrays, req["tensors"])]))
+    fn(MappedArgs([MappedArg(a, t["dtype"]) for a, t in zip(arrays, req["tensors"])], req.get("scalars", [])))
     _only_parent()
     for a, t in zip(arrays, req["tensors"]):
         np.save(t["out"], np.ascontiguousarray(a), allow_pickle=False)

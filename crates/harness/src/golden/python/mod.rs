@@ -1039,7 +1039,8 @@ impl PythonRunner {
     /// value, whether the step writes it`; a dict of numpy arrays, bf16 as
     /// float32), filled in place or returned in a dict. Returns the new
     /// value of every written tensor, in the order given; changing a
-    /// tensor the step only reads is an error.
+    /// tensor the step only reads is an error. `scalars`: a test file's
+    /// sub task's (its callable's `args.scalar(i)`).
     pub fn host_step(
         &self,
         scene: &Scene,
@@ -1047,6 +1048,7 @@ impl PythonRunner {
         file: &Path,
         function: &str,
         tensors: &[(&str, &Tensor, bool)],
+        scalars: &[u64],
     ) -> Result<Vec<Tensor>, PyError> {
         let who = whose(scene, case, file);
         let dir = self.request_dir()?;
@@ -1071,6 +1073,7 @@ impl PythonRunner {
             "function": function,
             "params": case.values,
             "tensors": specs,
+            "scalars": scalars,
         });
         testfile::with_origin(&mut req, scene, Some(case));
         let reply = self

@@ -146,6 +146,7 @@ impl Validator<'_> {
             reads,
             writes,
             bind: Vec::new(),
+            scalars: Vec::new(),
         })
     }
 

@@ -31,14 +31,16 @@ SCALE_CALLABLE = {
 
 
 def total(args):
-    """Sub callable: g = f0 + f1, written in place into g's buffer."""
+    """Sub callable: g = (f0 + f1) * k, k its task's scalar, written in
+    place into g's buffer."""
     f0, f1, g = (np.frombuffer(a.buffer, dtype=np.float32) for a in args)
-    g[:] = f0 + f1
+    g[:] = (f0 + f1) * args.scalar(0)
 
 
 def run_pair(orch, callables, task_args, config):
     """Worker r: f_r = (a_r + b_r) * scale, both in one group task; then
-    the sub task `total`, which reads f0 and f1 and writes g."""
+    the sub task `total`, which reads f0 and f1 and writes g (scaled by
+    the task's scalar, 2)."""
 
     def chip(a, b, out):
         t = TaskArgs()
@@ -58,6 +60,7 @@ def run_pair(orch, callables, task_args, config):
     sub.add_tensor(_rehosted_ref(task_args, "f0"), TensorArgType.INPUT)
     sub.add_tensor(_rehosted_ref(task_args, "f1"), TensorArgType.INPUT)
     sub.add_tensor(_rehosted_ref(task_args, "g"), TensorArgType.OUTPUT_EXISTING)
+    sub.add_scalar(2)
     orch.submit_sub(callables.total, sub)
 
 
@@ -80,7 +83,7 @@ class TestL3Pair(SceneTestCase):
         s = np.float32(params["scale"])
         args.f0[:] = (args.a0 + args.b0) * s
         args.f1[:] = (args.a1 + args.b1) * s
-        args.g[:] = args.f0 + args.f1
+        args.g[:] = (args.f0 + args.f1) * 2
 
 
 def run_one(orch, callables, task_args, config):
