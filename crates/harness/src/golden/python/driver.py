@@ -1020,10 +1020,12 @@ def l3_plan(cls, case, builder):
 # bytes and writes the device's outputs into them; the method's own
 # asserts are the verdict.
 
-# DataType values (the original's enum) as scenes' dtypes.
-_DTYPE_OF = {0: "f32", 1: "f16", 2: "i32", 3: "i16", 4: "i8", 5: "u8", 6: "bf16", 7: "i64"}
-_NP_OF = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i16": np.int16, "i8": np.int8,
-          "u8": np.uint8, "bf16": np.uint16, "i64": np.int64}
+# scenes' dtypes as the original's DataType values, and back.
+_DATA_TYPES = {"f32": 0, "f16": 1, "i32": 2, "i16": 3, "i8": 4, "u8": 5, "bf16": 6, "i64": 7}
+_DTYPE_OF = {v: k for k, v in _DATA_TYPES.items()}
+# scenes' dtypes as numpy's (bf16 as its bits), from the names tensor_array knows.
+_NP_OF = {ours: np.dtype(name) for name, ours in TORCH_DTYPES.items() if ours != "bf16"}
+_NP_OF["bf16"] = np.dtype(np.uint16)
 
 
 def _replays(cls):
@@ -1104,7 +1106,7 @@ class _BufferRef:
         for d in reversed(self.shapes):
             rows.insert(0, acc)
             acc *= d
-        whole = acc * np.dtype(_NP_OF[dt]).itemsize == b.nbytes and self.byte_offset == 0 and (
+        whole = acc * _NP_OF[dt].itemsize == b.nbytes and self.byte_offset == 0 and (
             self.strides is None or tuple(self.strides) == tuple(rows)
         )
         if not whole:
@@ -1263,7 +1265,7 @@ def op_replay_case(req):
 
 
 def _data_type(dtype):
-    return {"f32": 0, "f16": 1, "i32": 2, "i16": 3, "i8": 4, "u8": 5, "bf16": 6, "i64": 7}.get(dtype, -1)
+    return _DATA_TYPES.get(dtype, -1)
 
 
 class MappedArg:
